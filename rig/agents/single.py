@@ -1,0 +1,22 @@
+"""Single-call agent: one request, one generation. Single-turn benchmarks are one-turn episodes."""
+
+from __future__ import annotations
+
+from rig.decoding.constraint import Constraint
+from rig.engines.base import Engine
+from rig.records import ChatRequest, Episode, Generation, Sampling
+
+
+def repeat_sampling(base: Sampling, repeat: int, max_tokens: int | None = None) -> Sampling:
+    """Each repeat gets its own seed so repeated runs can differ when temperature > 0."""
+    upd: dict = {"seed": base.seed + repeat}
+    if max_tokens is not None:
+        upd["max_tokens"] = max_tokens
+    return base.model_copy(update=upd)
+
+
+async def single_call(
+    engine: Engine, episode: Episode, sampling: Sampling, constraint: Constraint | None = None
+) -> Generation:
+    req = ChatRequest(messages=episode.messages, tools=episode.tools, constraint=constraint, sampling=sampling)
+    return await engine.chat(req)

@@ -1,0 +1,102 @@
+"""Load the upstream CallNavi layout unchanged: Questions/<domain>.json and APIs/<domain>.json."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from rig.benchmarks.base import DataError
+
+# The upstream scripts' domain order; results are reported in it.
+DOMAINS = ("bank", "shopping", "logistics", "aviation", "hospital", "gov", "hr", "hotel", "insurance",
+           "telecommunications")
+DIFFICULTIES = ("easy", "medium", "hard")
+
+
+class Api(BaseModel):
+    name: str
+    description: str = ""
+    parameters: Any = Field(default_factory=dict)  # dict of name -> type, or (telecom) a list of names
+    returnParameter: Any = ""
+
+
+class Question(BaseModel):
+    id: str
+    domain: str
+    text: str
+    apis: list[str]
+    parameters: list[Any]
+    difficulty: str
+
+
+class Domain(BaseModel):
+    name: str
+    apis: list[Api]
+    questions: list[Question]
+
+
+def _load_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise DataError(f"{path}: file not found") from None
+    except json.JSONDecodeError as e:
+        raise DataError(f"{path}: not valid JSON (line {e.lineno}, column {e.colno}: {e.msg})") from None
+
+
+def _question(path: Path, i: int, raw: Any, domain: str) -> Question:
+    where = f"{path}: record [{i}]"
+    if not isinstance(raw, dict):
+        raise DataError(f"{where}: expected an object")
+    qid = raw.get("id")
+    if not isinstance(qid, str) or not qid:
+        raise DataError(f"{where}.id: missing or not a string")
+    where = f"{path}: record {qid!r}"
+    q = raw.get("question")
+    if not (isinstance(q, list) and q and isinstance(q[0], dict) and isinstance(q[0].get("content"), str)):
+        raise DataError(f"{where}.question: expected a list of {{role, content}} messages")
+    gt = raw.get("ground_truth")
+    if not isinstance(gt, dict):
+        raise DataError(f"{where}.ground_truth: missing or not an object")
+    apis, params = gt.get("API"), gt.get("parameters")
+    if not (isinstance(apis, list) and all(isinstance(a, str) for a in apis)):
+        raise DataError(f"{where}.ground_truth.API: expected a list of API names")
+    if not isinstance(params, list):
+        raise DataError(f"{where}.ground_truth.parameters: expected a list (one object per call)")
+    diff = raw.get("difficulty")
+    if diff not in DIFFICULTIES:
+        raise DataError(f"{where}.difficulty: {diff!r} is not one of {', '.join(DIFFICULTIES)}")
+    return Question(id=qid, domain=domain, text=q[0]["content"], apis=apis, parameters=params, difficulty=diff)
+
+
+def load_domain(root: Path, domain: str) -> Domain:
+    qpath, apath = root / "Questions" / f"{domain}.json", root / "APIs" / f"{domain}.json"
+    qraw, araw = _load_json(qpath), _load_json(apath)
+    if not isinstance(qraw, list):
+        raise DataError(f"{qpath}: expected a list of question records")
+    if not isinstance(araw, dict) or not isinstance(araw.get("api_ports"), list):
+        raise DataError(f"{apath}.api_ports: expected an object with a list 'api_ports'")
+    apis = []
+    for i, a in enumerate(araw["api_ports"]):
+        if not isinstance(a, dict) or not isinstance(a.get("name"), str):
+            raise DataError(f"{apath}: api_ports[{i}].name: missing or not a string")
+        apis.append(Api.model_validate(a))
+    return Domain(name=domain, apis=apis, questions=[_question(qpath, i, r, domain) for i, r in enumerate(qraw)])
+
+
+def discover_domains(root: Path) -> list[str]:
+    qdir = root / "Questions"
+    if not qdir.is_dir():
+        raise DataError(f"{qdir}: folder not found (expected the upstream CallNavi layout: Questions/, APIs/)")
+    present = {p.stem for p in qdir.glob("*.json")}
+    if not present:
+        raise DataError(f"{qdir}: no <domain>.json files")
+    ordered = [d for d in DOMAINS if d in present]
+    return ordered + sorted(present - set(DOMAINS))
+
+
+def data_files(root: Path, domains: list[str]) -> list[Path]:
+    return [root / sub / f"{d}.json" for d in domains for sub in ("Questions", "APIs")]

@@ -1,0 +1,161 @@
+"""`rig` command line: parses, validates, calls the library. Exit code 2 = bad input."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table as RichTable
+
+app = typer.Typer(help="Offline evaluation rig for open LLMs on geospatial and tool-calling benchmarks.",
+                  no_args_is_help=True, pretty_exceptions_enable=False)
+err = Console(stderr=True)
+out = Console()
+
+
+def _fail(msg: str, code: int = 2) -> None:
+    err.print(f"[bold red]error:[/] {msg}", highlight=False)
+    raise typer.Exit(code)
+
+
+def _parse_options(items: list[str]) -> dict[str, str]:
+    opts = {}
+    for it in items:
+        if "=" not in it:
+            _fail(f"--option {it!r}: expected key=value")
+        k, v = it.split("=", 1)
+        opts[k.strip()] = v.strip()
+    return opts
+
+
+@app.command()
+def bench(
+    model: Optional[str] = typer.Option(None, "--model", "-m", help="Model name from models.yaml (see `rig models`)."),
+    benchmark: str = typer.Option("callnavi", "--benchmark", "-b", help="Benchmark to run."),
+    gpu: Optional[int] = typer.Option(None, "--gpu", help="GPU ordinal; CPU when omitted."),
+    limit: Optional[int] = typer.Option(None, "--limit", min=1, help="Run a seeded sample of N questions."),
+    repeats: int = typer.Option(1, "--repeats", "-k", min=1, help="Runs per episode (stability scores need k > 1)."),
+    data: Optional[Path] = typer.Option(None, "--data", help="Benchmark data folder (default: the embedded sample)."),
+    out_dir: Path = typer.Option(Path("runs"), "--out", help="Where run folders go."),
+    resume: Optional[str] = typer.Option(None, "--resume", help="Run id to resume; finished episodes are skipped."),
+    fmt: Optional[str] = typer.Option(None, "--format", help="Answer format for CallNavi: json or yaml."),
+    decode: str = typer.Option("none", "--decode", help="Constrain output: none, json or yaml."),
+    option: list[str] = typer.Option([], "--option", "-O", help="Benchmark option key=value (e.g. task=routing)."),
+    concurrency: int = typer.Option(1, "--concurrency", "-c", min=1, help="Episodes in flight."),
+    order: str = typer.Option("grouped", "--order", help="grouped (shared prompt prefixes together) or shuffled."),
+    temperature: Optional[float] = typer.Option(None, "--temperature", help="Override the model's temperature."),
+    seed: Optional[int] = typer.Option(None, "--seed", help="Override the model's seed."),
+    models_file: Optional[Path] = typer.Option(None, "--models", help="models.yaml to use."),
+    report: bool = typer.Option(True, "--report/--no-report", help="Print the report at the end."),
+) -> None:
+    """Run a benchmark on a local model and print its report."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+    from rig.benchmarks.base import DataError
+    from rig.engines import MissingExtra
+    from rig.engines.base import EngineError
+    from rig.registry import RegistryError
+    from rig.runs.bench import BenchError, BenchOptions, run_bench
+    from rig.runs.report import report_markdown
+
+    if decode not in ("none", "json", "yaml"):
+        _fail(f"--decode {decode!r}: choose none, json or yaml")
+    opts = _parse_options(option)
+    if fmt:
+        if fmt not in ("json", "yaml"):
+            _fail(f"--format {fmt!r}: choose json or yaml")
+        opts["format"] = fmt
+    elif decode != "none":
+        opts.setdefault("format", decode)
+    if resume and not model and (option or fmt):
+        _fail("--resume without --model reuses the recorded options; do not pass --format/--option")
+    bo = BenchOptions(model=model, benchmark=benchmark, gpu=gpu, limit=limit, repeats=repeats, data=data,
+                      out=out_dir, resume=resume, decode=decode, options=opts, concurrency=concurrency, order=order,
+                      models_file=models_file, temperature=temperature, seed=seed)
+    columns = [TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+               TextColumn("{task.fields[rate]}"), TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn()]
+    with Progress(*columns, console=err, transient=False) as prog:
+        task = prog.add_task("episodes", total=None, rate="")
+        import time as _t
+
+        t0 = [None, 0]
+
+        def progress(done: int, total: int) -> None:
+            if t0[0] is None:
+                t0[0], t0[1] = _t.perf_counter(), done
+            el = _t.perf_counter() - t0[0]
+            rate = (done - t0[1]) / el if el > 0 and done > t0[1] else 0.0
+            prog.update(task, completed=done, total=total, rate=f"{rate:.2f} ep/s" if rate else "")
+
+        try:
+            run_dir = run_bench(bo, progress=progress, on_event=lambda m: prog.console.print(m, highlight=False))
+        except (RegistryError, DataError, BenchError, MissingExtra, EngineError, KeyError) as e:
+            prog.stop()
+            _fail(str(e).strip("'\""))
+    err.print(f"results: {run_dir}", highlight=False)
+    if report:
+        md = report_markdown(run_dir)
+        (run_dir / "report.md").write_text(md)
+        out.print(md, highlight=False, markup=False)
+
+
+@app.command()
+def report(run: Path = typer.Argument(..., help="Run directory (runs/<id>).")) -> None:
+    """Print a run's markdown report (tables in the papers' layouts, latency, tokens, memory)."""
+    from rig.runs.report import report_markdown
+
+    try:
+        md = report_markdown(run)
+    except FileNotFoundError as e:
+        _fail(str(e))
+    (run / "report.md").write_text(md)
+    out.print(md, highlight=False, markup=False)
+
+
+@app.command()
+def models(models_file: Optional[Path] = typer.Option(None, "--models", help="models.yaml to use.")) -> None:
+    """List the model registry and whether each model's weights are present."""
+    from rig.registry import RegistryError, load_registry, weights_present
+
+    try:
+        reg = load_registry(models_file)
+    except RegistryError as e:
+        _fail(str(e))
+    t = RichTable(title=f"models ({reg.path})")
+    for c in ("name", "engine", "quant", "ctx", "weights", "present"):
+        t.add_column(c)
+    for name, spec in reg.models.items():
+        ok, detail = weights_present(spec, reg.path)
+        default = " (default)" if reg.defaults.get(spec.base) == name else ""
+        t.add_row(name + default, spec.engine, spec.quantization, str(spec.context_length),
+                  f"{spec.weights.kind}: {spec.weights.ref}", "yes" if ok else "[red]no[/]")
+    out.print(t)
+
+
+@app.command()
+def doctor(data: Optional[Path] = typer.Option(None, "--data", help="CallNavi data folder to check."),
+           models_file: Optional[Path] = typer.Option(None, "--models")) -> None:
+    """Check engines, GPUs, the offline guard, data and weights."""
+    from rig.doctor import run_checks
+
+    rows = run_checks(data=data, models_file=models_file)
+    t = RichTable(title="rig doctor")
+    for c in ("check", "status", "detail"):
+        t.add_column(c)
+    for name, status, detail in rows:
+        color = {"ok": "green", "warn": "yellow", "fail": "red"}[status]
+        t.add_row(name, f"[{color}]{status}[/]", detail)
+    out.print(t)
+    if any(s == "fail" for _, s, _ in rows):
+        raise typer.Exit(1)
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

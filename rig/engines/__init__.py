@@ -1,0 +1,37 @@
+"""Engine registry: name -> "module:Class" plus the extra that provides it; imported lazily."""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from rig.engines.base import Engine
+    from rig.registry import ModelSpec
+
+ENGINES: dict[str, tuple[str, str, str]] = {
+    # name: (module:Class, module that must import, pip extra)
+    "llamacpp": ("rig.engines.llamacpp:LlamaCppEngine", "llama_cpp", "llamacpp"),
+}
+
+
+class MissingExtra(ImportError):
+    pass
+
+
+def engine_class(name: str) -> "type[Engine]":
+    if name not in ENGINES:
+        raise KeyError(f"engine {name!r} is not available in this version of rig; built: {', '.join(ENGINES)}")
+    target, needs, extra = ENGINES[name]
+    try:
+        importlib.import_module(needs)
+    except ImportError as e:
+        raise MissingExtra(
+            f"engine {name!r} needs the Python module {needs!r} ({e}). Install it with: pip install 'rig[{extra}]'"
+        ) from None
+    module, cls = target.split(":")
+    return getattr(importlib.import_module(module), cls)
+
+
+def create_engine(spec: "ModelSpec", weights: str, **kwargs: Any) -> "Engine":
+    return engine_class(spec.engine)(spec, weights, **kwargs)

@@ -1,0 +1,178 @@
+"""llama.cpp in-process through llama-cpp-python.
+
+One ``Llama`` object serves the whole run, so consecutive prompts that share a prefix (a CallNavi domain's
+API list) re-evaluate only their tail. Generation runs over token ids (``Llama.generate``) rather than
+``create_chat_completion``: that gives exact prompt and completion token counts, the time of the first
+sampled token, and decode speed without relying on ``verbose``-dependent perf counters.
+llama.cpp cannot batch requests in-process, so calls are serialised behind a lock.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from typing import Any
+
+from rig.decoding.constraint import Constraint
+from rig.engines.base import Capabilities, Engine, EngineError
+from rig.records import ChatRequest, Generation, Timings
+
+# Keys of models.yaml engine_args passed through to Llama(); anything else is an error.
+_LLAMA_ARGS = {"n_batch", "n_ubatch", "n_threads", "n_threads_batch", "flash_attn", "use_mmap", "use_mlock",
+               "type_k", "type_v", "offload_kqv", "rope_freq_base", "rope_freq_scale"}
+
+
+class LlamaCppEngine(Engine):
+    name = "llamacpp"
+
+    def __init__(self, spec, weights, *, gpu=None, **options: Any) -> None:  # type: ignore[no-untyped-def]
+        super().__init__(spec, weights, gpu=gpu, **options)
+        bad = set(spec.engine_args) - _LLAMA_ARGS
+        if bad:
+            raise EngineError(f"models.yaml entry {spec.name!r}: engine_args {sorted(bad)} not understood by "
+                              f"llamacpp (allowed: {sorted(_LLAMA_ARGS)})")
+        self.llm = None
+        self._formatter = None
+        self._lock = threading.Lock()
+        self._grammar_cache: dict[str, Any] = {}
+
+    @property
+    def capabilities(self) -> Capabilities:
+        return Capabilities(native_tools=False, grammar_kinds=("json_schema", "grammar", "choice", "yaml_schema"),
+                            continuous_batching=False, max_concurrency=1)
+
+    async def load(self) -> None:
+        await asyncio.to_thread(self._load_sync)
+
+    def _load_sync(self) -> None:
+        import llama_cpp
+        from llama_cpp import Llama
+        from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+
+        kwargs: dict[str, Any] = dict(self.spec.engine_args)
+        if self.gpu is not None:
+            if not llama_cpp.llama_supports_gpu_offload():
+                raise EngineError("--gpu given, but this llama-cpp-python build has no GPU support "
+                                  "(reinstall with CMAKE_ARGS='-DGGML_CUDA=on')")
+            kwargs.update(n_gpu_layers=-1, split_mode=llama_cpp.LLAMA_SPLIT_MODE_NONE, main_gpu=self.gpu)
+        else:
+            kwargs["n_gpu_layers"] = 0
+        try:
+            self.llm = Llama(model_path=self.weights, n_ctx=self.spec.context_length, seed=self.spec.sampling.seed,
+                             verbose=False, **kwargs)
+        except (ValueError, RuntimeError) as e:
+            raise EngineError(f"llama.cpp could not load {self.weights}: {e}") from None
+        self._formatter = self._resolve_formatter(Jinja2ChatFormatter)
+
+    def _resolve_formatter(self, jinja_cls):  # type: ignore[no-untyped-def]
+        """The GGUF's own chat template, or a llama-cpp-python named format (models.yaml chat_format)."""
+        from llama_cpp import llama_chat_format
+
+        if self.spec.chat_format:
+            fn = getattr(llama_chat_format, "format_" + self.spec.chat_format.replace("-", "_"), None)
+            if fn is None:
+                raise EngineError(f"models.yaml entry {self.spec.name!r}: chat_format {self.spec.chat_format!r} is "
+                                  "not a llama-cpp-python chat format (e.g. gemma, chatml, llama-3, mistral-instruct)")
+            return fn
+        template = self.llm.metadata.get("tokenizer.chat_template")
+        if not template:
+            raise EngineError(f"{self.weights} has no chat template in its metadata; set chat_format in models.yaml "
+                              f"(e.g. chatml, gemma, llama-3) for entry {self.spec.name!r}")
+        m, eos, bos = self.llm._model, self.llm.token_eos(), self.llm.token_bos()
+        return jinja_cls(template=template, eos_token=m.token_get_text(eos) if eos != -1 else "",
+                         bos_token=m.token_get_text(bos) if bos != -1 else "")
+
+    def render(self, request: ChatRequest) -> tuple[str, bool, list[str]]:
+        """Prompt text, whether it already holds BOS, and the template's stop strings."""
+        msgs = [m.model_dump(exclude_none=True) for m in request.messages]
+        tools = [{"type": "function", "function": t.model_dump()} for t in request.tools] or None
+        kwargs = {"enable_thinking": False} if self.spec.thinking == "off" else {}
+        resp = self._formatter(messages=msgs, tools=tools, **kwargs)
+        stop = resp.stop if isinstance(resp.stop, list) else [resp.stop] if resp.stop else []
+        return resp.prompt, bool(resp.added_special), [x for x in stop if x]
+
+    def count_tokens(self, text: str) -> int | None:
+        return len(self.llm.tokenize(text.encode(), add_bos=False, special=False)) if self.llm else None
+
+    def _grammar(self, c: Constraint | None):  # type: ignore[no-untyped-def]
+        if c is None:
+            return None
+        from llama_cpp import LlamaGrammar
+
+        from rig.decoding import to_gbnf
+
+        gbnf = to_gbnf(c)
+        if gbnf not in self._grammar_cache:
+            self._grammar_cache[gbnf] = LlamaGrammar.from_string(gbnf, verbose=False)
+        return self._grammar_cache[gbnf]
+
+    async def chat(self, request: ChatRequest) -> Generation:
+        if self.llm is None:
+            raise EngineError("engine not loaded")
+        queued = time.perf_counter()
+        return await asyncio.to_thread(self._chat_sync, request, queued)
+
+    def _chat_sync(self, request: ChatRequest, queued: float) -> Generation:
+        import llama_cpp
+
+        with self._lock:
+            t0 = time.perf_counter()
+            gen = Generation(request_hash=request.digest(), timings=Timings(queue_s=t0 - queued))
+            try:
+                prompt, has_bos, tmpl_stops = self.render(request)
+                tokens = self.llm.tokenize(prompt.encode(), add_bos=not has_bos, special=True)
+                if len(tokens) >= self.spec.context_length:
+                    gen.error = (f"prompt has {len(tokens)} tokens, context_length is {self.spec.context_length}")
+                    gen.prompt_tokens = len(tokens)
+                    return gen
+                grammar = self._grammar(request.constraint)
+                s = request.sampling
+                max_new = min(s.max_tokens, self.spec.context_length - len(tokens))
+                self.llm.set_seed(s.seed)
+                out: list[int] = []
+                first = last = None
+                finish = "length"
+                vocab = self.llm._model.vocab
+                stop_strs = [*s.stop, *tmpl_stops]
+                stops = [x.encode() for x in stop_strs]
+                for tok in self.llm.generate(tokens, temp=s.temperature, top_p=s.top_p, top_k=s.top_k or 0,
+                                             min_p=0.0, repeat_penalty=1.0, grammar=grammar):
+                    now = time.perf_counter()
+                    if llama_cpp.llama_vocab_is_eog(vocab, tok):
+                        finish = "stop"
+                        break
+                    first = first or now
+                    last = now
+                    out.append(tok)
+                    if stops and any(x in self.llm.detokenize(out[-16:]) for x in stops):
+                        finish = "stop"
+                        break
+                    if len(out) >= max_new:
+                        break
+                text = self.llm.detokenize(out).decode("utf-8", errors="replace")
+                for x in stop_strs:
+                    if x in text:
+                        text = text[: text.index(x)]
+                end = time.perf_counter()
+                gen.text = text
+                gen.finish_reason = finish
+                gen.prompt_tokens = len(tokens)
+                gen.completion_tokens = len(out)
+                gen.timings.ttft_s = (first - t0) if first else None
+                gen.timings.e2e_s = end - t0
+                if first and last and len(out) > 1 and last > first:
+                    gen.timings.decode_tps = (len(out) - 1) / (last - first)
+            except Exception as e:  # a failed call is a recorded error, not a crashed run
+                gen.error = f"{type(e).__name__}: {e}"
+            return gen
+
+    async def close(self) -> None:
+        if self.llm is not None:
+            self.llm.close()
+            self.llm = None
+
+    def versions(self) -> dict[str, str]:
+        import llama_cpp
+
+        return {"llama-cpp-python": llama_cpp.__version__}

