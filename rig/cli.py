@@ -122,9 +122,16 @@ def report(run: Path = typer.Argument(..., help="Run directory (runs/<id>).")) -
     sys.stdout.write(md + "\n")
 
 
-@app.command()
-def models(models_file: Optional[Path] = typer.Option(None, "--models", help="models.yaml to use.")) -> None:
+models_app = typer.Typer(help="The model registry (models.yaml).", invoke_without_command=True)
+app.add_typer(models_app, name="models")
+
+
+@models_app.callback()
+def models(ctx: typer.Context,
+           models_file: Optional[Path] = typer.Option(None, "--models", help="models.yaml to use.")) -> None:
     """List the model registry and whether each model's weights are present."""
+    if ctx.invoked_subcommand:
+        return
     from rig.registry import RegistryError, load_registry, weights_present
 
     try:
@@ -140,6 +147,69 @@ def models(models_file: Optional[Path] = typer.Option(None, "--models", help="mo
         t.add_row(name + default, spec.engine, spec.quantization, str(spec.context_length),
                   f"{spec.weights.kind}: {spec.weights.ref}", "yes" if ok else "[red]no[/]")
     out.print(t)
+
+
+@models_app.command("quantize")
+def quantize(
+    model: str = typer.Argument(..., help="Source model (a llama.cpp GGUF entry of models.yaml)."),
+    to: str = typer.Option(..., "--to", help="Target quantization, e.g. q4_0, q8_0, q5_k_m."),
+    out_path: Optional[Path] = typer.Option(None, "--out", help="Output .gguf (default: weights/<name>.gguf)."),
+    name: Optional[str] = typer.Option(None, "--name", help="Name of the new models.yaml entry."),
+    models_file: Optional[Path] = typer.Option(None, "--models", help="models.yaml to read and append to."),
+    register: bool = typer.Option(True, "--register/--no-register", help="Append the new entry to models.yaml."),
+) -> None:
+    """Make a new GGUF variant with llama.cpp's quantize API and register it."""
+    from rig.quantize import append_entry, quantize_gguf, variant_entry
+    from rig.registry import RegistryError, default_registry_path, load_registry, resolve_weights
+
+    try:
+        path = models_file or default_registry_path()
+        reg = load_registry(path)
+        spec = reg.get(model)
+        if spec.engine != "llamacpp":
+            _fail(f"{model}: quantize works on llama.cpp GGUF models, this one uses {spec.engine}")
+        src = resolve_weights(spec, reg.path)
+        new = name or f"{spec.base}-{to.lower()}"
+        dst = out_path or Path("weights") / f"{new}.gguf"
+        t = time.perf_counter()
+        quantize_gguf(src, dst.resolve(), to)
+        err.print(f"wrote {dst} ({dst.stat().st_size / 2**20:.1f} MiB) in {time.perf_counter() - t:.1f}s")
+        if register:
+            append_entry(Path(path), new, variant_entry(spec, to, dst.resolve()))
+            err.print(f"added models.{new} to {path}")
+    except (RegistryError, RuntimeError) as e:
+        _fail(str(e))
+
+
+@app.command()
+def compare(
+    models_: list[str] = typer.Argument(..., metavar="MODEL...", help="Two or more models; the first is the baseline."),
+    benchmark: str = typer.Option("callnavi", "--benchmark", "-b"),
+    limit: Optional[int] = typer.Option(None, "--limit", min=1),
+    repeats: int = typer.Option(1, "--repeats", "-k", min=1),
+    data: Optional[Path] = typer.Option(None, "--data"),
+    out_dir: Path = typer.Option(Path("runs"), "--out"),
+    gpu: Optional[int] = typer.Option(None, "--gpu"),
+    decode: str = typer.Option("none", "--decode"),
+    option: list[str] = typer.Option([], "--option", "-O"),
+    seed: int = typer.Option(0, "--seed", help="One seed for every variant, so episodes and sampling match."),
+    max_tokens: Optional[int] = typer.Option(None, "--max-tokens", min=1),
+    models_file: Optional[Path] = typer.Option(None, "--models"),
+) -> None:
+    """Run the same episodes on each model in its own process and compare them, paired."""
+    from rig.runs.bench import BenchError, BenchOptions
+    from rig.runs.compare import run_compare, write_compare
+
+    bo = BenchOptions(benchmark=benchmark, limit=limit, repeats=repeats, data=data, out=out_dir, gpu=gpu,
+                      decode=decode, options=_parse_options(option), seed=seed, max_tokens=max_tokens,
+                      models_file=models_file.resolve() if models_file else None)
+    try:
+        cdir, runs = run_compare(models_, bo, say=lambda m: err.print(m, highlight=False))
+    except BenchError as e:
+        _fail(str(e))
+    md = write_compare(cdir, runs)
+    err.print(f"comparison: {cdir}")
+    sys.stdout.write(md + "\n")
 
 
 @app.command()

@@ -1,0 +1,48 @@
+"""rig models quantize + rig compare, end to end on the embedded model (CPU)."""
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.conftest import REPO
+
+pytestmark = pytest.mark.model
+
+
+def test_quantize_then_compare(tmp_path: Path, embedded_weights: str) -> None:
+    models = tmp_path / "models.yaml"
+    shutil.copy(REPO / "models.yaml", models)
+    q = subprocess.run([sys.executable, "-m", "rig.cli", "models", "quantize", "gemma3-270m", "--to", "q4_0",
+                        "--models", str(models), "--out", str(tmp_path / "w" / "g-q4_0.gguf")],
+                       capture_output=True, text=True, timeout=300)
+    assert q.returncode == 0, q.stderr
+    entry = yaml.safe_load(models.read_text())["models"]["gemma3-270m-q4_0"]
+    assert entry["quantization"] == "q4_0" and entry["weights"]["file"] == "w/g-q4_0.gguf"
+    gguf = tmp_path / "w" / "g-q4_0.gguf"
+    assert gguf.read_bytes()[:4] == b"GGUF" and gguf.stat().st_size != Path(embedded_weights).stat().st_size
+
+    c = subprocess.run([sys.executable, "-m", "rig.cli", "compare", "gemma3-270m", "gemma3-270m-q4_0",
+                        "--models", str(models), "--limit", "2", "-O", "task=routing", "--max-tokens", "8",
+                        "--out", str(tmp_path / "runs")], capture_output=True, text=True, timeout=600)
+    assert c.returncode == 0, c.stderr
+    cdir = next((tmp_path / "runs").glob("compare-*"))
+    md = (cdir / "compare.md").read_text()
+    assert "| gemma3-270m | q4_k_m | 2 |" in md and "| gemma3-270m-q4_0 | q4_0 | 2 |" in md
+    assert "Paired differences against gemma3-270m" in md
+    for svg in ("pareto_latency.svg", "pareto_memory.svg"):
+        text = (cdir / svg).read_text()
+        assert text.count("<circle") == 2  # one point per variant
+    runs = list((cdir / "runs").iterdir())
+    assert len(runs) == 2  # each variant ran in its own process, into its own run folder
+
+
+def test_unknown_quantization_is_clear(tmp_path: Path, embedded_weights: str) -> None:
+    models = tmp_path / "models.yaml"
+    shutil.copy(REPO / "models.yaml", models)
+    q = subprocess.run([sys.executable, "-m", "rig.cli", "models", "quantize", "gemma3-270m", "--to", "q9_9",
+                        "--models", str(models)], capture_output=True, text=True)
+    assert q.returncode == 2 and "unknown quantization 'q9_9'" in q.stderr
