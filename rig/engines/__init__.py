@@ -12,6 +12,7 @@ if TYPE_CHECKING:
 ENGINES: dict[str, tuple[str, str, str]] = {
     # name: (module:Class, module that must import, pip extra)
     "llamacpp": ("rig.engines.llamacpp:LlamaCppEngine", "llama_cpp", "llamacpp"),
+    "vllm": ("rig.engines.vllm:VllmEngine", "vllm", "vllm"),
 }
 
 
