@@ -223,7 +223,7 @@ def doctor(data: Optional[Path] = typer.Option(None, "--data", help="CallNavi da
     for c in ("check", "status", "detail"):
         t.add_column(c)
     for name, status, detail in rows:
-        color = {"ok": "green", "warn": "yellow", "fail": "red"}[status]
+        color = {"ok": "green", "warn": "yellow", "fail": "red", "skip": "dim"}[status]
         t.add_row(name, f"[{color}]{status}[/]", detail)
     out.print(t)
     if any(s == "fail" for _, s, _ in rows):

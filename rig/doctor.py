@@ -26,6 +26,9 @@ def run_checks(data: Path | None = None, models_file: Path | None = None) -> lis
         reg = load_registry(models_file)
         rows.append(("models.yaml", "ok", f"{reg.path}: {len(reg.models)} models"))
         for nm, spec in reg.models.items():
+            if spec.weights.kind in ("ollama", "served"):
+                rows.append((f"weights {nm}", "skip", f"{spec.weights.ref}: checked against the server when a run loads"))
+                continue
             ok, detail = weights_present(spec, reg.path)
             rows.append((f"weights {nm}", "ok" if ok else "warn", detail if not ok else spec.weights.ref))
     except RegistryError as e:

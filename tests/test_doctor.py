@@ -1,0 +1,15 @@
+from rig.doctor import run_checks
+
+
+def test_doctor_reports_guard_data_and_weights(callnavi_data) -> None:  # type: ignore[no-untyped-def]
+    rows = {name: (status, detail) for name, status, detail in run_checks(data=callnavi_data)}
+    assert rows["offline guard"][0] == "ok"
+    assert rows["callnavi --data"] == ("ok", f"{callnavi_data}: 729 questions")
+    assert rows["callnavi embedded sample"][0] == "ok"
+    assert rows["weights qwen3-8b-ollama-q4"][0] == "skip"
+    assert rows["GPUs (NVML)"][0] in ("ok", "warn")
+
+
+def test_doctor_fails_on_bad_data(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    rows = {name: (status, detail) for name, status, detail in run_checks(data=tmp_path)}
+    assert rows["callnavi --data"][0] == "fail" and "Questions" in rows["callnavi --data"][1]
