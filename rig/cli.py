@@ -230,6 +230,35 @@ def doctor(data: Optional[Path] = typer.Option(None, "--data", help="CallNavi da
         raise typer.Exit(1)
 
 
+@app.command()
+def runs(root: Path = typer.Argument(Path("runs"), help="Folder holding run folders.")) -> None:
+    """List runs: id, model, benchmarks, status, episodes done / total, when."""
+    from rig.runs.export import list_runs
+
+    t = RichTable(title=f"runs in {root}")
+    for c in ("run id", "model", "benchmarks", "status", "done / total", "started"):
+        t.add_column(c)
+    for r in list_runs(root):
+        t.add_row(r.run_id, r.model, r.benchmarks, r.status, f"{r.done} / {r.total}", r.started)
+    out.print(t)
+
+
+@app.command("export")
+def export_cmd(run: Path = typer.Argument(..., help="Run directory."),
+               fmt: str = typer.Option("csv", "--format", help="csv, jsonl or parquet."),
+               to: Optional[Path] = typer.Option(None, "--out", help="Output file (default: inside the run folder).")) -> None:
+    """Write per-episode rows joined with their telemetry."""
+    from rig.runs.export import export
+
+    if not (run / "manifest.json").exists():
+        _fail(f"{run}: no manifest.json (is this a run directory?)")
+    try:
+        path = export(run, fmt, to)
+    except (ValueError, RuntimeError) as e:
+        _fail(str(e))
+    err.print(f"wrote {path}")
+
+
 def main() -> None:
     app()
 

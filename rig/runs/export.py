@@ -1,0 +1,99 @@
+"""`rig runs` and `rig export`: list run folders; per-episode rows joined with their telemetry."""
+
+from __future__ import annotations
+
+import csv
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+
+from rig.runs.store import Store
+from rig.telemetry.manifest import RunManifest
+
+
+class RunRow(BaseModel):
+    run_id: str
+    model: str
+    benchmarks: str
+    status: str
+    done: int
+    total: int
+    started: str
+
+
+def list_runs(root: Path) -> list[RunRow]:
+    rows = []
+    for d in sorted(root.glob("*/manifest.json")):
+        try:
+            man = RunManifest.read(d.parent)
+        except (ValueError, OSError):
+            continue  # not a run folder (e.g. a compare folder) or an unreadable manifest
+        store = Store(d.parent / "results.sqlite")
+        try:
+            done = store.count()
+        finally:
+            store.close()
+        total = sum(b.episodes for b in man.config.benchmarks) * man.config.repeats
+        status = man.status if not (man.status == "running" and done < total) else "running or crashed"
+        rows.append(RunRow(run_id=man.run_id, model=man.config.model.name,
+                           benchmarks=",".join(b.name for b in man.config.benchmarks), status=status, done=done,
+                           total=total, started=time.strftime("%Y-%m-%d %H:%M", time.localtime(man.started_at))))
+    return rows
+
+
+def episode_rows(run_dir: Path) -> list[dict[str, Any]]:
+    """One flat row per (episode, repeat): scores, status, summed tokens, first/last timings."""
+    man = RunManifest.read(run_dir)
+    store = Store(run_dir / "results.sqlite")
+    try:
+        results = store.results()
+    finally:
+        store.close()
+    rows = []
+    for r in results:
+        g = r.generations
+        row: dict[str, Any] = {
+            "run_id": man.run_id, "model": man.config.model.name, "quantization": man.config.model.quantization,
+            "benchmark": r.benchmark, "episode_id": r.episode_id, "repeat": r.repeat, "status": r.status,
+            "error_category": r.error_category, "error": (r.error or "")[:500] or None,
+            "generations": len(g),
+            "prompt_tokens": _sum(x.prompt_tokens for x in g), "completion_tokens": _sum(x.completion_tokens for x in g),
+            "ttft_s": g[0].timings.ttft_s if g else None, "e2e_s": _sum(x.timings.e2e_s for x in g),
+            "decode_tps": g[-1].timings.decode_tps if g else None,
+            "output": g[-1].text if g else None,
+        }
+        row.update({f"tag_{k}": v for k, v in r.tags.items()})
+        row.update({f"score_{k}": v for k, v in r.scores.items()})
+        rows.append(row)
+    return rows
+
+
+def _sum(vals: Any) -> float | None:
+    vals = [v for v in vals if v is not None]
+    return sum(vals) if vals else None  # None, not 0: nothing was measured
+
+
+def export(run_dir: Path, fmt: str, out: Path | None = None) -> Path:
+    rows = episode_rows(run_dir)
+    out = out or run_dir / f"episodes.{fmt}"
+    if fmt == "jsonl":
+        out.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
+    elif fmt == "csv":
+        cols = list(dict.fromkeys(k for r in rows for k in r))
+        with out.open("w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=cols)
+            w.writeheader()
+            w.writerows(rows)
+    elif fmt == "parquet":
+        try:
+            import pyarrow as pa
+            import pyarrow.parquet as pq
+        except ImportError:
+            raise RuntimeError("parquet export needs pyarrow: pip install 'rig[export]'") from None
+        pq.write_table(pa.Table.from_pylist(rows), out)
+    else:
+        raise ValueError(f"unknown export format {fmt!r}: choose csv, jsonl or parquet")
+    return out
