@@ -110,16 +110,29 @@ def bench(
 
 
 @app.command()
-def report(run: Path = typer.Argument(..., help="Run directory (runs/<id>).")) -> None:
-    """Print a run's markdown report (tables in the papers' layouts, latency, tokens, memory)."""
+def report(
+    run: list[Path] = typer.Argument(..., help="Run directories (runs/<id>)."),
+    html: bool = typer.Option(False, "--html", help="Write one self-contained HTML file."),
+    md: bool = typer.Option(True, "--md/--no-md", help="Print markdown tables."),
+    to: Optional[Path] = typer.Option(None, "--out", help="HTML output path (default: report.html in the first run)."),
+) -> None:
+    """Report runs: tables in the papers' layouts, latency, tokens, memory; --html for plots and an episode browser."""
     from rig.runs.report import report_markdown
 
-    try:
-        md = report_markdown(run)
-    except FileNotFoundError as e:
-        _fail(str(e))
-    (run / "report.md").write_text(md)
-    sys.stdout.write(md + "\n")
+    for r in run:
+        if not (r / "manifest.json").exists():
+            _fail(f"{r}: no manifest.json (is this a run directory?)")
+    if md:
+        for r in run:
+            text = report_markdown(r)
+            (r / "report.md").write_text(text)
+            sys.stdout.write(text + "\n")
+    if html:
+        from rig.runs.html import html_report
+
+        path = to or run[0] / "report.html"
+        path.write_text(html_report(run))
+        err.print(f"wrote {path}")
 
 
 models_app = typer.Typer(help="The model registry (models.yaml).", invoke_without_command=True)
