@@ -46,8 +46,11 @@ def test_prompt_longer_than_context_is_a_recorded_error(gemma_engine) -> None:  
 
 SCHEMA = {
     "type": "object",
-    "properties": {"API": {"type": "array", "items": {"type": "string", "enum": ["getWeather", "getRoute"]}},
-                   "parameters": {"type": "array", "items": {"type": "object"}}},
+    "properties": {"API": {"type": "array", "items": {"type": "string", "enum": ["getWeather", "getRoute"]},
+                           "maxItems": 3},
+                   "parameters": {"type": "array", "maxItems": 3, "items": {
+                       "type": "object", "properties": {"city": {"type": "string"}, "origin": {"type": "string"}},
+                       "additionalProperties": False}}},
     "required": ["API", "parameters"],
     "additionalProperties": False,
 }

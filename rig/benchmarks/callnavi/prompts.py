@@ -67,16 +67,37 @@ def build_prompt(apis: list[Api], question: str, task: str, fmt: str) -> str:
     )
 
 
+MAX_CALLS = 6  # the dataset's longest chain is 5; a bound keeps a looping model from running to max_tokens
+
+
+def _value_schema(declared: object) -> dict:
+    if isinstance(declared, dict) and declared:
+        return {"type": "object", "properties": {k: _value_schema(v) for k, v in declared.items()},
+                "additionalProperties": False}
+    return {"anyOf": [{"type": "string"}, {"type": "number"}, {"type": "boolean"}]}
+
+
+def _call_schema(api: Api) -> dict:
+    p = api.parameters
+    declared = dict(p) if isinstance(p, dict) else {n: "string" for n in p} if isinstance(p, list) else {}
+    return {"type": "object", "properties": {k: _value_schema(v) for k, v in declared.items()},
+            "additionalProperties": False}
+
+
 def answer_schema(apis: list[Api], task: str) -> dict:
-    """JSON schema of a well-formed answer, used when output is grammar-constrained."""
+    """JSON schema of a well-formed answer, used when output is grammar-constrained.
+
+    API names are limited to the domain's list and each call's arguments to the keys some API declares.
+    """
     names = {"type": "string", "enum": sorted({a.name for a in apis})}
     if task == "routing":
-        return {"type": "array", "items": names, "minItems": 1}
+        return {"type": "array", "items": names, "minItems": 1, "maxItems": MAX_CALLS}
+    calls = {"anyOf": [_call_schema(a) for a in apis]} if apis else {"type": "object"}
     return {
         "type": "object",
         "properties": {
-            "API": {"type": "array", "items": names, "minItems": 1},
-            "parameters": {"type": "array", "items": {"type": "object"}},
+            "API": {"type": "array", "items": names, "minItems": 1, "maxItems": MAX_CALLS},
+            "parameters": {"type": "array", "items": calls, "maxItems": MAX_CALLS},
         },
         "required": ["API", "parameters"],
         "additionalProperties": False,
