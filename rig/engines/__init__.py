@@ -12,6 +12,8 @@ if TYPE_CHECKING:
 ENGINES: dict[str, tuple[str, str, str]] = {
     # name: (module:Class, module that must import, pip extra)
     "llamacpp": ("rig.engines.llamacpp:LlamaCppEngine", "llama_cpp", "llamacpp"),
+    "openai_compat": ("rig.engines.openai_compat:OpenAICompatEngine", "httpx", "openai"),
+    "ollama": ("rig.engines.ollama:OllamaEngine", "httpx", "ollama"),
     "vllm": ("rig.engines.vllm:VllmEngine", "vllm", "vllm"),
 }
 

@@ -1,0 +1,210 @@
+"""Local inference servers: start one on a free loopback port, wait until it answers, stop it.
+
+Also the HTTP plumbing the server-backed engines share: a loopback-only URL check (the offline guard would refuse
+anything else at connect time; refusing at construction gives a message that says why) and an httpx client per
+event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import os
+import shlex
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+import weakref
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import httpx
+
+from rig.engines.base import EngineError
+
+
+def is_loopback_host(host: str) -> bool:
+    if host.lower() in ("localhost", "localhost.localdomain", "ip6-localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]").split("%")[0]).is_loopback
+    except ValueError:
+        return False
+
+
+def require_loopback(url: str, what: str) -> str:
+    """``url`` without a trailing slash; EngineError unless it is http(s) on a loopback host."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise EngineError(f"{what}: {url!r} is not an http:// URL (e.g. http://127.0.0.1:8000)")
+    if not is_loopback_host(parts.hostname):
+        raise EngineError(f"{what}: {url!r} is not on loopback. rig runs offline and its offline guard refuses "
+                          "non-loopback connections; run the server on this machine (127.0.0.1, ::1 or localhost)")
+    return url.rstrip("/")
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    # The port is free now; the server binds it a moment later. A lost race shows up as an early exit.
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+class ClientPerLoop:
+    """An ``httpx.AsyncClient`` and a concurrency semaphore for the running event loop.
+
+    Pooled connections and asyncio primitives belong to the loop that created them; the runner uses one loop, but
+    callers that ``asyncio.run`` each call (tests, scripts) would otherwise hit "attached to a different loop".
+    """
+
+    def __init__(self, limit: int, **client_kwargs: object) -> None:
+        self.limit = limit
+        self._kwargs = client_kwargs
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._client: httpx.AsyncClient | None = None
+        self._sem: asyncio.Semaphore | None = None
+
+    def _current(self) -> None:
+        loop = asyncio.get_running_loop()
+        if loop is not self._loop or self._client is None:
+            self._loop = loop
+            self._client = httpx.AsyncClient(**self._kwargs)  # type: ignore[arg-type]
+            self._sem = asyncio.Semaphore(self.limit)
+
+    @property
+    def client(self) -> httpx.AsyncClient:
+        self._current()
+        assert self._client is not None
+        return self._client
+
+    @property
+    def semaphore(self) -> asyncio.Semaphore:
+        self._current()
+        assert self._sem is not None
+        return self._sem
+
+    async def aclose(self) -> None:
+        if self._client is not None and self._loop is asyncio.get_running_loop():
+            await self._client.aclose()
+        self._client = self._loop = self._sem = None
+
+
+def _stop_group(proc: subprocess.Popen, grace_s: float, log: Path | None) -> None:
+    """SIGTERM the server's process group, SIGKILL after ``grace_s``, and reap the leader (no zombie)."""
+    try:
+        if proc.poll() is None:
+            try:
+                os.killpg(proc.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+            try:
+                proc.wait(grace_s)
+            except subprocess.TimeoutExpired:
+                pass
+        # Children the server forked (vLLM engine cores, uvicorn workers) share its group: kill stragglers.
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        proc.wait()
+    finally:
+        if log is not None:
+            log.unlink(missing_ok=True)
+
+
+class LocalServer:
+    """One server subprocess on loopback. ``start`` waits for ``GET ready_path`` to answer 200."""
+
+    def __init__(self, argv: list[str], *, host: str = "127.0.0.1", port: int, ready_path: str = "/v1/models",
+                 ready_timeout_s: float = 120.0, stop_grace_s: float = 10.0, name: str = "server") -> None:
+        if not argv:
+            raise EngineError(f"{name}: empty command")
+        self.argv = argv
+        self.host, self.port = host, port
+        self.ready_path = ready_path
+        self.ready_timeout_s = ready_timeout_s
+        self.stop_grace_s = stop_grace_s
+        self.name = name
+        self.proc: subprocess.Popen | None = None
+        self.log_path: Path | None = None
+        self._finalizer: weakref.finalize | None = None
+
+    @property
+    def url(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}"
+
+    @property
+    def pid(self) -> int | None:
+        return self.proc.pid if self.proc else None
+
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def output_tail(self, lines: int = 20) -> str:
+        """Last lines of the server's combined stdout/stderr."""
+        if self.log_path is None or not self.log_path.exists():
+            return "(no output captured)"
+        with open(self.log_path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            f.seek(max(0, f.tell() - 16384))
+            text = f.read().decode("utf-8", errors="replace")
+        tail = text.splitlines()[-lines:]
+        return "\n".join(tail) if tail else "(no output)"
+
+    async def start(self) -> None:
+        if self.proc is not None:
+            raise EngineError(f"{self.name} already started")
+        fd, path = tempfile.mkstemp(prefix=f"rig-{self.name}-", suffix=".log")
+        self.log_path = Path(path)
+        try:
+            # A log file, not a pipe: an unread pipe fills up and blocks a chatty server.
+            # New session: the whole process tree can be signalled as one group.
+            self.proc = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL, stdout=fd, stderr=subprocess.STDOUT,
+                                         start_new_session=True)
+        except OSError as e:
+            self.log_path.unlink(missing_ok=True)
+            raise EngineError(f"could not start {self.name} ({shlex.join(self.argv)}): {e}") from None
+        finally:
+            os.close(fd)
+        # If close() is never awaited (crash, forgotten engine), the server still dies with this process.
+        self._finalizer = weakref.finalize(self, _stop_group, self.proc, 2.0, self.log_path)
+        await self._wait_ready()
+
+    async def _wait_ready(self) -> None:
+        assert self.proc is not None
+        deadline = time.monotonic() + self.ready_timeout_s
+        url = self.url + self.ready_path
+        last = "no answer yet"
+        async with httpx.AsyncClient(timeout=5.0) as client:
+            while True:
+                code = self.proc.poll()
+                if code is not None:
+                    tail = self.output_tail()
+                    await self.stop()
+                    raise EngineError(f"{self.name} exited with code {code} before it was ready "
+                                      f"(command: {shlex.join(self.argv)}); last lines of its output:\n{tail}")
+                try:
+                    r = await client.get(url)
+                    if r.status_code == 200:
+                        return
+                    last = f"HTTP {r.status_code}"
+                except httpx.TransportError as e:
+                    last = f"{type(e).__name__}"
+                if time.monotonic() > deadline:
+                    tail = self.output_tail()
+                    await self.stop()
+                    raise EngineError(f"{self.name} did not answer GET {url} with 200 within "
+                                      f"{self.ready_timeout_s:g} s (last: {last}; command: {shlex.join(self.argv)}); "
+                                      f"raise engine_args.ready_timeout_s if it is just slow. Last lines of its "
+                                      f"output:\n{tail}")
+                await asyncio.sleep(0.25)
+
+    async def stop(self) -> None:
+        """Terminate, then kill, and reap. Safe to call twice."""
+        if self._finalizer is not None and self._finalizer.alive:
+            self._finalizer.detach()
+            assert self.proc is not None
+            await asyncio.to_thread(_stop_group, self.proc, self.stop_grace_s, self.log_path)
