@@ -37,7 +37,8 @@ def _parse_options(items: list[str]) -> dict[str, str]:
 def bench(
     model: Optional[str] = typer.Option(None, "--model", "-m",
                                         help="Model from models.yaml (see `rig models`); default: the embedded gemma3-270m."),
-    benchmark: str = typer.Option("callnavi", "--benchmark", "-b", help="Benchmark to run."),
+    benchmark: Optional[str] = typer.Option(None, "--benchmark", "-b",
+                                            help="Benchmark to run (default: every benchmark with data available)."),
     gpu: Optional[int] = typer.Option(None, "--gpu", help="GPU ordinal; CPU when omitted."),
     limit: Optional[int] = typer.Option(None, "--limit", min=1, help="Run a seeded sample of N questions."),
     repeats: int = typer.Option(1, "--repeats", "-k", min=1, help="Runs per episode (stability scores need k > 1)."),

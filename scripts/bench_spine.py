@@ -36,7 +36,7 @@ def bare_loop(weights: str, prompts: list[str], n_ctx: int, max_tokens: int, n_b
 
 def rig_run(data: Path, limit: int, max_tokens: int, order: str, out: Path) -> float:
     t0 = time.perf_counter()
-    run_bench(BenchOptions(model="gemma3-270m", data=data, limit=limit, options={"task": "params"},
+    run_bench(BenchOptions(model="gemma3-270m", benchmark="callnavi", data=data, limit=limit, options={"task": "params"},
                            max_tokens=max_tokens, order=order, out=out))
     return time.perf_counter() - t0
 

@@ -12,8 +12,8 @@ from typing import Any, Callable
 from pydantic import BaseModel, Field
 
 from rig import offline
-from rig.benchmarks import get_benchmark_class
-from rig.benchmarks.base import Benchmark, RunContext
+from rig.benchmarks import BENCHMARKS, get_benchmark_class
+from rig.benchmarks.base import Benchmark, DataError, RunContext
 from rig.engines import create_engine
 from rig.records import Episode
 from rig.registry import ModelSpec, load_registry, resolve_weights
@@ -30,7 +30,7 @@ class BenchError(Exception):
 
 class BenchOptions(BaseModel):
     model: str | None = None
-    benchmark: str = "callnavi"
+    benchmark: str | None = None  # None: every registered benchmark whose data is available
     gpu: int | None = None
     limit: int | None = None
     repeats: int = 1
@@ -59,7 +59,7 @@ def select(episodes: list[Episode], limit: int | None, seed: int) -> list[Episod
     return [e for e in episodes if e.tags.get("question", e.id) in keep]
 
 
-def _build(opts: BenchOptions) -> tuple[ModelSpec, str, Benchmark, list[Episode], RunConfig]:
+def _build(opts: BenchOptions) -> tuple[ModelSpec, str, list[tuple[Benchmark, list[Episode]]], RunConfig, list[str]]:
     reg = load_registry(opts.models_file)
     spec = reg.get(opts.model)
     overrides = (("temperature", opts.temperature), ("seed", opts.seed), ("max_tokens", opts.max_tokens))
@@ -67,18 +67,35 @@ def _build(opts: BenchOptions) -> tuple[ModelSpec, str, Benchmark, list[Episode]
         upd = {k: v for k, v in overrides if v is not None}
         spec = spec.model_copy(update={"sampling": spec.sampling.model_copy(update=upd)})
     weights = resolve_weights(spec, reg.path)
-    bench_opts = dict(opts.options)
-    bench = get_benchmark_class(opts.benchmark)(opts.data, bench_opts)
-    episodes = select(bench.episodes(), opts.limit, spec.sampling.seed)
-    if not episodes:
-        raise BenchError(f"{bench.data}: no episodes to run")
-    info = BenchmarkInfo(name=bench.name, version=bench.version, data_path=str(bench.data),
-                         data_hash=bench.data_hash(), options=bench_opts, episodes=len(episodes))
+    names = [opts.benchmark] if opts.benchmark else sorted(BENCHMARKS)
+    if opts.data is not None and len(names) > 1:
+        raise BenchError("--data names one benchmark's data: pass --benchmark too")
+    chosen, infos, skipped = [], [], []
+    for name in names:
+        bench_opts = dict(opts.options)
+        try:
+            bench = get_benchmark_class(name)(opts.data, bench_opts)
+            episodes = select(bench.episodes(), opts.limit, spec.sampling.seed)
+        except DataError as e:
+            if opts.benchmark:  # asked for by name: its data problem is the user's to fix
+                raise
+            skipped.append(f"{name}: {e}")
+            continue
+        if not episodes:
+            if opts.benchmark:
+                raise BenchError(f"{bench.data}: no episodes to run")
+            skipped.append(f"{name}: no episodes in {bench.data}")
+            continue
+        chosen.append((bench, episodes))
+        infos.append(BenchmarkInfo(name=bench.name, version=bench.version, data_path=str(bench.data),
+                                   data_hash=bench.data_hash(), options=bench_opts, episodes=len(episodes)))
+    if not chosen:
+        raise BenchError("no benchmark has data available:\n  " + "\n  ".join(skipped))
     s = spec.sampling
-    cfg = RunConfig(model=spec, benchmarks=[info], repeats=opts.repeats, limit=opts.limit, decode=opts.decode,
+    cfg = RunConfig(model=spec, benchmarks=infos, repeats=opts.repeats, limit=opts.limit, decode=opts.decode,
                     tool_mode=opts.tool_mode, seed=s.seed, temperature=s.temperature, max_tokens=s.max_tokens,
                     gpu=opts.gpu)
-    return spec, weights, bench, episodes, cfg
+    return spec, weights, chosen, cfg, skipped
 
 
 def _diff(a: Any, b: Any, path: str = "") -> list[str]:
@@ -92,7 +109,7 @@ def _diff(a: Any, b: Any, path: str = "") -> list[str]:
 
 def run_bench(opts: BenchOptions, progress: Callable[[int, int], Any] | None = None,
               on_event: Callable[[str], None] | None = None) -> Path:
-    """Run (or resume) one benchmark on one model; return the run directory."""
+    """Run (or resume) benchmarks on one model, in one run with one manifest; return the run directory."""
     offline.install()
     say = on_event or (lambda _m: None)
     if opts.resume:
@@ -101,15 +118,19 @@ def run_bench(opts: BenchOptions, progress: Callable[[int, int], Any] | None = N
             raise BenchError(f"--resume {opts.resume}: {run_dir / 'manifest.json'} not found")
         old = RunManifest.read(run_dir)
         if opts.model is None:  # resume exactly as recorded
-            b = old.config.benchmarks[0]
+            bs = old.config.benchmarks
+            single = len(bs) == 1
             opts = opts.model_copy(update=dict(
-                model=old.config.model.name, benchmark=b.name, data=Path(b.data_path), options=b.options,
+                model=old.config.model.name, benchmark=bs[0].name if single else None,
+                data=Path(bs[0].data_path) if single else None, options=bs[0].options,
                 limit=old.config.limit, repeats=old.config.repeats, decode=old.config.decode,
                 tool_mode=old.config.tool_mode, gpu=old.config.gpu, temperature=old.config.temperature,
                 seed=old.config.seed, max_tokens=old.config.max_tokens, order=old.order))
     if opts.model is None:
         raise BenchError("--model is required (see `rig models`)")
-    spec, weights, bench, episodes, cfg = _build(opts)
+    spec, weights, chosen, cfg, skipped = _build(opts)
+    for line in skipped:
+        say(f"skipped {line}")
     if opts.resume:
         if cfg.digest() != old.config_hash:
             changes = _diff(old.config.model_dump(mode="json"), cfg.model_dump(mode="json"))
@@ -118,19 +139,20 @@ def run_bench(opts: BenchOptions, progress: Callable[[int, int], Any] | None = N
         manifest = old
         manifest.status = "running"
     else:
-        run_id = new_run_id(spec.name, bench.name)
+        run_id = new_run_id(spec.name, "+".join(b.name for b, _ in chosen))
         run_dir = opts.out / run_id
         run_dir.mkdir(parents=True, exist_ok=False)
         manifest = RunManifest(run_id=run_id, config_hash=cfg.digest(), config=cfg, git_revision=git_revision(),
                                host=host_info(), started_at=time.time(), concurrency=opts.concurrency,
                                order=opts.order)
     manifest.write(run_dir)
-    say(f"run {manifest.run_id}: {spec.name} on {bench.name}, {len(episodes)} episodes x {opts.repeats} repeats")
+    say(f"run {manifest.run_id}: {spec.name} on " + ", ".join(f"{b.name} ({len(e)} episodes)" for b, e in chosen)
+        + f" x {opts.repeats} repeats")
     store = Store(run_dir / "results.sqlite")
     sampler = GpuSampler(opts.gpu)
     sampler.start()
     engine = create_engine(spec, weights, gpu=opts.gpu)
-    items = plan([(bench, episodes)], opts.repeats, order=opts.order, seed=spec.sampling.seed)
+    items = plan(chosen, opts.repeats, order=opts.order, seed=spec.sampling.seed)
     ctx = RunContext(sampling=spec.sampling, decode=opts.decode, tool_mode=opts.tool_mode)
 
     async def go() -> None:
