@@ -49,7 +49,8 @@ SCHEMA = {
     "properties": {"API": {"type": "array", "items": {"type": "string", "enum": ["getWeather", "getRoute"]},
                            "maxItems": 3},
                    "parameters": {"type": "array", "maxItems": 3, "items": {
-                       "type": "object", "properties": {"city": {"type": "string"}, "origin": {"type": "string"}},
+                       "type": "object", "properties": {"city": {"type": "string", "maxLength": 32},
+                                      "origin": {"type": "string", "maxLength": 32}},
                        "additionalProperties": False}}},
     "required": ["API", "parameters"],
     "additionalProperties": False,

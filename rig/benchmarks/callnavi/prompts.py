@@ -67,14 +67,17 @@ def build_prompt(apis: list[Api], question: str, task: str, fmt: str) -> str:
     )
 
 
-MAX_CALLS = 6  # the dataset's longest chain is 5; a bound keeps a looping model from running to max_tokens
+# Bounds keep a looping model from running to max_tokens inside a constrained answer: the dataset's longest chain is
+# 5 calls and its longest argument value is well under 64 characters.
+MAX_CALLS = 6
+MAX_VALUE_CHARS = 64
 
 
 def _value_schema(declared: object) -> dict:
     if isinstance(declared, dict) and declared:
         return {"type": "object", "properties": {k: _value_schema(v) for k, v in declared.items()},
                 "additionalProperties": False}
-    return {"anyOf": [{"type": "string"}, {"type": "number"}, {"type": "boolean"}]}
+    return {"anyOf": [{"type": "string", "maxLength": MAX_VALUE_CHARS}, {"type": "number"}, {"type": "boolean"}]}
 
 
 def _call_schema(api: Api) -> dict:
