@@ -61,6 +61,8 @@ class Timings(BaseModel):
     """Seconds unless named otherwise; None means not measured (never 0 as a stand-in)."""
 
     queue_s: float | None = None
+    load_s: float | None = None  # model load inside this call (Ollama's load_duration; > 0 mid-run = a reload)
+    prefill_s: float | None = None  # prompt processing, when the engine reports it
     ttft_s: float | None = None
     e2e_s: float | None = None
     decode_tps: float | None = None

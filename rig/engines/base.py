@@ -49,6 +49,10 @@ class Engine(abc.ABC):
     async def close(self) -> None:
         return None
 
+    def describe(self) -> dict[str, Any]:
+        """What the engine found out at load (detected features, counters) for the run manifest."""
+        return {}
+
     def versions(self) -> dict[str, str]:
         """Library versions that belong in the run manifest."""
         return {}

@@ -69,6 +69,10 @@ class OllamaEngine(Engine):
         return Capabilities(native_tools=caps is None or "tools" in caps, grammar_kinds=("json_schema",),
                             continuous_batching=self.max_concurrency > 1, max_concurrency=self.max_concurrency)
 
+    def describe(self) -> dict[str, Any]:
+        return {"model_details": self.model_details, "counters": self.counters,
+                "vram_note": "Ollama /api/ps size_vram is the server's estimate, not measured usage"}
+
     def versions(self) -> dict[str, str]:
         out = {"httpx": httpx.__version__}
         if self.server_version:
@@ -238,6 +242,8 @@ class OllamaEngine(Engine):
         eval_s = _ns(final.get("eval_duration"))
         if gen.completion_tokens and eval_s:
             gen.timings.decode_tps = gen.completion_tokens / eval_s  # Ollama's own tokens/s definition
+        gen.timings.load_s = _ns(final.get("load_duration"))
+        gen.timings.prefill_s = _ns(final.get("prompt_eval_duration"))
         self.server_timings.append({"request_hash": gen.request_hash, "load_s": _ns(final.get("load_duration")),
                                     "prompt_eval_s": _ns(final.get("prompt_eval_duration")), "eval_s": eval_s,
                                     "total_s": _ns(final.get("total_duration"))})

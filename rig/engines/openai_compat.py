@@ -224,6 +224,10 @@ class OpenAICompatEngine(Engine):
         if self.server is not None:
             await self.server.stop()
 
+    def describe(self) -> dict[str, Any]:
+        return {"usage_source": self.usage_source, "constraint_modes": self.constraint_modes,
+                "probe_log": self.probe_log, "counters": self.counters}
+
     def versions(self) -> dict[str, str]:
         out = {"httpx": httpx.__version__}
         if self.server_version:

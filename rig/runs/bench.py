@@ -175,6 +175,7 @@ def run_bench(opts: BenchOptions, progress: Callable[[int, int], Any] | None = N
         try:
             await run_items(items, engine, store, ctx, concurrency=opts.concurrency, on_done=tick)
         finally:
+            manifest.engine_info = engine.describe()
             await engine.close()
 
     prev = signal.getsignal(signal.SIGTERM)

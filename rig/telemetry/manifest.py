@@ -68,6 +68,7 @@ class RunManifest(BaseModel):
     finished_at: float | None = None
     status: str = "running"  # running | finished | interrupted
     load_time_s: float | None = None
+    engine_info: dict[str, Any] = Field(default_factory=dict)
     peak_rss_bytes: int | None = None
     gpu_memory: GpuMemorySummary | None = None
     concurrency: int = 1
