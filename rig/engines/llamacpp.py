@@ -103,6 +103,10 @@ class LlamaCppEngine(Engine):
         from rig.decoding import to_gbnf
 
         gbnf = to_gbnf(c)
+        if self.spec.thinking == "strip":
+            from rig.engines.thinking import allow_thinking_gbnf
+
+            gbnf = allow_thinking_gbnf(gbnf)
         if gbnf not in self._grammar_cache:
             self._grammar_cache[gbnf] = LlamaGrammar.from_string(gbnf, verbose=False)
         return self._grammar_cache[gbnf]
@@ -155,6 +159,10 @@ class LlamaCppEngine(Engine):
                     if x in text:
                         text = text[: text.index(x)]
                 end = time.perf_counter()
+                if self.spec.thinking == "strip":
+                    from rig.engines.thinking import strip_thinking
+
+                    text = strip_thinking(text)
                 gen.text = text
                 gen.finish_reason = finish
                 gen.prompt_tokens = len(tokens)

@@ -21,6 +21,8 @@ from typing import Any
 
 import httpx
 
+from rig.engines.thinking import strip_thinking  # noqa: F401  (re-exported for the Ollama engine)
+
 from rig.decoding.constraint import Constraint
 from rig.engines.base import Capabilities, Engine, EngineError
 from rig.engines.server import ClientPerLoop, LocalServer, free_port, require_loopback
@@ -112,11 +114,6 @@ def calls_from_text(text: str) -> tuple[list[ParsedCall], ParseStatus] | None:
     if not items or any(p is None for p in parsed):
         return None
     return [p for p in parsed if p is not None], "ok"
-
-
-def strip_thinking(text: str) -> str:
-    text = re.sub(r"<think>.*?</think>", "", text, flags=re.DOTALL)
-    return text.split("</think>", 1)[-1].lstrip() if "</think>" in text else text.lstrip()
 
 
 def http_error_message(resp: httpx.Response) -> str:

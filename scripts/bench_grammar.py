@@ -1,0 +1,72 @@
+"""Time grammar generation for the largest CallNavi API list (telecommunications, 101 APIs).
+
+Two answer schemas: "names" (the benchmark's shape: API names as an enum, parameters as free objects) and
+"per_api" (parameters items are anyOf the APIs' own closed parameter objects). Reports the median of
+--repeat fresh generations (no caching) per schema x output format x grammar syntax; target < 1 s each.
+
+    python scripts/bench_grammar.py [--data ../shared/data/callnavi] [--domain telecommunications]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from rig.decoding import json_schema_to_gbnf, json_schema_to_lark, yaml_schema_to_gbnf, yaml_schema_to_lark
+
+TARGET_S = 1.0
+
+
+def schemas(data: Path, domain: str) -> dict[str, dict]:
+    apis = json.loads((data / "APIs" / f"{domain}.json").read_text())["api_ports"]
+    names = list(dict.fromkeys(a["name"] for a in apis))
+    names_schema = {"type": "object",
+                    "properties": {"API": {"type": "array", "items": {"type": "string", "enum": names}},
+                                   "parameters": {"type": "array", "items": {"type": "object"}}},
+                    "required": ["API", "parameters"], "additionalProperties": False}
+    per_api = json.loads(json.dumps(names_schema))
+    per_api["properties"]["parameters"]["items"] = {"anyOf": [
+        {"type": "object", "properties": {k: {} for k in a["parameters"]}, "required": list(a["parameters"]),
+         "additionalProperties": False} for a in apis]}
+    return {"names": names_schema, "per_api": per_api}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--data", type=Path, default=REPO.parent / "shared" / "data" / "callnavi",
+                    help="CallNavi dataset folder (default: ../shared/data/callnavi beside the repository)")
+    ap.add_argument("--domain", default="telecommunications")
+    ap.add_argument("--repeat", type=int, default=5)
+    args = ap.parse_args(argv)
+    if not (args.data / "APIs").is_dir():
+        print(f"CallNavi data not found at {args.data}", file=sys.stderr)
+        return 2
+    generators = {("json", "gbnf"): json_schema_to_gbnf, ("json", "lark"): json_schema_to_lark,
+                  ("yaml", "gbnf"): yaml_schema_to_gbnf, ("yaml", "lark"): yaml_schema_to_lark}
+    worst = 0.0
+    print(f"{'schema':8} {'format':6} {'syntax':6} {'median_ms':>9} {'min_ms':>7} {'lines':>6} {'kB':>6}")
+    for name, schema in schemas(args.data, args.domain).items():
+        for (fmt, syntax), gen in generators.items():
+            times = []
+            for _ in range(args.repeat):
+                t0 = time.perf_counter()
+                text = gen(schema)
+                times.append(time.perf_counter() - t0)
+            med = statistics.median(times)
+            worst = max(worst, med)
+            print(f"{name:8} {fmt:6} {syntax:6} {med * 1e3:9.1f} {min(times) * 1e3:7.1f} "
+                  f"{text.count(chr(10)):6} {len(text.encode()) / 1024:6.1f}")
+    verdict = "OK" if worst < TARGET_S else "SLOW"
+    print(f"{args.domain}: worst median {worst * 1e3:.1f} ms (target < {TARGET_S * 1e3:.0f} ms) {verdict}")
+    return 0 if worst < TARGET_S else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
