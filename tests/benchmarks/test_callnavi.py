@@ -167,3 +167,10 @@ def test_stability_table_with_repeats() -> None:
     rs = [_res("q1", "easy", "params", 1, rep=i, text=t) for i, t in enumerate(["A", "A", "B", "C", "D"])]
     t = [t for t in callnavi_tables(rs, "m") if "stability" in t.title][0]
     assert t.rows[0][3] == pytest.approx(0.25)  # AABCD
+
+
+def test_ci_table_brackets_the_rate() -> None:
+    rs = [_res(f"e{i}", "easy", "params", float(i % 2)) for i in range(40)]
+    t = [t for t in callnavi_tables(rs, "m") if "confidence" in t.title][0]
+    ast = next(r for r in t.rows if r[1] == "AST All Avg")
+    assert ast[3] == 0.5 and ast[4] < 0.5 < ast[5] and ast[2] == 40

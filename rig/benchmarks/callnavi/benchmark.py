@@ -183,12 +183,27 @@ def callnavi_tables(results: list[EpisodeResult], label: str = "", paper_denomin
                  "Structural Accuracy", "AST Easy", "AST Medium", "AST Hard", "AST All Avg", "AST Macro Avg"],
         rows=[row], note=note,
     )
-    tables = [t4]
+    tables = [t4, _ci_table(routing, params, label)]
     if repeats > 1:
         tables.append(stability_table(results, label))
     tables.append(_domain_table(params, routing))
     tables.append(_failure_table(results))
     return tables
+
+
+def _ci_table(routing: list[EpisodeResult], params: list[EpisodeResult], label: str) -> Table:
+    from rig.scoring.stats import mean_ci
+
+    rows = []
+    for name, rs, key in (("Routing All", routing, "routing"), ("Syntax Validity", params, "syntax"),
+                          ("Structural Accuracy", params, "structure"), ("AST All Avg", params, "ast")):
+        vals = [r.scores.get(key) or 0.0 for r in rs]
+        if len(vals) >= 2:
+            m, lo, hi = mean_ci(vals)
+            rows.append([label or "model", name, len(vals), m, lo, hi])
+    return Table(title="CallNavi rates with 95% bootstrap confidence intervals",
+                 columns=["Model", "Measure", "Episodes", "Rate", "CI low", "CI high"], rows=rows,
+                 note="Percentile bootstrap over episodes (2,000 resamples, seed 0).")
 
 
 def stability_table(results: list[EpisodeResult], label: str = "") -> Table:
