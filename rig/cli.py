@@ -136,6 +136,14 @@ def report(
         err.print(f"wrote {path}")
 
 
+def _mount_maps() -> None:
+    from rig.maps.cli import app as maps_app  # typer only at import: the map libraries load inside commands
+
+    app.add_typer(maps_app, name="maps")
+
+
+_mount_maps()
+
 models_app = typer.Typer(help="The model registry (models.yaml).", invoke_without_command=True)
 app.add_typer(models_app, name="models")
 
