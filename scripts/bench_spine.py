@@ -59,13 +59,16 @@ def main() -> None:
     grouped_prompts = [it.episode.messages[0].content for it in plan([(bench, eps)], 1, order="grouped")]
     times: dict[str, list[float]] = {"bare": [], "rig": [], "rig_shuffled": []}
     with tempfile.TemporaryDirectory() as tmp:
+        # Bare and rig alternate so drift on a shared machine hits both; the slow shuffled passes come last.
         for i in range(a.runs):
             times["bare"].append(bare_loop(weights, grouped_prompts, spec.context_length, a.max_tokens,
                                            spec.engine_args.get("n_batch", 512)))
             times["rig"].append(rig_run(a.data, a.limit, a.max_tokens, "grouped", Path(tmp) / f"g{i}"))
-            if i < a.shuffled_runs:
-                times["rig_shuffled"].append(rig_run(a.data, a.limit, a.max_tokens, "shuffled", Path(tmp) / f"s{i}"))
-            print(f"run {i + 1}: " + ", ".join(f"{k} {v[-1]:.1f}s" for k, v in times.items() if v), flush=True)
+            print(f"pass {i + 1}: bare {times['bare'][-1]:.1f}s, rig {times['rig'][-1]:.1f}s, "
+                  f"ratio {times['rig'][-1] / times['bare'][-1]:.3f}", flush=True)
+        for i in range(a.shuffled_runs):
+            times["rig_shuffled"].append(rig_run(a.data, a.limit, a.max_tokens, "shuffled", Path(tmp) / f"s{i}"))
+            print(f"shuffled pass {i + 1}: {times['rig_shuffled'][-1]:.1f}s", flush=True)
     med = {k: statistics.median(v) for k, v in times.items()}
     ratios_over = [r / b for r, b in zip(times["rig"], times["bare"])]
     ratios_shuf = [s / med["rig"] for s in times["rig_shuffled"]]
