@@ -136,3 +136,44 @@ def query(
     if not result.ok:
         _fail(f"{result.error_category}: {result.error}")
     typer.echo(json.dumps(_render(kind, dialect, result.data), ensure_ascii=False, indent=2))
+
+
+@app.command()
+def record(
+    config: Path = typer.Argument(..., help="Record config (YAML): provider, endpoints {name: {url, key_env, ...}}, keys."),
+    queries: Path = typer.Argument(..., help="JSONL, one {\"endpoint\": ..., \"args\": {...}} per line."),
+    store: Path = typer.Option(..., "--store", help="Replay store (SQLite) to fill."),
+    live: bool = typer.Option(False, "--record", help="Actually call the live provider for misses (lifts the "
+                                                        "offline guard for this process). Without it: a dry run."),
+) -> None:
+    """Fill a replay store from a live map provider (record mode); without --record, count hits and misses only."""
+    from rich.progress import Progress
+
+    from rig.maps.record import Recorder, load_record_inputs
+    from rig.maps.replay import KeySpec, ReplayStore
+
+    try:
+        cfg, qs = load_record_inputs(str(config), str(queries))
+    except ValueError as e:
+        _fail(str(e))
+    rs = ReplayStore(store)
+    for ep, spec in cfg.keys.items():
+        rs.register(cfg.provider, ep, KeySpec.model_validate(spec))
+    counts = {"hit": 0, "fuzzy": 0, "miss": 0, "recorded": 0, "failed": 0}
+    rec = Recorder(rs, cfg.provider, cfg.endpoints, enable=True) if live else None
+    with Progress(transient=True) as prog:
+        task = prog.add_task("queries", total=len(qs))
+        for q in qs:
+            if rec is None:
+                counts[rs.get(cfg.provider, q.endpoint, q.args).label] += 1
+            else:
+                before = rec.recorded
+                try:
+                    ans = rec.call(q.endpoint, q.args)
+                    counts["recorded" if rec.recorded > before else ans.label] += 1
+                except Exception as e:  # one failed request must not lose the others already stored
+                    counts["failed"] += 1
+                    typer.echo(f"{q.endpoint} {q.args}: {type(e).__name__}: {e}", err=True)
+            prog.advance(task)
+    rs.close()
+    typer.echo(json.dumps({"provider": cfg.provider, "store": str(store), "live": live, **counts}))

@@ -85,3 +85,45 @@ class Recorder:
         self.recorded += 1
         return ReplayAnswer(label="hit", response=response, provider=self.provider, endpoint=endpoint, key=key,
                             matched_key=key)
+
+
+class RecordConfig(BaseModel):
+    """A record-mode config file (YAML): one provider, its endpoints, and how each endpoint is keyed."""
+
+    model_config = ConfigDict(extra="forbid")
+    provider: str
+    endpoints: dict[str, RecordEndpoint]
+    keys: dict[str, dict[str, Any]] = Field(default_factory=dict)  # endpoint -> KeySpec fields
+
+
+class RecordQuery(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    endpoint: str
+    args: dict[str, Any]
+
+
+def load_record_inputs(config_path: str, queries_path: str) -> tuple[RecordConfig, list[RecordQuery]]:
+    """Read and check both files; errors name the file and the line or field."""
+    import yaml
+    from pydantic import ValidationError
+
+    try:
+        cfg = RecordConfig.model_validate(yaml.safe_load(open(config_path, encoding="utf-8")))
+    except (OSError, yaml.YAMLError) as e:
+        raise ValueError(f"{config_path}: {e}") from None
+    except ValidationError as e:
+        err = e.errors()[0]
+        raise ValueError(f"{config_path}: {'.'.join(map(str, err['loc']))}: {err['msg']}") from None
+    queries = []
+    with open(queries_path, encoding="utf-8") as f:
+        for n, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                q = RecordQuery.model_validate_json(line)
+            except ValidationError as e:
+                raise ValueError(f"{queries_path}: line {n}: {e.errors()[0]['msg']}") from None
+            if q.endpoint not in cfg.endpoints:
+                raise ValueError(f"{queries_path}: line {n}: endpoint {q.endpoint!r} is not in {config_path}")
+            queries.append(q)
+    return cfg, queries
