@@ -47,6 +47,8 @@ def bench(
     resume: Optional[str] = typer.Option(None, "--resume", help="Run id to resume; finished episodes are skipped."),
     fmt: Optional[str] = typer.Option(None, "--format", help="Answer format for CallNavi: json or yaml."),
     decode: str = typer.Option("none", "--decode", help="Constrain output: none, json or yaml."),
+    tool_mode: str = typer.Option("prompt", "--tool-mode",
+                                  help="How tools are offered: native, prompt, json or yaml (constrained calls)."),
     option: list[str] = typer.Option([], "--option", "-O", help="Benchmark option key=value (e.g. task=routing)."),
     concurrency: int = typer.Option(1, "--concurrency", "-c", min=1, help="Episodes in flight."),
     order: str = typer.Option("grouped", "--order", help="grouped (shared prompt prefixes together) or shuffled."),
@@ -68,6 +70,8 @@ def bench(
 
     if decode not in ("none", "json", "yaml"):
         _fail(f"--decode {decode!r}: choose none, json or yaml")
+    if tool_mode not in ("native", "prompt", "json", "yaml"):
+        _fail(f"--tool-mode {tool_mode!r}: choose native, prompt, json or yaml")
     opts = _parse_options(option)
     if fmt:
         if fmt not in ("json", "yaml"):
@@ -80,9 +84,9 @@ def bench(
     if model is None and resume is None:
         model = DEFAULT_MODEL
     bo = BenchOptions(model=model, benchmark=benchmark, gpu=gpu, limit=limit, repeats=repeats, data=data,
-                      out=out_dir, resume=resume, decode=decode, options=opts, concurrency=concurrency, order=order,
-                      models_file=models_file, temperature=temperature, seed=seed,
-                      max_tokens=max_tokens)
+                      out=out_dir, resume=resume, decode=decode, tool_mode=tool_mode, options=opts,
+                      concurrency=concurrency, order=order, models_file=models_file, temperature=temperature,
+                      seed=seed, max_tokens=max_tokens)
     columns = [TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                TextColumn("{task.fields[rate]}"), TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn()]
     prog = Progress(*columns, console=err, transient=False)
@@ -213,6 +217,7 @@ def compare(
     out_dir: Path = typer.Option(Path("runs"), "--out"),
     gpu: Optional[int] = typer.Option(None, "--gpu"),
     decode: str = typer.Option("none", "--decode"),
+    tool_mode: str = typer.Option("prompt", "--tool-mode"),
     option: list[str] = typer.Option([], "--option", "-O"),
     seed: int = typer.Option(0, "--seed", help="One seed for every variant, so episodes and sampling match."),
     max_tokens: Optional[int] = typer.Option(None, "--max-tokens", min=1),
@@ -223,7 +228,8 @@ def compare(
     from rig.runs.compare import run_compare, write_compare
 
     bo = BenchOptions(benchmark=benchmark, limit=limit, repeats=repeats, data=data, out=out_dir, gpu=gpu,
-                      decode=decode, options=_parse_options(option), seed=seed, max_tokens=max_tokens,
+                      decode=decode, tool_mode=tool_mode, options=_parse_options(option), seed=seed,
+                      max_tokens=max_tokens,
                       models_file=models_file.resolve() if models_file else None)
     try:
         cdir, runs = run_compare(models_, bo, say=lambda m: err.print(m, highlight=False))

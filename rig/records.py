@@ -97,6 +97,8 @@ class ToolCall(BaseModel):
     answer: Any = None
     source: Literal["hit", "fuzzy", "miss", "pack", "none"] = "none"
     error: str | None = None
+    error_category: str | None = None  # invalid_arguments, unknown_tool, not_found, no_route, replay_miss, ...
+    step: int | None = None  # agent step (0-based) that made the call
 
 
 class Episode(BaseModel):

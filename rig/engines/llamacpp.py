@@ -36,10 +36,12 @@ class LlamaCppEngine(Engine):
         self._formatter = None
         self._lock = threading.Lock()
         self._grammar_cache: dict[str, Any] = {}
+        # What the chat template renders, probed at load (see _probe_template).
+        self.template = {"system": True, "tool_role": True, "tools": False}
 
     @property
     def capabilities(self) -> Capabilities:
-        return Capabilities(native_tools=False, grammar_kinds=("json_schema", "grammar", "choice", "yaml_schema"),
+        return Capabilities(native_tools=self.template["tools"], grammar_kinds=("json_schema", "grammar", "choice", "yaml_schema"),
                             continuous_batching=False, max_concurrency=1)
 
     async def load(self) -> None:
@@ -64,6 +66,53 @@ class LlamaCppEngine(Engine):
         except (ValueError, RuntimeError) as e:
             raise EngineError(f"llama.cpp could not load {self.weights}: {e}") from None
         self._formatter = self._resolve_formatter(Jinja2ChatFormatter)
+        self._probe_template()
+
+    def _probe_template(self) -> None:
+        """Find out which message kinds the template silently drops (llama-cpp-python's ``gemma`` format drops
+        system and tool messages and ignores tool definitions), so ``render`` can fold them into user turns
+        instead of losing them, and ``native_tools`` is only claimed when tool definitions reach the prompt."""
+        def shows(marker: str, msgs: list[dict], tools: list | None = None) -> bool:
+            try:
+                return marker in self._formatter(messages=msgs, tools=tools).prompt
+            except Exception:  # noqa: BLE001 - a template that raises on a role does not support it
+                return False
+
+        tool = {"type": "function", "function": {"name": "rig_probe_tool", "description": "probe",
+                                                 "parameters": {"type": "object", "properties": {}}}}
+        self.template = {
+            "system": shows("rig_probe_system", [{"role": "system", "content": "rig_probe_system"},
+                                                 {"role": "user", "content": "u"}]),
+            "tool_role": shows("rig_probe_result", [{"role": "user", "content": "u"},
+                                                    {"role": "assistant", "content": "a"},
+                                                    {"role": "tool", "name": "t", "content": "rig_probe_result"}]),
+            "tools": shows("rig_probe_tool", [{"role": "user", "content": "u"}], [tool]),
+        }
+
+    def describe(self) -> dict[str, Any]:
+        return {"template": dict(self.template)}
+
+    def _fold(self, msgs: list[dict]) -> list[dict]:
+        """Messages the template would drop, rewritten as user turns it renders."""
+        if not self.template["tool_role"]:
+            msgs = [{"role": "user", "content": f"Result of {m.get('name') or 'the tool'}: {m['content']}"}
+                    if m["role"] == "tool" else m for m in msgs]
+        if not self.template["system"] and any(m["role"] == "system" for m in msgs):
+            system = "\n\n".join(m["content"] for m in msgs if m["role"] == "system")
+            msgs = [m for m in msgs if m["role"] != "system"]
+            first = next((i for i, m in enumerate(msgs) if m["role"] == "user"), None)
+            if first is None:
+                msgs.insert(0, {"role": "user", "content": system})
+            else:
+                msgs[first] = {**msgs[first], "content": system + "\n\n" + msgs[first]["content"]}
+        # Consecutive user turns (a folded tool result after a re-prompt) are merged: strict templates alternate.
+        merged: list[dict] = []
+        for m in msgs:
+            if merged and m["role"] == "user" and merged[-1]["role"] == "user":
+                merged[-1] = {**merged[-1], "content": merged[-1]["content"] + "\n\n" + m["content"]}
+            else:
+                merged.append(m)
+        return merged
 
     def _resolve_formatter(self, jinja_cls):  # type: ignore[no-untyped-def]
         """The GGUF's own chat template, or a llama-cpp-python named format (models.yaml chat_format)."""
@@ -85,7 +134,7 @@ class LlamaCppEngine(Engine):
 
     def render(self, request: ChatRequest) -> tuple[str, bool, list[str]]:
         """Prompt text, whether it already holds BOS, and the template's stop strings."""
-        msgs = [m.model_dump(exclude_none=True) for m in request.messages]
+        msgs = self._fold([m.model_dump(exclude_none=True) for m in request.messages])
         tools = [{"type": "function", "function": t.model_dump()} for t in request.tools] or None
         kwargs = {"enable_thinking": False} if self.spec.thinking == "off" else {}
         resp = self._formatter(messages=msgs, tools=tools, **kwargs)

@@ -46,7 +46,7 @@ class VariantSummary(BaseModel):
 def bench_argv(model: str, o: BenchOptions, out: Path) -> list[str]:
     argv = [sys.executable, "-m", "rig.cli", "bench", "--model", model, "--benchmark", o.benchmark,
             "--out", str(out), "--no-report", "--seed", str(o.seed if o.seed is not None else 0),
-            "--repeats", str(o.repeats), "--decode", o.decode, "--concurrency", str(o.concurrency)]
+            "--repeats", str(o.repeats), "--decode", o.decode, "--tool-mode", o.tool_mode, "--concurrency", str(o.concurrency)]
     for flag, val in (("--limit", o.limit), ("--data", o.data), ("--gpu", o.gpu), ("--max-tokens", o.max_tokens),
                       ("--temperature", o.temperature), ("--models", o.models_file)):
         if val is not None:

@@ -89,3 +89,20 @@ def test_unknown_engine_arg_rejected() -> None:
                      context_length=512, engine_args={"n_gpu_layer": 3})
     with pytest.raises(EngineError, match="n_gpu_layer"):
         create_engine(spec, "x")
+
+
+@pytest.mark.model
+def test_template_probe_folds_what_the_gemma_format_would_drop(gemma_engine) -> None:  # type: ignore[no-untyped-def]
+    """llama-cpp-python's gemma format drops system and tool messages; the engine must fold them into user turns."""
+    from rig.records import ChatRequest, Message
+
+    t = gemma_engine.template
+    assert gemma_engine.describe()["template"] == t
+    req = ChatRequest(messages=[Message(role="system", content="SYSTEM-RULES"), Message(role="user", content="Q1"),
+                                Message(role="assistant", content="A1"),
+                                Message(role="tool", name="route", content="RESULT-42"),
+                                Message(role="user", content="Q2")])
+    prompt, _, _ = gemma_engine.render(req)
+    assert "SYSTEM-RULES" in prompt and "RESULT-42" in prompt
+    assert prompt.index("SYSTEM-RULES") < prompt.index("Q1") < prompt.index("A1") < prompt.index("RESULT-42")
+    assert gemma_engine.capabilities.native_tools is t["tools"]

@@ -1,0 +1,115 @@
+"""The multi-turn tool loop every agentic benchmark builds on: ask, read one call, run it, show the result, repeat.
+
+A benchmark supplies the tools, an executor and the name of the tool that ends the episode (its arguments are the
+final answer, so the answer goes through the same tool mode and constraint as every other call). The loop never
+raises on model behaviour: a reply without a call is re-prompted up to ``max_format_errors`` times, a bad call gets
+the executor's error as its observation, and the outcome says why the loop stopped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from rig.agents.toolmode import assistant_turn, effective_mode, extract_calls, observation, prepare
+from rig.decoding.validate import validate
+from rig.engines.base import Engine
+from rig.records import ChatRequest, Generation, Message, Sampling, ToolCall, ToolSpec
+
+StopReason = Literal["final", "max_steps", "format_errors", "engine_error"]
+
+
+class ExecResult(BaseModel):
+    """What an executor answers; rig.maps.tools.ToolResult has the same fields and is accepted as is."""
+
+    ok: bool
+    data: Any = None
+    error: str | None = None
+    error_category: str | None = None
+    source: str | None = None
+
+
+Executor = Callable[[str, dict[str, Any]], Any]  # -> ExecResult-like (sync) or an awaitable of one
+
+
+class LoopOutcome(BaseModel):
+    generations: list[Generation] = Field(default_factory=list)
+    tool_calls: list[ToolCall] = Field(default_factory=list)
+    final: dict[str, Any] | None = None  # arguments of the final tool, validated against its schema
+    stop: StopReason = "max_steps"
+    steps: int = 0
+    format_errors: int = 0
+    mode_used: str = ""  # the tool mode actually served (native falls back to prompt without template support)
+    messages: list[Message] = Field(default_factory=list)  # the whole conversation, for traces
+    error: str | None = None
+
+
+REPROMPT = ("Your reply did not contain a valid tool call ({why}). Reply with exactly one tool call, "
+            "using one of the tools listed.")
+
+
+async def run_tool_loop(engine: Engine, messages: list[Message], tools: list[ToolSpec], execute: Executor, *,
+                        final_tool: str, mode: str, sampling: Sampling, max_steps: int = 10,
+                        max_format_errors: int = 2, observation_chars: int = 4000) -> LoopOutcome:
+    """Run until the model calls ``final_tool`` with valid arguments, or a budget runs out.
+
+    ``max_steps`` counts model calls that produced a tool call; format errors have their own budget. Only the
+    first call of a reply is executed (one tool per turn); extra calls are recorded as skipped."""
+    by_name = {t.name: t for t in tools}
+    if final_tool not in by_name:
+        raise ValueError(f"final tool {final_tool!r} is not among the offered tools")
+    mode = effective_mode(mode, engine)
+    out = LoopOutcome(mode_used=mode)
+    history = list(messages)
+    while out.steps < max_steps:
+        msgs, req_tools, constraint = prepare(history, tools, mode)
+        gen = await engine.chat(ChatRequest(messages=msgs, tools=req_tools, tool_mode=mode,  # type: ignore[arg-type]
+                                            constraint=constraint, sampling=sampling))
+        out.generations.append(gen)
+        if gen.error:
+            out.stop, out.error = "engine_error", gen.error
+            break
+        calls, status, why = extract_calls(gen, tools, mode)
+        gen.parse_status = status
+        gen.tool_calls = calls
+        if not calls:
+            out.format_errors += 1
+            history += [assistant_turn(gen, calls), Message(role="user", content=REPROMPT.format(why=why))]
+            if out.format_errors > max_format_errors:
+                out.stop = "format_errors"
+                break
+            continue
+        step = out.steps
+        out.steps += 1
+        call, extra = calls[0], calls[1:]
+        history.append(assistant_turn(gen, calls))
+        for c in extra:
+            out.tool_calls.append(ToolCall(name=c.name, arguments=c.arguments, verdict="invalid", step=step,
+                                           error="skipped: one tool call per turn", error_category="skipped"))
+        if call.name == final_tool:
+            errors = validate(call.arguments, by_name[final_tool].parameters)
+            if not errors:
+                out.tool_calls.append(ToolCall(name=call.name, arguments=call.arguments, step=step))
+                out.final, out.stop = call.arguments, "final"
+                break
+            payload: Any = {"error": "invalid final answer: " + "; ".join(errors[:5])}
+            out.tool_calls.append(ToolCall(name=call.name, arguments=call.arguments, verdict="invalid", step=step,
+                                           error=payload["error"], error_category="invalid_arguments"))
+        else:
+            res = execute(call.name, call.arguments)
+            if isinstance(res, Awaitable):
+                res = await res
+            ok = bool(getattr(res, "ok", False))
+            err = getattr(res, "error", None)
+            src = getattr(res, "source", None)
+            out.tool_calls.append(ToolCall(
+                name=call.name, arguments=call.arguments, verdict="valid" if ok else "invalid",
+                answer=getattr(res, "data", None) if ok else None, error=err,
+                error_category=getattr(res, "error_category", None), step=step,
+                source=src if src in ("hit", "fuzzy", "miss", "pack") else "none"))
+            payload = getattr(res, "data", None) if ok else {"error": err}
+        history.append(observation(call.name, payload, mode, observation_chars))
+    out.messages = history
+    return out

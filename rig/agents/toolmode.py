@@ -1,0 +1,140 @@
+"""The tool-mode axis: how tools are offered to a model and how its calls are read back.
+
+- ``native``: the tools go to the engine (the chat template's tool section, a server's ``tools`` field) and the
+  engine's parsed calls are used; a call left in the text (``<tool_call>{...}</tool_call>`` or bare JSON) is
+  accepted too, since many templates produce exactly that.
+- ``prompt``: the tools are described in the system prompt; the model writes one JSON call; nothing constrains it.
+- ``json`` / ``yaml``: as ``prompt``, and the output is constrained to the call envelope
+  ``{"name": <tool>, "arguments": {...}}`` of the offered tools, written as JSON or as block YAML.
+
+The envelope schema keeps only what a grammar can enforce (types, enums, required keys, lengths); numeric ranges and
+the like are left to the tool executor, which validates every call and answers a bad one with a tool error.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from rig.decoding.constraint import Constraint
+from rig.decoding.output import parse_output
+from rig.engines.textcalls import calls_from_text
+from rig.records import Generation, Message, ParsedCall, ParseStatus, ToolMode, ToolSpec
+
+TOOL_MODES: tuple[str, ...] = ("native", "prompt", "json", "yaml")
+
+# Keywords the grammar generators refuse in strict mode; dropping them widens the grammar, never narrows it.
+_UNGRAMMATICAL = {"pattern", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf",
+                  "uniqueItems", "minProperties", "maxProperties", "patternProperties", "propertyNames", "format",
+                  "default", "examples"}
+
+
+def effective_mode(mode: str, engine: Any) -> str:
+    """``native`` on an engine whose template cannot show tool definitions becomes ``prompt`` (the tools are
+    described in the system prompt instead of vanishing); every other mode is served as asked. Record the result
+    beside the requested mode."""
+    if mode == "native" and not engine.capabilities.native_tools:
+        return "prompt"
+    return mode
+
+
+def grammar_safe(schema: Any) -> Any:
+    """The schema without the keywords a grammar cannot enforce (the executor still checks them)."""
+    if isinstance(schema, dict):
+        return {k: grammar_safe(v) if k not in ("enum", "const") else v
+                for k, v in schema.items() if k not in _UNGRAMMATICAL}
+    if isinstance(schema, list):
+        return [grammar_safe(v) for v in schema]
+    return schema
+
+
+def envelope_schema(tools: list[ToolSpec]) -> dict[str, Any]:
+    """One call to one of ``tools``: ``{"name": ..., "arguments": {...}}``, arguments checked per tool."""
+    alts = [{"type": "object",
+             "properties": {"name": {"type": "string", "enum": [t.name]},
+                            "arguments": grammar_safe(t.parameters)},
+             "required": ["name", "arguments"], "additionalProperties": False} for t in tools]
+    return alts[0] if len(alts) == 1 else {"anyOf": alts}
+
+
+def constraint_for(tools: list[ToolSpec], mode: str) -> Constraint | None:
+    if mode == "json":
+        return Constraint(kind="json_schema", schema_=envelope_schema(tools))
+    if mode == "yaml":
+        return Constraint(kind="yaml_schema", schema_=envelope_schema(tools))
+    return None
+
+
+def tools_prompt(tools: list[ToolSpec], mode: str) -> str:
+    """The tool list and reply format for the prompt-based modes (``prompt``, ``json``, ``yaml``)."""
+    lines = ["You can call these tools:"]
+    for t in tools:
+        lines.append(f"- {t.name}: {t.description}\n  arguments (JSON schema): "
+                     f"{json.dumps(t.parameters, ensure_ascii=False, separators=(',', ':'))}")
+    if mode == "yaml":
+        lines.append('Reply with exactly one tool call as a YAML document and nothing else, for example:\n'
+                     f'name: "{tools[0].name}"\narguments:\n  key: "value"')
+    else:
+        lines.append("Reply with exactly one tool call as a JSON object and nothing else, for example:\n"
+                     f'{{"name": "{tools[0].name}", "arguments": {{"key": "value"}}}}')
+    return "\n".join(lines)
+
+
+def prepare(messages: list[Message], tools: list[ToolSpec], mode: str) -> tuple[list[Message], list[ToolSpec],
+                                                                                   Constraint | None]:
+    """Messages, request tools and constraint for one request in ``mode``. Prompt-based modes append the tool
+    list to the system message (or add one), so a benchmark's own instructions stay first."""
+    if mode not in TOOL_MODES:
+        raise ValueError(f"unknown tool mode {mode!r}; use one of {', '.join(TOOL_MODES)}")
+    if mode == "native":
+        return list(messages), list(tools), None
+    block = tools_prompt(tools, mode)
+    msgs = list(messages)
+    if msgs and msgs[0].role == "system":
+        msgs[0] = msgs[0].model_copy(update={"content": msgs[0].content.rstrip() + "\n\n" + block})
+    else:
+        msgs.insert(0, Message(role="system", content=block))
+    return msgs, [], constraint_for(tools, mode)
+
+
+def extract_calls(gen: Generation, tools: list[ToolSpec], mode: str) -> tuple[list[ParsedCall], ParseStatus, str | None]:
+    """The calls in a generation, a parse status and, when there are none, why."""
+    if mode in ("json", "yaml"):
+        value, err = parse_output(gen.text.strip(), constraint_for(tools, mode))  # type: ignore[arg-type]
+        if err is not None:
+            return [], "parse_error", err
+        return [ParsedCall(name=value["name"], arguments=value.get("arguments") or {})], "ok", None
+    if mode == "native" and gen.tool_calls:
+        return list(gen.tool_calls), "ok", None
+    found = calls_from_text(gen.text)
+    if found is None:
+        return [], "no_call", "no tool call in the reply"
+    calls, status = found
+    if status != "ok" or not calls:
+        return calls, status if status != "ok" else "no_call", "a tool call could not be parsed"
+    return calls, "ok", None
+
+
+def assistant_turn(gen: Generation, calls: list[ParsedCall]) -> Message:
+    """What the model said, for the next request's history (the calls as JSON when the text is empty)."""
+    text = gen.text.strip()
+    if not text and calls:
+        text = json.dumps([{"name": c.name, "arguments": c.arguments} for c in calls], ensure_ascii=False)
+    return Message(role="assistant", content=text)
+
+
+def observation(name: str, payload: Any, mode: str, limit: int = 4000) -> Message:
+    """A tool's answer as the next message. ``native`` uses the tool role; the prompt-based modes a user turn,
+    which every chat template accepts. Long answers are cut at ``limit`` characters, marked as cut."""
+    text = payload if isinstance(payload, str) else json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
+    if len(text) > limit:
+        text = text[:limit] + f" ... [cut: {len(text) - limit} more characters]"
+    if mode == "native":
+        return Message(role="tool", name=name, content=text)
+    return Message(role="user", content=f"Result of {name}: {text}")
+
+
+def is_tool_mode(mode: str) -> ToolMode:
+    if mode not in TOOL_MODES:
+        raise ValueError(f"unknown tool mode {mode!r}; use one of {', '.join(TOOL_MODES)}")
+    return mode  # type: ignore[return-value]
