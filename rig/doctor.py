@@ -1,15 +1,26 @@
-"""`rig doctor`: what is installed and reachable, without loading a model."""
+"""`rig doctor`: what is installed and reachable; the only model it loads is the embedded one, in a subprocess."""
 
 from __future__ import annotations
 
 import importlib.util
 import socket
+import subprocess
+import sys
 from pathlib import Path
 
 from rig import offline
 from rig.engines import ENGINES
 
 Row = tuple[str, str, str]
+
+# A portable CPU build of llama.cpp (AVX2 level, no AMX): a native build on a host whose CPU reports AMX can crash
+# inside a VM that does not let it use AMX (SIGSEGV at the first matrix multiply).
+PORTABLE_CMAKE_ARGS = "-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON"
+_SMOKE = """
+import sys, llama_cpp
+llm = llama_cpp.Llama(sys.argv[1], n_ctx=64, n_batch=32, verbose=False)
+print(len(list(zip(range(2), llm.generate(llm.tokenize(b"Hello"), temp=0.0)))))
+"""
 
 
 def run_checks(data: Path | None = None, models_file: Path | None = None) -> list[Row]:
@@ -18,6 +29,7 @@ def run_checks(data: Path | None = None, models_file: Path | None = None) -> lis
         found = importlib.util.find_spec(module) is not None
         rows.append((f"engine {name}", "ok" if found else "warn",
                      f"module {module} importable" if found else f"not installed: pip install 'rig[{extra}]'"))
+    rows.append(_llamacpp_row(models_file))
     rows.append(_gpu_row())
     rows.append(_offline_row())
     from rig.registry import RegistryError, load_registry, weights_present
@@ -45,6 +57,32 @@ def run_checks(data: Path | None = None, models_file: Path | None = None) -> lis
         except DataError as e:
             rows.append((label, "fail", str(e)))
     return rows
+
+
+def _llamacpp_row(models_file: Path | None) -> Row:
+    """Two tokens from the embedded model in a child process: a crashing CPU kernel kills the child, not rig."""
+    label = "llama.cpp runs here"
+    if importlib.util.find_spec("llama_cpp") is None:
+        return (label, "skip", "llama-cpp-python not installed")
+    from rig.registry import RegistryError, load_registry, resolve_weights
+
+    try:
+        reg = load_registry(models_file)
+        weights = resolve_weights(reg.get("gemma3-270m"), reg.path)
+    except (RegistryError, KeyError) as e:
+        return (label, "skip", f"embedded model not available ({e})")
+    try:
+        p = subprocess.run([sys.executable, "-c", _SMOKE, weights], capture_output=True, text=True, timeout=300)
+    except subprocess.TimeoutExpired:
+        return (label, "warn", "two tokens from gemma3-270m took over 300 s")
+    if p.returncode == 0 and p.stdout.strip() == "2":
+        return (label, "ok", "gemma3-270m generated two tokens on the CPU")
+    from importlib.metadata import version
+
+    how = f"signal {-p.returncode}" if p.returncode < 0 else f"exit code {p.returncode}"
+    return (label, "fail", f"gemma3-270m crashed ({how}): this llama-cpp-python build does not run on this CPU; "
+                           f"rebuild it portable: CMAKE_ARGS=\"{PORTABLE_CMAKE_ARGS}\" pip install --no-cache-dir "
+                           f"--force-reinstall --no-deps llama-cpp-python=={version('llama-cpp-python')}")
 
 
 def _gpu_row() -> Row:

@@ -13,3 +13,20 @@ def test_doctor_reports_guard_data_and_weights(callnavi_data) -> None:  # type: 
 def test_doctor_fails_on_bad_data(tmp_path) -> None:  # type: ignore[no-untyped-def]
     rows = {name: (status, detail) for name, status, detail in run_checks(data=tmp_path)}
     assert rows["callnavi --data"][0] == "fail" and "Questions" in rows["callnavi --data"][1]
+
+
+def test_llamacpp_smoke_runs_the_embedded_model(embedded_weights: str) -> None:
+    from rig.doctor import _llamacpp_row
+
+    label, status, detail = _llamacpp_row(None)
+    assert status == "ok", detail
+
+
+def test_llamacpp_smoke_names_the_rebuild_when_the_child_crashes(embedded_weights: str,
+                                                                  monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    import rig.doctor as d
+
+    monkeypatch.setattr(d, "_SMOKE", "import os, signal; os.kill(os.getpid(), signal.SIGSEGV)")
+    _label, status, detail = d._llamacpp_row(None)
+    assert status == "fail" and "signal 11" in detail and d.PORTABLE_CMAKE_ARGS in detail
+    assert "--force-reinstall" in detail
