@@ -73,12 +73,16 @@ def bench(
     if tool_mode not in ("native", "prompt", "json", "yaml"):
         _fail(f"--tool-mode {tool_mode!r}: choose native, prompt, json or yaml")
     opts = _parse_options(option)
+    # --format is CallNavi's answer format; --decode implies it there (other benchmarks have their own schemas).
+    fmt_key = "format" if benchmark == "callnavi" else "callnavi.format" if benchmark is None else None
     if fmt:
         if fmt not in ("json", "yaml"):
             _fail(f"--format {fmt!r}: choose json or yaml")
-        opts["format"] = fmt
-    elif decode != "none":
-        opts.setdefault("format", decode)
+        if fmt_key is None:
+            _fail(f"--format is CallNavi's answer format; benchmark {benchmark} has none")
+        opts[fmt_key] = fmt
+    elif decode != "none" and fmt_key is not None:
+        opts.setdefault(fmt_key, decode)
     if resume and not model and (option or fmt):
         _fail("--resume without --model reuses the recorded options; do not pass --format/--option")
     if model is None and resume is None:

@@ -59,6 +59,24 @@ def select(episodes: list[Episode], limit: int | None, seed: int) -> list[Episod
     return [e for e in episodes if e.tags.get("question", e.id) in keep]
 
 
+def _route_options(options: dict[str, Any], names: list[str], *, single: bool) -> dict[str, dict[str, Any]]:
+    """``-O bench.key=v`` goes to that benchmark; a bare ``key=v`` only when one benchmark is named (each benchmark
+    has its own options, so a bare key in a run of all of them would be refused by some and skipped silently)."""
+    per: dict[str, dict[str, Any]] = {n: {} for n in names}
+    for key, value in options.items():
+        head, _, rest = key.partition(".")
+        if rest and head in BENCHMARKS:
+            if head not in per:
+                raise BenchError(f"--option {key}: this run does not include benchmark {head!r}")
+            per[head][rest] = value
+        elif single:
+            per[names[0]][key] = value
+        else:
+            raise BenchError(f"--option {key}: without --benchmark, name the benchmark it is for "
+                             f"(e.g. -O callnavi.{key}=...; benchmarks: {', '.join(sorted(BENCHMARKS))})")
+    return per
+
+
 def _build(opts: BenchOptions) -> tuple[ModelSpec, str, list[tuple[Benchmark, list[Episode]]], RunConfig, list[str]]:
     reg = load_registry(opts.models_file)
     spec = reg.get(opts.model)
@@ -70,9 +88,10 @@ def _build(opts: BenchOptions) -> tuple[ModelSpec, str, list[tuple[Benchmark, li
     names = [opts.benchmark] if opts.benchmark else sorted(BENCHMARKS)
     if opts.data is not None and len(names) > 1:
         raise BenchError("--data names one benchmark's data: pass --benchmark too")
+    routed = _route_options(opts.options, names, single=opts.benchmark is not None)
     chosen, infos, skipped = [], [], []
     for name in names:
-        bench_opts = dict(opts.options)
+        bench_opts = routed[name]
         try:
             bench = get_benchmark_class(name)(opts.data, bench_opts)
             episodes = select(bench.episodes(), opts.limit, spec.sampling.seed)
@@ -122,7 +141,8 @@ def run_bench(opts: BenchOptions, progress: Callable[[int, int], Any] | None = N
             single = len(bs) == 1
             opts = opts.model_copy(update=dict(
                 model=old.config.model.name, benchmark=bs[0].name if single else None,
-                data=Path(bs[0].data_path) if single else None, options=bs[0].options,
+                data=Path(bs[0].data_path) if single else None,
+                options=bs[0].options if single else {f"{b.name}.{k}": v for b in bs for k, v in b.options.items()},
                 limit=old.config.limit, repeats=old.config.repeats, decode=old.config.decode,
                 tool_mode=old.config.tool_mode, gpu=old.config.gpu, temperature=old.config.temperature,
                 seed=old.config.seed, max_tokens=old.config.max_tokens, order=old.order))

@@ -19,7 +19,10 @@ class NoData(CallNavi):
 
 
 def test_all_benchmarks_skips_those_without_data(monkeypatch: pytest.MonkeyPatch, embedded_weights: str) -> None:
+    # only the embedded-data benchmark and the one without data: the map benchmarks are tested on their own
+    monkeypatch.setattr(benchmarks, "BENCHMARKS", {k: v for k, v in benchmarks.BENCHMARKS.items() if k == "callnavi"})
     monkeypatch.setitem(benchmarks.BENCHMARKS, "nodata", f"{__name__}:NoData")
+    monkeypatch.setattr("rig.runs.bench.BENCHMARKS", benchmarks.BENCHMARKS)
     _spec, _w, chosen, cfg, skipped = _build(BenchOptions(model="gemma3-270m", limit=2))
     assert [b.name for b, _ in chosen] == ["callnavi"] and [b.name for b in cfg.benchmarks] == ["callnavi"]
     assert skipped == ["nodata: nodata: map pack not built (run rig maps build)"]
@@ -27,3 +30,22 @@ def test_all_benchmarks_skips_those_without_data(monkeypatch: pytest.MonkeyPatch
         _build(BenchOptions(model="gemma3-270m", benchmark="nodata"))
     with pytest.raises(BenchError, match="--data names one benchmark"):
         _build(BenchOptions(model="gemma3-270m", data=Path("x")))
+
+
+def test_options_are_routed_per_benchmark(monkeypatch: pytest.MonkeyPatch, embedded_weights: str) -> None:
+    monkeypatch.setattr("rig.runs.bench.BENCHMARKS", {"callnavi": benchmarks.BENCHMARKS["callnavi"],
+                                                     "nodata": f"{__name__}:NoData"})
+    monkeypatch.setattr(benchmarks, "BENCHMARKS", {"callnavi": benchmarks.BENCHMARKS["callnavi"],
+                                                   "nodata": f"{__name__}:NoData"})
+    _s, _w, chosen, cfg, _sk = _build(BenchOptions(model="gemma3-270m", limit=2,
+                                                   options={"callnavi.task": "routing", "callnavi.format": "yaml"}))
+    assert cfg.benchmarks[0].options == {"task": "routing", "format": "yaml"}
+    assert chosen[0][0].fmt == "yaml"
+    with pytest.raises(BenchError, match="without --benchmark, name the benchmark it is for"):
+        _build(BenchOptions(model="gemma3-270m", options={"task": "routing"}))
+    # one benchmark named: a bare key is its own, a key for another benchmark is refused
+    _s, _w, chosen, cfg, _sk = _build(BenchOptions(model="gemma3-270m", benchmark="callnavi", limit=2,
+                                                   options={"task": "routing"}))
+    assert cfg.benchmarks[0].options == {"task": "routing"}
+    with pytest.raises(BenchError, match="does not include benchmark 'nodata'"):
+        _build(BenchOptions(model="gemma3-270m", benchmark="callnavi", options={"nodata.x": "1"}))

@@ -13,7 +13,7 @@ import pytest
 
 pytestmark = pytest.mark.model
 
-ARGS = ["--limit", "4", "-O", "task=routing", "--no-report", "--max-tokens", "24"]
+ARGS = ["--benchmark", "callnavi", "--limit", "4", "-O", "task=routing", "--no-report", "--max-tokens", "24"]
 
 
 def rig(*args: str, out: Path) -> subprocess.Popen:
