@@ -1,0 +1,1 @@
+"""RouteEval: running-route generation through one tool, validated on the offline map (paper: RouteEval)."""

@@ -1,0 +1,235 @@
+"""RouteEval: one generate_running_route call per run, validated on the offline map (paper: RouteEval).
+
+Options (-O key=value):
+  prompts=helsinki|us50   a prompt pack in the data folder (default helsinki; --data FILE names a pack file)
+  pack=DIR[,DIR...]       map packs, first covering pack per prompt (default: the embedded Helsinki pack)
+  replay=FILE             a replay store of recorded geocode/route answers, consulted before the packs
+  replay_provider=NAME    provider name of those answers in the store (default rig)
+  missing=error|skip      a prompt whose city no pack or store covers: stop before the run (default) or skip it
+  max_tokens=N            cap on the reply (default 768; the model's max_tokens applies when lower)
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from pathlib import Path
+from typing import Any
+
+from rig.agents.single import repeat_sampling
+from rig.agents.toolmode import effective_mode, extract_calls, prepare
+from rig.benchmarks.base import Benchmark, DataError, RunContext, Table
+from rig.benchmarks.routeeval import data as D
+from rig.benchmarks.routeeval.prompts import ADDRESS_MAX, MAX_WAYPOINTS, TOOL, TOOL_NAME, messages
+from rig.benchmarks.routeeval.scoring import accuracy, check_call, is_mismatch
+from rig.benchmarks.routeeval.tables import routeeval_tables
+from rig.benchmarks.routeeval.validate import RouteValidator, Site, store_cities
+from rig.engines.base import Engine
+from rig.records import ChatRequest, Episode, EpisodeResult, ToolCall
+from rig.telemetry.manifest import hash_paths
+
+log = logging.getLogger(__name__)
+OPTIONS = ("prompts", "pack", "replay", "replay_provider", "missing", "max_tokens")
+DEFAULT_MAX_TOKENS = 768  # 12 waypoints with two 120-character strings each fit; a looping reply is cut here
+
+
+class RouteEval(Benchmark):
+    name = "routeeval"
+    version = "1"
+
+    @classmethod
+    def default_data(cls) -> Path:
+        pkg = Path(__file__).resolve().parents[2]
+        for cand in (pkg.parent / "benchmarks" / "routeeval", pkg / "data" / "benchmarks" / "routeeval"):
+            if (cand / "helsinki.yaml").is_file():
+                return cand
+        raise DataError("the embedded RouteEval prompt packs are missing from this install; pass --data FILE")
+
+    def __init__(self, data: Path | None = None, options: dict[str, Any] | None = None) -> None:
+        super().__init__(data, options)
+        unknown = set(self.options) - set(OPTIONS)
+        if unknown:
+            raise DataError(f"routeeval: unknown option(s) {sorted(unknown)}; known: {', '.join(OPTIONS)}")
+        self.missing = str(self.options.get("missing", "error"))
+        if self.missing not in ("error", "skip"):
+            raise DataError(f"routeeval option missing: {self.missing!r} is not error or skip")
+        try:
+            self.max_tokens = int(self.options.get("max_tokens", DEFAULT_MAX_TOKENS))
+        except ValueError:
+            raise DataError(f"routeeval option max_tokens: {self.options['max_tokens']!r} is not an integer") from None
+        if self.max_tokens < 1:
+            raise DataError("routeeval option max_tokens: must be at least 1")
+        self.pack_values = [v.strip() for v in str(self.options.get("pack", "helsinki")).split(",") if v.strip()]
+        if not self.pack_values:
+            raise DataError("routeeval option pack: names no map pack")
+        self.replay = Path(str(self.options["replay"])) if self.options.get("replay") else None
+        self.replay_provider = str(self.options.get("replay_provider", "rig"))
+        self._prompts: D.PromptPack | None = None
+        self._validator: RouteValidator | None = None
+        self._sources: list[str] = []  # hashes of the map data, for data_hash
+        self.skipped: list[str] = []
+
+    # ---- data --------------------------------------------------------------------------------------
+
+    def prompt_file(self) -> Path:
+        if self.data.is_file():
+            if "prompts" in self.options:
+                raise DataError(f"--data {self.data} is a prompt pack file; drop option prompts")
+            return self.data
+        name = str(self.options.get("prompts", "helsinki"))
+        path = self.data / f"{name}.yaml"
+        if not path.is_file():
+            found = sorted(p.stem for p in self.data.glob("*.yaml"))
+            raise DataError(f"routeeval option prompts: no {path}; packs here: {', '.join(found) or 'none'}")
+        return path
+
+    def prompts(self) -> D.PromptPack:
+        if self._prompts is None:
+            self._prompts = D.load_prompt_pack(self.prompt_file())
+        return self._prompts
+
+    def validator(self) -> RouteValidator:
+        if self._validator is None:
+            self._validator = RouteValidator(self._open_sites(), self.prompts().aliases)
+        return self._validator
+
+    def _open_sites(self) -> list[Site]:
+        from rig.maps.packs import PackNotFound, resolve_pack_dir
+        from rig.maps.query import MapPack
+
+        store = None
+        cities: set[str] = set()
+        if self.replay is not None:
+            from rig.maps.replay import ReplayStore
+
+            if not self.replay.is_file():
+                raise DataError(f"routeeval option replay: {self.replay} not found")
+            try:
+                store = ReplayStore(self.replay)
+                cities = store_cities(self.replay, self.replay_provider)
+            except Exception as exc:  # noqa: BLE001 - any unreadable store is the user's data problem
+                raise DataError(f"routeeval option replay: {self.replay}: {exc}") from None
+            self._sources.append("replay:" + store.content_hash())
+        sites = []
+        for v in self.pack_values:
+            try:
+                d = resolve_pack_dir(v)
+                pack = MapPack.open(d)
+            except (PackNotFound, FileNotFoundError, ValueError) as exc:
+                raise DataError(f"routeeval option pack: {exc}") from None
+            self._sources.append("pack:" + pack.info.source_sha256)
+            try:
+                sites.append(Site(d.name if v != "helsinki" else "helsinki", pack, store, self.replay_provider))
+            except ValueError as exc:  # the store keys geocode/route another way
+                raise DataError(f"routeeval option replay: {self.replay}: {exc}") from None
+        if store is not None:
+            sites.append(Site(f"replay:{self.replay.name}", None, store, self.replay_provider, cities))
+        return sites
+
+    def data_hash(self) -> str:
+        self.validator()
+        h = hashlib.sha256(hash_paths([self.prompt_file()]).encode())
+        for s in self._sources:
+            h.update(s.encode())
+        return h.hexdigest()[:16]
+
+    def episodes(self) -> list[Episode]:
+        pp = self.prompts()
+        v = self.validator()
+        uncovered = [p for p in pp.prompts if v.site_for(p.city) is None]
+        if uncovered and self.missing == "error":
+            cities = sorted({p.city or "" for p in uncovered})
+            raise DataError(
+                f"{self.prompt_file()}: {len(uncovered)} of {len(pp.prompts)} prompts name a city that no map pack "
+                f"or replay store covers: {'; '.join(cities)} (prompts {', '.join(p.id for p in uncovered[:12])}"
+                f"{' ...' if len(uncovered) > 12 else ''}). Pass pack=DIR[,DIR...] with packs of those cities, "
+                "replay=FILE with recorded answers, or -O missing=skip to run the others.")
+        self.skipped = [p.id for p in uncovered]
+        if self.skipped:
+            log.warning("routeeval: skipping %d prompt(s) no map covers: %s", len(self.skipped),
+                        ", ".join(self.skipped))
+        out = []
+        for p in pp.prompts:
+            if p.id in self.skipped:
+                continue
+            out.append(Episode(
+                benchmark=self.name, id=p.id, messages=messages(p.text, p.target_miles), tools=[TOOL],
+                ground_truth={"target_miles": p.target_miles, "route_type": p.route_type, "city": p.city},
+                tags={"question": p.id, "category": p.category, "region": p.region,
+                      "length": pp.length_of(p.target_miles), "route_type": p.route_type, "style": p.style,
+                      "city": p.city or "generic"},
+                prefix_group=f"routeeval/{pp.name}",  # one system prompt and tool block for the whole pack
+            ))
+        return out
+
+    # ---- one run -----------------------------------------------------------------------------------
+
+    async def run_episode(self, episode: Episode, engine: Engine, ctx: RunContext, repeat: int) -> EpisodeResult:
+        gt = episode.ground_truth
+        target = float(gt["target_miles"])
+        mode = effective_mode(ctx.tool_mode, engine)
+        msgs, req_tools, constraint = prepare(episode.messages, [TOOL], mode)
+        sampling = repeat_sampling(ctx.sampling, repeat, min(ctx.sampling.max_tokens, self.max_tokens))
+        gen = await engine.chat(ChatRequest(messages=msgs, tools=req_tools, tool_mode=mode,  # type: ignore[arg-type]
+                                            constraint=constraint, sampling=sampling))
+        res = EpisodeResult(benchmark=self.name, episode_id=episode.id, repeat=repeat, generations=[gen],
+                            tags={**episode.tags, "tool_mode": ctx.tool_mode, "tool_mode_used": mode})
+        res.scores = {"accuracy": 0.0, "success": 0.0, "d_target_mi": target, "d_actual_mi": None,
+                      "n_waypoints": None, "d_estimated_mi": None, "route_type_match": None}
+
+        def fail(category: str, why: str) -> EpisodeResult:
+            res.error_category, res.error = category, why
+            return res
+
+        if gen.error:  # the engine did not answer: the local counterpart of an API error or timeout
+            res.status = "failed"
+            return fail("timeout", f"engine error: {gen.error}")
+        calls, status, why = extract_calls(gen, [TOOL], mode)
+        gen.parse_status, gen.tool_calls = status, calls
+        if not calls:
+            if gen.finish_reason == "length":
+                return fail("timeout", f"reply cut at max_tokens ({sampling.max_tokens}) before a complete call")
+            return fail("tool_calling_failure", f"no tool call: {why}")
+        call = next((c for c in calls if c.name == TOOL_NAME), None)
+        if call is None:
+            return fail("tool_calling_failure", f"called {calls[0].name!r}, not {TOOL_NAME}")
+        tc = ToolCall(name=call.name, arguments=call.arguments)
+        res.tool_calls = [tc]
+        category, reason, args = check_call(call.arguments, MAX_WAYPOINTS, ADDRESS_MAX)
+        if category:
+            tc.verdict, tc.error, tc.error_category = "invalid", reason, category
+            return fail(category, reason or category)
+        res.scores.update(n_waypoints=float(len(args["addresses"])), d_estimated_mi=args["estimated_distance"],
+                          route_type_match=float(args["route_type"] == gt["route_type"]))
+        m = self.validator().measure(args["route_type"], args["addresses"], gt["city"])
+        tc.answer = {"site": m.site, "waypoints": [g.model_dump() for g in m.waypoints],
+                     "legs_m": m.legs_m, "closed_by_validator": m.closed_by_validator, "doubled": m.doubled,
+                     "distance_m": m.distance_m}
+        tc.source = m.waypoints[0].source if m.waypoints and m.waypoints[0].source in ("hit", "fuzzy", "pack") \
+            else "none"  # type: ignore[assignment]
+        res.output = {"route_type": args["route_type"], "estimated_distance": args["estimated_distance"],
+                      "waypoints": [{"address": g.address, "name": g.name, "lat": g.lat, "lon": g.lon}
+                                    for g in m.waypoints],
+                      "d_actual_mi": m.miles}
+        if not m.ok:
+            tc.verdict, tc.error, tc.error_category = "invalid", m.error, m.error_category
+            return fail(m.error_category or "other", m.error or "route not measured")
+        d = float(m.miles)  # type: ignore[arg-type]
+        res.scores.update(d_actual_mi=d, accuracy=accuracy(d, target))
+        if is_mismatch(d, target):
+            return fail("distance_mismatch", f"route is {d:.2f} mi for a {target:g} mi target (more than 50% off)")
+        res.scores["success"] = 1.0
+        return res
+
+    def headline(self, result: EpisodeResult) -> float | None:
+        return result.scores.get("accuracy")
+
+    # ---- reports -----------------------------------------------------------------------------------
+
+    def tables(self, results: list[EpisodeResult], label: str = "") -> list[Table]:  # type: ignore[override]
+        try:
+            pp = self.prompts()
+            bins, total, name = dict(pp.length_bins), len(pp.prompts), pp.name
+        except DataError:  # the report still renders when the prompt file has moved
+            bins, total, name = None, None, ""
+        return routeeval_tables(results, label, bins, total, name)
