@@ -1,0 +1,305 @@
+"""The two agent frameworks of the paper, over the rig's tool modes.
+
+ReAct (think-act-observe): one loop (rig.agents.loop.run_tool_loop) over the nine sandbox tools plus
+``final_answer``, whose arguments carry the answer, the intent label and the extracted constraints (so ID and IE can
+be scored), and the chosen route index. A step's thought is the text the model writes beside its call (prompt and
+native modes; the constrained modes admit only the call).
+
+Plan-and-Execute (planner, worker, reporter), as the reference builds it: the planner makes one ``make_plan`` call
+(thinking, intent, constraints, steps as a list of sequential steps of parallel tasks); each task is one worker call
+that must call a tool (the plan is never revised; a step whose tasks all fail ends execution); the reporter sees the
+whole history and calls ``final_answer``. Workers see all earlier results, as the reference's shared state does.
+
+Both stop at ``max_steps`` model calls that produced a call (P&E: planner + workers + reporter together).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from rig.agents.loop import LoopOutcome, run_tool_loop
+from rig.agents.toolmode import assistant_turn, extract_calls, observation, prepare
+from rig.benchmarks.mobilitybench.lexicon import SCENARIOS
+from rig.benchmarks.mobilitybench.metrics import Call, Prediction, tool_actions
+from rig.benchmarks.mobilitybench.tools import STRATEGIES_EN, agent_tools
+from rig.engines.base import Engine
+from rig.records import ChatRequest, Generation, Message, Sampling, ToolCall, ToolSpec
+
+FINAL = "final_answer"
+PLAN = "make_plan"
+_STR = {"type": "string", "maxLength": 120}
+CONSTRAINTS_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "description": "every constraint the user stated: places, travel mode, preferences, time, ...; omit what "
+                   "the user did not say",
+    "properties": {
+        "origin": _STR, "destination": _STR, "place": _STR, "near": _STR, "category": _STR, "road": _STR,
+        "city": _STR, "time": _STR,
+        "mode": {"type": "string", "enum": ["walk", "bike", "drive", "transit"]},
+        "waypoints": {"type": "array", "items": _STR, "maxItems": 5},
+        "preferences": {"type": "array", "items": {"type": "string", "enum": list(STRATEGIES_EN)}, "maxItems": 2},
+        "avoid": {"type": "array", "items": _STR, "maxItems": 4},
+    },
+    "additionalProperties": False,
+}
+INTENT = {"type": "string", "maxLength": 60, "description": "one task scenario: " + "; ".join(SCENARIOS)}
+FINAL_TOOL = ToolSpec(name=FINAL, description="Give the final answer to the user and end the task.", parameters={
+    "type": "object",
+    "properties": {
+        "answer": {"type": "string", "maxLength": 1200, "description": "the answer for the user, with the key "
+                   "facts (distances, durations, times, addresses, names) taken from the tool results"},
+        "intent": INTENT,
+        "constraints": CONSTRAINTS_SCHEMA,
+        "route_index": {"type": "integer", "description": "0-based index of the recommended route or transit plan; "
+                        "-1 if the trip is impossible; omit for information questions"},
+    },
+    "required": ["answer", "intent", "constraints"], "additionalProperties": False})
+REPORT_TOOL = ToolSpec(name=FINAL, description="Give the final answer to the user.", parameters={
+    "type": "object",
+    "properties": {k: FINAL_TOOL.parameters["properties"][k] for k in ("answer", "route_index")},
+    "required": ["answer"], "additionalProperties": False})
+PLAN_TOOL = ToolSpec(name=PLAN, description="Write the plan.", parameters={
+    "type": "object",
+    "properties": {
+        "thinking": {"type": "string", "maxLength": 600, "description": "what the user wants and how to get it"},
+        "intent": INTENT,
+        "constraints": CONSTRAINTS_SCHEMA,
+        "steps": {"type": "array", "minItems": 1, "maxItems": 6, "description": "sequential steps; each step is a "
+                  "list of tasks that can run in parallel, each task one tool call described in words",
+                  "items": {"type": "array", "minItems": 1, "maxItems": 3, "items": {"type": "string", "maxLength": 200}}},
+    },
+    "required": ["thinking", "intent", "constraints", "steps"], "additionalProperties": False})
+
+
+class AgentRun(BaseModel):
+    """What an agent run leaves: the prediction for the metrics, plus records for the store."""
+
+    prediction: Prediction
+    generations: list[Generation] = Field(default_factory=list)
+    tool_calls: list[ToolCall] = Field(default_factory=list)
+    stop: str = "max_steps"
+    error: str | None = None
+    final: dict[str, Any] | None = None
+
+
+def context_block(case_context: dict[str, Any]) -> str:
+    ctx = {k: v for k, v in case_context.items() if k != "current_time"}
+    return (f"Current time: {case_context.get('current_time', '')} (fixed for this task).\n"
+            f"Context: {json.dumps(ctx, ensure_ascii=False)}\n"
+            "Coordinates are \"lon,lat\" strings (longitude first). The user's current location is "
+            "user_current_location.")
+
+
+LABELS = "\n".join(f"- {s} ({f})" for s, f in SCENARIOS.items())
+
+REACT_SYSTEM = """You are a route-planning assistant with map tools. Work in think-act-observe steps: write one short \
+thought, then call exactly one tool; you will see its result. Use only facts from tool results. Resolve place names \
+with query_poi before routing. When you have what you need, call final_answer with:
+- answer: the reply for the user, with the numbers and names from the tools;
+- intent: the task scenario, one of
+{labels}
+- constraints: what the user asked for (origin, destination, waypoints, mode, preferences, avoid, time, city, road, \
+category, near, place), only what the user said;
+- route_index: the chosen route or transit plan (0-based), -1 if impossible; omit for information questions.
+{context}"""
+
+PLANNER_SYSTEM = """You are the planner of a route-planning assistant. Read the user's request and call make_plan \
+with your thinking, the intent (one of the task scenarios below), the user's constraints, and the steps: a list of \
+sequential steps, each a list of tasks that can run in parallel; each task is one map-tool call described in words \
+(tools: query_poi, driving_route, walking_route, bicycling_route, bus_route, weather_query, search_around_poi, \
+reverse_geocoding, traffic_status).
+Task scenarios:
+{labels}
+{context}"""
+
+WORKER_SYSTEM = """You are a worker of a route-planning assistant. Do the task you are given by calling exactly one \
+map tool with the right arguments, using the results already obtained above.
+{context}"""
+
+REPORTER_SYSTEM = """You are the reporter of a route-planning assistant. From the tool results above, call \
+final_answer with the reply for the user (numbers and names from the tools) and, for route requests, the 0-based \
+route_index of the recommended route or transit plan (-1 if impossible).
+{context}"""
+
+
+def _thought(text: str) -> str:
+    """The text a model wrote beside its call: everything before the call's JSON or tag."""
+    cut = len(text)
+    for mark in ("<tool_call>", "```", "{"):
+        i = text.find(mark)
+        if i != -1:
+            cut = min(cut, i)
+    return re.sub(r"\s+", " ", text[:cut]).strip()[:400]
+
+
+def _sum(vals: list[int | None]) -> int | None:
+    present = [v for v in vals if v is not None]
+    return sum(present) if present else None
+
+
+def _calls_of(tool_calls: list[ToolCall], task_of: dict[int, int] | None = None) -> list[Call]:
+    out = []
+    for i, tc in enumerate(tool_calls):
+        if tc.name == FINAL or tc.error_category == "skipped":
+            continue
+        out.append(Call(name=tc.name, arguments=tc.arguments, ok=tc.verdict == "valid",
+                        valid=tc.error_category not in ("invalid_arguments", "unknown_tool"),
+                        task=(task_of or {}).get(i, tc.step or 0)))
+    return out
+
+
+def report_text(final: dict[str, Any] | None) -> str | None:
+    """The reporter text the reference evaluator reads: a ```json fence with route_index / content / route_info."""
+    if not final:
+        return None
+    idx = final.get("route_index")
+    body = {"route_index": "" if idx is None else str(idx), "content": str(final.get("answer", "")), "route_info": ""}
+    return "```json\n" + json.dumps(body, ensure_ascii=False) + "\n```"
+
+
+def _finish(pred: Prediction, final: dict[str, Any] | None) -> None:
+    if final is not None:
+        pred.content = str(final.get("answer") or "")
+        idx = final.get("route_index")
+        pred.route_index = idx if isinstance(idx, int) and not isinstance(idx, bool) else None
+        pred.report = report_text(final)
+
+
+async def run_react(engine: Engine, case: Any, service: Any, *, mode: str, sampling: Sampling,
+                    max_steps: int = 10) -> AgentRun:
+    tools = agent_tools(case.truth.lang) + [FINAL_TOOL]
+    system = REACT_SYSTEM.format(labels=LABELS, context=context_block(case.context))
+    msgs = [Message(role="system", content=system), Message(role="user", content=case.query)]
+    out: LoopOutcome = await run_tool_loop(engine, msgs, tools, service.call, final_tool=FINAL, mode=mode,
+                                           sampling=sampling, max_steps=max_steps)
+    # Thoughts: the generation that made each step's call.
+    step_gens = [g for g in out.generations if g.tool_calls]
+    thoughts = [_thought(g.text) for g in step_gens]
+    steps, actions = [], []
+    for tc in out.tool_calls:
+        if tc.name == FINAL or tc.error_category == "skipped":
+            continue
+        th = thoughts[tc.step] if tc.step is not None and tc.step < len(thoughts) else ""
+        steps.append(f"{th} [{tc.name}]".strip())
+        actions.append(tool_actions(tc.name, tc.arguments))
+    final = out.final
+    pred = Prediction(
+        intent=str(final.get("intent", "")) if final else None,
+        constraints=final.get("constraints") if final else None,
+        thinking=" ".join(t for t in thoughts if t) + (" " + json.dumps(final.get("constraints"), ensure_ascii=False)
+                                                      if final else ""),
+        steps=steps, step_actions=actions, calls=_calls_of(out.tool_calls),
+        delivered=out.stop == "final", errored=out.stop == "engine_error",
+        prompt_tokens=_sum([g.prompt_tokens for g in out.generations]),
+        completion_tokens=_sum([g.completion_tokens for g in out.generations]))
+    _finish(pred, final)
+    return AgentRun(prediction=pred, generations=out.generations, tool_calls=out.tool_calls, stop=out.stop,
+                    error=out.error, final=final)
+
+
+async def _one_call(engine: Engine, history: list[Message], tools: list[ToolSpec], mode: str,
+                    sampling: Sampling) -> tuple[Generation, list]:  # type: ignore[type-arg]
+    msgs, req_tools, constraint = prepare(history, tools, mode)
+    gen = await engine.chat(ChatRequest(messages=msgs, tools=req_tools, tool_mode=mode,  # type: ignore[arg-type]
+                                        constraint=constraint, sampling=sampling))
+    if gen.error:
+        return gen, []
+    calls, status, _ = extract_calls(gen, tools, mode)
+    gen.parse_status, gen.tool_calls = status, calls
+    return gen, calls
+
+
+async def run_plan_execute(engine: Engine, case: Any, service: Any, *, mode: str, sampling: Sampling,
+                           max_steps: int = 10) -> AgentRun:
+    ctx = context_block(case.context)
+    run = AgentRun(prediction=Prediction())
+    gens, tcs = run.generations, run.tool_calls
+    # Planner
+    plan_out = await run_tool_loop(engine, [Message(role="system", content=PLANNER_SYSTEM.format(labels=LABELS, context=ctx)),
+                                            Message(role="user", content=case.query)],
+                                   [PLAN_TOOL], lambda n, a: None, final_tool=PLAN, mode=mode, sampling=sampling,
+                                   max_steps=1)
+    gens += plan_out.generations
+    if plan_out.stop == "engine_error":
+        return _pe_done(run, "engine_error", plan_out.error, None, None)
+    plan = plan_out.final
+    budget = max_steps - 2  # planner and reporter take one call each
+    tools = agent_tools(case.truth.lang)
+    history = [Message(role="system", content=WORKER_SYSTEM.format(context=ctx)),
+               Message(role="user", content=case.query)]
+    tasks_flat: list[str] = []
+    if plan:
+        history.append(Message(role="assistant", content="Plan: " + json.dumps(plan["steps"], ensure_ascii=False)))
+        for si, step in enumerate(plan["steps"]):
+            tasks = [t for t in step if t.strip()]
+            if not tasks:
+                continue
+            tasks = tasks[:max(0, budget)]
+            if not tasks:
+                break
+            budget -= len(tasks)
+            tasks_flat += tasks
+            # Parallel tasks see the same history; their messages are merged afterwards in task order.
+            results = await asyncio.gather(*(_one_call(engine, history + [Message(role="user", content=f"Task: {t}")],
+                                                       tools, mode, sampling) for t in tasks))
+            merged: list[Message] = []
+            failed = 0
+            for t, (gen, calls) in zip(tasks, results):
+                gens.append(gen)
+                merged.append(Message(role="user", content=f"Task: {t}"))
+                if gen.error:
+                    return _pe_done(run, "engine_error", gen.error, plan, tasks_flat)
+                if not calls:
+                    failed += 1
+                    merged.append(assistant_turn(gen, calls))
+                    continue
+                call = calls[0]
+                for extra in calls[1:]:
+                    tcs.append(ToolCall(name=extra.name, arguments=extra.arguments, verdict="invalid", step=si,
+                                        error="skipped: one tool call per turn", error_category="skipped"))
+                res = service.call(call.name, call.arguments)
+                ok = bool(res.ok)
+                src = res.source if res.source in ("hit", "fuzzy", "miss", "pack") else "none"
+                tcs.append(ToolCall(name=call.name, arguments=call.arguments, verdict="valid" if ok else "invalid",
+                                    answer=res.data if ok else None, error=res.error,
+                                    error_category=res.error_category, step=si, source=src))
+                failed += 0 if ok else 1
+                merged += [assistant_turn(gen, calls),
+                           observation(call.name, res.data if ok else {"error": res.error}, mode)]
+            history += merged
+            if failed == len(tasks):
+                break  # every task of the step failed: on to the reporter
+    # Reporter
+    rep_msgs = [Message(role="system", content=REPORTER_SYSTEM.format(context=ctx))] + history[1:] + [
+        Message(role="user", content="Now give the final answer.")]
+    rep = await run_tool_loop(engine, rep_msgs, [REPORT_TOOL], lambda n, a: None, final_tool=FINAL, mode=mode,
+                              sampling=sampling, max_steps=1)
+    gens += rep.generations
+    final = rep.final
+    if rep.stop == "engine_error":
+        return _pe_done(run, "engine_error", rep.error, plan, tasks_flat)
+    run.final = final
+    tcs += [tc.model_copy(update={"step": (tc.step or 0) + 1000}) for tc in rep.tool_calls]
+    _pe_done(run, "final" if rep.stop == "final" else ("no_plan" if not plan else rep.stop), None, plan, tasks_flat)
+    _finish(run.prediction, final)
+    return run
+
+
+def _pe_done(run: AgentRun, stop: str, error: str | None, plan: dict[str, Any] | None,
+             tasks: list[str] | None) -> AgentRun:
+    p = run.prediction
+    run.stop, run.error = stop, error
+    if plan:
+        p.intent, p.constraints, p.thinking = str(plan.get("intent", "")), plan.get("constraints"), str(plan.get("thinking", ""))
+        p.steps = list(tasks or [])
+    p.calls = _calls_of(run.tool_calls)
+    p.delivered = stop == "final"
+    p.errored = stop == "engine_error"
+    p.prompt_tokens = _sum([g.prompt_tokens for g in run.generations])
+    p.completion_tokens = _sum([g.completion_tokens for g in run.generations])
+    return run

