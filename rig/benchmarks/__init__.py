@@ -10,6 +10,7 @@ if TYPE_CHECKING:
 
 BENCHMARKS: dict[str, str] = {
     "callnavi": "rig.benchmarks.callnavi.benchmark:CallNavi",
+    "evgeoqa": "rig.benchmarks.evgeoqa.benchmark:EVGeoQA",
     "mobilitybench": "rig.benchmarks.mobilitybench.benchmark:MobilityBench",
     "routeeval": "rig.benchmarks.routeeval.benchmark:RouteEval",
 }

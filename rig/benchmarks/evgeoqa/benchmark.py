@@ -1,0 +1,320 @@
+"""EVGeoQA / GeoRover: find a charging station within walking distance of a place for a second activity, by exploring
+with four local tools; Hits@1/2/3 by distance tier (paper: EVGeoQA, sec. 3-5).
+
+Data: queries generated over a map pack (default: the embedded Helsinki pack), or the upstream files with
+``--data DIR`` (``QA_Pairs.json`` and ``Stations.json``, JSON Lines).
+
+Options (``-O key=value``):
+- ``pack``: map pack directory (default: the embedded Helsinki pack)
+- ``seed`` (0), ``locations`` (24): user locations sampled over the pack
+- ``search_radius_m``, ``walk_radius_m``: override the radii scaled to the pack's extent (README: radii scaling)
+- ``poi_cap`` (20), ``gt_size`` (5), ``phrasing`` (intent | seed | mixed), ``skip_trivial`` (true), ``intents``
+  (comma-separated intent ids)
+- ``city``: city name for upstream data (default "upstream")
+- ``max_steps`` (20, the paper's tool budget, the final answer included), ``max_format_errors`` (3),
+  ``max_tokens`` (512 per call; the model's max_tokens applies when lower)
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import defaultdict
+from pathlib import Path
+from statistics import mean
+from typing import Any
+
+from rig.agents.single import repeat_sampling
+from rig.benchmarks.base import Benchmark, DataError, RunContext, Table
+from rig.benchmarks.evgeoqa.agent import MAX_FORMAT_ERRORS, MAX_STEPS, messages_for, run_georover
+from rig.benchmarks.evgeoqa.data import Dataset, Query, Setting
+from rig.benchmarks.evgeoqa.scoring import ARGUMENT_ERRORS, CAUSES, KS, StationIndex, classify, hits
+from rig.benchmarks.evgeoqa.tools import CHANGE_LOCATION, FINAL, tool_specs
+from rig.benchmarks.evgeoqa.world import World
+from rig.engines.base import Engine
+from rig.records import Episode, EpisodeResult
+
+OPTIONS = ("pack", "seed", "locations", "search_radius_m", "walk_radius_m", "poi_cap", "gt_size", "phrasing",
+           "skip_trivial", "intents", "city", "max_steps", "max_format_errors", "max_tokens")
+DEFAULT_MAX_TOKENS = 512  # one JSON tool call per reply; a looping reply is cut here
+
+
+def _int(options: dict[str, Any], key: str, default: int, low: int) -> int:
+    try:
+        v = int(options.get(key, default))
+    except (TypeError, ValueError):
+        raise DataError(f"evgeoqa option {key}: {options.get(key)!r} is not an integer") from None
+    if v < low:
+        raise DataError(f"evgeoqa option {key}: {v} is below {low}")
+    return v
+
+
+def _float(options: dict[str, Any], key: str) -> float | None:
+    if options.get(key) is None:
+        return None
+    try:
+        v = float(options[key])
+    except (TypeError, ValueError):
+        raise DataError(f"evgeoqa option {key}: {options[key]!r} is not a number") from None
+    if not v > 0:
+        raise DataError(f"evgeoqa option {key}: must be positive")
+    return v
+
+
+class EVGeoQA(Benchmark):
+    name = "evgeoqa"
+    version = "1"
+
+    @classmethod
+    def default_data(cls) -> Path:
+        pkg = Path(__file__).resolve().parents[2]
+        for cand in (pkg.parent / "benchmarks" / "evgeoqa", pkg / "data" / "benchmarks" / "evgeoqa"):
+            if cand.is_dir():
+                return cand
+        return Path(__file__).resolve().parent  # generated data needs no files; only upstream data is read
+
+    def __init__(self, data: Path | None = None, options: dict[str, Any] | None = None) -> None:
+        super().__init__(data, options)
+        o = self.options
+        unknown = set(o) - set(OPTIONS)
+        if unknown:
+            raise DataError(f"evgeoqa: unknown option(s) {sorted(unknown)}; known: {', '.join(OPTIONS)}")
+        self.seed = _int(o, "seed", 0, 0)
+        self.locations = _int(o, "locations", 24, 1)
+        self.max_steps = _int(o, "max_steps", MAX_STEPS, 1)
+        self.max_format_errors = _int(o, "max_format_errors", MAX_FORMAT_ERRORS, 0)
+        self.max_tokens = _int(o, "max_tokens", DEFAULT_MAX_TOKENS, 16)
+        self.poi_cap = _int(o, "poi_cap", 20, 1)
+        self.gt_size = _int(o, "gt_size", 5, 1)
+        self.search_radius = _float(o, "search_radius_m")
+        self.walk_radius = _float(o, "walk_radius_m")
+        self.phrasing = str(o.get("phrasing", "intent"))
+        if self.phrasing not in ("intent", "seed", "mixed"):
+            raise DataError(f"evgeoqa option phrasing: {self.phrasing!r} is not intent, seed or mixed")
+        flag = str(o.get("skip_trivial", "true")).lower()
+        if flag not in ("1", "true", "yes", "0", "false", "no"):
+            raise DataError(f"evgeoqa option skip_trivial: {flag!r} is not true or false")
+        self.skip_trivial = flag in ("1", "true", "yes")
+        from rig.benchmarks.evgeoqa.data import INTENT_BY_ID
+
+        self.intents = [i.strip() for i in str(o["intents"]).split(",") if i.strip()] if o.get("intents") else None
+        bad = [i for i in self.intents or [] if i not in INTENT_BY_ID]
+        if bad:
+            raise DataError(f"evgeoqa option intents: unknown {bad}; known: {', '.join(INTENT_BY_ID)}")
+        self._upstream_files: tuple[Path, Path] | None = None
+        self._dataset: Dataset | None = None
+        self._world: World | None = None
+        self._index: StationIndex | None = None
+        self._pack_sha = ""
+
+    # -- data ----------------------------------------------------------------------------------------------
+
+    def _load(self) -> Dataset:
+        if self._dataset is not None:
+            return self._dataset
+        from rig.benchmarks.evgeoqa.importer import ImportError_, find_files, load_upstream
+
+        try:
+            self._upstream_files = find_files(self.data)
+            if self._upstream_files is not None:
+                self._dataset, self._world = load_upstream(self.data, str(self.options.get("city", "upstream")))
+                return self._dataset
+        except ImportError_ as exc:
+            raise DataError(str(exc)) from None
+        from rig.benchmarks.evgeoqa.generator import GenerationError, generate, setting_for
+        from rig.benchmarks.evgeoqa.world import PackWorld
+        from rig.maps.packs import PackNotFound, resolve_pack_dir
+        from rig.maps.query import MapPack
+
+        try:
+            pack = MapPack(resolve_pack_dir(self.options.get("pack")))
+        except PackNotFound as exc:
+            raise DataError(f"evgeoqa option pack: {exc}") from None
+        self._pack_sha = pack.info.source_sha256
+        setting = setting_for(pack, self.search_radius, self.walk_radius, self.poi_cap, self.gt_size)
+        try:
+            self._dataset = generate(pack, seed=self.seed, locations=self.locations, setting=setting,
+                                     phrasing=self.phrasing, skip_trivial=self.skip_trivial, intents=self.intents)
+        except GenerationError as exc:
+            raise DataError(f"evgeoqa: pack {pack.root}: {exc}") from None
+        self._world = PackWorld(pack, setting)
+        return self._dataset
+
+    def world(self) -> World:
+        self._load()
+        assert self._world is not None
+        return self._world
+
+    def index(self) -> StationIndex:
+        if self._index is None:
+            self._index = StationIndex(self._load().stations)
+        return self._index
+
+    def dataset(self) -> Dataset:
+        return self._load()
+
+    def data_hash(self) -> str:
+        ds = self._load()
+        h = hashlib.sha256()
+        if self._upstream_files:
+            for p in self._upstream_files:
+                h.update(p.name.encode())
+                h.update(p.read_bytes())
+        else:
+            h.update(self._pack_sha.encode())
+        h.update(ds.model_dump_json().encode())  # the generated queries, radii and notes themselves
+        return h.hexdigest()[:16]
+
+    def episodes(self) -> list[Episode]:
+        ds = self._load()
+        s = ds.setting
+        tools = tool_specs(s)
+        out = []
+        for q in ds.queries:
+            out.append(Episode(
+                benchmark=self.name, id=q.id, messages=messages_for(q, s), tools=tools,
+                ground_truth={"query": q.model_dump(mode="json"), "setting": s.model_dump(mode="json")},
+                tags={"city": q.city, "tier": str(s.tier(q.tier_distance_m)), "intent": q.intent,
+                      "reachable": str(q.reachable).lower(), "template": q.template,
+                      "tier_distance_m": f"{q.tier_distance_m:.0f}", "tiers_m": f"{s.tiers_m[0]:g},{s.tiers_m[1]:g}",
+                      "search_radius_m": f"{s.search_radius_m:g}", "walk_radius_m": f"{s.walk_radius_m:g}",
+                      "source": q.source},
+                prefix_group=f"{q.city}/{s.search_radius_m:g}/{s.walk_radius_m:g}",
+            ))
+        return out
+
+    # -- running -------------------------------------------------------------------------------------------
+
+    async def run_episode(self, episode: Episode, engine: Engine, ctx: RunContext, repeat: int) -> EpisodeResult:
+        q = Query.model_validate(episode.ground_truth["query"])
+        sampling = repeat_sampling(ctx.sampling, repeat, min(ctx.sampling.max_tokens, self.max_tokens))
+        run = await run_georover(engine, q, self.world(), mode=ctx.tool_mode, sampling=sampling,
+                                 max_steps=self.max_steps, max_format_errors=self.max_format_errors)
+        out, ex = run.outcome, run.executor
+        preds = list((out.final or {}).get("stations") or []) if out.stop == "final" else []
+        index = self.index()
+        scores: dict[str, float | None] = dict(hits(preds, q.answers, index))
+        calls = [c for c in out.tool_calls if c.error_category != "skipped"]
+        arg_errors = sum(1 for c in calls if c.error_category in ("invalid_arguments", "unknown_tool"))
+        out_of_area = sum(1 for c in calls if c.error_category == "out_of_area")
+        scores.update({
+            "change_location": float(sum(1 for c in calls if c.name == CHANGE_LOCATION)),
+            "tool_calls": float(sum(1 for c in calls if c.name != FINAL)),
+            "argument_errors": float(arg_errors), "out_of_area": float(out_of_area),
+            "format_errors": float(out.format_errors), "steps": float(out.steps),
+        })
+        answer = []
+        for p in preds:
+            s = index.resolve(p)
+            answer.append({"text": p, "station_id": s.station_id if s else None,
+                           "lat": s.lat if s else None, "lon": s.lon if s else None,
+                           "hit": bool(hits([p], q.answers, index, (1,))["hits@1"])})
+        tags = {**episode.tags, "tool_mode": ctx.tool_mode, "mode_used": out.mode_used,
+                "max_steps": str(self.max_steps), "max_tokens": str(sampling.max_tokens), "stop": out.stop}
+        res = EpisodeResult(benchmark=self.name, episode_id=episode.id, repeat=repeat, tags=tags,
+                            generations=out.generations, tool_calls=out.tool_calls, scores=scores,
+                            output={"final": preds, "stop": out.stop, "answer": answer, "trace": ex.trace()})
+        if out.stop == "engine_error":
+            res.status, res.error_category, res.error = "failed", "engine_error", out.error
+            return res
+        res.error_category = classify(
+            stop=out.stop, hit=bool(scores["hits@3"]), preds=preds, index=index, answers=q.answers,
+            seen_stations=ex.seen_stations, seen_poi_keys=ex.seen_poi_keys,
+            argument_errors=sum(1 for c in calls if c.error_category in ARGUMENT_ERRORS))
+        if res.error_category:
+            res.error = f"{res.error_category}: stop {out.stop}, answer {preds[:3]}"
+        return res
+
+    def headline(self, result: EpisodeResult) -> float | None:
+        return result.scores.get("hits@1")
+
+    # -- reports -------------------------------------------------------------------------------------------
+
+    def tables(self, results: list[EpisodeResult], episodes: list[Episode] | None = None,
+               label: str = "") -> list[Table]:
+        return evgeoqa_tables(results, label or "model")
+
+
+def _tier_labels(results: list[EpisodeResult]) -> tuple[str, str, str]:
+    for r in results:
+        t = r.tags.get("tiers_m")
+        if t:
+            a, b = (float(x) for x in t.split(","))
+            return Setting(search_radius_m=a / 2, walk_radius_m=1, tiers_m=(a, b)).tier_labels()
+    return Setting.paper().tier_labels()
+
+
+def _in_tier(r: EpisodeResult, t: int) -> bool:
+    """Cumulative tiers as in the paper's Table 2: < first, < second, everything."""
+    try:
+        return int(r.tags.get("tier", "3")) <= t
+    except ValueError:
+        return t == 3
+
+
+def _mean(rs: list[EpisodeResult], key: str) -> float | None:
+    vals = [r.scores.get(key) or 0.0 for r in rs]
+    return mean(vals) if vals else None
+
+
+def evgeoqa_tables(results: list[EpisodeResult], label: str) -> list[Table]:
+    if not results:
+        return []
+    by_city: dict[str, list[EpisodeResult]] = defaultdict(list)
+    for r in results:
+        by_city[r.tags.get("city", "?")].append(r)
+    groups = sorted(by_city.items())
+    if len(groups) > 1:
+        groups.append(("All", list(results)))
+    labels = _tier_labels(results)
+    repeats = max(r.repeat for r in results) + 1
+    failed = sum(r.status == "failed" for r in results)
+    t2_rows, t3_rows, err_rows, data_rows = [], [], [], []
+    for city, rs in groups:
+        row: list[Any] = [city, label]
+        calls: list[Any] = [city, label]
+        counts: list[Any] = [city]
+        for t in (1, 2, 3):
+            sub = [r for r in rs if _in_tier(r, t)]
+            row += [_mean(sub, f"hits@{k}") for k in KS]
+            calls.append(_mean(sub, "change_location"))
+            counts.append(len({r.episode_id for r in sub}))
+        t2_rows.append(row)
+        t3_rows.append(calls)
+        eps = {r.episode_id: r for r in rs}
+        counts.append(sum(r.tags.get("reachable") == "true" for r in eps.values()))
+        first = rs[0].tags
+        counts += [first.get("search_radius_m"), first.get("walk_radius_m"), first.get("max_steps")]
+        data_rows.append(counts)
+        bad = [r for r in rs if r.error_category]
+        err = [city, label, len(rs), len(bad)] + [sum(r.error_category == c for r in bad) for c in CAUSES]
+        err.append(sum(r.error_category == "engine_error" for r in bad))
+        err += [int(sum(r.scores.get(k) or 0 for r in rs)) for k in ("argument_errors", "out_of_area", "format_errors")]
+        err_rows.append(err)
+    note = (f"Tiers are cumulative (as in the paper): the geodesic distance from the user to the best ground-truth "
+            f"station is below the first bound, below the second, or anything; bounds are 2x and 4x the search "
+            f"radius (the paper's 10 / 20 km for 5 km). Repeats: {repeats}. A blank cell: no episode in that tier.")
+    if failed:
+        note += f" {failed} episode(s) failed in the engine and count as misses."
+    cols = ["City", "Model"] + [f"{lab} Hits@{k}" for lab in labels for k in KS]
+    return [
+        Table(title="EVGeoQA Hits@K by distance tier (layout of the paper's Table 2)", columns=cols, rows=t2_rows,
+              note=note + " A hit: any of the first K answers is a ground-truth station (or on its site, 50 m)."),
+        Table(title="Average Change_Current_Location calls per episode (layout of the paper's Table 3)",
+              columns=["City", "Model", *labels], rows=t3_rows,
+              note="Every invocation counts, refused ones (out of the map, bad arguments) included."),
+        Table(title="EVGeoQA error causes (paper sec. 5.5, appendix A.4)",
+              columns=["City", "Model", "Episodes", "Failed (no hit in 3)", *CAUSES, "engine_error",
+                       "Argument-error calls", "Out-of-area calls", "Format errors"],
+              rows=err_rows,
+              note="First applicable cause per failed episode: format_error (re-prompt budget spent), max_tool_calls "
+                   "(step budget spent), hallucinated_station (names a station no search returned), "
+                   "factual_conflation (the evidence for a ground-truth station was retrieved), argument_error "
+                   "(malformed or out-of-area tool calls), insufficient_exploration (answered before finding a "
+                   "valid station). The last three columns count calls / replies over all episodes."),
+        Table(title="EVGeoQA data", columns=["City", f"Queries {labels[0]}", f"Queries {labels[1]}",
+                                              "Queries (all)", "Reachable without moving", "Search radius (m)",
+                                              "Walk radius (m)", "Step budget"],
+              rows=data_rows,
+              note="Queries counted in this run's results; radii as recorded in the episodes (scaled to the "
+                   "pack's extent for generated data, see the README)."),
+    ]
