@@ -5,11 +5,17 @@ API list) re-evaluate only their tail. Generation runs over token ids (``Llama.g
 ``create_chat_completion``: that gives exact prompt and completion token counts, the time of the first
 sampled token, and decode speed without relying on ``verbose``-dependent perf counters.
 llama.cpp cannot batch requests in-process, so calls are serialised behind a lock.
+
+Constraints are applied by llama.cpp's own GBNF sampler (``constraint_backend: native``, the default) or, with
+``engine_args: {constraint_backend: outlines}`` in models.yaml, by an Outlines logits processor over the same
+rig grammar (``rig.decoding.outlines_backend``); prompt rendering, token counts, timings and prefix reuse are
+the same either way.
 """
 
 from __future__ import annotations
 
 import asyncio
+import ctypes
 import threading
 import time
 from typing import Any
@@ -21,6 +27,9 @@ from rig.records import ChatRequest, Generation, Timings
 # Keys of models.yaml engine_args passed through to Llama(); anything else is an error.
 _LLAMA_ARGS = {"n_batch", "n_ubatch", "n_threads", "n_threads_batch", "flash_attn", "use_mmap", "use_mlock",
                "type_k", "type_v", "offload_kqv", "rope_freq_base", "rope_freq_scale"}
+# Keys of engine_args that rig reads itself and does not pass to Llama().
+_RIG_ARGS = {"constraint_backend"}
+CONSTRAINT_BACKENDS = ("native", "outlines")
 
 
 class LlamaCppEngine(Engine):
@@ -28,10 +37,24 @@ class LlamaCppEngine(Engine):
 
     def __init__(self, spec, weights, *, gpu=None, **options: Any) -> None:  # type: ignore[no-untyped-def]
         super().__init__(spec, weights, gpu=gpu, **options)
-        bad = set(spec.engine_args) - _LLAMA_ARGS
+        bad = set(spec.engine_args) - _LLAMA_ARGS - _RIG_ARGS
         if bad:
             raise EngineError(f"models.yaml entry {spec.name!r}: engine_args {sorted(bad)} not understood by "
-                              f"llamacpp (allowed: {sorted(_LLAMA_ARGS)})")
+                              f"llamacpp (allowed: {sorted(_LLAMA_ARGS | _RIG_ARGS)})")
+        self.constraint_backend = spec.engine_args.get("constraint_backend", "native")
+        if self.constraint_backend not in CONSTRAINT_BACKENDS:
+            raise EngineError(f"models.yaml entry {spec.name!r}: engine_args.constraint_backend "
+                              f"{self.constraint_backend!r} is not one of {', '.join(CONSTRAINT_BACKENDS)}")
+        if self.constraint_backend == "outlines":
+            from rig.decoding.outlines_backend import OutlinesUnavailable, require_outlines
+
+            try:
+                require_outlines()
+            except OutlinesUnavailable as e:
+                raise EngineError(f"models.yaml entry {spec.name!r}: engine_args.constraint_backend outlines: {e}") \
+                    from None
+        self._outlines = None  # OutlinesConstraints, built at load
+        self.served = {"native": 0, "outlines": 0}  # constrained requests per backend
         self.llm = None
         self._formatter = None
         self._lock = threading.Lock()
@@ -52,7 +75,7 @@ class LlamaCppEngine(Engine):
         from llama_cpp import Llama
         from llama_cpp.llama_chat_format import Jinja2ChatFormatter
 
-        kwargs: dict[str, Any] = dict(self.spec.engine_args)
+        kwargs: dict[str, Any] = {k: v for k, v in self.spec.engine_args.items() if k not in _RIG_ARGS}
         if self.gpu is not None:
             if not llama_cpp.llama_supports_gpu_offload():
                 raise EngineError("--gpu given, but this llama-cpp-python build has no GPU support "
@@ -67,6 +90,16 @@ class LlamaCppEngine(Engine):
             raise EngineError(f"llama.cpp could not load {self.weights}: {e}") from None
         self._formatter = self._resolve_formatter(Jinja2ChatFormatter)
         self._probe_template()
+        if self.constraint_backend == "outlines":
+            from rig.decoding.outlines_backend import OutlinesConstraints, OutlinesUnavailable
+
+            try:
+                self._outlines = OutlinesConstraints(self.llm)
+            except OutlinesUnavailable as e:
+                self.llm.close()
+                self.llm = None
+                raise EngineError(f"models.yaml entry {self.spec.name!r}: engine_args.constraint_backend outlines: "
+                                  f"{e}") from None
 
     def _probe_template(self) -> None:
         """Find out which message kinds the template silently drops (llama-cpp-python's ``gemma`` format drops
@@ -90,7 +123,11 @@ class LlamaCppEngine(Engine):
         }
 
     def describe(self) -> dict[str, Any]:
-        return {"template": dict(self.template)}
+        out: dict[str, Any] = {"template": dict(self.template), "constraint_backend": self.constraint_backend,
+                               "constrained_requests": dict(self.served)}
+        if self._outlines is not None:
+            out["outlines_vocab"] = self._outlines.audit.summary()
+        return out
 
     def _fold(self, msgs: list[dict]) -> list[dict]:
         """Messages the template would drop, rewritten as user turns it renders."""
@@ -144,6 +181,34 @@ class LlamaCppEngine(Engine):
     def count_tokens(self, text: str) -> int | None:
         return len(self.llm.tokenize(text.encode(), add_bos=False, special=False)) if self.llm else None
 
+    def detokenize(self, ids: list[int]) -> bytes:
+        """Bytes of generated tokens. ``Llama.detokenize`` reads each piece into a 32-byte buffer and silently
+        drops longer pieces (379 tokens of the embedded Gemma, e.g. whole Devanagari words); this does not."""
+        import llama_cpp
+
+        vocab = self.llm._model.vocab
+        size = 64
+        buf = ctypes.create_string_buffer(size)
+        out = bytearray()
+        for t in ids:
+            n = llama_cpp.llama_token_to_piece(vocab, t, buf, size, 0, False)
+            if n < 0:  # too small: llama.cpp returns minus the size it needs
+                size = -n
+                buf = ctypes.create_string_buffer(size)
+                n = llama_cpp.llama_token_to_piece(vocab, t, buf, size, 0, False)
+            out += buf.raw[:n]
+        return bytes(out)
+
+    def _outlines_grammar(self, c: Constraint) -> str:
+        """rig's grammar for the Outlines (llguidance) path: Lark, or GBNF when a think block is admitted."""
+        from rig.decoding import to_gbnf, to_lark
+
+        if self.spec.thinking == "strip":
+            from rig.engines.thinking import allow_thinking_gbnf
+
+            return allow_thinking_gbnf(to_gbnf(c))  # llguidance reads GBNF too
+        return to_lark(c)
+
     def _grammar(self, c: Constraint | None):  # type: ignore[no-untyped-def]
         if c is None:
             return None
@@ -179,31 +244,49 @@ class LlamaCppEngine(Engine):
                     gen.error = (f"prompt has {len(tokens)} tokens, context_length is {self.spec.context_length}")
                     gen.prompt_tokens = len(tokens)
                     return gen
-                grammar = self._grammar(request.constraint)
+                grammar = procs = proc = None
+                if request.constraint is not None and self._outlines is not None:
+                    proc = self._outlines.processor(self._outlines_grammar(request.constraint))
+                    procs = llama_cpp.LogitsProcessorList([proc])
+                else:
+                    grammar = self._grammar(request.constraint)
                 s = request.sampling
                 max_new = min(s.max_tokens, self.spec.context_length - len(tokens))
                 self.llm.set_seed(s.seed)
                 out: list[int] = []
                 first = last = None
                 finish = "length"
+                eog = False
                 vocab = self.llm._model.vocab
                 stop_strs = [*s.stop, *tmpl_stops]
                 stops = [x.encode() for x in stop_strs]
                 for tok in self.llm.generate(tokens, temp=s.temperature, top_p=s.top_p, top_k=s.top_k or 0,
-                                             min_p=0.0, repeat_penalty=1.0, grammar=grammar):
+                                             min_p=0.0, repeat_penalty=1.0, grammar=grammar,
+                                             logits_processor=procs):
                     now = time.perf_counter()
                     if llama_cpp.llama_vocab_is_eog(vocab, tok):
                         finish = "stop"
+                        eog = True
                         break
                     first = first or now
                     last = now
                     out.append(tok)
-                    if stops and any(x in self.llm.detokenize(out[-16:]) for x in stops):
+                    if stops and any(x in self.detokenize(out[-16:]) for x in stops):
                         finish = "stop"
                         break
                     if len(out) >= max_new:
                         break
-                text = self.llm.detokenize(out).decode("utf-8", errors="replace")
+                text = self.detokenize(out).decode("utf-8", errors="replace")
+                if request.constraint is not None:
+                    self.served["outlines" if proc is not None else "native"] += 1
+                if proc is not None:
+                    from rig.decoding.outlines_backend import OutlinesConstraints
+
+                    # The processor consumes each token when asked for the next one, so the last generated token
+                    # (unless generation ended on an end-of-generation token) is still to be checked.
+                    err = OutlinesConstraints.error(proc, out[-1] if out and not eog else None)
+                    if err:
+                        gen.error = f"outlines constraint: {err}"
                 for x in stop_strs:
                     if x in text:
                         text = text[: text.index(x)]
