@@ -13,6 +13,7 @@ BENCHMARKS: dict[str, str] = {
     "evgeoqa": "rig.benchmarks.evgeoqa.benchmark:EVGeoQA",
     "mobilitybench": "rig.benchmarks.mobilitybench.benchmark:MobilityBench",
     "routeeval": "rig.benchmarks.routeeval.benchmark:RouteEval",
+    "urbangeo": "rig.benchmarks.urbangeo.benchmark:UrbanGeoEval",
 }
 
 

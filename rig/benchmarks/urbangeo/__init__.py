@@ -1,0 +1,1 @@
+"""UrbanGeoEval: knowledge probes and reasoning tasks generated from map packs, with a local judge (paper: UrbanGeoEval)."""
