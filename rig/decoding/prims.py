@@ -30,13 +30,20 @@ def ws(g: Grammar) -> Ref:
 
 def json_string(g: Grammar, lo: int = 0, hi: int | None = None) -> Ref:
     """A JSON string; with length bounds (in code points) \\u escapes of UTF-16 surrogates are left out,
-    because a pair is two grammar items but one character."""
+    because a pair is two grammar items but one character.
+
+    A bounded string repeats a named character rule: llama.cpp expands ``X{m,n}`` by copying X and refuses the
+    grammar when (rules inside X) x n exceeds 2000, so a nested group repeated 200 times fails where a rule
+    reference does not.
+    """
     bounded = (lo, hi) != (0, None)
 
     def build() -> Expr:
         u = _hex4_not_surrogate() if bounded else rep(HEX, 4, 4)
         char = alt(Cls("^" + cls_escape('"\\') + "\\x00-\\x1f"),
                    seq(Lit("\\"), alt(Cls(cls_escape('"\\/bfnrt')), seq(Lit("u"), u))))
+        if bounded:  # one rule repeated, not a nested group (see the docstring)
+            char = g.define(("json-char-bounded",), "string-char", lambda: char)
         return seq(Lit('"'), rep(char, lo, hi), Lit('"'))
     name = "string" + (f"-{lo}-{hi if hi is not None else 'n'}" if bounded else "")
     return g.define(("json-string", lo, hi), name, build)
@@ -93,6 +100,8 @@ def yaml_string(g: Grammar, lo: int = 0, hi: int | None = None) -> Ref:
     def build() -> Expr:
         raw = Cls("^" + cls_escape('"\\') + "\\x00-\\x1f\\x7f-\\x9f" + cls_escape("\u2028\u2029\ufeff\ufffe\uffff"))
         char = alt(raw, seq(Lit("\\"), alt(Cls(cls_escape('"\\/bfnrt')), seq(Lit("u"), _hex4_not_surrogate()))))
+        if (lo, hi) != (0, None):  # see json_string
+            char = g.define(("yaml-char-bounded",), "ystring-char", lambda: char)
         return seq(Lit('"'), rep(char, lo, hi), Lit('"'))
     name = "ystring" + (f"-{lo}-{hi if hi is not None else 'n'}" if (lo, hi) != (0, None) else "")
     return g.define(("yaml-string", lo, hi), name, build)

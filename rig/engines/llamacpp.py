@@ -222,8 +222,20 @@ class LlamaCppEngine(Engine):
 
             gbnf = allow_thinking_gbnf(gbnf)
         if gbnf not in self._grammar_cache:
+            self._check_gbnf(gbnf)
             self._grammar_cache[gbnf] = LlamaGrammar.from_string(gbnf, verbose=False)
         return self._grammar_cache[gbnf]
+
+    def _check_gbnf(self, gbnf: str) -> None:
+        """LlamaGrammar.from_string parses lazily and never fails; a grammar llama.cpp cannot parse only shows up
+        as a NULL sampler at generation time (a crash in llama-cpp-python's server). Parse it here first."""
+        import llama_cpp
+
+        smpl = llama_cpp.llama_sampler_init_grammar(self.llm._model.vocab, gbnf.encode(), b"root")
+        if not smpl:
+            raise ValueError("llama.cpp could not parse the grammar (its log above says why); "
+                             f"grammar starts: {gbnf[:200]!r}")
+        llama_cpp.llama_sampler_free(smpl)
 
     async def chat(self, request: ChatRequest) -> Generation:
         if self.llm is None:

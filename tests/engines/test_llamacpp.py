@@ -106,3 +106,11 @@ def test_template_probe_folds_what_the_gemma_format_would_drop(gemma_engine) -> 
     assert "SYSTEM-RULES" in prompt and "RESULT-42" in prompt
     assert prompt.index("SYSTEM-RULES") < prompt.index("Q1") < prompt.index("A1") < prompt.index("RESULT-42")
     assert gemma_engine.capabilities.native_tools is t["tools"]
+
+
+def test_grammar_llama_cpp_cannot_parse_is_a_recorded_error(gemma_engine) -> None:  # type: ignore[no-untyped-def]
+    """llama-cpp-python accepts any grammar string and fails only when sampling (its server segfaults)."""
+    g = chat(gemma_engine, "Say a.", constraint=Constraint(kind="grammar", grammar="root ::= undefined-rule"))
+    assert g.error and "could not parse the grammar" in g.error and g.text == ""
+    ok = chat(gemma_engine, "Say a.", constraint=Constraint(kind="grammar", grammar='root ::= "a" | "b"'))
+    assert ok.error is None and ok.text in ("a", "b")
