@@ -404,6 +404,11 @@ class OpenAICompatEngine(Engine):
             gen.error = self._transport_message(e)
             return out
         end = time.perf_counter()
+        if gen.error is None and gen.finish_reason is None:
+            # A reply cut short must not pass for a whole one. llama_cpp.server ends a streaming reply this way
+            # when another request arrives (its interrupt_requests setting, on by default).
+            gen.error = ("the server ended the stream without a finish_reason (cut short; python -m llama_cpp.server "
+                         "does this when requests overlap unless started with --interrupt_requests False)")
         gen.text = "".join(parts)
         gen.timings.ttft_s = out.first - t0 if out.first else None
         gen.timings.e2e_s = end - t0

@@ -105,6 +105,25 @@ def test_counts_and_timings_positive_and_consistent(server_engine, loop) -> None
 
 
 @pytest.mark.model
+def test_reply_cut_by_an_overlapping_request_is_an_error(server_engine, loop) -> None:  # type: ignore[no-untyped-def]
+    """llama_cpp.server (interrupt_requests on by default) ends a streaming reply early when a second request
+    arrives; that reply must be recorded as an error, never as a short answer."""
+    eng = create_engine(spec(base_url=server_engine.base_url, max_concurrency=2), "gemma")
+    loop.run_until_complete(eng.load())
+    try:
+        async def both():  # type: ignore[no-untyped-def]
+            return await asyncio.gather(eng.chat(req("Count from one to one hundred in words.", max_tokens=64)),
+                                        eng.chat(req("List twenty Finnish lakes.", max_tokens=64)))
+        gens = loop.run_until_complete(both())
+    finally:
+        loop.run_until_complete(eng.close())
+    cut = [g for g in gens if g.error]
+    assert cut and all("without a finish_reason" in g.error for g in cut), [g.error for g in gens]
+    for g in gens:
+        assert (g.error is None) == (g.finish_reason in ("stop", "length"))
+
+
+@pytest.mark.model
 def test_json_schema_constrained_answer_parses(server_engine, loop) -> None:  # type: ignore[no-untyped-def]
     # Bounded values only: the 270M model can run away inside an unbounded integer until max_tokens.
     schema = {"type": "object", "properties": {"API": {"type": "string", "enum": ["getWeather", "getRoute"]},
