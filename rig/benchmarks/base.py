@@ -60,6 +60,11 @@ class Benchmark(abc.ABC):
     @abc.abstractmethod
     def tables(self, results: list[EpisodeResult], episodes: list[Episode] | None = None) -> list[Table]: ...
 
+    def settings(self) -> dict[str, Any]:
+        """Effective settings that shape every episode (step budgets, frameworks), defaults included, for the
+        manifest: options record only what the user passed."""
+        return {}
+
     def headline(self, result: EpisodeResult) -> float | None:
         """The one per-episode score used for confidence intervals and comparisons."""
         return None

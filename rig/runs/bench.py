@@ -107,7 +107,8 @@ def _build(opts: BenchOptions) -> tuple[ModelSpec, str, list[tuple[Benchmark, li
             continue
         chosen.append((bench, episodes))
         infos.append(BenchmarkInfo(name=bench.name, version=bench.version, data_path=str(bench.data),
-                                   data_hash=bench.data_hash(), options=bench_opts, episodes=len(episodes)))
+                                   data_hash=bench.data_hash(), options=bench_opts, settings=bench.settings(),
+                                   episodes=len(episodes)))
     if not chosen:
         raise BenchError("no benchmark has data available:\n  " + "\n  ".join(skipped))
     s = spec.sampling

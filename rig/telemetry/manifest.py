@@ -34,6 +34,7 @@ class BenchmarkInfo(BaseModel):
     data_path: str
     data_hash: str
     options: dict[str, Any] = Field(default_factory=dict)
+    settings: dict[str, Any] = Field(default_factory=dict)  # effective settings, defaults included
     episodes: int = 0
 
 

@@ -49,3 +49,15 @@ def test_options_are_routed_per_benchmark(monkeypatch: pytest.MonkeyPatch, embed
     assert cfg.benchmarks[0].options == {"task": "routing"}
     with pytest.raises(BenchError, match="does not include benchmark 'nodata'"):
         _build(BenchOptions(model="gemma3-270m", benchmark="callnavi", options={"nodata.x": "1"}))
+
+
+def test_manifest_records_effective_settings(helsinki_pack: Path, embedded_weights: str) -> None:
+    """A step budget left at its default is still in the run record (options hold only what was passed)."""
+    _s, _w, chosen, cfg, _sk = _build(BenchOptions(model="gemma3-270m", benchmark="evgeoqa", limit=1,
+                                                   options={"max_format_errors": "2"}))
+    info = cfg.benchmarks[0]
+    assert info.options == {"max_format_errors": "2"}
+    assert info.settings == {"max_steps": 20, "max_format_errors": 2, "max_tokens": 512}
+    _s, _w, chosen, cfg, _sk = _build(BenchOptions(model="gemma3-270m", benchmark="mobilitybench", limit=1,
+                                                   options={"similarity": "jaccard"}))
+    assert cfg.benchmarks[0].settings["max_steps"] == 10 and cfg.benchmarks[0].settings["framework"] == "react"

@@ -182,6 +182,10 @@ class EVGeoQA(Benchmark):
             ))
         return out
 
+    def settings(self) -> dict[str, Any]:
+        return {"max_steps": self.max_steps, "max_format_errors": self.max_format_errors,
+                "max_tokens": self.max_tokens}
+
     # -- running -------------------------------------------------------------------------------------------
 
     async def run_episode(self, episode: Episode, engine: Engine, ctx: RunContext, repeat: int) -> EpisodeResult:

@@ -196,6 +196,10 @@ class MobilityBench(Benchmark):
             res.error_category = classify(run.stop, scores)
         return res
 
+    def settings(self) -> dict[str, Any]:
+        return {"framework": self.framework, "mode": self.mode, "max_steps": self.max_steps,
+                "temperature": self.temperature, "similarity": self.similarity}
+
     def headline(self, result: EpisodeResult) -> float | None:
         return result.scores.get("FPR")
 

@@ -198,6 +198,13 @@ class UrbanGeoEval(Benchmark):
             self.shortfall[key] = want - got
             log.warning("urbangeo: %s: %d of %d questions (the pack has too few distinct ones)", key, got, want)
 
+    def settings(self) -> dict[str, Any]:
+        return {"modules": self.modules, "n_per_template": self.n_per_template, "n_per_task": self.n_per_task,
+                "seed": self.seed, "max_tokens": self.max_tokens, "knowledge_max_tokens": self.knowledge_max_tokens,
+                "choice": self.choice, "judge": self.judge.name or "the candidate model",
+                "judge_temperature": self.judge.temperature, "judge_max_tokens": self.judge.max_tokens,
+                "judge_decode": self.judge.decode}
+
     def data_hash(self) -> str:
         """Pack contents, generator version and generation options; plus the generated episodes themselves, so a
         code change that alters questions without a version bump still changes the hash."""
