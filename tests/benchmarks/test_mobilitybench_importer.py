@@ -95,6 +95,23 @@ def test_import_reports_truncated_and_malformed(upstream_csv: Path) -> None:
     assert fixed["route"]["paths"][0]["distance"] == "152000"
 
 
+def test_xlsx_imports_like_csv(upstream_csv: Path, tmp_path: Path) -> None:
+    """The upstream dataset also ships as XLSX: the same rows import to the same cases and the same report."""
+    openpyxl = pytest.importorskip("openpyxl")
+    wb = openpyxl.Workbook()
+    ws = wb.active
+    with upstream_csv.open(newline="", encoding="utf-8") as f:
+        for row in csv.reader(f):
+            ws.append([int(c) if c.isdigit() else c for c in row])  # Excel keeps numbers as numbers
+    xlsx = tmp_path / "sample.xlsx"
+    wb.save(xlsx)
+    got, got_rep = load_upstream(xlsx)
+    want, want_rep = load_upstream(upstream_csv)
+    assert [c.model_dump() for c in got] == [c.model_dump() for c in want]
+    assert (got_rep.rows, got_rep.cases, got_rep.truncated, got_rep.malformed) == \
+        (want_rep.rows, want_rep.cases, want_rep.truncated, want_rep.malformed)
+
+
 def test_imported_cases_score_in_reference_mode(upstream_csv: Path) -> None:
     cases, _ = load_upstream(upstream_csv)
     opt, weather, poi = cases

@@ -75,7 +75,7 @@ def _rows(path: Path) -> list[dict[str, Any]]:
         try:
             import openpyxl  # type: ignore[import-not-found]
         except ImportError:
-            raise DataError(f"{path}: reading XLSX needs openpyxl (pip install openpyxl), or convert it to CSV") from None
+            raise DataError(f"{path}: reading XLSX needs openpyxl (pip install 'rig[mobility]'), or convert it to CSV") from None
         wb = openpyxl.load_workbook(path, read_only=True, data_only=True)
         rows = list(wb.active.iter_rows(values_only=True))
         if not rows:
