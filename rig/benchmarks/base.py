@@ -20,6 +20,16 @@ class DataError(Exception):
     """Missing or corrupt benchmark data; str() names the file and the field."""
 
 
+def embedded_data(rel: str, marker: str, what: str, flag: str = "--data PATH") -> Path:
+    """Data shipped with rig: ``benchmarks/<rel>`` beside the package (editable install) or ``rig/data/benchmarks/
+    <rel>`` inside the wheel; ``marker`` is a file (or ".") that must exist there."""
+    pkg = Path(__file__).resolve().parents[1]
+    for cand in (pkg.parent / "benchmarks" / rel, pkg / "data" / "benchmarks" / rel):
+        if (cand / marker).exists():
+            return cand
+    raise DataError(f"the embedded {what} is missing from this install; pass {flag}")
+
+
 class Table(BaseModel):
     title: str
     columns: list[str]

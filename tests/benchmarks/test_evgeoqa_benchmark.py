@@ -223,3 +223,10 @@ def test_trajectory_plot_is_self_contained(bench: EVGeoQA) -> None:
     assert "A1" in texts and "GT1" in texts and any("Hits@1 1.0" in (t or "") for t in texts)
     searches = [e for e in root.iter(f"{ns}circle") if e.get("stroke-dasharray") == "5,4"]
     assert len(searches) == sum(1 for s in r.output["trace"]["searches"] if s["tool"] == SEARCH_STATIONS)
+
+
+def test_data_that_holds_no_upstream_files_is_an_error(tmp_path: Path) -> None:
+    """An explicit --data is upstream data: a wrong folder must not quietly fall back to generated queries."""
+    with pytest.raises(DataError, match=r"no upstream QA file there"):
+        EVGeoQA(tmp_path).episodes()
+    assert EVGeoQA().data == EVGeoQA.default_data() and not EVGeoQA().data.is_absolute()

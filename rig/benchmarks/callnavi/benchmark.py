@@ -8,7 +8,7 @@ from statistics import mean
 from typing import Any
 
 from rig.agents.single import repeat_sampling, single_call
-from rig.benchmarks.base import Benchmark, DataError, RunContext, Table
+from rig.benchmarks.base import Benchmark, DataError, RunContext, Table, embedded_data
 from rig.benchmarks.callnavi import data as D
 from rig.benchmarks.callnavi.parse import parse_answer
 from rig.benchmarks.callnavi.prompts import answer_schema, build_prompt
@@ -31,11 +31,7 @@ class CallNavi(Benchmark):
 
     @classmethod
     def default_data(cls) -> Path:
-        pkg = Path(__file__).resolve().parents[2]
-        for cand in (pkg.parent / "benchmarks" / "callnavi" / "sample", pkg / "data" / "benchmarks" / "callnavi" / "sample"):
-            if cand.is_dir():
-                return cand
-        raise DataError("the embedded CallNavi sample is missing from this install; pass --data PATH")
+        return embedded_data("callnavi/sample", ".", "CallNavi sample")
 
     def __init__(self, data: Path | None = None, options: dict[str, Any] | None = None) -> None:
         super().__init__(data, options)

@@ -35,6 +35,7 @@ from rig.records import Episode, EpisodeResult
 
 OPTIONS = ("pack", "seed", "locations", "search_radius_m", "walk_radius_m", "poi_cap", "gt_size", "phrasing",
            "skip_trivial", "intents", "city", "max_steps", "max_format_errors", "max_tokens")
+GENERATED = Path("generated-from-pack")  # the recorded data path of generated queries (no machine path)
 DEFAULT_MAX_TOKENS = 512  # one JSON tool call per reply; a looping reply is cut here
 
 
@@ -66,11 +67,7 @@ class EVGeoQA(Benchmark):
 
     @classmethod
     def default_data(cls) -> Path:
-        pkg = Path(__file__).resolve().parents[2]
-        for cand in (pkg.parent / "benchmarks" / "evgeoqa", pkg / "data" / "benchmarks" / "evgeoqa"):
-            if cand.is_dir():
-                return cand
-        return Path(__file__).resolve().parent  # generated data needs no files; only upstream data is read
+        return GENERATED  # queries generated over the map pack (option pack); --data names upstream files
 
     def __init__(self, data: Path | None = None, options: dict[str, Any] | None = None) -> None:
         super().__init__(data, options)
@@ -111,10 +108,14 @@ class EVGeoQA(Benchmark):
     def _load(self) -> Dataset:
         if self._dataset is not None:
             return self._dataset
-        from rig.benchmarks.evgeoqa.importer import ImportError_, find_files, load_upstream
+        from rig.benchmarks.evgeoqa.importer import QA_NAMES, ImportError_, find_files, load_upstream
 
         try:
-            self._upstream_files = find_files(self.data)
+            self._upstream_files = None if self.data == GENERATED else find_files(self.data)
+            if self.data != GENERATED and self._upstream_files is None:
+                raise DataError(f"evgeoqa --data {self.data}: no upstream QA file there (expected "
+                                f"{' or '.join(QA_NAMES)} beside a station table); leave --data out to generate "
+                                "queries from the map pack")
             if self._upstream_files is not None:
                 self._dataset, self._world = load_upstream(self.data, str(self.options.get("city", "upstream")))
                 return self._dataset

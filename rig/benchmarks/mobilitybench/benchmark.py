@@ -22,7 +22,7 @@ from statistics import mean, median
 from typing import Any
 
 from rig.agents.single import repeat_sampling
-from rig.benchmarks.base import Benchmark, DataError, RunContext, Table
+from rig.benchmarks.base import Benchmark, DataError, RunContext, Table, embedded_data
 from rig.benchmarks.mobilitybench import metrics as M
 from rig.benchmarks.mobilitybench.lexicon import FAMILIES, SCENARIOS
 from rig.benchmarks.mobilitybench.pack import Case
@@ -48,11 +48,7 @@ class MobilityBench(Benchmark):
 
     @classmethod
     def default_data(cls) -> Path:
-        pkg = Path(__file__).resolve().parents[2]
-        for cand in (pkg.parent / "benchmarks" / "mobilitybench", pkg / "data" / "benchmarks" / "mobilitybench"):
-            if (cand / "episodes.json").is_file():
-                return cand
-        raise DataError("the authored MobilityBench pack is missing from this install; pass --data PATH")
+        return embedded_data("mobilitybench", "episodes.json", "authored MobilityBench pack")
 
     def __init__(self, data: Path | None = None, options: dict[str, Any] | None = None) -> None:
         super().__init__(data, options)

@@ -18,7 +18,7 @@ from typing import Any
 
 from rig.agents.single import repeat_sampling
 from rig.agents.toolmode import effective_mode, extract_calls, prepare
-from rig.benchmarks.base import Benchmark, DataError, RunContext, Table
+from rig.benchmarks.base import Benchmark, DataError, RunContext, Table, embedded_data
 from rig.benchmarks.routeeval import data as D
 from rig.benchmarks.routeeval.prompts import ADDRESS_MAX, MAX_WAYPOINTS, TOOL, TOOL_NAME, messages
 from rig.benchmarks.routeeval.scoring import accuracy, check_call, is_mismatch
@@ -39,11 +39,7 @@ class RouteEval(Benchmark):
 
     @classmethod
     def default_data(cls) -> Path:
-        pkg = Path(__file__).resolve().parents[2]
-        for cand in (pkg.parent / "benchmarks" / "routeeval", pkg / "data" / "benchmarks" / "routeeval"):
-            if (cand / "helsinki.yaml").is_file():
-                return cand
-        raise DataError("the embedded RouteEval prompt packs are missing from this install; pass --data FILE")
+        return embedded_data("routeeval", "helsinki.yaml", "RouteEval prompt packs", "--data FILE")
 
     def __init__(self, data: Path | None = None, options: dict[str, Any] | None = None) -> None:
         super().__init__(data, options)
