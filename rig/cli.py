@@ -33,6 +33,16 @@ def _parse_options(items: list[str]) -> dict[str, str]:
     return opts
 
 
+def _tool_mode(tool_mode: str | None, decode: str) -> str:
+    """--decode json/yaml also constrains the tool calls of agentic benchmarks unless --tool-mode says otherwise
+    (they have no other answer to constrain, and a flag that silently did nothing there would mislead)."""
+    if tool_mode is None:
+        return decode if decode in ("json", "yaml") else "prompt"
+    if tool_mode not in ("native", "prompt", "json", "yaml"):
+        _fail(f"--tool-mode {tool_mode!r}: choose native, prompt, json or yaml")
+    return tool_mode
+
+
 @app.command()
 def bench(
     model: Optional[str] = typer.Option(None, "--model", "-m",
@@ -47,8 +57,9 @@ def bench(
     resume: Optional[str] = typer.Option(None, "--resume", help="Run id to resume; finished episodes are skipped."),
     fmt: Optional[str] = typer.Option(None, "--format", help="Answer format for CallNavi: json or yaml."),
     decode: str = typer.Option("none", "--decode", help="Constrain output: none, json or yaml."),
-    tool_mode: str = typer.Option("prompt", "--tool-mode",
-                                  help="How tools are offered: native, prompt, json or yaml (constrained calls)."),
+    tool_mode: Optional[str] = typer.Option(None, "--tool-mode",
+                                            help="How tools are offered: native, prompt, json or yaml (constrained "
+                                                 "calls); default: the --decode format, else prompt."),
     option: list[str] = typer.Option([], "--option", "-O", help="Benchmark option key=value (e.g. task=routing)."),
     concurrency: int = typer.Option(1, "--concurrency", "-c", min=1, help="Episodes in flight."),
     order: str = typer.Option("grouped", "--order", help="grouped (shared prompt prefixes together) or shuffled."),
@@ -70,8 +81,7 @@ def bench(
 
     if decode not in ("none", "json", "yaml"):
         _fail(f"--decode {decode!r}: choose none, json or yaml")
-    if tool_mode not in ("native", "prompt", "json", "yaml"):
-        _fail(f"--tool-mode {tool_mode!r}: choose native, prompt, json or yaml")
+    tool_mode = _tool_mode(tool_mode, decode)
     opts = _parse_options(option)
     # --format is CallNavi's answer format; --decode implies it there (other benchmarks have their own schemas).
     fmt_key = "format" if benchmark == "callnavi" else "callnavi.format" if benchmark is None else None
@@ -221,7 +231,7 @@ def compare(
     out_dir: Path = typer.Option(Path("runs"), "--out"),
     gpu: Optional[int] = typer.Option(None, "--gpu"),
     decode: str = typer.Option("none", "--decode"),
-    tool_mode: str = typer.Option("prompt", "--tool-mode"),
+    tool_mode: Optional[str] = typer.Option(None, "--tool-mode", help="Default: the --decode format, else prompt."),
     option: list[str] = typer.Option([], "--option", "-O"),
     seed: int = typer.Option(0, "--seed", help="One seed for every variant, so episodes and sampling match."),
     max_tokens: Optional[int] = typer.Option(None, "--max-tokens", min=1),
@@ -232,7 +242,7 @@ def compare(
     from rig.runs.compare import run_compare, write_compare
 
     bo = BenchOptions(benchmark=benchmark, limit=limit, repeats=repeats, data=data, out=out_dir, gpu=gpu,
-                      decode=decode, tool_mode=tool_mode, options=_parse_options(option), seed=seed,
+                      decode=decode, tool_mode=_tool_mode(tool_mode, decode), options=_parse_options(option), seed=seed,
                       max_tokens=max_tokens,
                       models_file=models_file.resolve() if models_file else None)
     try:
