@@ -49,6 +49,11 @@ def summary(rows: list[dict], total: int, max_tokens: int, model: str) -> str:
             err = sum(bool(r["error"]) for r in rs)
             pct = f" ({100 * ok / len(rs):.1f}%)" if rs else ""
             lines.append(f"| {fmt} | {mode} | {len(rs)} | {ok}{pct} | {bad_stop} | {cut} | {err} |")
+    con = [r for r in rows if r["mode"] == "constrained"]
+    stopped = [r for r in con if r["finish"] == "stop" and not r["error"]]
+    lines += ["", f"Constrained outputs that ended on their own: {sum(r['valid'] for r in stopped)} of {len(stopped)} "
+              "parse and validate; the others were cut at max_tokens (a constraint cannot make a short budget "
+              "enough) or failed in the engine, as counted above."]
     reasons = Counter(r["reason"].split(":")[0] for r in rows if r["mode"] == "constrained" and not r["valid"])
     if reasons:
         lines += ["", "Constrained failures by first reason: " + ", ".join(f"{k} {v}" for k, v in reasons.items())]
