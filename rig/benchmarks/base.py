@@ -7,6 +7,7 @@ Single-turn benchmarks are one-turn episodes run by the single-call agent; agent
 from __future__ import annotations
 
 import abc
+import json
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +31,16 @@ def embedded_data(rel: str, marker: str, what: str, flag: str = "--data PATH") -
     raise DataError(f"the embedded {what} is missing from this install; pass {flag}")
 
 
+def read_json(path: Path) -> Any:
+    """A benchmark's JSON file; a missing or broken file is a DataError naming it."""
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise DataError(f"{path}: file not found") from None
+    except json.JSONDecodeError as e:
+        raise DataError(f"{path}: not valid JSON (line {e.lineno}, column {e.colno}: {e.msg})") from None
+
+
 class Table(BaseModel):
     title: str
     columns: list[str]
@@ -48,10 +59,33 @@ class RunContext(BaseModel):
 class Benchmark(abc.ABC):
     name: str = ""
     version: str = "0"
+    OPTIONS: tuple[str, ...] = ()  # the -O keys this benchmark reads; any other key is refused
 
     def __init__(self, data: Path | None = None, options: dict[str, Any] | None = None) -> None:
         self.data = Path(data) if data else self.default_data()
         self.options = dict(options or {})
+        self.check_options()
+
+    def check_options(self) -> None:
+        unknown = set(self.options) - set(self.OPTIONS)
+        if unknown:
+            raise DataError(f"{self.name}: unknown option(s) {sorted(unknown)}; known: {', '.join(self.OPTIONS)}")
+
+    def int_option(self, key: str, default: int, minimum: int | None = None) -> int:
+        raw = self.options.get(key, default)
+        try:
+            v = int(raw)
+        except (TypeError, ValueError):
+            raise DataError(f"{self.name} option {key}: {raw!r} is not an integer") from None
+        if minimum is not None and v < minimum:
+            raise DataError(f"{self.name} option {key}: {v} is below {minimum} (must be at least {minimum})")
+        return v
+
+    def choice_option(self, key: str, default: str, allowed: tuple[str, ...]) -> str:
+        v = str(self.options.get(key, default))
+        if v not in allowed:
+            raise DataError(f"{self.name} option {key}: {v!r} is not one of {', '.join(allowed)}")
+        return v
 
     @classmethod
     def default_data(cls) -> Path:

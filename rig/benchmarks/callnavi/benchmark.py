@@ -28,6 +28,7 @@ MAX_TOKENS = {"routing": 128, "params": 384}
 class CallNavi(Benchmark):
     name = "callnavi"
     version = "1"
+    OPTIONS = ("format", "task", "paper_denominators", "domains")
 
     @classmethod
     def default_data(cls) -> Path:

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, Field
 
-from rig.benchmarks.base import DataError
+from rig.benchmarks.base import DataError, read_json
 
 # The upstream scripts' domain order; results are reported in it.
 DOMAINS = ("bank", "shopping", "logistics", "aviation", "hospital", "gov", "hr", "hotel", "insurance",
@@ -38,14 +37,6 @@ class Domain(BaseModel):
     questions: list[Question]
 
 
-def _load_json(path: Path) -> Any:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise DataError(f"{path}: file not found") from None
-    except json.JSONDecodeError as e:
-        raise DataError(f"{path}: not valid JSON (line {e.lineno}, column {e.colno}: {e.msg})") from None
-
 
 def _question(path: Path, i: int, raw: Any, domain: str) -> Question:
     where = f"{path}: record [{i}]"
@@ -74,7 +65,7 @@ def _question(path: Path, i: int, raw: Any, domain: str) -> Question:
 
 def load_domain(root: Path, domain: str) -> Domain:
     qpath, apath = root / "Questions" / f"{domain}.json", root / "APIs" / f"{domain}.json"
-    qraw, araw = _load_json(qpath), _load_json(apath)
+    qraw, araw = read_json(qpath), read_json(apath)
     if not isinstance(qraw, list):
         raise DataError(f"{qpath}: expected a list of question records")
     if not isinstance(araw, dict) or not isinstance(araw.get("api_ports"), list):

@@ -39,16 +39,6 @@ GENERATED = Path("generated-from-pack")  # the recorded data path of generated q
 DEFAULT_MAX_TOKENS = 512  # one JSON tool call per reply; a looping reply is cut here
 
 
-def _int(options: dict[str, Any], key: str, default: int, low: int) -> int:
-    try:
-        v = int(options.get(key, default))
-    except (TypeError, ValueError):
-        raise DataError(f"evgeoqa option {key}: {options.get(key)!r} is not an integer") from None
-    if v < low:
-        raise DataError(f"evgeoqa option {key}: {v} is below {low}")
-    return v
-
-
 def _float(options: dict[str, Any], key: str) -> float | None:
     if options.get(key) is None:
         return None
@@ -64,6 +54,7 @@ def _float(options: dict[str, Any], key: str) -> float | None:
 class EVGeoQA(Benchmark):
     name = "evgeoqa"
     version = "1"
+    OPTIONS = OPTIONS
 
     @classmethod
     def default_data(cls) -> Path:
@@ -72,21 +63,16 @@ class EVGeoQA(Benchmark):
     def __init__(self, data: Path | None = None, options: dict[str, Any] | None = None) -> None:
         super().__init__(data, options)
         o = self.options
-        unknown = set(o) - set(OPTIONS)
-        if unknown:
-            raise DataError(f"evgeoqa: unknown option(s) {sorted(unknown)}; known: {', '.join(OPTIONS)}")
-        self.seed = _int(o, "seed", 0, 0)
-        self.locations = _int(o, "locations", 24, 1)
-        self.max_steps = _int(o, "max_steps", MAX_STEPS, 1)
-        self.max_format_errors = _int(o, "max_format_errors", MAX_FORMAT_ERRORS, 0)
-        self.max_tokens = _int(o, "max_tokens", DEFAULT_MAX_TOKENS, 16)
-        self.poi_cap = _int(o, "poi_cap", 20, 1)
-        self.gt_size = _int(o, "gt_size", 5, 1)
+        self.seed = self.int_option("seed", 0, 0)
+        self.locations = self.int_option("locations", 24, 1)
+        self.max_steps = self.int_option("max_steps", MAX_STEPS, 1)
+        self.max_format_errors = self.int_option("max_format_errors", MAX_FORMAT_ERRORS, 0)
+        self.max_tokens = self.int_option("max_tokens", DEFAULT_MAX_TOKENS, 16)
+        self.poi_cap = self.int_option("poi_cap", 20, 1)
+        self.gt_size = self.int_option("gt_size", 5, 1)
         self.search_radius = _float(o, "search_radius_m")
         self.walk_radius = _float(o, "walk_radius_m")
-        self.phrasing = str(o.get("phrasing", "intent"))
-        if self.phrasing not in ("intent", "seed", "mixed"):
-            raise DataError(f"evgeoqa option phrasing: {self.phrasing!r} is not intent, seed or mixed")
+        self.phrasing = self.choice_option("phrasing", "intent", ("intent", "seed", "mixed"))
         flag = str(o.get("skip_trivial", "true")).lower()
         if flag not in ("1", "true", "yes", "0", "false", "no"):
             raise DataError(f"evgeoqa option skip_trivial: {flag!r} is not true or false")

@@ -35,16 +35,10 @@ PAPER_TEMPERATURE = 0.1
 COLUMNS = list(M.METRICS)
 
 
-def _opt(options: dict[str, Any], key: str, default: str, allowed: tuple[str, ...] | None = None) -> str:
-    v = str(options.get(key, default))
-    if allowed and v not in allowed:
-        raise DataError(f"mobilitybench option {key}: {v!r} is not one of {', '.join(allowed)}")
-    return v
-
-
 class MobilityBench(Benchmark):
     name = "mobilitybench"
     version = "1"
+    OPTIONS = ("framework", "mode", "sandbox", "similarity", "max_steps", "temperature", "pack", "sandbox_dir")
 
     @classmethod
     def default_data(cls) -> Path:
@@ -53,17 +47,15 @@ class MobilityBench(Benchmark):
     def __init__(self, data: Path | None = None, options: dict[str, Any] | None = None) -> None:
         super().__init__(data, options)
         o = self.options
-        self.framework = _opt(o, "framework", "react", FRAMEWORKS)
-        self.mode = _opt(o, "mode", "paper", M.MODES)
-        self.sandbox = _opt(o, "sandbox", "replay", ("replay", "pack"))
-        self.similarity = _opt(o, "similarity", "minilm")
+        self.framework = self.choice_option("framework", "react", FRAMEWORKS)
+        self.mode = self.choice_option("mode", "paper", M.MODES)
+        self.sandbox = self.choice_option("sandbox", "replay", ("replay", "pack"))
+        self.similarity = str(o.get("similarity", "minilm"))
+        self.max_steps = self.int_option("max_steps", 10, 3)  # planner, one worker, reporter
         try:
-            self.max_steps = int(o.get("max_steps", 10))
             self.temperature = float(o.get("temperature", PAPER_TEMPERATURE))
-        except ValueError as exc:
-            raise DataError(f"mobilitybench option max_steps / temperature: {exc}") from None
-        if self.max_steps < 3:
-            raise DataError("mobilitybench option max_steps: at least 3 (planner, one worker, reporter)")
+        except ValueError:
+            raise DataError(f"mobilitybench option temperature: {o['temperature']!r} is not a number") from None
         self.upstream = self.data.is_file()
         self._cases: list[Case] | None = None
         self._service: Any = None

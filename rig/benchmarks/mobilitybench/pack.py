@@ -11,7 +11,6 @@ two files, the pack's source and this module's format.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import re
 import tempfile
@@ -20,7 +19,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from rig.benchmarks.base import DataError
+from rig.benchmarks.base import DataError, read_json
 from rig.benchmarks.mobilitybench.lexicon import SCENARIOS
 from rig.benchmarks.mobilitybench.metrics import Checks, ConstraintItem, Truth
 from rig.benchmarks.mobilitybench.tools import (KEY_SPECS, PROVIDER, RECORDED_ONLY, TOOL_NAMES, MobilityService,
@@ -47,15 +46,6 @@ class ResolvedPack(BaseModel):
     cases: list[Case]
     entries: list[tuple[str, dict[str, Any], Any]] = Field(default_factory=list)  # (tool, args, response)
     current_time: str
-
-
-def _read_json(path: Path) -> Any:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise DataError(f"{path}: missing") from None
-    except json.JSONDecodeError as exc:
-        raise DataError(f"{path}: not valid JSON ({exc.msg}, line {exc.lineno})") from None
 
 
 def data_files(data: Path) -> list[Path]:
@@ -109,7 +99,7 @@ def resolve(data: Path, pack: Any) -> ResolvedPack:
     from rig.maps.validate import ArgumentError, validate
 
     ep_path, rec_path = data / EPISODES_FILE, data / RECORDED_FILE
-    doc, rec = _read_json(ep_path), _read_json(rec_path)
+    doc, rec = read_json(ep_path), read_json(rec_path)
     if not isinstance(doc, dict) or not isinstance(doc.get("episodes"), list):
         raise DataError(f"{ep_path}: field 'episodes' must be a list")
     recorded = rec.get("responses", {}) if isinstance(rec, dict) else {}

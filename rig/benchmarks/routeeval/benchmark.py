@@ -36,6 +36,7 @@ DEFAULT_MAX_TOKENS = 768  # 12 waypoints with two 120-character strings each fit
 class RouteEval(Benchmark):
     name = "routeeval"
     version = "1"
+    OPTIONS = OPTIONS
 
     @classmethod
     def default_data(cls) -> Path:
@@ -43,18 +44,8 @@ class RouteEval(Benchmark):
 
     def __init__(self, data: Path | None = None, options: dict[str, Any] | None = None) -> None:
         super().__init__(data, options)
-        unknown = set(self.options) - set(OPTIONS)
-        if unknown:
-            raise DataError(f"routeeval: unknown option(s) {sorted(unknown)}; known: {', '.join(OPTIONS)}")
-        self.missing = str(self.options.get("missing", "error"))
-        if self.missing not in ("error", "skip"):
-            raise DataError(f"routeeval option missing: {self.missing!r} is not error or skip")
-        try:
-            self.max_tokens = int(self.options.get("max_tokens", DEFAULT_MAX_TOKENS))
-        except ValueError:
-            raise DataError(f"routeeval option max_tokens: {self.options['max_tokens']!r} is not an integer") from None
-        if self.max_tokens < 1:
-            raise DataError("routeeval option max_tokens: must be at least 1")
+        self.missing = self.choice_option("missing", "error", ("error", "skip"))
+        self.max_tokens = self.int_option("max_tokens", DEFAULT_MAX_TOKENS, 1)
         self.pack_values = [v.strip() for v in str(self.options.get("pack", "helsinki")).split(",") if v.strip()]
         if not self.pack_values:
             raise DataError("routeeval option pack: names no map pack")

@@ -61,6 +61,7 @@ def _split(value: Any) -> list[str]:
 class UrbanGeoEval(Benchmark):
     name = "urbangeo"
     version = "1"
+    OPTIONS = OPTIONS
 
     @classmethod
     def default_data(cls) -> Path:
@@ -72,10 +73,8 @@ class UrbanGeoEval(Benchmark):
             raise DataError(f"urbangeo: {exc}") from None
 
     def __init__(self, data: Path | None = None, options: dict[str, Any] | None = None) -> None:
-        self.options = dict(options or {})
-        unknown = set(self.options) - set(OPTIONS)
-        if unknown:
-            raise DataError(f"urbangeo: unknown option(s) {sorted(unknown)}; known: {', '.join(OPTIONS)}")
+        self.options = dict(options or {})  # no super().__init__: the packs, not --data, decide the data
+        self.check_options()
         o = self.options
         # The packs are the data: -O pack=... wins; --data DIR is one pack; neither: the embedded Helsinki pack.
         if "pack" in o:
@@ -101,11 +100,11 @@ class UrbanGeoEval(Benchmark):
         bad = [t for t in self.tasks if t not in R.TASKS]
         if bad:
             raise DataError(f"urbangeo option tasks: unknown {bad}; known: {', '.join(R.TASKS)}")
-        self.n_per_template = self._int("n_per_template", 10, 1)
-        self.n_per_task = self._int("n_per_task", 10, 1)
-        self.seed = self._int("seed", 0, None)
-        self.knowledge_max_tokens = self._int("knowledge_max_tokens", 16, 1)
-        self.max_tokens = self._int("max_tokens", 1024, 1)
+        self.n_per_template = self.int_option("n_per_template", 10, 1)
+        self.n_per_task = self.int_option("n_per_task", 10, 1)
+        self.seed = self.int_option("seed", 0)
+        self.knowledge_max_tokens = self.int_option("knowledge_max_tokens", 16, 1)
+        self.max_tokens = self.int_option("max_tokens", 1024, 1)
         self.choice = str(o.get("choice", "auto"))
         if self.choice not in ("auto", "on", "off"):
             raise DataError(f"urbangeo option choice: {self.choice!r} is not auto, on or off")
@@ -116,25 +115,15 @@ class UrbanGeoEval(Benchmark):
         if not 0.0 <= jt <= 2.0:
             raise DataError("urbangeo option judge_temperature: must be within 0..2")
         try:
-            self.judge = Judge(str(o["judge"]) if o.get("judge") else None, jt, self._int("judge_max_tokens", 512, 1),
+            self.judge = Judge(str(o["judge"]) if o.get("judge") else None, jt, self.int_option("judge_max_tokens", 512, 1),
                                str(o.get("judge_decode", "none")),
                                Path(str(o["judge_models"])) if o.get("judge_models") else None,
-                               self._int("judge_gpu", None, 0) if "judge_gpu" in o else None)
+                               self.int_option("judge_gpu", 0, 0) if "judge_gpu" in o else None)
         except JudgeConfigError as exc:
             raise DataError(f"urbangeo option {exc}") from None
         self._cities: list[Any] | None = None
         self._episodes: list[Episode] | None = None
         self.shortfall: dict[str, int] = {}  # "city/template": questions missing from n (the pack had too few)
-
-    def _int(self, key: str, default: int | None, minimum: int | None) -> int:
-        raw = self.options.get(key, default)
-        try:
-            v = int(raw)  # type: ignore[arg-type]
-        except (TypeError, ValueError):
-            raise DataError(f"urbangeo option {key}: {raw!r} is not an integer") from None
-        if minimum is not None and v < minimum:
-            raise DataError(f"urbangeo option {key}: must be at least {minimum}")
-        return v
 
     # ---- data --------------------------------------------------------------------------------------------------
 
