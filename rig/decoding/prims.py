@@ -9,6 +9,10 @@ from rig.decoding.ir import EMPTY, Cls, Expr, Grammar, Lit, Ref, alt, cls_escape
 ANY_DEPTH = 5
 # Pretty-printed JSON needs a newline plus indentation; bounding it keeps a model from looping on blanks.
 MAX_INDENT = 24
+# Digits per run in a number (integer part, fraction, exponent): beyond a double's 17 significant digits more
+# digits carry no value, and an unbounded run lets a model loop on "000..." until max_tokens.
+MAX_DIGITS = 20
+MAX_EXP_DIGITS = 3
 # Identifier-like plain scalars that yaml.safe_load (PyYAML, YAML 1.1 resolvers) does not read as strings.
 # PyYAML keeps y/n as strings, and x/y are common keys in geospatial answers, so they stay allowed.
 YAML_TRAP_WORDS = frozenset(
@@ -54,7 +58,16 @@ def _hex4_not_surrogate() -> Expr:
 
 
 def _uint() -> Expr:
-    return alt(Lit("0"), seq(Cls("1-9"), rep(DIGIT, 0, None)))
+    return alt(Lit("0"), seq(Cls("1-9"), rep(DIGIT, 0, MAX_DIGITS - 1)))
+
+
+def _frac() -> Expr:
+    return seq(Lit("."), rep(DIGIT, 1, MAX_DIGITS))
+
+
+def _exp(sign_required: bool) -> Expr:
+    sign = Cls(cls_escape("+-"))
+    return seq(Cls("eE"), sign if sign_required else opt(sign), rep(DIGIT, 1, MAX_EXP_DIGITS))
 
 
 def json_integer(g: Grammar) -> Ref:
@@ -63,8 +76,7 @@ def json_integer(g: Grammar) -> Ref:
 
 def json_number(g: Grammar) -> Ref:
     return g.define("json-number", "number", lambda: seq(
-        opt(Lit("-")), _uint(), opt(seq(Lit("."), rep(DIGIT, 1, None))),
-        opt(seq(Cls("eE"), opt(Cls(cls_escape("+-"))), rep(DIGIT, 1, None)))))
+        opt(Lit("-")), _uint(), opt(_frac()), opt(_exp(sign_required=False))))
 
 
 def json_any(g: Grammar, depth: int | None = None) -> Ref:
@@ -111,7 +123,7 @@ def yaml_number(g: Grammar) -> Ref:
     """PyYAML floats need a '.' and a signed exponent ("1e5" and "1.0e5" load as strings)."""
     return g.define("yaml-number", "ynumber", lambda: seq(
         opt(Lit("-")), _uint(),
-        opt(seq(Lit("."), rep(DIGIT, 1, None), opt(seq(Cls("eE"), Cls(cls_escape("+-")), rep(DIGIT, 1, None)))))))
+        opt(seq(_frac(), opt(_exp(sign_required=True))))))
 
 
 def yaml_scalar_any(g: Grammar) -> Ref:
@@ -193,5 +205,5 @@ def _class_of(chars: str) -> str:
     return "".join(out)
 
 
-__all__ = ["ANY_DEPTH", "EMPTY", "MAX_INDENT", "YAML_TRAP_WORDS", "json_any", "json_integer", "json_number", "json_string",
+__all__ = ["ANY_DEPTH", "EMPTY", "MAX_DIGITS", "MAX_INDENT", "YAML_TRAP_WORDS", "json_any", "json_integer", "json_number", "json_string",
            "ws", "yaml_flow", "yaml_flow_map", "yaml_flow_seq", "yaml_key", "yaml_number", "yaml_plain_key", "yaml_scalar_any", "yaml_string"]
