@@ -9,7 +9,8 @@ from rig.benchmarks.base import DataError
 from rig.benchmarks.callnavi import data as D
 from rig.benchmarks.callnavi.benchmark import CallNavi, callnavi_tables, score_output
 from rig.benchmarks.callnavi.parse import parse_answer
-from rig.benchmarks.callnavi.prompts import answer_schema, build_prompt, render_api
+from rig.benchmarks.callnavi.prompts import MAX_CALLS, MAX_VALUE_CHARS, answer_schema, build_prompt, render_api
+from rig.decoding import validate
 from rig.records import EpisodeResult
 
 
@@ -127,9 +128,30 @@ def test_yaml_uses_safe_loader_only() -> None:
 def test_answer_schema_lists_domain_apis(callnavi_data: Path) -> None:
     hr = D.load_domain(callnavi_data, "hr")
     s = answer_schema(hr.apis, "params")
-    assert s["required"] == ["API", "parameters"]
-    assert "getEmployeeInfo" in s["properties"]["API"]["items"]["enum"]
+    assert [len(v["properties"]["API"]["items"]["enum"]) for v in s["anyOf"]] == [len(hr.apis)] * MAX_CALLS
+    assert all(v["required"] == ["API", "parameters"] for v in s["anyOf"])
+    assert "getEmployeeInfo" in s["anyOf"][0]["properties"]["API"]["items"]["enum"]
+    one = {"API": ["getEmployeeInfo"], "parameters": [{"employeeID": "E1"}]}
+    assert validate(one, s) == []
+    assert validate({"API": ["getEmployeeInfo"], "parameters": []}, s) == []  # as six dataset answers have it
+    assert validate({**one, "parameters": one["parameters"] * 2}, s)  # more argument objects than APIs
+    assert validate({**one, "API": ["getEmployeeInfo"] * 2}, s)  # fewer
     assert "Question start\nhi\nQuestion end" in build_prompt(hr.apis, "hi", "params", "yaml")
+
+
+def test_answer_bounds_fit_every_ground_truth(callnavi_data: Path) -> None:
+    """The constrained answer's bounds never exclude a ground-truth answer (see prompts.MAX_CALLS)."""
+    def strings(v: object) -> list[str]:
+        if isinstance(v, str):
+            return [v]
+        items = v.values() if isinstance(v, dict) else v if isinstance(v, list) else []
+        return [s for x in items for s in strings(x)]
+
+    questions = [q for d in D.discover_domains(callnavi_data) for q in D.load_domain(callnavi_data, d).questions]
+    assert len(questions) == 729
+    assert max(len(q.apis) for q in questions) <= MAX_CALLS
+    assert all(len(q.parameters) in (0, len(q.apis)) for q in questions)
+    assert max(len(s) for q in questions for s in strings(q.parameters)) <= MAX_VALUE_CHARS
 
 
 def _res(qid: str, diff: str, task: str, score: float, rep: int = 0, text: str = "x") -> EpisodeResult:

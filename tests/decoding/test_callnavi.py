@@ -122,3 +122,29 @@ def test_bad_answers_rejected(engines) -> None:  # type: ignore[no-untyped-def]
         for value in bad:
             assert validate(value, schema), value
             assert not any(engines(gbnf, lark, dump(value)).values()), (fmt, value)
+
+
+def test_benchmark_schema_ties_parameters_to_apis(engines) -> None:  # type: ignore[no-untyped-def]
+    """The benchmark's own answer schema: one argument object per API, or none; never more (a model looping on
+    argument objects must be stopped by the grammar, not by max_tokens)."""
+    from rig.benchmarks.callnavi.data import Api
+    from rig.benchmarks.callnavi.prompts import answer_schema
+
+    apis = [Api(**a) for a in callnavi_apis("telecommunications")]
+    schema = answer_schema(apis, "params")
+    call = {"accountId": "A1"}
+    good = [{"API": ["getBillingAddress"], "parameters": [call]},
+            {"API": ["getBillingAddress"], "parameters": []},
+            {"API": ["getNameFromNumber", "getBillingAddress"], "parameters": [{"phoneNumber": "1"}, call]}]
+    bad = [{"API": ["getBillingAddress"], "parameters": [call, call]},
+           {"API": ["getNameFromNumber", "getBillingAddress"], "parameters": [{"phoneNumber": "1"}]},
+           {"API": ["getBillingAddress"] * 7, "parameters": [call] * 7}]
+    for fmt, to_gbnf, to_lark, dump in (("json", json_schema_to_gbnf, json_schema_to_lark, json.dumps),
+                                        ("yaml", yaml_schema_to_gbnf, yaml_schema_to_lark, yaml_dump)):
+        gbnf, lark = to_gbnf(schema), to_lark(schema)
+        for value in good:
+            assert validate(value, schema) == [], value
+            assert all(engines(gbnf, lark, dump(value)).values()), (fmt, value)
+        for value in bad:
+            assert validate(value, schema), value
+            assert not any(engines(gbnf, lark, dump(value)).values()), (fmt, value)

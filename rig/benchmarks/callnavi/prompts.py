@@ -67,10 +67,11 @@ def build_prompt(apis: list[Api], question: str, task: str, fmt: str) -> str:
     )
 
 
-# Bounds keep a looping model from running to max_tokens inside a constrained answer: the dataset's longest chain is
-# 5 calls and its longest argument value is well under 64 characters.
-MAX_CALLS = 6
-MAX_VALUE_CHARS = 64
+# Bounds keep a looping model from running to max_tokens inside a constrained answer. They cost no correct answer:
+# the dataset's longest chain is 5 calls and its longest argument value 29 characters (tests check both), so a
+# longer value can only match a "$$$" wildcard, which any value matches.
+MAX_CALLS = 5
+MAX_VALUE_CHARS = 32
 
 
 def _value_schema(declared: object) -> dict:
@@ -90,18 +91,25 @@ def _call_schema(api: Api) -> dict:
 def answer_schema(apis: list[Api], task: str) -> dict:
     """JSON schema of a well-formed answer, used when output is grammar-constrained.
 
-    API names are limited to the domain's list and each call's arguments to the keys some API declares.
+    API names are limited to the domain's list and each call's arguments to the keys some API declares. In the
+    params task, ``parameters`` holds one object per listed API (or none: six shopping answers in the dataset
+    list an API with ``parameters: []``); without that tie a small model repeats argument objects until
+    max_tokens.
     """
     names = {"type": "string", "enum": sorted({a.name for a in apis})}
     if task == "routing":
         return {"type": "array", "items": names, "minItems": 1, "maxItems": MAX_CALLS}
     calls = {"anyOf": [_call_schema(a) for a in apis]} if apis else {"type": "object"}
-    return {
-        "type": "object",
-        "properties": {
-            "API": {"type": "array", "items": names, "minItems": 1, "maxItems": MAX_CALLS},
-            "parameters": {"type": "array", "items": calls, "maxItems": MAX_CALLS},
-        },
-        "required": ["API", "parameters"],
-        "additionalProperties": False,
-    }
+
+    def answer(n: int) -> dict:
+        return {
+            "type": "object",
+            "properties": {
+                "API": {"type": "array", "items": names, "minItems": n, "maxItems": n},
+                "parameters": {"anyOf": [{"type": "array", "items": calls, "minItems": n, "maxItems": n},
+                                         {"type": "array", "maxItems": 0}]},
+            },
+            "required": ["API", "parameters"],
+            "additionalProperties": False,
+        }
+    return {"anyOf": [answer(n) for n in range(1, MAX_CALLS + 1)]}
