@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import sys
 import time
 from dataclasses import dataclass
@@ -43,17 +42,9 @@ _PROBE_MESSAGES = [{"role": "user", "content": "Say hello."}]
 def _gbnf(c: Constraint) -> str:
     if c.kind == "grammar":
         return c.grammar or ""
-    from rig.decoding import to_gbnf  # type: ignore[attr-defined]
+    from rig.decoding import to_gbnf
 
     return to_gbnf(c)
-
-
-def _have_gbnf_converter() -> bool:
-    try:
-        from rig.decoding import to_gbnf  # type: ignore[attr-defined]  # noqa: F401
-    except ImportError:
-        return False
-    return True
 
 
 # Constraint transport name -> request fields. Names are recorded as detected, so they say what was sent.
@@ -275,7 +266,7 @@ class OpenAICompatEngine(Engine):
         if grammar:
             modes["grammar"] = grammar
         json_t = await self._first(["response_format.json_schema", "structured_outputs.json"], schema_c, _PROBE_JSON)
-        gbnf_ok = grammar is not None and _have_gbnf_converter()
+        gbnf_ok = grammar is not None
         if json_t is None and gbnf_ok:
             # rig's own schema->GBNF beats llama_cpp.server's json_object schema, which silently falls back to
             # unconstrained JSON on schemas it cannot convert; it is also what the in-process engine uses.

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from rig.agents.loop import ExecResult, run_tool_loop
-from rig.records import ChatRequest, Message, Sampling, ToolSpec
+from rig.records import ChatRequest, Message, Sampling
 from tests.agents.test_toolmode import FINISH, ROUTE
 from tests.fakes import FakeEngine
 

@@ -270,7 +270,6 @@ def test_paper_route_final_pass() -> None:
 
 
 def test_paper_delivery_needs_recovered_tools() -> None:
-    t = truth(P2P, **ROUTE_TRUTH)
     failed = M.Call(name="query_poi", arguments={"keywords": "x"}, ok=False)
     recovered = M.Call(name="query_poi", arguments={"keywords": "Kiasma"}, ok=True)
     base = M.Prediction(delivered=True, content="Walk 1.2 km.", route_index=0)

@@ -1,11 +1,9 @@
 import asyncio
-import json
 from pathlib import Path
 
 from rig.benchmarks.base import RunContext
 from rig.benchmarks.callnavi.benchmark import CallNavi
 from rig.records import Sampling
-from rig.runs.bench import BenchOptions, _build
 from rig.runs.report import report_markdown
 from rig.runs.runner import plan, run_items
 from rig.runs.store import Store

@@ -109,7 +109,8 @@ def resolve(data: Path, pack: Any) -> ResolvedPack:
     for n, ep in enumerate(doc["episodes"]):
         where = f"{ep_path.name}: episodes[{n}]"
         try:
-            eid, scenario, query, user = ep["id"], ep["scenario"], ep["query"], ep["user_location"]
+            eid, scenario, user = ep["id"], ep["scenario"], ep["user_location"]
+            ep["query"]  # required; read again when the case is built
         except (KeyError, TypeError) as exc:
             raise DataError(f"{where}: missing field {exc}") from None
         if eid in seen:

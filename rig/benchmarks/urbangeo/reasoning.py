@@ -338,7 +338,7 @@ def t_navigation(city: City, rng: random.Random) -> Problem:
     steps: list[str] = []
     prev_brg = None
     for grp in groups:
-        name, a, b = grp[0][0], grp[0][1], grp[-1][2]
+        name, b = grp[0][0], grp[-1][2]
         d = sum(G.distance_km(pts[x], pts[y]) for _, x, y in grp)
         brg_in = G.bearing(pts[grp[0][1]], pts[grp[0][2]])
         if prev_brg is None:
