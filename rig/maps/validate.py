@@ -1,5 +1,8 @@
 """Strict validation of tool-call arguments against a JSON-schema subset, plus map-specific sanity checks.
 
+Unlike ``rig.decoding.validate`` (which lists every error of a model's answer), this returns a cleaned copy
+for the tool to use and stops at the first error, which the model reads back; both share JSON's type rules.
+
 The subset (type, properties, required, additionalProperties, enum, minimum/maximum, exclusive bounds,
 minLength/maxLength, items, minItems/maxItems, uniqueItems, default) covers the map tools' schemas; a schema
 keyword outside it is a programming error and raises at registration, not at call time.
@@ -12,6 +15,7 @@ import math
 import re
 from typing import Any
 
+from rig.decoding.validate import is_type, json_equal
 from rig.maps.records import Extent
 
 MAX_STRING = 500  # cap on any string argument, whatever the schema says
@@ -39,34 +43,14 @@ def check_schema(schema: dict[str, Any], path: str = "$") -> None:
         check_schema(schema["items"], f"{path}[]")
 
 
-def _type_ok(value: Any, t: str) -> bool:
-    if t == "object":
-        return isinstance(value, dict)
-    if t == "array":
-        return isinstance(value, list)
-    if t == "string":
-        return isinstance(value, str)
-    if t == "boolean":
-        return isinstance(value, bool)
-    if t == "null":
-        return value is None
-    if isinstance(value, bool):  # bool is an int subclass in Python, never a number in JSON
-        return False
-    if t == "integer":
-        return isinstance(value, int) or (isinstance(value, float) and math.isfinite(value) and value.is_integer())
-    if t == "number":
-        return isinstance(value, (int, float))
-    raise ValueError(f"unknown JSON type {t!r}")
-
-
 def validate(value: Any, schema: dict[str, Any], path: str = "$") -> Any:
     """Return a cleaned copy (defaults filled, integral floats made int) or raise ArgumentError."""
     types = schema.get("type")
     if types is not None:
         tl = [types] if isinstance(types, str) else list(types)
-        if not any(_type_ok(value, t) for t in tl):
+        if not any(is_type(value, t) for t in tl):
             raise ArgumentError(f"{path}: expected {' or '.join(tl)}, got {type(value).__name__} {_short(value)}")
-    if "enum" in schema and value not in schema["enum"]:
+    if "enum" in schema and not any(json_equal(value, e) for e in schema["enum"]):  # True is not 1
         raise ArgumentError(f"{path}: {_short(value)} is not one of {schema['enum']}")
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         if not math.isfinite(value):
