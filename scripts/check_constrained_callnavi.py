@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import random
 import time
 from collections import Counter
@@ -24,6 +25,7 @@ from pathlib import Path
 
 from rig import offline
 from rig.benchmarks.callnavi.benchmark import CallNavi
+from rig.benchmarks.callnavi.prompts import MAX_CALLS, MAX_VALUE_CHARS
 from rig.decoding import parse_output
 from rig.engines import create_engine
 from rig.records import ChatRequest, Sampling
@@ -35,8 +37,10 @@ FORMATS = ("json", "yaml")
 def summary(rows: list[dict], total: int, max_tokens: int, model: str) -> str:
     questions = len({r["question"] for r in rows})
     lines = [f"# Constrained CallNavi answers: parse and validate ({model}, llama.cpp, CPU)", "",
-             "Written by `scripts/check_constrained_callnavi.py`: params task (API names and parameters), the schema "
-             f"of each question's API list; max_tokens {max_tokens}; questions in a seeded random order.", "",
+             "Written by `scripts/check_constrained_callnavi.py`: params task (API names and parameters), the "
+             "schema of each question's API list (`rig.benchmarks.callnavi.prompts.answer_schema`: one argument "
+             f"object per API, at most {MAX_CALLS} calls, values at most {MAX_VALUE_CHARS} characters); "
+             f"max_tokens {max_tokens}; greedy; questions in a seeded random order.", "",
              f"Questions done: **{questions} of {total}**.", "",
              "| format | decoding | generations | parse + validate | stopped on its own, not valid | "
              "cut at max_tokens | engine errors |", "|---|---|---|---|---|---|---|"]
@@ -63,6 +67,8 @@ def summary(rows: list[dict], total: int, max_tokens: int, model: str) -> str:
 async def run(a: argparse.Namespace) -> None:
     reg = load_registry()
     spec = reg.get(a.model)
+    if a.threads:
+        spec = spec.model_copy(update={"engine_args": {**spec.engine_args, "n_threads": a.threads}})
     benches = {fmt: CallNavi(a.data, {"format": fmt, "task": "params"}) for fmt in FORMATS}
     eps = {fmt: {e.id: e for e in b.episodes()} for fmt, b in benches.items()}
     ids = sorted(eps["json"])
@@ -93,10 +99,13 @@ async def run(a: argparse.Namespace) -> None:
                         g = await eng.chat(ChatRequest(messages=ep.messages, constraint=c,
                                                        sampling=Sampling(max_tokens=a.max_tokens)))
                         _value, err = parse_output(g.text, schema_c)
-                        out.write(json.dumps({"question": qid, "format": fmt, "mode": mode,
-                                              "valid": err is None and not g.error, "finish": g.finish_reason,
-                                              "tokens": g.completion_tokens, "error": g.error,
-                                              "reason": g.error or err or ""}) + "\n")
+                        valid = err is None and not g.error
+                        row = {"question": qid, "format": fmt, "mode": mode, "valid": valid,
+                               "finish": g.finish_reason, "tokens": g.completion_tokens, "error": g.error,
+                               "reason": g.error or err or ""}
+                        if mode == "constrained" and not valid:
+                            row["text"] = g.text  # to tell a looping model from a grammar fault
+                        out.write(json.dumps(row) + "\n")
                         out.flush()
                 print(f"{min(start + a.chunk, len(ids))}/{len(ids)} questions, {time.perf_counter() - t0:.0f} s",
                       flush=True)
@@ -109,7 +118,9 @@ def main() -> None:
     ap.add_argument("--data", type=Path, required=True, help="the upstream CallNavi folder")
     ap.add_argument("--model", default="gemma3-270m")
     ap.add_argument("--limit", type=int, default=0, help="questions to run (0: all)")
-    ap.add_argument("--max-tokens", type=int, default=256)
+    ap.add_argument("--max-tokens", type=int, default=384, help="default: CallNavi's own cap for the params task")
+    ap.add_argument("--threads", type=int, default=len(os.sched_getaffinity(0)),
+                    help="llama.cpp decode threads (llama-cpp-python's default is half the CPUs)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--unconstrained-every", type=int, default=1,
                     help="unconstrained generations only for every Nth question (they run to max_tokens: slow)")
