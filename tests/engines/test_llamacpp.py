@@ -8,6 +8,7 @@ import pytest
 
 from rig.decoding.constraint import Constraint
 from rig.engines.base import EngineError
+from rig.engines.llamacpp import physical_cores
 from rig.records import ChatRequest, Message, Sampling
 
 pytestmark = pytest.mark.model
@@ -98,6 +99,7 @@ def test_template_probe_folds_what_the_gemma_format_would_drop(gemma_engine) -> 
 
     t = gemma_engine.template
     assert gemma_engine.describe()["template"] == t
+    assert gemma_engine.describe()["threads"]["decode"] == physical_cores()  # no n_threads in the entry
     req = ChatRequest(messages=[Message(role="system", content="SYSTEM-RULES"), Message(role="user", content="Q1"),
                                 Message(role="assistant", content="A1"),
                                 Message(role="tool", name="route", content="RESULT-42"),
@@ -114,3 +116,13 @@ def test_grammar_llama_cpp_cannot_parse_is_a_recorded_error(gemma_engine) -> Non
     assert g.error and "could not parse the grammar" in g.error and g.text == ""
     ok = chat(gemma_engine, "Say a.", constraint=Constraint(kind="grammar", grammar='root ::= "a" | "b"'))
     assert ok.error is None and ok.text in ("a", "b")
+
+
+def test_physical_cores_counts_sibling_threads_once(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    for cpu, siblings in {0: "0,2", 1: "1,3", 2: "0,2", 3: "1,3", 4: "4"}.items():
+        (tmp_path / f"cpu{cpu}/topology").mkdir(parents=True)
+        (tmp_path / f"cpu{cpu}/topology/thread_siblings_list").write_text(siblings + "\n")
+    assert physical_cores({0, 1, 2, 3, 4}, tmp_path) == 3
+    assert physical_cores({0, 2}, tmp_path) == 1  # two hardware threads of one core
+    assert physical_cores({0, 1}, tmp_path) == 2
+    assert physical_cores({7, 8}, tmp_path) == 2  # no topology: each CPU counts
