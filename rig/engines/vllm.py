@@ -65,15 +65,14 @@ class VllmEngine(Engine):
         s, c = request.sampling, request.constraint
         so = None
         if c is not None:
-            if c.kind == "json_schema":
-                so = StructuredOutputsParams(json=c.schema_)
-            elif c.kind == "grammar":
+            if c.kind == "grammar":
                 so = StructuredOutputsParams(grammar=c.grammar)
             elif c.kind == "regex":
                 so = StructuredOutputsParams(regex=c.pattern)
             elif c.kind == "choice":
                 so = StructuredOutputsParams(choice=c.choices)
-            else:  # yaml_schema: served as a schema-specific grammar
+            else:  # json_schema, yaml_schema: rig's grammar, so vLLM constrains to the same language as
+                # llama.cpp (xgrammar's own schema converter allows unbounded whitespace and digit runs)
                 from rig.decoding import to_gbnf
 
                 so = StructuredOutputsParams(grammar=to_gbnf(c))
