@@ -8,7 +8,8 @@ llama.cpp cannot batch requests in-process, so calls are serialised behind a loc
 the physical cores the process may use (``physical_cores``); ``engine_args.n_threads`` overrides, and the
 manifest's engine info records what ran.
 
-Constraints are applied by llama.cpp's own GBNF sampler (``constraint_backend: native``, the default) or, with
+Constraints are applied by llama.cpp's own GBNF sampler (``constraint_backend: native``, the default; checked
+lazily under greedy decoding, see ``llamacpp_grammar``; ``grammar_mask: full`` masks every step) or, with
 ``engine_args: {constraint_backend: outlines}`` in models.yaml, by an Outlines logits processor over the same
 rig grammar (``rig.decoding.outlines_backend``); prompt rendering, token counts, timings and prefix reuse are
 the same either way.
@@ -26,14 +27,17 @@ from typing import Any
 
 from rig.decoding.constraint import Constraint
 from rig.engines.base import Capabilities, Engine, EngineError
+from rig.engines.llamacpp_grammar import LazyGrammar
 from rig.records import ChatRequest, Generation, Timings
 
 # Keys of models.yaml engine_args passed through to Llama(); anything else is an error.
 _LLAMA_ARGS = {"n_batch", "n_ubatch", "n_threads", "n_threads_batch", "flash_attn", "use_mmap", "use_mlock",
                "type_k", "type_v", "offload_kqv", "rope_freq_base", "rope_freq_scale"}
 # Keys of engine_args that rig reads itself and does not pass to Llama().
-_RIG_ARGS = {"constraint_backend"}
+_RIG_ARGS = {"constraint_backend", "grammar_mask"}
 CONSTRAINT_BACKENDS = ("native", "outlines")
+# native backend: "lazy" checks a greedy step's best token first (see llamacpp_grammar); "full" masks every step.
+GRAMMAR_MASKS = ("lazy", "full")
 
 
 def physical_cores(cpus: set[int] | None = None, sysfs: Path = Path("/sys/devices/system/cpu")) -> int:
@@ -66,6 +70,10 @@ class LlamaCppEngine(Engine):
         if self.constraint_backend not in CONSTRAINT_BACKENDS:
             raise EngineError(f"models.yaml entry {spec.name!r}: engine_args.constraint_backend "
                               f"{self.constraint_backend!r} is not one of {', '.join(CONSTRAINT_BACKENDS)}")
+        self.grammar_mask = spec.engine_args.get("grammar_mask", "lazy")
+        if self.grammar_mask not in GRAMMAR_MASKS:
+            raise EngineError(f"models.yaml entry {spec.name!r}: engine_args.grammar_mask {self.grammar_mask!r} "
+                              f"is not one of {', '.join(GRAMMAR_MASKS)}")
         if self.constraint_backend == "outlines":
             from rig.decoding.outlines_backend import OutlinesUnavailable, require_outlines
 
@@ -80,7 +88,6 @@ class LlamaCppEngine(Engine):
         self.threads: dict[str, int] = {}  # what llama.cpp runs with, for the manifest
         self._formatter = None
         self._lock = threading.Lock()
-        self._grammar_cache: dict[str, Any] = {}
         # What the chat template renders, probed at load (see _probe_template).
         self.template = {"system": True, "tool_role": True, "tools": False}
 
@@ -148,7 +155,7 @@ class LlamaCppEngine(Engine):
 
     def describe(self) -> dict[str, Any]:
         out: dict[str, Any] = {"template": dict(self.template), "constraint_backend": self.constraint_backend,
-                               "constrained_requests": dict(self.served)}
+                               "grammar_mask": self.grammar_mask, "constrained_requests": dict(self.served)}
         if self.threads:
             out["threads"] = dict(self.threads)
         if self._outlines is not None:
@@ -235,11 +242,7 @@ class LlamaCppEngine(Engine):
             return allow_thinking_gbnf(to_gbnf(c))  # llguidance reads GBNF too
         return to_lark(c)
 
-    def _grammar(self, c: Constraint | None):  # type: ignore[no-untyped-def]
-        if c is None:
-            return None
-        from llama_cpp import LlamaGrammar
-
+    def _gbnf(self, c: Constraint) -> str:
         from rig.decoding import to_gbnf
 
         gbnf = to_gbnf(c)
@@ -247,21 +250,7 @@ class LlamaCppEngine(Engine):
             from rig.engines.thinking import allow_thinking_gbnf
 
             gbnf = allow_thinking_gbnf(gbnf)
-        if gbnf not in self._grammar_cache:
-            self._check_gbnf(gbnf)
-            self._grammar_cache[gbnf] = LlamaGrammar.from_string(gbnf, verbose=False)
-        return self._grammar_cache[gbnf]
-
-    def _check_gbnf(self, gbnf: str) -> None:
-        """LlamaGrammar.from_string parses lazily and never fails; a grammar llama.cpp cannot parse only shows up
-        as a NULL sampler at generation time (a crash in llama-cpp-python's server). Parse it here first."""
-        import llama_cpp
-
-        smpl = llama_cpp.llama_sampler_init_grammar(self.llm._model.vocab, gbnf.encode(), b"root")
-        if not smpl:
-            raise ValueError("llama.cpp could not parse the grammar (its log above says why); "
-                             f"grammar starts: {gbnf[:200]!r}")
-        llama_cpp.llama_sampler_free(smpl)
+        return gbnf
 
     async def chat(self, request: ChatRequest) -> Generation:
         if self.llm is None:
@@ -275,6 +264,7 @@ class LlamaCppEngine(Engine):
         with self._lock:
             t0 = time.perf_counter()
             gen = Generation(request_hash=request.digest(), timings=Timings(queue_s=t0 - queued))
+            lazy = None
             try:
                 prompt, has_bos, tmpl_stops = self.render(request)
                 tokens = self.llm.tokenize(prompt.encode(), add_bos=not has_bos, special=True)
@@ -282,13 +272,17 @@ class LlamaCppEngine(Engine):
                     gen.error = (f"prompt has {len(tokens)} tokens, context_length is {self.spec.context_length}")
                     gen.prompt_tokens = len(tokens)
                     return gen
-                grammar = procs = proc = None
+                procs = proc = None
+                s = request.sampling
                 if request.constraint is not None and self._outlines is not None:
                     proc = self._outlines.processor(self._outlines_grammar(request.constraint))
                     procs = llama_cpp.LogitsProcessorList([proc])
-                else:
-                    grammar = self._grammar(request.constraint)
-                s = request.sampling
+                elif request.constraint is not None:
+                    # A grammar llama.cpp cannot parse is an error here (llama-cpp-python's own LlamaGrammar
+                    # accepts any text and crashes the process when sampling).
+                    lazy = LazyGrammar(self.llm._model.vocab, self._gbnf(request.constraint), self.llm.n_vocab(),
+                                       len(tokens), greedy=s.temperature == 0.0 and self.grammar_mask == "lazy")
+                    procs = llama_cpp.LogitsProcessorList([lazy])
                 max_new = min(s.max_tokens, self.spec.context_length - len(tokens))
                 self.llm.set_seed(s.seed)
                 out: list[int] = []
@@ -299,8 +293,7 @@ class LlamaCppEngine(Engine):
                 stop_strs = [*s.stop, *tmpl_stops]
                 stops = [x.encode() for x in stop_strs]
                 for tok in self.llm.generate(tokens, temp=s.temperature, top_p=s.top_p, top_k=s.top_k or 0,
-                                             min_p=0.0, repeat_penalty=1.0, grammar=grammar,
-                                             logits_processor=procs):
+                                             min_p=0.0, repeat_penalty=1.0, logits_processor=procs):
                     now = time.perf_counter()
                     if llama_cpp.llama_vocab_is_eog(vocab, tok):
                         finish = "stop"
@@ -343,6 +336,9 @@ class LlamaCppEngine(Engine):
                     gen.timings.decode_tps = (len(out) - 1) / (last - first)
             except Exception as e:  # a failed call is a recorded error, not a crashed run
                 gen.error = f"{type(e).__name__}: {e}"
+            finally:
+                if lazy is not None:
+                    lazy.close()
             return gen
 
     async def close(self) -> None:
