@@ -41,6 +41,7 @@ def _run(llm, prompt: str, *, grammar=None, procs=None, n: int = 40) -> list[int
 def test_greedy_lazy_grammar_matches_full_masking(llm, kind: str) -> None:  # type: ignore[no-untyped-def]
     import llama_cpp
 
+    top_picks = 0
     gbnf = to_gbnf(Constraint(kind=kind, schema_=SCHEMA))
     for prompt in PROMPTS:
         n_prompt = len(llm.tokenize(prompt.encode(), add_bos=True, special=True))
@@ -52,10 +53,12 @@ def test_greedy_lazy_grammar_matches_full_masking(llm, kind: str) -> None:  # ty
             assert _run(llm, prompt, procs=llama_cpp.LogitsProcessorList([full])) == reference
             assert full.full_masks == full.steps > 0
             assert lazy.steps == full.steps and lazy.full_masks < lazy.steps  # the model's choice mostly fits
+            top_picks += lazy.top_picks
         finally:
             lazy.close()
             full.close()
         assert reference, prompt
+    assert top_picks  # the second step (the best allowed of the top candidates) was exercised
 
 
 def test_unparsable_grammar_is_an_error(llm) -> None:  # type: ignore[no-untyped-def]
