@@ -90,8 +90,8 @@ def main() -> None:
         f"{a.limit} CallNavi questions (params task, seeded sample), {a.runs} interleaved passes, max_tokens "
         f"{a.max_tokens}, greedy, {a.threads or 'default'} decode threads. Per-token time = 1 / decode tokens/s of "
         "each generation; ratios are constrained over unconstrained per pass, then the median of passes. "
-        "*lazy*: the engine's default grammar check (the best token first, the full vocabulary only when it is "
-        "rejected); *full*: the vocabulary masked at every step, as llama-cpp-python's own grammar path does. "
+        "*lazy*: the engine's default grammar check (the best token first, then the 64 best, the full "
+        "vocabulary only when none is allowed); *full*: the vocabulary masked at every step, as llama-cpp-python's own grammar path does. "
         "Host: shared, noisy CPU; compare ratios, not absolute times.", "",
         "| format | unconstrained ms/token | lazy ms/token | full ms/token | lazy ratio, median (per pass) | "
         "full ratio, median (per pass) | unconstrained parse+validate | lazy parse+validate | full parse+validate | "
