@@ -34,13 +34,15 @@ from rig.registry import load_registry, resolve_weights
 FORMATS = ("json", "yaml")
 
 
-def summary(rows: list[dict], total: int, max_tokens: int, model: str) -> str:
+def summary(rows: list[dict], total: int, max_tokens: int, model: str, threads: int) -> str:
     questions = len({r["question"] for r in rows})
     lines = [f"# Constrained CallNavi answers: parse and validate ({model}, llama.cpp, CPU)", "",
              "Written by `scripts/check_constrained_callnavi.py`: params task (API names and parameters), the "
              "schema of each question's API list (`rig.benchmarks.callnavi.prompts.answer_schema`: one argument "
              f"object per API, at most {MAX_CALLS} calls, values at most {MAX_VALUE_CHARS} characters); "
-             f"max_tokens {max_tokens}; greedy; questions in a seeded random order.", "",
+             f"max_tokens {max_tokens}; greedy; llama.cpp's own grammar sampler, checked lazily (the engine's "
+             f"default); {threads} decode threads; questions in a seeded random order, run in chunks, each chunk "
+             "grouped by domain.", "",
              f"Questions done: **{questions} of {total}**.", "",
              "| format | decoding | generations | parse + validate | stopped on its own, not valid | "
              "cut at max_tokens | engine errors |", "|---|---|---|---|---|---|---|"]
@@ -126,16 +128,19 @@ def main() -> None:
                     help="unconstrained generations only for every Nth question (they run to max_tokens: slow)")
     ap.add_argument("--chunk", type=int, default=24, help="questions per chunk (prefix reuse inside a chunk)")
     ap.add_argument("--resume", action="store_true", help="keep the JSONL file and skip what it holds")
+    ap.add_argument("--summary-only", action="store_true", help="rebuild the summary from the JSONL file, run nothing")
+    ap.add_argument("--remark", default="", help="a line appended to the summary (how this run was done)")
     ap.add_argument("--jsonl", type=Path, default=Path("benchmarks/results/constrained_callnavi.jsonl"))
     ap.add_argument("--out", type=Path, default=Path("benchmarks/results/constrained_callnavi.md"))
     a = ap.parse_args()
     offline.install()
     total = len({e.id for e in CallNavi(a.data, {"format": "json", "task": "params"}).episodes()})
     try:
-        asyncio.run(run(a))
+        if not a.summary_only:
+            asyncio.run(run(a))
     finally:
         rows = [json.loads(x) for x in a.jsonl.read_text().splitlines()] if a.jsonl.exists() else []
-        a.out.write_text(summary(rows, total, a.max_tokens, a.model))
+        a.out.write_text(summary(rows, total, a.max_tokens, a.model, a.threads) + (f"\n{a.remark}\n" if a.remark else ""))
         print(a.out.read_text())
 
 
