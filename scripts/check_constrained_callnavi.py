@@ -59,7 +59,13 @@ def summary(rows: list[dict], total: int, max_tokens: int, model: str, threads: 
     stopped = [r for r in con if r["finish"] == "stop" and not r["error"]]
     lines += ["", f"Constrained outputs that ended on their own: {sum(r['valid'] for r in stopped)} of {len(stopped)} "
               "parse and validate; the others were cut at max_tokens (a constraint cannot make a short budget "
-              "enough) or failed in the engine, as counted above."]
+              "enough) or failed in the engine, as counted above.", ""]
+    for fmt in FORMATS:
+        toks = sorted(r["tokens"] or 0 for r in con if r["format"] == fmt and r["finish"] == "stop")
+        if toks:
+            lines.append(f"{fmt.upper()} constrained outputs that ended on their own: median {toks[len(toks) // 2]} "
+                         f"tokens, longest {toks[-1]}; {sum(t > 256 for t in toks)} longer than 256 (the embedded "
+                         "model entry's default max_tokens).")
     reasons = Counter(r["reason"].split(":")[0] for r in rows if r["mode"] == "constrained" and not r["valid"])
     if reasons:
         lines += ["", "Constrained failures by first reason: " + ", ".join(f"{k} {v}" for k, v in reasons.items())]
