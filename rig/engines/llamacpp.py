@@ -234,12 +234,10 @@ class LlamaCppEngine(Engine):
 
     def _outlines_grammar(self, c: Constraint) -> str:
         """rig's grammar for the Outlines (llguidance) path: Lark, or GBNF when a think block is admitted."""
-        from rig.decoding import to_gbnf, to_lark
-
         if self.spec.thinking == "strip":
-            from rig.engines.thinking import allow_thinking_gbnf
+            return self._gbnf(c)  # llguidance reads GBNF too
+        from rig.decoding import to_lark
 
-            return allow_thinking_gbnf(to_gbnf(c))  # llguidance reads GBNF too
         return to_lark(c)
 
     def _gbnf(self, c: Constraint) -> str:
