@@ -1,8 +1,8 @@
 """Output constraints: one ``Constraint`` type, turned into whatever grammar an engine takes.
 
-``to_gbnf`` feeds llama.cpp (and xgrammar/vLLM, whose EBNF is GBNF), ``to_lark`` feeds llguidance
-(outlines, vLLM's guidance backend); ``parse_output`` checks what came back. Engine packages are imported
-lazily, only where a conversion needs one.
+``to_gbnf`` feeds llama.cpp (and xgrammar/vLLM, whose EBNF is GBNF but for greedy ``\\x`` escapes, which the
+emitter keeps unambiguous), ``to_lark`` feeds llguidance (outlines, vLLM's guidance backend); ``parse_output``
+checks what came back. Engine packages are imported lazily, only where a conversion needs one.
 """
 
 from __future__ import annotations

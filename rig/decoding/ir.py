@@ -242,8 +242,37 @@ def _suffix(r: Rep) -> str:
 
 def gbnf_literal(s: str) -> str:
     esc = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\r": "\\r", "\t": "\\t"}
-    return '"' + "".join(esc.get(c) or (f"\\x{ord(c):02x}" if ord(c) < 0x20 or ord(c) == 0x7F else c)
-                         for c in s) + '"'
+    return '"' + _hex_safe("".join(esc.get(c) or (f"\\x{ord(c):02x}" if ord(c) < 0x20 or ord(c) == 0x7F else c)
+                                   for c in s)) + '"'
+
+
+_HEX = frozenset("0123456789abcdefABCDEF")
+_ESC_WIDTH = {"x": 2, "u": 4, "U": 8}
+
+
+def _hex_safe(body: str) -> str:
+    """Escape a hex digit that follows a ``\\xNN`` escape (as ``\\xNN`` too).
+
+    llama.cpp reads exactly two digits after ``\\x``; xgrammar (vLLM's default backend) reads all that follow,
+    so ``[\\x2fb]`` is "/" or "b" to one and U+02FB to the other. (``\\u0009`` is no way out: llguidance's GBNF
+    importer misreads it.)
+    """
+    out, i, after_x = [], 0, False
+    while i < len(body):
+        c = body[i]
+        if c == "\\" and i + 1 < len(body):
+            width = _ESC_WIDTH.get(body[i + 1], 0)
+            out.append(body[i:i + 2 + width])
+            after_x = body[i + 1] == "x"
+            i += 2 + width
+            continue
+        if after_x and c in _HEX:
+            out.append(f"\\x{ord(c):02x}")
+        else:
+            out.append(c)
+            after_x = False
+        i += 1
+    return "".join(out)
 
 
 def lark_literal(s: str) -> str:
@@ -256,7 +285,7 @@ def _gbnf(e: Expr, top: bool = False) -> str:
     if isinstance(e, Lit):
         return gbnf_literal(e.text)
     if isinstance(e, Cls):
-        return f"[{e.body}]"
+        return f"[{_hex_safe(e.body)}]"
     if isinstance(e, Ref):
         return e.name
     if isinstance(e, Seq):

@@ -5,6 +5,8 @@
   llama.cpp judges it while sampling. NULL from init means llama.cpp could not parse the grammar.
 * llguidance: ``LLMatcher`` over a byte-level toy tokenizer, for both the Lark output and the GBNF output
   (through llguidance's GBNF importer, which is what vLLM's guidance backend and outlines use).
+* xgrammar: vLLM's default structured-output backend, which receives rig's GBNF for every schema constraint;
+  a ``GrammarMatcher`` stepped byte token by byte token, then the stop token, as vLLM steps it while decoding.
 """
 
 from __future__ import annotations
@@ -106,6 +108,30 @@ class GuidanceMatcher:
         return ok
 
 
+class XGrammarMatcher:
+    def __init__(self) -> None:
+        import xgrammar
+
+        self.xg = xgrammar
+        info = xgrammar.TokenizerInfo(list(_ByteTokenizer.tokens), stop_token_ids=[_ByteTokenizer.eos_token_id])
+        self.compiler = xgrammar.GrammarCompiler(info, max_threads=1, cache_enabled=True)
+        self._matchers: dict[str, Any] = {}
+
+    def accepts(self, gbnf: str, text: str) -> bool:
+        m = self._matchers.get(gbnf)
+        if m is None:
+            try:
+                # The string, as vLLM passes it: with the compiler's cache on, a parsed Grammar object loses
+                # non-ASCII literals (xgrammar 0.2.8 re-reads its printed form, where "é" became "\xe9").
+                compiled = self.compiler.compile_grammar(gbnf)
+            except Exception as e:  # xgrammar raises RuntimeError or its own parse errors
+                raise ValueError(f"xgrammar rejects the grammar: {e}") from None
+            m = self._matchers[gbnf] = self.xg.GrammarMatcher(compiled)
+        m.reset()
+        tokens = [*text.encode(), _ByteTokenizer.eos_token_id]
+        return all(m.accept_token(t) for t in tokens) and m.is_terminated()
+
+
 @pytest.fixture(scope="session")
 def llama_matcher(embedded_weights: str) -> Iterator[LlamaMatcher]:
     m = LlamaMatcher(embedded_weights)
@@ -119,6 +145,12 @@ def guidance() -> GuidanceMatcher:
     return GuidanceMatcher()
 
 
+@pytest.fixture(scope="session")
+def xgrammar_matcher() -> XGrammarMatcher:
+    pytest.importorskip("xgrammar")
+    return XGrammarMatcher()
+
+
 Verdicts = Callable[[str, str, str], dict[str, bool]]
 
 
@@ -126,13 +158,13 @@ Verdicts = Callable[[str, str, str], dict[str, bool]]
 def engines(request: pytest.FixtureRequest) -> Verdicts:
     """verdicts(gbnf, lark, text) -> {engine: accepted} for every engine installed (at least one)."""
     found: dict[str, Any] = {}
-    for name in ("llama_matcher", "guidance"):
+    for name in ("llama_matcher", "guidance", "xgrammar_matcher"):
         try:
             found[name] = request.getfixturevalue(name)
         except pytest.skip.Exception:
             pass
     if not found:
-        pytest.skip("no grammar engine installed (llama-cpp-python + embedded model, or llguidance)")
+        pytest.skip("no grammar engine installed (llama-cpp-python + embedded model, llguidance or xgrammar)")
 
     def verdicts(gbnf: str, lark: str, text: str) -> dict[str, bool]:
         out: dict[str, bool] = {}
@@ -141,6 +173,8 @@ def engines(request: pytest.FixtureRequest) -> Verdicts:
         if "guidance" in found:
             out["llguidance gbnf"] = found["guidance"].accepts("gbnf", gbnf, text)
             out["llguidance lark"] = found["guidance"].accepts("lark", lark, text)
+        if "xgrammar_matcher" in found:
+            out["xgrammar gbnf"] = found["xgrammar_matcher"].accepts(gbnf, text)
         return out
     return verdicts
 

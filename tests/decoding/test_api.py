@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 
@@ -177,3 +178,19 @@ def test_schema_free_nesting_is_bounded(engines) -> None:  # type: ignore[no-unt
         assert not any(engines(gbnf, lark, dump(three)).values()), fmt
     unbounded = json_schema_to_gbnf(s, any_depth=None)
     assert all(engines(unbounded, json_schema_to_lark(s, any_depth=None), json.dumps({"v": [[[[[[1]]]]]]})).values())
+
+
+# A \xNN escape followed by a raw hex digit: llama.cpp reads two digits, xgrammar (vLLM) reads them all.
+_AMBIGUOUS_HEX = re.compile(r"(?<!\\)(?:\\\\)*\\x[0-9a-fA-F]{2}[0-9a-fA-F]")
+
+
+@pytest.mark.parametrize("constraint", [
+    Constraint(kind="json_schema", schema_=PERSON),
+    Constraint(kind="yaml_schema", schema_=NESTED),
+    Constraint(kind="choice", choices=["\x01a", "-9", "/b"]),
+    Constraint(kind="regex", pattern=r"[/b\-0-9]+\x2fa"),
+], ids=["json", "yaml", "choice", "regex"])
+def test_gbnf_hex_escapes_read_the_same_in_every_engine(constraint: Constraint) -> None:
+    gbnf = to_gbnf(constraint)
+    assert "\\x" in gbnf  # the case is exercised
+    assert not _AMBIGUOUS_HEX.search(gbnf), _AMBIGUOUS_HEX.search(gbnf)

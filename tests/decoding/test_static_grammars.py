@@ -1,4 +1,4 @@
-"""grammars/*.gbnf: still what the generators produce, parsed by llama.cpp and llguidance, right verdicts."""
+"""grammars/*.gbnf: still what the generators produce, parsed by llama.cpp, llguidance and xgrammar, right verdicts."""
 
 from __future__ import annotations
 
