@@ -54,11 +54,14 @@ async def _side(a: argparse.Namespace) -> dict:
         os.environ["CUDA_VISIBLE_DEVICES"] = str(a.gpu)
         from vllm import LLM, SamplingParams
 
+        from rig.engines.vllm import NO_SPECIAL_TOKENS
+
         llm = LLM(model=eng.weights, max_model_len=spec.context_length, seed=spec.sampling.seed, **spec.engine_args)
         eng.tokenizer = llm.get_tokenizer()  # the rig's own render (chat template, thinking switch), no engine
         prompts = [eng.render(r) for r in reqs]
         t0 = time.perf_counter()
-        outs = llm.generate(prompts, SamplingParams(max_tokens=a.max_tokens, temperature=0.0))
+        outs = llm.generate(prompts, SamplingParams(max_tokens=a.max_tokens, temperature=0.0),
+                            tokenization_kwargs=NO_SPECIAL_TOKENS)  # the same token ids as the rig's engine
         wall = time.perf_counter() - t0
         return {"tokens": sum(len(o.outputs[0].token_ids) for o in outs), "wall_s": wall}
     await eng.load()

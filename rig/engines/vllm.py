@@ -4,6 +4,7 @@ Written against vLLM 0.33 (see the engines reference notes): structured outputs 
 (the removed guided-decoding names would be silently ignored by servers), stats logging on so per-request
 metrics exist, ``max_tokens`` always explicit (vLLM's default is 16), tool calls parsed by vLLM's own parser for
 the model's format with special tokens kept. GPU selection happens before vLLM initialises CUDA.
+tests/engines/test_vllm_api.py runs these calls through vLLM's own classes on a CPU (no model loaded).
 """
 
 from __future__ import annotations
@@ -18,6 +19,11 @@ from rig.records import ChatRequest, Generation, ParsedCall, Timings
 
 _ENGINE_ARGS = {"gpu_memory_utilization", "kv_cache_memory_bytes", "max_num_seqs", "tensor_parallel_size",
                 "quantization", "dtype", "enforce_eager", "tokenizer", "enable_prefix_caching", "max_num_batched_tokens"}
+
+
+# The chat template already wrote BOS; vLLM tokenizes a text prompt as a completion, adding special tokens, so
+# Gemma or Llama would see BOS twice (vLLM's own chat endpoint tokenizes rendered chats without them too).
+NO_SPECIAL_TOKENS = {"add_special_tokens": False}
 
 
 class VllmEngine(Engine):
@@ -93,7 +99,8 @@ class VllmEngine(Engine):
         try:
             prompt = self.render(request)
             final = None
-            async for out in self.engine.generate(prompt, self._sampling(request), request_id=uuid.uuid4().hex):
+            async for out in self.engine.generate(prompt, self._sampling(request), request_id=uuid.uuid4().hex,
+                                                  tokenization_kwargs=NO_SPECIAL_TOKENS):
                 final = out
             if final is None:
                 gen.error = "vLLM returned no output"

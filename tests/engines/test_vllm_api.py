@@ -1,0 +1,133 @@
+"""The vLLM engine against vLLM's own classes, on the CPU: no model is loaded, so no GPU is needed.
+
+What the engine builds (sampling parameters, structured-output requests, engine arguments, the generate call,
+tool-call parsing, timings) goes through the installed vLLM's real code. Skipped where vLLM is not installed
+(it is not in CI: its wheels pull a CUDA build of torch). The GPU tests in test_vllm.py cover the rest.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+from typing import Any
+
+import pytest
+
+pytest.importorskip("vllm")
+
+from vllm.engine.arg_utils import AsyncEngineArgs  # noqa: E402
+from vllm.outputs import CompletionOutput, RequestOutput  # noqa: E402
+from vllm.sampling_params import RequestOutputKind, SamplingParams  # noqa: E402
+from vllm.v1.metrics.stats import RequestStateStats  # noqa: E402
+from vllm.v1.structured_output.backend_xgrammar import validate_xgrammar_grammar  # noqa: E402
+from vllm.v1.structured_output.utils import grammar_is_likely_lark  # noqa: E402
+
+from rig.decoding.constraint import Constraint  # noqa: E402
+from rig.engines.vllm import _ENGINE_ARGS, NO_SPECIAL_TOKENS, VllmEngine  # noqa: E402
+from rig.records import ChatRequest, Generation, Message, Sampling, ToolSpec  # noqa: E402
+from rig.registry import ModelSpec, Weights  # noqa: E402
+
+SCHEMA = {"type": "object", "properties": {"city": {"type": "string"}, "n": {"type": "integer"}},
+          "required": ["city"], "additionalProperties": False}
+TOOL = ToolSpec(name="get_weather", description="Weather for a city",
+                parameters={"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]})
+
+
+def _engine(**spec: Any) -> VllmEngine:
+    s = ModelSpec(name="v", base="v", engine="vllm", weights=Weights(dir="unused"), quantization="bf16",
+                  context_length=4096, **spec)
+    return VllmEngine(s, "unused")
+
+
+def _request(constraint: Constraint | None = None, **kw: Any) -> ChatRequest:
+    return ChatRequest(messages=[Message(role="user", content="Weather in Helsinki?")],
+                       sampling=Sampling(max_tokens=77, temperature=0.0, seed=5), constraint=constraint, **kw)
+
+
+@pytest.mark.parametrize(("constraint", "sample"), [
+    (Constraint(kind="json_schema", schema_=SCHEMA), '{"city": "Espoo \\/ Helsinki", "n": 3}'),
+    (Constraint(kind="yaml_schema", schema_=SCHEMA), 'city: "Espoo"\nn: 3\n'),
+    (Constraint(kind="grammar", grammar='root ::= "a" [0-9]+'), "a42"),
+    (Constraint(kind="regex", pattern=r"[A-Z]{2}-\d{3}"), "FI-123"),
+    (Constraint(kind="choice", choices=["A", "B", "C"]), "B"),
+], ids=["json", "yaml", "grammar", "regex", "choice"])
+def test_sampling_params_pass_vllm_validation(constraint: Constraint, sample: str) -> None:
+    params = _engine()._sampling(_request(constraint))
+    assert isinstance(params, SamplingParams)
+    assert params.max_tokens == 77 and params.seed == 5 and params.temperature == 0.0  # vLLM's default is 16
+    assert params.output_kind == RequestOutputKind.FINAL_ONLY and params.skip_special_tokens is False
+    so = params.structured_outputs
+    assert so is not None
+    if constraint.kind in ("json_schema", "yaml_schema"):
+        assert so.grammar and not grammar_is_likely_lark(so.grammar)  # read as EBNF, not Lark
+    validate_xgrammar_grammar(params)  # what vLLM's default "auto" backend checks at admission; raises if refused
+    grammar = so.grammar if so.grammar else None
+    if grammar is not None:  # and what it compiles, with the same xgrammar release
+        from tests.decoding.conftest import XGrammarMatcher
+
+        m = XGrammarMatcher()
+        assert m.accepts(grammar, sample) and not m.accepts(grammar, sample + "}")
+
+
+def test_unconstrained_request_has_no_structured_outputs() -> None:
+    params = _engine()._sampling(_request())
+    assert params.structured_outputs is None and params.max_tokens == 77
+
+
+def test_engine_args_are_vllm_fields() -> None:
+    fields = {f.name for f in dataclasses.fields(AsyncEngineArgs)}
+    passed_by_load = {"model", "max_model_len", "seed", "disable_log_stats"}
+    assert _ENGINE_ARGS | passed_by_load <= fields, sorted((_ENGINE_ARGS | passed_by_load) - fields)
+
+
+class _FakeAsyncLLM:
+    """Stands in for AsyncLLM.generate only; the output objects are vLLM's own."""
+
+    def __init__(self, text: str) -> None:
+        self.text, self.calls = text, []  # type: ignore[var-annotated]
+
+    async def generate(self, prompt: Any, params: SamplingParams, request_id: str, **kw: Any):  # type: ignore[no-untyped-def]
+        self.calls.append((prompt, params, kw))
+        stats = RequestStateStats(queued_ts=10.0, scheduled_ts=10.25, first_token_ts=11.0, last_token_ts=12.0,
+                                  first_token_latency=0.5)
+        out = CompletionOutput(index=0, text=self.text, token_ids=list(range(11)), cumulative_logprob=None,
+                               logprobs=None, finish_reason="stop")
+        yield RequestOutput(request_id=request_id, prompt=None, prompt_token_ids=[1, 2, 3], prompt_logprobs=None,
+                            outputs=[out], finished=True, metrics=stats, num_cached_tokens=2)
+
+
+class _Tokenizer:
+    def apply_chat_template(self, msgs, tools=None, add_generation_prompt=True, tokenize=False, **kw):  # type: ignore[no-untyped-def]
+        return "<bos>" + json.dumps(msgs)
+
+
+def _chat(text: str, **request: Any) -> tuple[Generation, _FakeAsyncLLM]:
+    from vllm.tool_parsers import ToolParserManager
+
+    eng = _engine(tool_format="hermes")
+    eng.engine, eng.tokenizer = _FakeAsyncLLM(text), _Tokenizer()
+    eng._parser = ToolParserManager.get_tool_parser("hermes")(eng.tokenizer)
+    return asyncio.run(eng.chat(_request(**request))), eng.engine
+
+
+def test_chat_counts_timings_and_no_second_bos() -> None:
+    gen, fake = _chat("It is sunny.")
+    assert gen.error is None and gen.text == "It is sunny." and gen.finish_reason == "stop"
+    assert (gen.prompt_tokens, gen.completion_tokens, gen.cached_prompt_tokens) == (3, 11, 2)
+    assert gen.timings.ttft_s == 0.5 and gen.timings.queue_s == 0.25
+    assert gen.timings.decode_tps == pytest.approx(10.0)  # 10 tokens after the first, over 1 s
+    prompt, _, kw = fake.calls[0]
+    assert prompt.startswith("<bos>") and kw["tokenization_kwargs"] == NO_SPECIAL_TOKENS
+
+
+@pytest.mark.parametrize(("text", "status", "calls"), [
+    ('<tool_call>\n{"name": "get_weather", "arguments": {"city": "Helsinki"}}\n</tool_call>', "ok",
+     [("get_weather", {"city": "Helsinki"})]),
+    ('<tool_call>\n{"name": "get_weather", "arguments": {"city": \n</tool_call>', "parse_error", []),
+    ("Helsinki is cloudy.", "no_call", []),
+], ids=["call", "malformed", "text"])
+def test_hermes_tool_calls_through_vllms_parser(text: str, status: str, calls: list) -> None:
+    gen, _ = _chat(text, tools=[TOOL], tool_mode="native")
+    assert gen.error is None and gen.parse_status == status
+    assert [(c.name, c.arguments) for c in gen.tool_calls] == calls
