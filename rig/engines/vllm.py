@@ -70,7 +70,12 @@ class VllmEngine(Engine):
 
         s, c = request.sampling, request.constraint
         so = None
-        if c is not None:
+        if c is not None and self.spec.thinking == "strip":  # the constraint starts after one think block
+            from rig.decoding import to_gbnf
+            from rig.engines.thinking import allow_thinking_gbnf
+
+            so = StructuredOutputsParams(grammar=allow_thinking_gbnf(to_gbnf(c)))
+        elif c is not None:
             if c.kind == "grammar":
                 so = StructuredOutputsParams(grammar=c.grammar)
             elif c.kind == "regex":
@@ -107,6 +112,10 @@ class VllmEngine(Engine):
                 return gen
             o = final.outputs[0]
             gen.text, gen.finish_reason = o.text, o.finish_reason
+            if self.spec.thinking == "strip":
+                from rig.engines.thinking import strip_thinking
+
+                gen.text = strip_thinking(gen.text)
             gen.prompt_tokens, gen.completion_tokens = len(final.prompt_token_ids), len(o.token_ids)
             gen.cached_prompt_tokens = getattr(final, "num_cached_tokens", None)
             gen.timings = _timings(final.metrics, time.perf_counter() - t0, len(o.token_ids))

@@ -102,10 +102,10 @@ class _Tokenizer:
         return "<bos>" + json.dumps(msgs)
 
 
-def _chat(text: str, **request: Any) -> tuple[Generation, _FakeAsyncLLM]:
+def _chat(text: str, thinking: str = "none", **request: Any) -> tuple[Generation, _FakeAsyncLLM]:
     from vllm.tool_parsers import ToolParserManager
 
-    eng = _engine(tool_format="hermes")
+    eng = _engine(tool_format="hermes", thinking=thinking)
     eng.engine, eng.tokenizer = _FakeAsyncLLM(text), _Tokenizer()
     eng._parser = ToolParserManager.get_tool_parser("hermes")(eng.tokenizer)
     return asyncio.run(eng.chat(_request(**request))), eng.engine
@@ -131,3 +131,25 @@ def test_hermes_tool_calls_through_vllms_parser(text: str, status: str, calls: l
     gen, _ = _chat(text, tools=[TOOL], tool_mode="native")
     assert gen.error is None and gen.parse_status == status
     assert [(c.name, c.arguments) for c in gen.tool_calls] == calls
+
+
+@pytest.mark.parametrize("constraint", [Constraint(kind="json_schema", schema_=SCHEMA),
+                                        Constraint(kind="choice", choices=["A", "B"])], ids=["json", "choice"])
+def test_thinking_strip_lets_the_model_think_before_the_constraint(constraint: Constraint) -> None:
+    from tests.decoding.conftest import XGrammarMatcher
+
+    params = _engine(thinking="strip")._sampling(_request(constraint))
+    validate_xgrammar_grammar(params)
+    answer = '{"city": "Oulu"}' if constraint.kind == "json_schema" else "B"
+    m = XGrammarMatcher()
+    grammar = params.structured_outputs.grammar
+    assert m.accepts(grammar, "<think>Oulu is north.</think>\n" + answer) and m.accepts(grammar, answer)
+    assert not m.accepts(grammar, "Let me think. " + answer)
+
+
+def test_thinking_strip_removes_the_block_before_tool_parsing() -> None:
+    text = ('<think>Maybe <tool_call>{"name": "nope", "arguments": {}}</tool_call>?</think>\n'
+            '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Turku"}}\n</tool_call>')
+    gen, _ = _chat(text, thinking="strip", tools=[TOOL], tool_mode="native")
+    assert "<think>" not in gen.text and [(c.name, c.arguments) for c in gen.tool_calls] == [
+        ("get_weather", {"city": "Turku"})]
