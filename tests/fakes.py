@@ -17,9 +17,10 @@ def fake_spec() -> ModelSpec:
 
 class FakeEngine(Engine):
     def __init__(self, answer: Callable[[ChatRequest], str], delay: float = 0.0, concurrency: int = 1,
-                 fail_on: str | None = None) -> None:
+                 fail_on: str | None = None, finish: Callable[[str], str | None] | None = None) -> None:
         super().__init__(fake_spec(), "x")
         self.answer, self.delay, self.concurrency, self.fail_on = answer, delay, concurrency, fail_on
+        self.finish = finish  # answer text -> finish_reason (None: the engine reports none)
         self.calls: list[str] = []
         self.in_flight = 0
         self.max_in_flight = 0
@@ -42,6 +43,7 @@ class FakeEngine(Engine):
                 raise RuntimeError("engine exploded")
             text = self.answer(request)
             return Generation(request_hash=request.digest(), text=text, prompt_tokens=len(prompt.split()),
-                              completion_tokens=len(text.split()), timings=Timings(e2e_s=self.delay, ttft_s=self.delay))
+                              completion_tokens=len(text.split()), timings=Timings(e2e_s=self.delay, ttft_s=self.delay),
+                              finish_reason=self.finish(text) if self.finish else None)
         finally:
             self.in_flight -= 1

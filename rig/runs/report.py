@@ -53,6 +53,7 @@ def telemetry_table(results: list[EpisodeResult], manifest: RunManifest) -> Tabl
     tps = [g.timings.decode_tps for g in gens if g.timings.decode_tps is not None]
     pt = [g.prompt_tokens for g in gens if g.prompt_tokens is not None]
     ct = [g.completion_tokens for g in gens if g.completion_tokens is not None]
+    finished = [g.finish_reason for g in gens if g.finish_reason is not None]
     gpu = manifest.gpu_memory
     if gpu is None or not gpu.available:
         gpu_peak = gpu_load = f"{NM} ({gpu.reason if gpu else 'no GPU record'})"
@@ -66,6 +67,7 @@ def telemetry_table(results: list[EpisodeResult], manifest: RunManifest) -> Tabl
         ["Decode speed median (tokens/s)", f"{median(tps):.1f}" if tps else NM],
         ["Prompt tokens mean / total", f"{mean(pt):.0f} / {sum(pt)}" if pt else NM],
         ["Completion tokens mean / total", f"{mean(ct):.1f} / {sum(ct)}" if ct else NM],
+        ["Replies cut at max_tokens", f"{finished.count('length')} of {len(finished)}" if finished else NM],
         ["Model load time (s)", fmt(manifest.load_time_s, 2) if manifest.load_time_s is not None else NM],
         ["Peak process RSS", _gib(manifest.peak_rss_bytes)],
         ["GPU memory after load, over baseline", gpu_load],

@@ -14,12 +14,13 @@ from tests.fakes import FakeEngine
 from .test_runner import oracle
 
 
-def make_run(tmp_path: Path, n_eps: int | None = None) -> Path:
+def make_run(tmp_path: Path, n_eps: int | None = None, engine: FakeEngine | None = None) -> Path:
     run_dir = tmp_path / "r1"
     run_dir.mkdir()
     spec, _w, bench, eps, cfg = _build_fake(n_eps)
     store = Store(run_dir / "results.sqlite")
-    asyncio.run(run_items(plan([(bench, eps)], 1), FakeEngine(oracle(bench), delay=0.002), store, RunContext(sampling=Sampling())))
+    engine = engine or FakeEngine(oracle(bench), delay=0.002)
+    asyncio.run(run_items(plan([(bench, eps)], 1), engine, store, RunContext(sampling=Sampling())))
     store.close()
     RunManifest(run_id="r1", config_hash=cfg.digest(), config=cfg, host=host_info(), started_at=0.0,
                 status="finished", gpu_memory=GpuMemorySummary(available=False, reason="no --gpu given (CPU run)")
@@ -57,3 +58,24 @@ def test_incomplete_run_is_flagged(tmp_path: Path) -> None:
     man.write(run_dir)
     md = report_markdown(run_dir)
     assert "Incomplete run: 4 episode(s) missing" in md
+
+
+def test_replies_cut_at_max_tokens_are_counted_and_named(tmp_path: Path) -> None:
+    right = oracle(CallNavi())
+    n = {"i": 0}
+
+    def answer(req):  # type: ignore[no-untyped-def]
+        n["i"] += 1
+        text = right(req)
+        return text[: len(text) // 2] if n["i"] % 3 == 0 else text  # every third reply stops mid-answer
+
+    engine = FakeEngine(answer, finish=lambda text: "stop" if text.endswith(("]", "}")) else "length")
+    md = report_markdown(make_run(tmp_path, n_eps=12, engine=engine))
+    assert "| Replies cut at max_tokens | 4 of 12 |" in md
+    # per task: CallNavi caps routing replies at 128 tokens and params replies at 384
+    assert "| routing | cut: at max_tokens (128), parse: json_error" in md
+    assert "| params | cut: at max_tokens (384), parse: json_error" in md
+
+
+def test_cut_replies_not_measured_when_the_engine_gives_no_finish_reason(tmp_path: Path) -> None:
+    assert "| Replies cut at max_tokens | not measured |" in report_markdown(make_run(tmp_path, n_eps=4))

@@ -97,6 +97,9 @@ class CallNavi(Benchmark):
             res.scores = self._zero_scores(task)
             return res
         res.scores, res.output, reason = score_output(gen.text, episode.ground_truth, task, self.fmt)
+        if reason is not None and reason.startswith("parse:") and gen.finish_reason == "length":
+            # scored as the model's failure within the run's budget, but named, so the report says why
+            reason = f"cut: at max_tokens ({sampling.max_tokens}), {reason}"
         gen.parse_status = "ok" if reason is None or reason.startswith("ast:") else "parse_error"
         res.error_category = None if reason is None else reason.split(":")[0]
         res.error = reason
