@@ -153,3 +153,29 @@ def test_thinking_strip_removes_the_block_before_tool_parsing() -> None:
     gen, _ = _chat(text, thinking="strip", tools=[TOOL], tool_mode="native")
     assert "<think>" not in gen.text and [(c.name, c.arguments) for c in gen.tool_calls] == [
         ("get_weather", {"city": "Turku"})]
+
+
+@pytest.mark.parametrize(("transport", "constraint", "field"), [
+    ("structured_outputs.grammar", Constraint(kind="yaml_schema", schema_=SCHEMA), "grammar"),
+    ("structured_outputs.json", Constraint(kind="json_schema", schema_=SCHEMA), "json"),
+    ("response_format.json_schema", Constraint(kind="json_schema", schema_=SCHEMA), "json"),
+    ("structured_outputs.choice", Constraint(kind="choice", choices=["A", "B"]), "choice"),
+    ("structured_outputs.regex", Constraint(kind="regex", pattern=r"[A-Z]{2}"), "regex"),
+])
+def test_openai_compat_bodies_reach_vllm_serve_as_constraints(transport: str, constraint: Constraint,
+                                                              field: str) -> None:
+    """What the OpenAI-compatible engine posts to `vllm serve`, read by vLLM's own request model: the constraint
+    must arrive in the sampling parameters, not be dropped as an unknown field."""
+    from vllm.entrypoints.openai.chat_completion.protocol import ChatCompletionRequest
+
+    from rig.engines.openai_compat import _TRANSPORTS
+
+    body = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 32, "temperature": 0.0,
+            "seed": 1, "stream": True, "stream_options": {"include_usage": True},
+            "chat_template_kwargs": {"enable_thinking": False}} | _TRANSPORTS[transport](constraint)
+    req = ChatCompletionRequest.model_validate(body)
+    assert not (req.model_extra or {}), req.model_extra  # nothing silently ignored
+    params = req.to_sampling_params(32, {})
+    assert params.max_tokens == 32 and params.seed == 1
+    assert getattr(params.structured_outputs, field), params.structured_outputs
+    validate_xgrammar_grammar(params)
