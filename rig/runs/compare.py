@@ -38,6 +38,7 @@ class VariantSummary(BaseModel):
     ttft_p50: float | None
     decode_tps: float | None
     completion_tokens_mean: float | None
+    cut_rate: float | None  # share of replies cut at max_tokens; None when the engine gave no finish reasons
     gpu_peak_gib: float | None
     rss_peak_gib: float | None
     load_s: float | None
@@ -88,6 +89,7 @@ def _summary(run_dir: Path) -> tuple[VariantSummary, dict[tuple[str, int], float
     ttft = [g.timings.ttft_s for g in gens if g.timings.ttft_s is not None]
     tps = [g.timings.decode_tps for g in gens if g.timings.decode_tps is not None]
     ct = [g.completion_tokens for g in gens if g.completion_tokens is not None]
+    finished = [g.finish_reason for g in gens if g.finish_reason is not None]
     acc = lo = hi = None
     if len(scores) >= 2:
         acc, lo, hi = mean_ci(list(scores.values()))
@@ -97,6 +99,7 @@ def _summary(run_dir: Path) -> tuple[VariantSummary, dict[tuple[str, int], float
         acc=acc, acc_lo=lo, acc_hi=hi, e2e_p50=percentile(e2e, 50), e2e_p95=percentile(e2e, 95),
         ttft_p50=percentile(ttft, 50), decode_tps=median(tps) if tps else None,
         completion_tokens_mean=sum(ct) / len(ct) if ct else None,
+        cut_rate=finished.count("length") / len(finished) if finished else None,
         gpu_peak_gib=gpu.peak_bytes / 2**30 if gpu and gpu.available and gpu.peak_bytes else None,
         rss_peak_gib=man.peak_rss_bytes / 2**30 if man.peak_rss_bytes else None, load_s=man.load_time_s)
     return s, scores
@@ -114,7 +117,8 @@ def compare_report(run_dirs: list[Path]) -> tuple[str, dict[str, str]]:
     rows, diff_rows = [], []
     for s, sc in zip(sums, scores):
         rows.append([s.name, s.quantization, s.n, s.acc, s.acc_lo, s.acc_hi, s.e2e_p50, s.e2e_p95, s.ttft_p50,
-                     s.decode_tps, s.completion_tokens_mean, s.gpu_peak_gib if s.gpu_peak_gib is not None else NM,
+                     s.decode_tps, s.completion_tokens_mean, s.cut_rate if s.cut_rate is not None else NM,
+                     s.gpu_peak_gib if s.gpu_peak_gib is not None else NM,
                      s.rss_peak_gib, s.load_s])
     for s, sc in list(zip(sums, scores))[1:]:
         a, b = [base[k] for k in keys], [sc[k] for k in keys]
@@ -126,7 +130,8 @@ def compare_report(run_dirs: list[Path]) -> tuple[str, dict[str, str]]:
         diff_rows.append([s.name, len(keys), d, lo, hi, better, worse])
     t1 = Table(title="Variants", columns=["Model", "Quant", "Samples", "Accuracy", "CI low", "CI high",
                                           "E2E p50 (s)", "E2E p95 (s)", "TTFT p50 (s)", "Decode tok/s",
-                                          "Completion tokens", "GPU peak (GiB)", "RSS peak (GiB)", "Load (s)"],
+                                          "Completion tokens", "Cut at max_tokens", "GPU peak (GiB)", "RSS peak (GiB)",
+                                          "Load (s)"],
                rows=rows, note="Accuracy = the benchmark's headline per-episode score, 95% bootstrap CI. " + warn)
     t2 = Table(title=f"Paired differences against {sums[0].name}",
                columns=["Model", "Paired samples", "Mean diff", "CI low", "CI high", "Flips to correct",
