@@ -16,7 +16,7 @@ from .test_runner import oracle
 
 def make_run(tmp_path: Path, n_eps: int | None = None, engine: FakeEngine | None = None) -> Path:
     run_dir = tmp_path / "r1"
-    run_dir.mkdir()
+    run_dir.mkdir(parents=True)
     spec, _w, bench, eps, cfg = _build_fake(n_eps)
     store = Store(run_dir / "results.sqlite")
     engine = engine or FakeEngine(oracle(bench), delay=0.002)
@@ -60,17 +60,21 @@ def test_incomplete_run_is_flagged(tmp_path: Path) -> None:
     assert "Incomplete run: 4 episode(s) missing" in md
 
 
-def test_replies_cut_at_max_tokens_are_counted_and_named(tmp_path: Path) -> None:
+def cutting_engine(every: int) -> FakeEngine:
+    """Right answers, but every ``every``-th reply stops mid-answer; finish reasons say which (0: none cut)."""
     right = oracle(CallNavi())
     n = {"i": 0}
 
     def answer(req):  # type: ignore[no-untyped-def]
         n["i"] += 1
         text = right(req)
-        return text[: len(text) // 2] if n["i"] % 3 == 0 else text  # every third reply stops mid-answer
+        return text[: len(text) // 2] if every and n["i"] % every == 0 else text
 
-    engine = FakeEngine(answer, finish=lambda text: "stop" if text.endswith(("]", "}")) else "length")
-    md = report_markdown(make_run(tmp_path, n_eps=12, engine=engine))
+    return FakeEngine(answer, finish=lambda text: "stop" if text.endswith(("]", "}")) else "length")
+
+
+def test_replies_cut_at_max_tokens_are_counted_and_named(tmp_path: Path) -> None:
+    md = report_markdown(make_run(tmp_path, n_eps=12, engine=cutting_engine(3)))
     assert "| Replies cut at max_tokens | 4 of 12 |" in md
     # per task: CallNavi caps routing replies at 128 tokens and params replies at 384
     assert "| routing | cut: at max_tokens (128), parse: json_error" in md
