@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import importlib.util
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -26,12 +27,13 @@ def engine_class(name: str) -> "type[Engine]":
     if name not in ENGINES:
         raise KeyError(f"engine {name!r} is not available in this version of rig; built: {', '.join(ENGINES)}")
     target, needs, extra = ENGINES[name]
-    try:
-        importlib.import_module(needs)
-    except ImportError as e:
+    # Look the module up without importing it: importing vLLM initialises CUDA, after which --gpu can no longer
+    # choose the device (CUDA_VISIBLE_DEVICES is read once, at import).
+    if importlib.util.find_spec(needs) is None:
         raise MissingExtra(
-            f"engine {name!r} needs the Python module {needs!r} ({e}). Install it with: pip install 'rig[{extra}]'"
-        ) from None
+            f"engine {name!r} needs the Python module {needs!r}, which is not installed. "
+            f"Install it with: pip install 'rig[{extra}]'"
+        )
     module, cls = target.split(":")
     return getattr(importlib.import_module(module), cls)
 

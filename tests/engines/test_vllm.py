@@ -46,3 +46,18 @@ def test_vllm_counts_timings_and_structured_output() -> None:
         import json
 
         assert "city" in json.loads(g.text)
+
+
+def test_engine_class_does_not_import_the_backend(tmp_path, monkeypatch) -> None:
+    """--gpu sets CUDA_VISIBLE_DEVICES in load(); that only works if looking up the engine class left vLLM
+    unimported. A stand-in `vllm` package on the path records whether anything imported it."""
+    import sys
+
+    pkg = tmp_path / "vllm"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("raise RuntimeError('vllm was imported by engine_class')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "vllm", raising=False)
+    cls = engine_class("vllm")
+    assert cls.__name__ == "VllmEngine"
+    assert "vllm" not in sys.modules
