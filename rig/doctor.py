@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import importlib.util
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -106,8 +105,7 @@ def _offline_row() -> Row:
     try:
         offline.check_address(("192.0.2.1", 80))
     except offline.NetworkRefused:
-        hooked = socket.socket.connect is offline.guarded_connect
-        if hooked:
-            return ("offline guard", "ok", "hub offline switches set; non-loopback connections refused")
-        return ("offline guard", "fail", "socket.connect is not guarded")
+        if offline.is_installed():
+            return ("offline guard", "ok", "hub offline switches set; non-loopback connections and lookups refused")
+        return ("offline guard", "fail", "the socket audit hook is not installed")
     return ("offline guard", "fail", "a non-loopback address was not refused")

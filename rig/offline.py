@@ -1,15 +1,20 @@
-"""Air-gap guard: hub libraries offline, and no outbound connection except loopback.
+"""Air-gap guard: hub libraries offline, and no outbound traffic except loopback.
 
-Installed once per process by the CLI (and by the test suite). Record mode is the only caller of
-``allow_network``; it says so loudly, because it is the one way data could leave the machine.
+The guard is a Python audit hook (``sys.addaudithook``): CPython's socket module raises an audit event inside the C
+implementation before every connect, sendto, sendmsg and name lookup, so the hook sees calls made through
+``socket.socket``, the bare ``_socket`` type, asyncio and ``socket.gethostbyname`` alike — wrapping Python-level
+methods missed the last three. A hook cannot be removed; ``allow_network`` (record mode, the one caller) makes it
+stand aside, and says so loudly, because it is the one way data could leave the machine.
+
+Child processes (a spawned llama.cpp server) get the offline environment switches but not the hook.
 """
 
 from __future__ import annotations
 
 import ipaddress
 import os
-import socket
 import sys
+from typing import Any
 
 OFFLINE_ENV = {
     "HF_HUB_OFFLINE": "1",
@@ -19,17 +24,17 @@ OFFLINE_ENV = {
     "VLLM_NO_USAGE_STATS": "1",
     "DO_NOT_TRACK": "1",
     "OLLAMA_NOHISTORY": "1",
+    "RAY_USAGE_STATS_ENABLED": "0",
 }
 
 
 class NetworkRefused(ConnectionRefusedError):
-    """Raised instead of opening a non-loopback connection."""
+    """Raised instead of sending anything to a non-loopback address or name."""
 
 
 _state = {"installed": False, "allowed": False}
-_orig_connect = socket.socket.connect
-_orig_connect_ex = socket.socket.connect_ex
-_orig_getaddrinfo = socket.getaddrinfo
+
+LOOPBACK_NAMES = ("localhost", "localhost.localdomain", "ip6-localhost", "ip6-loopback")
 
 
 def _is_loopback_host(host: object) -> bool:
@@ -37,7 +42,7 @@ def _is_loopback_host(host: object) -> bool:
         host = host.decode(errors="replace")
     if not isinstance(host, str):
         return False
-    if host in ("localhost", "localhost.localdomain", "ip6-localhost"):
+    if host.lower().rstrip(".") in LOOPBACK_NAMES:
         return True
     try:
         return ipaddress.ip_address(host.split("%")[0]).is_loopback
@@ -46,44 +51,48 @@ def _is_loopback_host(host: object) -> bool:
 
 
 def check_address(address: object) -> None:
+    """Raise NetworkRefused unless the socket address ``address`` is loopback or a local (AF_UNIX) path."""
     if _state["allowed"]:
         return
-    if isinstance(address, (str, bytes)):  # AF_UNIX path: local by definition
+    if isinstance(address, (str, bytes)):  # a socket address that is a str is an AF_UNIX path: local
         return
     host = address[0] if isinstance(address, tuple) and address else address
     if not _is_loopback_host(host):
         raise NetworkRefused(
-            f"rig is offline: refused outbound connection to {host!r}. Only loopback (127.0.0.0/8, ::1) is "
+            f"rig is offline: refused outbound traffic to {host!r}. Only loopback (127.0.0.0/8, ::1) is "
             f"allowed; use a local server, or --record for the one mode that may reach a live map provider."
         )
 
 
-def guarded_connect(self: socket.socket, address):  # type: ignore[no-untyped-def]
-    check_address(address)
-    return _orig_connect(self, address)
-
-
-def _guarded_connect_ex(self: socket.socket, address):  # type: ignore[no-untyped-def]
-    check_address(address)
-    return _orig_connect_ex(self, address)
-
-
-def _guarded_getaddrinfo(host, *args, **kwargs):  # type: ignore[no-untyped-def]
-    # Name lookups of remote hosts are refused too: a DNS query is itself outbound traffic.
-    if host is not None and not _is_loopback_host(host):
+def _check_name(host: object) -> None:
+    # A lookup of a remote name is itself outbound traffic (a DNS query); None means the local wildcard.
+    if host is not None and host != "" and not _is_loopback_host(host):
         check_address((host, 0))
-    return _orig_getaddrinfo(host, *args, **kwargs)
+
+
+def _audit(event: str, args: tuple[Any, ...]) -> None:
+    # Called for every audit event in the process: leave quickly for anything that is not a socket call.
+    if not event.startswith("socket.") or _state["allowed"]:
+        return
+    if event in ("socket.connect", "socket.sendto"):
+        check_address(args[1])
+    elif event == "socket.sendmsg":
+        if args[1] is not None:  # None: a connected socket, whose connect was checked
+            check_address(args[1])
+    elif event in ("socket.getaddrinfo", "socket.gethostbyname", "socket.gethostbyaddr"):
+        _check_name(args[0])
+    elif event == "socket.getnameinfo":
+        addr = args[0]
+        _check_name(addr[0] if isinstance(addr, tuple) and addr else addr)
 
 
 def install() -> None:
-    """Set the hub offline switches and refuse non-loopback sockets in this process (and children's env)."""
+    """Set the hub offline switches and refuse non-loopback traffic in this process (and children's env)."""
     for k, v in OFFLINE_ENV.items():
         os.environ[k] = v
     if _state["installed"]:
         return
-    socket.socket.connect = guarded_connect  # type: ignore[method-assign]
-    socket.socket.connect_ex = _guarded_connect_ex  # type: ignore[method-assign]
-    socket.getaddrinfo = _guarded_getaddrinfo  # type: ignore[assignment]
+    sys.addaudithook(_audit)
     _state["installed"] = True
 
 

@@ -22,7 +22,7 @@ def test_non_loopback_refused_by_guard(addr: tuple) -> None:
 
 def test_socket_connect_refused_before_any_packet() -> None:
     offline.install()
-    assert socket.socket.connect is offline.guarded_connect
+    assert offline.is_installed()
     s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     try:
         with pytest.raises(offline.NetworkRefused):
@@ -45,3 +45,117 @@ def test_loopback_allowed() -> None:
     c.close()
     t.join(2)
     srv.close()
+
+
+# Every path by which Python code can send a packet or a name lookup off the machine is refused by the guard itself
+# (NetworkRefused, naming the offline rule), not by the network: under `unshare -n` an unguarded call fails too, but
+# with "Network is unreachable" or a resolver error, which these tests tell apart.
+def _udp() -> socket.socket:
+    return socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+
+
+def _raw_c_socket_connect() -> None:
+    import _socket
+
+    s = _socket.socket(_socket.AF_INET, _socket.SOCK_STREAM)
+    try:
+        s.connect(("192.0.2.1", 80))
+    finally:
+        s.close()
+
+
+def _asyncio_connect() -> None:
+    import asyncio
+
+    asyncio.run(asyncio.open_connection("192.0.2.1", 80))
+
+
+def _asyncio_udp() -> None:
+    """asyncio's datagram transport hands send errors to the protocol instead of raising: re-raise what it got."""
+    import asyncio
+
+    errors: list[Exception] = []
+
+    class Keep(asyncio.DatagramProtocol):
+        def error_received(self, exc: Exception) -> None:
+            errors.append(exc)
+
+    async def go() -> None:
+        loop = asyncio.get_running_loop()
+        transport, _ = await loop.create_datagram_endpoint(Keep, local_addr=("0.0.0.0", 0))
+        try:
+            transport.sendto(b"x", ("192.0.2.1", 53))
+            await asyncio.sleep(0)
+        finally:
+            transport.close()
+
+    asyncio.run(go())
+    if errors:
+        raise errors[0]
+
+
+OUTBOUND = {
+    "udp_sendto": lambda: _udp().sendto(b"x", ("8.8.8.8", 53)),
+    "udp_sendmsg": lambda: _udp().sendmsg([b"x"], [], 0, ("8.8.8.8", 53)),
+    "udp_connect": lambda: _udp().connect(("192.0.2.1", 53)),
+    "tcp_connect_ex": lambda: socket.socket().connect_ex(("192.0.2.1", 80)),
+    "ipv6_connect": lambda: socket.socket(socket.AF_INET6).connect(("2001:db8::1", 80, 0, 0)),
+    "c_socket_connect": _raw_c_socket_connect,
+    "create_connection": lambda: socket.create_connection(("example.org", 80), timeout=1),
+    "gethostbyname": lambda: socket.gethostbyname("example.org"),
+    "gethostbyname_ex": lambda: socket.gethostbyname_ex("example.org"),
+    "gethostbyaddr": lambda: socket.gethostbyaddr("192.0.2.1"),
+    "getnameinfo": lambda: socket.getnameinfo(("192.0.2.1", 80), 0),
+    "getaddrinfo": lambda: socket.getaddrinfo("example.org", 443),
+    "asyncio_open_connection": _asyncio_connect,
+    "asyncio_datagram_sendto": _asyncio_udp,
+}
+
+
+@pytest.mark.parametrize("name", sorted(OUTBOUND))
+def test_every_outbound_path_is_refused(name: str) -> None:
+    offline.install()
+    with pytest.raises(offline.NetworkRefused, match="rig is offline"):
+        OUTBOUND[name]()
+
+
+def test_loopback_lookups_and_udp_allowed() -> None:
+    offline.install()
+    assert socket.gethostbyname("localhost").startswith("127.")
+    assert socket.getaddrinfo("127.0.0.1", 80)
+    s = _udp()
+    try:
+        s.sendto(b"x", ("127.0.0.1", 9))
+    finally:
+        s.close()
+
+
+def test_guard_in_a_fresh_process() -> None:
+    """The guard as the CLI installs it, in a new interpreter (no test fixtures), inside `unshare -n` when the
+    machine allows it."""
+    import shutil
+    import subprocess
+    import sys
+
+    probe = (
+        "import socket, _socket\n"
+        "from rig import offline\n"
+        "offline.install()\n"
+        "refused = 0\n"
+        "for f in (lambda: _socket.socket().connect(('192.0.2.1', 80)),\n"
+        "          lambda: socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b'x', ('8.8.8.8', 53)),\n"
+        "          lambda: socket.gethostbyname('example.org')):\n"
+        "    try:\n"
+        "        f()\n"
+        "    except offline.NetworkRefused:\n"
+        "        refused += 1\n"
+        "    except OSError:\n"
+        "        pass\n"
+        "print(refused)\n"
+    )
+    cmd = [sys.executable, "-c", probe]
+    if shutil.which("unshare") and subprocess.run(["unshare", "-n", "true"], capture_output=True).returncode == 0:
+        cmd = ["unshare", "-n", *cmd]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "3"
