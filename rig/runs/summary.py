@@ -21,7 +21,7 @@ from rig.telemetry.manifest import BenchmarkInfo, RunManifest
 if TYPE_CHECKING:
     from rig.benchmarks.base import Benchmark
 
-Headline = Callable[[EpisodeResult], "float | None"]
+EpisodeHeadline = Callable[[EpisodeResult], "float | None"]  # a benchmark's headline score of one episode
 
 
 class EpisodeScore(BaseModel):
@@ -84,7 +84,7 @@ def total(values: Iterable[float | None]) -> float | None:
 
 
 def summarize(manifest: RunManifest, results: list[EpisodeResult], benchmark: BenchmarkInfo | None = None,
-              headline: Headline | None = None) -> RunSummary:
+              headline: EpisodeHeadline | None = None) -> RunSummary:
     """Summarise `results` of one benchmark of the run (`benchmark`), or of all of them (None)."""
     cfg = manifest.config
     infos = [benchmark] if benchmark else cfg.benchmarks
@@ -121,7 +121,7 @@ def summarize(manifest: RunManifest, results: list[EpisodeResult], benchmark: Be
         headline=headline_score(results, headline) if headline else None)
 
 
-def headline_score(results: list[EpisodeResult], headline: Headline) -> HeadlineScore:
+def headline_score(results: list[EpisodeResult], headline: EpisodeHeadline) -> HeadlineScore:
     scores = [EpisodeScore(episode_id=r.episode_id, repeat=r.repeat, score=v)
               for r in results if (v := headline(r)) is not None]
     if len(scores) < 2:
