@@ -174,7 +174,7 @@ def main(argv: list[str] | None = None) -> int:
     query, setting = episode_truth(a.run_dir, res.episode_id)
     roads = None
     if a.pack:
-        from rig.maps.packs import resolve_pack_dir
+        from rig.maps.locate import resolve_pack_dir
         from rig.maps.query import MapPack
 
         roads = road_segments(MapPack(resolve_pack_dir(a.pack)))

@@ -81,7 +81,7 @@ class RouteEval(Benchmark):
         return self._validator
 
     def _open_sites(self) -> list[Site]:
-        from rig.maps.packs import PackNotFound, resolve_pack_dir
+        from rig.maps.locate import PackNotFound, resolve_pack_dir
         from rig.maps.query import MapPack
 
         store = None
