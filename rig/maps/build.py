@@ -88,7 +88,7 @@ def _fill_addresses(places: list[dict], ex, city: str | None) -> None:
         return
     d, j = tree.query(to_xyz([p["lat"] for p in todo], [p["lon"] for p in todo]),
                       distance_upper_bound=metres_to_chord(_STREET_ADDRESS_MAX_M))
-    for p, dj, jj in zip(todo, d, j):
+    for p, dj, jj in zip(todo, d, j, strict=True):
         if np.isfinite(dj):
             street = ex.names[ex.e_name[named[jj]]]
             p["address"] = ", ".join(x for x in (street, city) if x)

@@ -140,7 +140,8 @@ def query(
 
 @app.command()
 def record(
-    config: Path = typer.Argument(..., help="Record config (YAML): provider, endpoints {name: {url, key_env, ...}}, keys."),
+    config: Path = typer.Argument(..., help="Record config (YAML): provider, endpoints {name: {url, key_env, ...}}, "
+                                            "keys."),
     queries: Path = typer.Argument(..., help="JSONL, one {\"endpoint\": ..., \"args\": {...}} per line."),
     store: Path = typer.Option(..., "--store", help="Replay store (SQLite) to fill."),
     live: bool = typer.Option(False, "--record", help="Actually call the live provider for misses (lifts the "

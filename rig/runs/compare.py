@@ -17,12 +17,12 @@ from pydantic import BaseModel
 
 from rig.benchmarks import get_benchmark_class
 from rig.runs.bench import BenchError, BenchOptions
+from rig.runs.manifest import RunManifest
 from rig.runs.plots import scatter_svg
 from rig.runs.report import NM, fmt, table_md
 from rig.benchmarks.base import Table
 from rig.runs.store import Store
 from rig.scoring.stats import mean_ci, paired_diff_ci, percentile
-from rig.telemetry.manifest import RunManifest
 
 
 class VariantSummary(BaseModel):

@@ -10,8 +10,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from rig.runs.manifest import RunManifest
 from rig.runs.store import Store
-from rig.telemetry.manifest import RunManifest
 
 
 class RunRow(BaseModel):

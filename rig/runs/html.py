@@ -13,11 +13,11 @@ from statistics import median
 
 from rig.benchmarks import get_benchmark_class
 from rig.benchmarks.base import Table
+from rig.runs.manifest import RunManifest
 from rig.runs.plots import scatter_svg
 from rig.runs.report import NM, ci_table, fmt, telemetry_table
 from rig.runs.store import Store
 from rig.scoring.stats import percentile
-from rig.telemetry.manifest import RunManifest
 
 CLIP_HEAD, CLIP_TAIL = 300, 900
 # The page may fetch nothing at all: any attempt is blocked and shows as a console error.

@@ -12,9 +12,9 @@ from typing import Any
 from rig.benchmarks import get_benchmark_class
 from rig.benchmarks.base import Table
 from rig.records import EpisodeResult
+from rig.runs.manifest import RunManifest
 from rig.runs.store import Store
 from rig.scoring.stats import mean_ci, percentile
-from rig.telemetry.manifest import RunManifest
 
 NM = "not measured"
 

@@ -99,7 +99,7 @@ class MobilityBench(Benchmark):
     def data_hash(self) -> str:
         import hashlib
 
-        from rig.telemetry.manifest import hash_paths
+        from rig.benchmarks.datahash import hash_paths
 
         self._load()
         if self.upstream:
