@@ -15,12 +15,12 @@ from pathlib import Path
 
 from rig.benchmarks.base import Table
 from rig.runs.bench import BenchError, BenchOptions
+from rig.runs.manifest import RunManifest
 from rig.runs.plots import scatter_svg
 from rig.runs.report import NM, table_md
 from rig.runs.store import Store
 from rig.runs.summary import HeadlineScore, RunSummary, benchmark_of, summarize
 from rig.scoring.stats import paired_diff_ci
-from rig.telemetry.manifest import RunManifest
 
 
 def bench_argv(model: str, o: BenchOptions, out: Path) -> list[str]:

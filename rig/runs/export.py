@@ -10,9 +10,9 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from rig.runs.manifest import RunManifest
 from rig.runs.store import Store
 from rig.runs.summary import total
-from rig.telemetry.manifest import RunManifest
 
 
 class RunRow(BaseModel):

@@ -12,11 +12,11 @@ from pathlib import Path
 from typing import Any
 
 from rig.benchmarks.base import Table
+from rig.runs.manifest import RunManifest
 from rig.runs.plots import scatter_svg
 from rig.runs.report import NM, ci_table, fmt, telemetry_table
 from rig.runs.store import Store
 from rig.runs.summary import benchmark_of, summarize
-from rig.telemetry.manifest import RunManifest
 
 CLIP_HEAD, CLIP_TAIL = 300, 900
 # The page may fetch nothing at all: any attempt is blocked and shows as a console error.

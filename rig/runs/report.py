@@ -9,9 +9,9 @@ from pathlib import Path
 from typing import Any
 
 from rig.benchmarks.base import Table
+from rig.runs.manifest import RunManifest
 from rig.runs.store import Store
 from rig.runs.summary import RunSummary, benchmark_of, summarize
-from rig.telemetry.manifest import RunManifest
 
 NM = "not measured"
 

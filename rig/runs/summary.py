@@ -15,8 +15,9 @@ from pydantic import BaseModel, Field
 
 from rig.benchmarks import get_benchmark_class
 from rig.records import EpisodeResult
+from rig.runs.config import BenchmarkInfo
+from rig.runs.manifest import RunManifest
 from rig.scoring.stats import mean_ci, percentile
-from rig.telemetry.manifest import BenchmarkInfo, RunManifest
 
 if TYPE_CHECKING:
     from rig.benchmarks.base import Benchmark

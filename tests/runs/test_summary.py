@@ -5,10 +5,10 @@ from pathlib import Path
 import pytest
 
 from rig.records import EpisodeResult, Generation, Timings
+from rig.runs.manifest import RunManifest, host_info
 from rig.runs.report import report_markdown
 from rig.runs.summary import RunSummary, summarize, total
 from rig.telemetry.gpu import GpuMemorySummary
-from rig.telemetry.manifest import RunManifest, host_info
 
 from .test_report import _build_fake, make_run
 

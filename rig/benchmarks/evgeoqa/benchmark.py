@@ -109,7 +109,7 @@ class EVGeoQA(Benchmark):
             raise DataError(str(exc)) from None
         from rig.benchmarks.evgeoqa.generator import GenerationError, generate, setting_for
         from rig.benchmarks.evgeoqa.world import PackWorld
-        from rig.maps.packs import PackNotFound, resolve_pack_dir
+        from rig.maps.locate import PackNotFound, resolve_pack_dir
         from rig.maps.query import MapPack
 
         try:

@@ -67,7 +67,7 @@ class MobilityBench(Benchmark):
     # -- data ------------------------------------------------------------------------------------------------
 
     def _pack_dir(self) -> Path:
-        from rig.maps.packs import PackNotFound, resolve_pack_dir
+        from rig.maps.locate import PackNotFound, resolve_pack_dir
 
         try:
             return resolve_pack_dir(self.options.get("pack"))
@@ -99,7 +99,7 @@ class MobilityBench(Benchmark):
     def data_hash(self) -> str:
         import hashlib
 
-        from rig.telemetry.manifest import hash_paths
+        from rig.benchmarks.datahash import hash_paths
 
         self._load()
         if self.upstream:
@@ -146,7 +146,7 @@ class MobilityBench(Benchmark):
                 self._service = MobilityService(store=store, pack=None, sandbox="replay", lang="zh")
             else:
                 from rig.benchmarks.mobilitybench.pack import build_store
-                from rig.maps.packs import cache_dir
+                from rig.maps.locate import cache_dir
 
                 path = cache_dir() / "mobilitybench" / f"replay-{self._digest}.sqlite"
                 if not path.is_file():

@@ -290,7 +290,7 @@ def upstream_store(sandbox_dir: str | None):  # type: ignore[no-untyped-def]
     """A replay store built (once, cached) from the upstream sandbox files; empty without them (every call then
     misses, as the reference does with missing files)."""
     from rig.benchmarks.mobilitybench.pack import build_store
-    from rig.maps.packs import cache_dir
+    from rig.maps.locate import cache_dir
     from rig.maps.replay import ReplayStore
 
     if not sandbox_dir:
