@@ -12,7 +12,7 @@ import pytest
 
 from rig.benchmarks import get_benchmark_class
 from rig.benchmarks.base import DataError, RunContext
-from rig.benchmarks.mobilitybench.pack import Case
+from rig.benchmarks.mobilitybench.data import Case
 from rig.records import ChatRequest, Sampling
 from tests.fakes import FakeEngine
 

@@ -25,7 +25,7 @@ from rig.agents.single import repeat_sampling
 from rig.benchmarks.base import Benchmark, DataError, RunContext, Table, embedded_data
 from rig.benchmarks.mobilitybench import metrics as M
 from rig.benchmarks.mobilitybench.lexicon import FAMILIES, SCENARIOS
-from rig.benchmarks.mobilitybench.pack import Case
+from rig.benchmarks.mobilitybench.data import Case
 from rig.engines.base import Engine
 from rig.records import Episode, EpisodeResult, Message
 
@@ -84,7 +84,7 @@ class MobilityBench(Benchmark):
             if not self._cases:
                 raise DataError(f"{self.data}: no usable rows ({self.import_report.summary()})")
             return self._cases
-        from rig.benchmarks.mobilitybench.pack import content_digest, resolve
+        from rig.benchmarks.mobilitybench.data import content_digest, resolve
         from rig.maps.query import MapPack
 
         pack_dir = self._pack_dir()
@@ -104,7 +104,7 @@ class MobilityBench(Benchmark):
         self._load()
         if self.upstream:
             return hash_paths([self.data])
-        from rig.benchmarks.mobilitybench.pack import data_files
+        from rig.benchmarks.mobilitybench.data import data_files
 
         return hashlib.sha256((hash_paths(data_files(self.data)) + (self._pack_sha or "")).encode()).hexdigest()[:16]
 
@@ -145,7 +145,7 @@ class MobilityBench(Benchmark):
                 store = upstream_store(self.options.get("sandbox_dir"))
                 self._service = MobilityService(store=store, pack=None, sandbox="replay", lang="zh")
             else:
-                from rig.benchmarks.mobilitybench.pack import build_store
+                from rig.benchmarks.mobilitybench.data import build_store
                 from rig.maps.packs import cache_dir
 
                 path = cache_dir() / "mobilitybench" / f"replay-{self._digest}.sqlite"
