@@ -114,7 +114,7 @@ def test_oracle_scores_full_marks(helsinki_pack: Path, framework: str) -> None:
 
 
 def COL(name: str) -> int:
-    from rig.benchmarks.mobilitybench.metrics import METRICS
+    from rig.benchmarks.mobilitybench.scoring import METRICS
 
     return 1 + list(METRICS).index(name)
 
