@@ -39,8 +39,8 @@ def problems(city: City) -> dict[str, list[R.Problem]]:
 
 def test_twenty_templates_six_dimensions() -> None:
     assert len(K.TEMPLATES) == 20
-    assert {d for d, _ in K.TEMPLATES.values()} == set(K.DIMENSIONS)
-    assert {s for _, s in K.TEMPLATES.values()} == {"spatial", "semantic", "numerical", "attribute"}
+    assert {t.dimension for t in K.TEMPLATES.values()} == set(K.DIMENSIONS)
+    assert {t.strategy for t in K.TEMPLATES.values()} == {"spatial", "semantic", "numerical", "attribute"}
 
 
 @pytest.mark.parametrize("template", list(K.TEMPLATES))
@@ -129,7 +129,7 @@ def test_knowledge_generation_is_deterministic(helsinki_pack: Path, questions: d
 
 
 # Digest of every template's questions (seed 0, N per template) as generated before the template records replaced
-# the parallel tables: a refactor of the generator must leave each question byte-identical.
+# the parallel tables (commit 5e84866): a refactor of the generator must leave each question byte-identical.
 KNOWLEDGE_DIGEST = "1fb863704d80fd6f8f6266af3f78c766d8ff397a200777f9fb92cbdc0d2c3e0e"
 
 

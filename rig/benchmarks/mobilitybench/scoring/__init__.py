@@ -93,8 +93,8 @@ def score(pred: Prediction, truth: Truth, mode: str, backend: Backend,
         out["IE"] = paper_extraction(pred.constraints, truth.constraints)
         out["DEC_P"], out["DEC_R"] = paper_decomposition(pred.steps, truth.scenario, pred.step_actions)
         out["TS_P"], out["TS_R"], out["SC"] = paper_tools(pred.calls, truth, validator)
-        out["DR"] = paper_delivery(pred)
-        out["FPR"] = paper_final_pass(pred, truth, backend, out["DR"])
+        out["DR"] = delivered = paper_delivery(pred)
+        out["FPR"] = paper_final_pass(pred, truth, backend, delivered)
         out["IT"] = float(pred.prompt_tokens) if pred.prompt_tokens is not None else None
         out["OT"] = float(pred.completion_tokens) if pred.completion_tokens is not None else None
         return out

@@ -209,18 +209,18 @@ def _ref_pass(etype: str, content: str, idx: str | None, g: Mapping[str, Any], b
                 return 1.0
         return 0.0
     if etype == "nearby":
-        gt = g.get("near_poi_ans")
-        gt = repair_literal(gt) if isinstance(gt, str) else gt
-        pois = _dig(gt, "data", "pois")
-        if pois is None and isinstance(_dig(gt, "data"), list):
-            pois = _dig(gt, "data")
+        near = g.get("near_poi_ans")
+        near = repair_literal(near) if isinstance(near, str) else near
+        pois = _dig(near, "data", "pois")
+        if pois is None and isinstance(_dig(near, "data"), list):
+            pois = _dig(near, "data")
         if not pois:
             return 1.0
         for p in pois[:5]:
             name = str(p.get("name", "")) if isinstance(p, dict) else ""
             if name and (name in content or sim(content, name, backend) > ANSWER_THRESHOLD):
                 return 1.0
-        return 1.0 if sim(content, str(gt), backend) > ANSWER_THRESHOLD else 0.0
+        return 1.0 if sim(content, str(near), backend) > ANSWER_THRESHOLD else 0.0
     if etype == "traffic":
         desc = str(_dig(g.get("ans"), "trafficinfo", "description") or "")
         if desc:
