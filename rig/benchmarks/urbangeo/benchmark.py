@@ -156,7 +156,7 @@ class UrbanGeoEval(Benchmark):
                 for t in self.templates:
                     qs = K.generate(city, t, self.n_per_template, self.seed)
                     self._short(f"{slug}/{t}", len(qs), self.n_per_template)
-                    dim, strategy = K.TEMPLATES[t]
+                    dim, strategy = K.TEMPLATES[t].dimension, K.TEMPLATES[t].strategy
                     for i, q in enumerate(qs):
                         eid = f"k/{slug}/{t}/{i:03d}"
                         letters = K.LETTERS[:len(q.options)]
