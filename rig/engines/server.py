@@ -1,14 +1,15 @@
 """Local inference servers: start one on a free loopback port, wait until it answers, stop it.
 
 Also the HTTP plumbing the server-backed engines share: a loopback-only URL check (the offline guard would refuse
-anything else at connect time; refusing at construction gives a message that says why) and an httpx client per
-event loop.
+anything else at connect time; refusing at construction gives a message that says why), the server's own words for
+an HTTP error, and an httpx client per event loop.
 """
 
 from __future__ import annotations
 
 import asyncio
 import ipaddress
+import json
 import os
 import shlex
 import signal
@@ -34,15 +35,30 @@ def is_loopback_host(host: str) -> bool:
         return False
 
 
-def require_loopback(url: str, what: str) -> str:
-    """``url`` without a trailing slash; EngineError unless it is http(s) on a loopback host."""
+def loopback_url(url: str) -> str:
+    """``url`` without a trailing slash; ValueError unless it is http(s) on a loopback host (an engine_args
+    validator, so the message is then prefixed with the models.yaml entry and field)."""
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise EngineError(f"{what}: {url!r} is not an http:// URL (e.g. http://127.0.0.1:8000)")
+        raise ValueError(f"{url!r} is not an http:// URL (e.g. http://127.0.0.1:8000)")
     if not is_loopback_host(parts.hostname):
-        raise EngineError(f"{what}: {url!r} is not on loopback. rig runs offline and its offline guard refuses "
-                          "non-loopback connections; run the server on this machine (127.0.0.1, ::1 or localhost)")
+        raise ValueError(f"{url!r} is not on loopback. rig runs offline and its offline guard refuses "
+                         "non-loopback connections; run the server on this machine (127.0.0.1, ::1 or localhost)")
     return url.rstrip("/")
+
+
+def http_error_message(resp: httpx.Response) -> str:
+    """The server's own words for an HTTP error (OpenAI, FastAPI and Ollama shapes), shortened."""
+    try:
+        body = resp.json()
+    except ValueError:
+        return resp.text.strip()[:500] or resp.reason_phrase
+    if isinstance(body, dict):
+        err = body.get("error", body.get("detail", body))
+        if isinstance(err, dict):
+            err = err.get("message", err)
+        return (err if isinstance(err, str) else json.dumps(err))[:500]
+    return json.dumps(body)[:500]
 
 
 def free_port(host: str = "127.0.0.1") -> int:
