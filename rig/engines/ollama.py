@@ -212,9 +212,8 @@ class OllamaEngine(Engine):
             async with self._http.client.stream("POST", url, json=body) as resp:
                 if resp.status_code >= 400:
                     await resp.aread()
-                    msg = http_error_message(resp)
                     hint = f"; model not pulled? run `ollama pull {self.tag}`" if resp.status_code == 404 else ""
-                    gen.error = f"Ollama HTTP {resp.status_code} from {url}: {msg}{hint}"
+                    gen.error = f"Ollama HTTP {resp.status_code} from {url}: {http_error_message(resp)}{hint}"
                     return None
                 async for line in resp.aiter_lines():
                     if not line.strip():
