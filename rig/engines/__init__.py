@@ -23,7 +23,7 @@ class MissingExtra(ImportError):
     pass
 
 
-def engine_class(name: str) -> "type[Engine]":
+def engine_class(name: str) -> type[Engine]:
     if name not in ENGINES:
         raise KeyError(f"engine {name!r} is not available in this version of rig; built: {', '.join(ENGINES)}")
     target, needs, extra = ENGINES[name]
@@ -38,5 +38,5 @@ def engine_class(name: str) -> "type[Engine]":
     return getattr(importlib.import_module(module), cls)
 
 
-def create_engine(spec: "ModelSpec", weights: str, **kwargs: Any) -> "Engine":
+def create_engine(spec: ModelSpec, weights: str, **kwargs: Any) -> Engine:
     return engine_class(spec.engine)(spec, weights, **kwargs)

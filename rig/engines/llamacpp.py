@@ -98,7 +98,8 @@ class LlamaCppEngine(Engine):
 
     @property
     def capabilities(self) -> Capabilities:
-        return Capabilities(native_tools=self.template["tools"], grammar_kinds=("json_schema", "grammar", "choice", "yaml_schema"),
+        return Capabilities(native_tools=self.template["tools"],
+                            grammar_kinds=("json_schema", "grammar", "choice", "yaml_schema"),
                             continuous_batching=False, max_concurrency=1)
 
     async def load(self) -> None:
@@ -144,7 +145,7 @@ class LlamaCppEngine(Engine):
         def shows(marker: str, msgs: list[dict], tools: list | None = None) -> bool:
             try:
                 return marker in self._formatter(messages=msgs, tools=tools).prompt
-            except Exception:  # noqa: BLE001 - a template that raises on a role does not support it
+            except Exception:
                 return False
 
         tool = {"type": "function", "function": {"name": "rig_probe_tool", "description": "probe",

@@ -8,6 +8,7 @@ an HTTP error, and an httpx client per event loop.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import ipaddress
 import json
 import os
@@ -111,19 +112,13 @@ def _stop_group(proc: subprocess.Popen, grace_s: float, log: Path | None) -> Non
     """SIGTERM the server's process group, SIGKILL after ``grace_s``, and reap the leader (no zombie)."""
     try:
         if proc.poll() is None:
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
-            try:
+            with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(grace_s)
-            except subprocess.TimeoutExpired:
-                pass
         # Children the server forked (vLLM engine cores, uvicorn workers) share its group: kill stragglers.
-        try:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
         proc.wait()
     finally:
         if log is not None:
@@ -178,8 +173,9 @@ class LocalServer:
         try:
             # A log file, not a pipe: an unread pipe fills up and blocks a chatty server.
             # New session: the whole process tree can be signalled as one group.
-            self.proc = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL, stdout=fd, stderr=subprocess.STDOUT,
-                                         start_new_session=True)
+            # Popen returns once the child is forked; the wait for readiness below is async.
+            self.proc = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL, stdout=fd,  # noqa: ASYNC220
+                                         stderr=subprocess.STDOUT, start_new_session=True)
         except OSError as e:
             self.log_path.unlink(missing_ok=True)
             raise EngineError(f"could not start {self.name} ({shlex.join(self.argv)}): {e}") from None
