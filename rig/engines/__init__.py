@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from rig.engines.base import Engine
@@ -38,5 +38,5 @@ def engine_class(name: str) -> type[Engine]:
     return getattr(importlib.import_module(module), cls)
 
 
-def create_engine(spec: ModelSpec, weights: str, **kwargs: Any) -> Engine:
-    return engine_class(spec.engine)(spec, weights, **kwargs)
+def create_engine(spec: ModelSpec, weights: str, *, gpu: int | None = None) -> Engine:
+    return engine_class(spec.engine)(spec, weights, gpu=gpu)
