@@ -5,8 +5,9 @@ A tool is a method marked with ``@tool``. What the model sees comes from the met
 - the description is the docstring's first paragraph, its ``{kit.x}`` fields read from the ``kit`` object given to
   ``tool_specs`` (a toolkit instance by default), so a description can follow a dataset's settings;
 - each parameter's schema comes from its annotation (``type``; ``enum`` from a ``Literal``; ``items`` from
-  ``list[X]``; ``anyOf`` from a union), its default (``default``; a parameter defaulting to ``None`` is optional and
-  has none; a tuple is written as an array) and its line in the docstring's ``Args:`` section (``description``);
+  ``list[X]`` or ``Sequence[X]``; ``anyOf`` from a union), its default (``default``; a parameter defaulting to
+  ``None`` is optional and has none; a tuple is written as an array) and its line in the docstring's ``Args:``
+  section (``description``);
 - ``@tool(name=..., param=dict(...))`` adds what a signature cannot say: bounds, lengths, nested object shapes.
 
 Key order is kept exactly, because the schema is printed into prompts: ``type``, the annotation's key, the decorator's
@@ -18,7 +19,7 @@ from __future__ import annotations
 
 import inspect
 import types
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Literal, TypeVar, Union, get_args, get_origin, get_type_hints
 
 from rig.records import ToolSpec
@@ -28,7 +29,7 @@ _MARK = "__rig_tool__"
 _JSON_TYPES = {str: "string", int: "integer", float: "number", bool: "boolean", dict: "object", list: "array"}
 
 
-def tool(name: str | None = None, **params: dict[str, Any]) -> Callable[[F], F]:
+def tool(name: str | None = None, /, **params: dict[str, Any]) -> Callable[[F], F]:
     """Mark a method as a tool named ``name`` (default: the method's name); ``params`` add schema keys per
     parameter."""
 
@@ -52,7 +53,10 @@ class Toolkit:
         for klass in reversed(cls.__mro__):
             for fn in vars(klass).values():
                 if hasattr(fn, _MARK):
-                    out[getattr(fn, _MARK)[0]] = fn
+                    name = getattr(fn, _MARK)[0]
+                    if name in out and out[name].__name__ != fn.__name__:  # overriding a method is fine
+                        raise TypeError(f"{cls.__name__}: tool {name!r} is declared twice")
+                    out[name] = fn
         return out
 
     @classmethod
@@ -112,7 +116,7 @@ def _type_schema(t: Any) -> dict[str, Any]:
         if len(alts) == 1:  # X | None: the None only makes the argument optional
             return _type_schema(alts[0])
         return {"anyOf": [_type_schema(a) for a in alts]}
-    if origin is list:
+    if origin in (list, Sequence):
         return {"type": "array", "items": _type_schema(args[0])} if args else {"type": "array"}
     if origin is dict:
         return {"type": "object"}
