@@ -10,8 +10,15 @@ import pytest
 from rig.agents.toolmode import envelope_schema
 from rig.benchmarks.evgeoqa.data import NOISE_CATEGORIES, Setting, Station, poi_categories
 from rig.benchmarks.evgeoqa.generator import setting_for
-from rig.benchmarks.evgeoqa.tools import (CAL_DISTANCE, CHANGE_LOCATION, FINAL, SEARCH_POIS, SEARCH_STATIONS,
-                                          GeoRoverExecutor, tool_specs)
+from rig.benchmarks.evgeoqa.tools import (
+    CAL_DISTANCE,
+    CHANGE_LOCATION,
+    FINAL,
+    SEARCH_POIS,
+    SEARCH_STATIONS,
+    GeoRoverExecutor,
+    tool_specs,
+)
 from rig.benchmarks.evgeoqa.world import PackWorld, PoiHit, UpstreamWorld
 from rig.decoding.gbnf import json_schema_to_gbnf
 from rig.decoding.validate import validate
