@@ -10,7 +10,7 @@ import hashlib
 import json
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 
 from rig.decoding.constraint import Constraint
 
@@ -28,7 +28,7 @@ class Message(BaseModel):
 
 
 class ToolSpec(BaseModel):
-    """A tool offered to the model: OpenAI-style function description."""
+    """A tool offered to the model: OpenAI-style function description (rig.agents.toolkit derives it from a method)."""
 
     name: str
     description: str = ""
@@ -88,17 +88,45 @@ class Generation(BaseModel):
     error: str | None = None
 
 
+class ToolResult(BaseModel):
+    """What a tool answers: ``data`` when ``ok``, else an error and its category; never an exception.
+
+    ``meta`` carries what a particular provider adds, e.g. the map service's ``source`` (hit / fuzzy from the replay
+    store, pack, miss), the ``similarity`` or ``distance_m`` of a fallback answer, the validated ``arguments``."""
+
+    ok: bool
+    data: Any = None
+    error: str | None = None
+    error_category: str | None = None  # invalid_arguments, unknown_tool, not_found, no_route, replay_miss, ...
+    meta: dict[str, Any] = Field(default_factory=dict)
+
+    @property
+    def source(self) -> str | None:
+        return self.meta.get("source")
+
+
 class ToolCall(BaseModel):
-    """A call the model made and what the sandbox answered."""
+    """A call the model made and what the sandbox answered (``meta``: the answer's ToolResult.meta ``source``)."""
 
     name: str
     arguments: dict[str, Any] = Field(default_factory=dict)
     verdict: Literal["valid", "invalid"] = "valid"
     answer: Any = None
-    source: Literal["hit", "fuzzy", "miss", "pack", "none"] = "none"
     error: str | None = None
     error_category: str | None = None  # invalid_arguments, unknown_tool, not_found, no_route, replay_miss, ...
     step: int | None = None  # agent step (0-based) that made the call
+    meta: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _legacy_source(cls, data: Any) -> Any:
+        """Results stored before ``meta`` existed carry ``source`` as a field ("none" = no provider said)."""
+        if isinstance(data, dict) and "source" in data:
+            data = dict(data)
+            source = data.pop("source")
+            if source not in (None, "none"):
+                data["meta"] = {"source": source, **(data.get("meta") or {})}
+        return data
 
 
 class Episode(BaseModel):

@@ -16,22 +16,14 @@ from pydantic import BaseModel, Field
 from rig.agents.toolmode import assistant_turn, effective_mode, extract_calls, observation, prepare
 from rig.decoding.validate import validate
 from rig.engines.base import Engine
-from rig.records import ChatRequest, Generation, Message, Sampling, ToolCall, ToolSpec
+from rig.records import ChatRequest, Generation, Message, Sampling, ToolCall, ToolResult, ToolSpec
 
 StopReason = Literal["final", "max_steps", "format_errors", "engine_error"]
 
 
-class ExecResult(BaseModel):
-    """What an executor answers; rig.maps.tools.ToolResult has the same fields and is accepted as is."""
-
-    ok: bool
-    data: Any = None
-    error: str | None = None
-    error_category: str | None = None
-    source: str | None = None
-
-
-Executor = Callable[[str, dict[str, Any]], Any]  # -> ExecResult-like (sync) or an awaitable of one
+Executor = Callable[[str, dict[str, Any]], ToolResult | Awaitable[ToolResult]]
+# Only the map service's answer sources are kept on the recorded call (what stored results have always carried).
+_SOURCES = ("hit", "fuzzy", "miss", "pack")
 
 
 class LoopOutcome(BaseModel):
@@ -98,18 +90,13 @@ async def run_tool_loop(engine: Engine, messages: list[Message], tools: list[Too
             out.tool_calls.append(ToolCall(name=call.name, arguments=call.arguments, verdict="invalid", step=step,
                                            error=payload["error"], error_category="invalid_arguments"))
         else:
-            res = execute(call.name, call.arguments)
-            if isinstance(res, Awaitable):
-                res = await res
-            ok = bool(getattr(res, "ok", False))
-            err = getattr(res, "error", None)
-            src = getattr(res, "source", None)
+            answered = execute(call.name, call.arguments)
+            res = await answered if isinstance(answered, Awaitable) else answered
             out.tool_calls.append(ToolCall(
-                name=call.name, arguments=call.arguments, verdict="valid" if ok else "invalid",
-                answer=getattr(res, "data", None) if ok else None, error=err,
-                error_category=getattr(res, "error_category", None), step=step,
-                source=src if src in ("hit", "fuzzy", "miss", "pack") else "none"))
-            payload = getattr(res, "data", None) if ok else {"error": err}
+                name=call.name, arguments=call.arguments, verdict="valid" if res.ok else "invalid",
+                answer=res.data if res.ok else None, error=res.error, error_category=res.error_category, step=step,
+                meta={"source": res.source} if res.source in _SOURCES else {}))
+            payload = res.data if res.ok else {"error": res.error}
         history.append(observation(call.name, payload, mode, observation_chars))
     out.messages = history
     return out

@@ -97,7 +97,8 @@ def prepare(messages: list[Message], tools: list[ToolSpec], mode: str) -> tuple[
     return msgs, [], constraint_for(tools, mode)
 
 
-def extract_calls(gen: Generation, tools: list[ToolSpec], mode: str) -> tuple[list[ParsedCall], ParseStatus, str | None]:
+def extract_calls(gen: Generation, tools: list[ToolSpec],
+                  mode: str) -> tuple[list[ParsedCall], ParseStatus, str | None]:
     """The calls in a generation, a parse status and, when there are none, why."""
     if mode in ("json", "yaml"):
         value, err = parse_output(gen.text.strip(), constraint_for(tools, mode))  # type: ignore[arg-type]

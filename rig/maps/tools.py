@@ -1,86 +1,49 @@
-"""Map tools for agents: a ToolSpec registry and the MapService that answers calls by provider chain
-(replay store first, then the offline map pack). Calls never raise: every outcome is a ToolResult."""
+"""Map tools for agents: the rig's map tools as a Toolkit, and the MapService that answers calls by provider chain
+(replay store first, then the offline map pack). Calls never raise: every outcome is a ToolResult whose ``meta`` says
+where the answer came from (``source``) and holds the validated ``arguments``."""
 
 from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Callable, Mapping
-from typing import Any, Literal
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel
 
+from rig.agents.toolkit import Toolkit, tool
 from rig.maps.replay import CoordField, KeySpec, ReplayPolicy, ReplayStore
 from rig.maps.validate import ArgumentError, check_coordinates, check_schema, validate
-
-ErrorCategory = Literal["invalid_arguments", "unknown_tool", "not_found", "no_route", "replay_miss",
-                        "internal_error"]
-Source = Literal["hit", "fuzzy", "miss", "pack"]
+from rig.records import ToolResult
 
 
-class ToolResult(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    ok: bool
-    tool: str
-    data: Any = None
-    error: str | None = None
-    error_category: ErrorCategory | None = None
-    source: Source | None = None  # hit / fuzzy (replay store), pack (answered offline), miss (nobody could)
-    similarity: float | None = None  # of a fuzzy-name replay answer
-    distance_m: float | None = None  # of a nearest-coordinate replay answer
-    arguments: dict[str, Any] | None = None  # the validated arguments, defaults filled
+class MapToolkit(Toolkit):
+    """Tools the map service can answer. Per tool name: how the replay store keys its arguments (``key_specs``) and
+    which fallbacks it may use (``policies``). A tool's method answers from ``self.pack``; the tools named in
+    ``recorded_only`` have recorded answers only, and with no pack every tool is recorded-only."""
 
+    key_specs: ClassVar[dict[str, KeySpec]] = {}
+    policies: ClassVar[dict[str, ReplayPolicy]] = {}
+    recorded_only: ClassVar[tuple[str, ...]] = ()
 
-class ToolSpec(BaseModel):
-    """A tool as the model sees it (name, description, JSON schema) and how the rig answers it."""
+    def __init__(self, pack: Any = None) -> None:
+        self.pack = pack
 
-    model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
-    name: str
-    description: str
-    parameters: dict[str, Any]
-    handler: Callable[[Any, dict[str, Any]], Any] | None = None  # (MapPack, args) -> JSON-able data
-    key_spec: KeySpec = Field(default_factory=KeySpec)  # how the replay store keys this tool's arguments
-    replay_policy: ReplayPolicy = Field(default_factory=ReplayPolicy)
-
-    def openai_schema(self) -> dict[str, Any]:
-        return {"type": "function",
-                "function": {"name": self.name, "description": self.description, "parameters": self.parameters}}
-
-
-class ToolRegistry:
-    def __init__(self, specs: list[ToolSpec] | None = None) -> None:
-        self._specs: dict[str, ToolSpec] = {}
-        for s in specs or []:
-            self.add(s)
-
-    def add(self, spec: ToolSpec) -> None:
-        check_schema(spec.parameters)
-        if spec.name in self._specs:
-            raise ValueError(f"tool {spec.name!r} is already registered")
-        self._specs[spec.name] = spec
-
-    def get(self, name: str) -> ToolSpec | None:
-        return self._specs.get(name)
-
-    def names(self) -> list[str]:
-        return list(self._specs)
-
-    def specs(self) -> list[ToolSpec]:
-        return list(self._specs.values())
+    def answers_from_pack(self, name: str) -> bool:
+        return self.pack is not None and name not in self.recorded_only
 
 
 # -- the rig's own map tools ---------------------------------------------------------------------------
 
-_LAT = {"type": "number", "minimum": -90, "maximum": 90, "description": "latitude in degrees (WGS84)"}
-_LON = {"type": "number", "minimum": -180, "maximum": 180, "description": "longitude in degrees (WGS84)"}
-_POINT = {"type": "object", "properties": {"lat": _LAT, "lon": _LON}, "required": ["lat", "lon"],
-          "additionalProperties": False}
-_MODE = {"type": "string", "enum": ["walk", "bike", "drive"], "default": "walk"}
-_NAME = {"type": "string", "minLength": 1, "maxLength": 200}
-
-
-def _obj(props: dict[str, Any], required: list[str]) -> dict[str, Any]:
-    return {"type": "object", "properties": props, "required": required, "additionalProperties": False}
+_LAT = {"minimum": -90, "maximum": 90, "description": "latitude in degrees (WGS84)"}
+_LON = {"minimum": -180, "maximum": 180, "description": "longitude in degrees (WGS84)"}
+_POINT = {"type": "object", "properties": {"lat": {"type": "number", **_LAT}, "lon": {"type": "number", **_LON}},
+          "required": ["lat", "lon"], "additionalProperties": False}
+_POINT_SHAPE = {k: v for k, v in _POINT.items() if k != "type"}  # the annotation (dict) says "object"
+_NAME = {"minLength": 1, "maxLength": 200}
+_POINT_PAIR = [CoordField(name="lat", lon_arg="lon")]
+Mode = Literal["walk", "bike", "drive"]
+Avoid = Literal["tolls", "highways", "ferries", "steps", "unpaved", "indoor", "tunnels"]
 
 
 def _dump(x: Any) -> Any:
@@ -95,130 +58,109 @@ def _pt(p: Mapping[str, float]) -> tuple[float, float]:
     return float(p["lat"]), float(p["lon"])
 
 
-def _route(pack: Any, a: dict[str, Any]) -> Any:
-    pts = [_pt(a["origin"]), *(_pt(w) for w in a.get("waypoints", [])), _pt(a["destination"])]
-    return _dump(pack.route(pts, a["mode"], a.get("avoid", [])))
+class MapTools(MapToolkit):
+    """The rig's map tools over a map pack."""
 
-
-_POINT_PAIR = [CoordField(name="lat", lon_arg="lon")]
-
-DEFAULT_TOOLS: list[ToolSpec] = [
-    ToolSpec(
-        name="geocode",
-        description="Find places (POIs, streets, areas, addresses) by name. Returns matches with lat/lon and a score.",
-        parameters=_obj({"query": _NAME, "city": {"type": "string", "minLength": 1, "maxLength": 100},
-                         "limit": {"type": "integer", "minimum": 1, "maximum": 20, "default": 5}}, ["query"]),
-        handler=lambda pack, a: _dump(pack.geocode(a["query"], a.get("city"), a["limit"])),
-        key_spec=KeySpec(names=["query", "city"], fuzzy_field="query"),
-        replay_policy=ReplayPolicy(fuzzy_names=True, fuzzy_threshold=90),
-    ),
-    ToolSpec(
-        name="reverse_geocode",
-        description="Address, nearest place, street and land use at a coordinate.",
-        parameters=_obj({"lat": _LAT, "lon": _LON}, ["lat", "lon"]),
-        handler=lambda pack, a: _dump(pack.reverse_geocode(a["lat"], a["lon"])),
-        key_spec=KeySpec(coords=_POINT_PAIR),
-        replay_policy=ReplayPolicy(nearest=True, max_distance_m=25),
-    ),
-    ToolSpec(
-        name="route",
-        description="Route from origin to destination through optional waypoints, by walk, bike or drive. "
-                    "Returns distance (m), duration (s), legs and turn-by-turn steps.",
-        parameters=_obj({
-            "origin": _POINT, "destination": _POINT,
-            "waypoints": {"type": "array", "items": _POINT, "maxItems": 8, "default": []},
-            "mode": _MODE,
-            "avoid": {"type": "array", "uniqueItems": True, "maxItems": 7, "default": [],
-                      "items": {"type": "string",
-                                "enum": ["tolls", "highways", "ferries", "steps", "unpaved", "indoor", "tunnels"]}},
-        }, ["origin", "destination"]),
-        handler=_route,
-        key_spec=KeySpec(coords=[CoordField(name="origin"), CoordField(name="destination"),
+    key_specs: ClassVar[dict[str, KeySpec]] = {
+        "geocode": KeySpec(names=["query", "city"], fuzzy_field="query"),
+        "reverse_geocode": KeySpec(coords=_POINT_PAIR),
+        "route": KeySpec(coords=[CoordField(name="origin"), CoordField(name="destination"),
                                  CoordField(name="waypoints", many=True)]),
-        replay_policy=ReplayPolicy(nearest=True, max_distance_m=50),
-    ),
-    ToolSpec(
-        name="nearby",
-        description="Places within radius_m of a coordinate, nearest first; filter by OSM category "
-                    "(e.g. restaurant, cafe, amenity=pharmacy) and/or a keyword in the name.",
-        parameters=_obj({"lat": _LAT, "lon": _LON,
-                         "radius_m": {"type": "number", "exclusiveMinimum": 0, "maximum": 50_000, "default": 1000},
-                         "category": {"type": "string", "minLength": 1, "maxLength": 64},
-                         "keyword": {"type": "string", "minLength": 1, "maxLength": 100},
-                         "limit": {"type": "integer", "minimum": 1, "maximum": 50, "default": 20}}, ["lat", "lon"]),
-        handler=lambda pack, a: _dump(pack.nearby(a["lat"], a["lon"], a["radius_m"], a.get("category"),
-                                                  a.get("keyword"), a["limit"])),
-        key_spec=KeySpec(coords=_POINT_PAIR, names=["category", "keyword"]),
-        replay_policy=ReplayPolicy(nearest=True, max_distance_m=25),
-    ),
-    ToolSpec(
-        name="search_stations",
-        description="EV charging stations within radius_m of a coordinate, nearest first.",
-        parameters=_obj({"lat": _LAT, "lon": _LON,
-                         "radius_m": {"type": "number", "exclusiveMinimum": 0, "maximum": 50_000, "default": 5000},
-                         "limit": {"type": "integer", "minimum": 1, "maximum": 50, "default": 20}}, ["lat", "lon"]),
-        handler=lambda pack, a: _dump(pack.stations(a["lat"], a["lon"], a["radius_m"], a["limit"])),
-        key_spec=KeySpec(coords=_POINT_PAIR),
-        replay_policy=ReplayPolicy(nearest=True, max_distance_m=25),
-    ),
-    ToolSpec(
-        name="distance",
-        description="Distance between two coordinates: great_circle (straight line), geodesic (WGS84 "
-                    "ellipsoid) or network (along the walk/bike/drive graph, with duration).",
-        parameters=_obj({"a": _POINT, "b": _POINT,
-                         "kind": {"type": "string", "enum": ["great_circle", "geodesic", "network"],
-                                  "default": "great_circle"},
-                         "mode": _MODE}, ["a", "b"]),
-        handler=lambda pack, a: _dump(pack.distance(_pt(a["a"]), _pt(a["b"]), a["kind"], a["mode"])),
-        key_spec=KeySpec(coords=[CoordField(name="a"), CoordField(name="b")]),
-        replay_policy=ReplayPolicy(),
-    ),
-]
+        "nearby": KeySpec(coords=_POINT_PAIR, names=["category", "keyword"]),
+        "search_stations": KeySpec(coords=_POINT_PAIR),
+        "distance": KeySpec(coords=[CoordField(name="a"), CoordField(name="b")]),
+    }
+    policies: ClassVar[dict[str, ReplayPolicy]] = {
+        "geocode": ReplayPolicy(fuzzy_names=True, fuzzy_threshold=90),
+        "reverse_geocode": ReplayPolicy(nearest=True, max_distance_m=25),
+        "route": ReplayPolicy(nearest=True, max_distance_m=50),
+        "nearby": ReplayPolicy(nearest=True, max_distance_m=25),
+        "search_stations": ReplayPolicy(nearest=True, max_distance_m=25),
+        "distance": ReplayPolicy(),
+    }
 
+    @tool(query=_NAME, city={"minLength": 1, "maxLength": 100}, limit={"minimum": 1, "maximum": 20})
+    def geocode(self, query: str, city: str | None = None, limit: int = 5) -> Any:
+        """Find places (POIs, streets, areas, addresses) by name. Returns matches with lat/lon and a score."""
+        return _dump(self.pack.geocode(query, city, limit))
 
-def default_registry() -> ToolRegistry:
-    return ToolRegistry([s.model_copy() for s in DEFAULT_TOOLS])
+    @tool(lat=_LAT, lon=_LON)
+    def reverse_geocode(self, lat: float, lon: float) -> Any:
+        """Address, nearest place, street and land use at a coordinate."""
+        return _dump(self.pack.reverse_geocode(lat, lon))
+
+    @tool(origin=_POINT_SHAPE, destination=_POINT_SHAPE, waypoints={"items": _POINT, "maxItems": 8},
+          avoid={"uniqueItems": True, "maxItems": 7, "default": ..., "items": ...})
+    def route(self, origin: dict[str, float], destination: dict[str, float],
+              waypoints: Sequence[dict[str, float]] = (), mode: Mode = "walk", avoid: Sequence[Avoid] = ()) -> Any:
+        """Route from origin to destination through optional waypoints, by walk, bike or drive. Returns distance
+        (m), duration (s), legs and turn-by-turn steps."""
+        return _dump(self.pack.route([_pt(origin), *(_pt(w) for w in waypoints), _pt(destination)], mode, avoid))
+
+    @tool(lat=_LAT, lon=_LON, radius_m={"exclusiveMinimum": 0, "maximum": 50_000},
+          category={"minLength": 1, "maxLength": 64}, keyword={"minLength": 1, "maxLength": 100},
+          limit={"minimum": 1, "maximum": 50})
+    def nearby(self, lat: float, lon: float, radius_m: float = 1000, category: str | None = None,
+               keyword: str | None = None, limit: int = 20) -> Any:
+        """Places within radius_m of a coordinate, nearest first; filter by OSM category (e.g. restaurant, cafe,
+        amenity=pharmacy) and/or a keyword in the name."""
+        return _dump(self.pack.nearby(lat, lon, radius_m, category, keyword, limit))
+
+    @tool(lat=_LAT, lon=_LON, radius_m={"exclusiveMinimum": 0, "maximum": 50_000}, limit={"minimum": 1, "maximum": 50})
+    def search_stations(self, lat: float, lon: float, radius_m: float = 5000, limit: int = 20) -> Any:
+        """EV charging stations within radius_m of a coordinate, nearest first."""
+        return _dump(self.pack.stations(lat, lon, radius_m, limit))
+
+    @tool(a=_POINT_SHAPE, b=_POINT_SHAPE)
+    def distance(self, a: dict[str, float], b: dict[str, float],
+                 kind: Literal["great_circle", "geodesic", "network"] = "great_circle", mode: Mode = "walk") -> Any:
+        """Distance between two coordinates: great_circle (straight line), geodesic (WGS84 ellipsoid) or network
+        (along the walk/bike/drive graph, with duration)."""
+        return _dump(self.pack.distance(_pt(a), _pt(b), kind, mode))
 
 
 class MapService:
     """Answers tool calls: validate, then replay store (hit / fuzzy), then map pack (pack), else miss.
 
-    `policies` overrides a tool's replay fallbacks (e.g. strict mode: ReplayPolicy() for every tool)."""
+    ``tools`` defaults to the rig's map tools over ``pack``; ``pack`` itself only bounds coordinates here.
+    ``policies`` overrides a tool's replay fallbacks (e.g. strict mode: ReplayPolicy() for every tool)."""
 
     def __init__(self, pack: Any | None = None, store: ReplayStore | None = None, provider: str = "rig",
-                 registry: ToolRegistry | None = None, policies: Mapping[str, ReplayPolicy] | None = None) -> None:
+                 tools: MapToolkit | None = None, policies: Mapping[str, ReplayPolicy] | None = None) -> None:
         self.pack = pack
         self.store = store
         self.provider = provider
-        self.registry = registry or default_registry()
-        self.policies = dict(policies or {})
+        self.tools = tools if tools is not None else MapTools(pack)
+        self.specs = {s.name: s for s in self.tools.specs()}
+        for spec in self.specs.values():
+            check_schema(spec.parameters)  # a keyword the validator does not know is a programming error
+        self.policies = {**self.tools.policies, **(policies or {})}
         self.counts: Counter[str] = Counter()  # answers by source, plus "error:<category>"
         if store is not None:
-            for spec in self.registry.specs():
-                store.register(provider, spec.name, spec.key_spec)
+            for name in self.specs:
+                store.register(provider, name, self.tools.key_specs.get(name, KeySpec()))
 
     def schemas(self) -> list[dict[str, Any]]:
-        return [s.openai_schema() for s in self.registry.specs()]
+        return [{"type": "function", "function": s.model_dump()} for s in self.specs.values()]
 
     def call(self, name: str, arguments: Any) -> ToolResult:
         try:
             result = self._call(name, arguments)
-        except Exception as exc:  # noqa: BLE001 - a tool call must never take the agent loop down
-            result = ToolResult(ok=False, tool=str(name), error=f"{type(exc).__name__}: {exc}",
-                                error_category="internal_error")
+        except Exception as exc:
+            result = ToolResult(ok=False, error=f"{type(exc).__name__}: {exc}", error_category="internal_error")
         self.counts[result.source or f"error:{result.error_category}"] += 1
         return result
 
     def _call(self, name: str, arguments: Any) -> ToolResult:
-        spec = self.registry.get(name) if isinstance(name, str) else None
+        spec = self.specs.get(name) if isinstance(name, str) else None
         if spec is None:
-            return ToolResult(ok=False, tool=str(name), error=f"unknown tool {name!r}; available: "
-                              f"{', '.join(self.registry.names())}", error_category="unknown_tool")
+            return ToolResult(ok=False, error=f"unknown tool {name!r}; available: {', '.join(self.specs)}",
+                              error_category="unknown_tool")
         if isinstance(arguments, str):  # some engines hand over the raw JSON text
             try:
                 arguments = json.loads(arguments) if arguments.strip() else {}
             except json.JSONDecodeError as exc:
-                return self._invalid(name, f"arguments are not valid JSON: {exc.msg}")
+                return self._invalid(f"arguments are not valid JSON: {exc.msg}")
         if arguments is None:
             arguments = {}
         try:
@@ -226,34 +168,34 @@ class MapService:
             check_coordinates(arguments, getattr(getattr(self.pack, "info", None), "extent", None))
             args = validate(arguments, spec.parameters)
         except ArgumentError as exc:
-            return self._invalid(name, str(exc))
+            return self._invalid(str(exc))
 
         miss = False
         if self.store is not None:
-            policy = self.policies.get(name, spec.replay_policy)
-            ans = self.store.get(self.provider, name, args, policy)
+            ans = self.store.get(self.provider, name, args, self.policies.get(name, ReplayPolicy()))
             if ans.label != "miss":
-                return ToolResult(ok=True, tool=name, data=ans.response, source=ans.label,
-                                  similarity=ans.similarity, distance_m=ans.distance_m, arguments=args)
+                return ToolResult(ok=True, data=ans.response, meta={
+                    "source": ans.label, "similarity": ans.similarity, "distance_m": ans.distance_m,
+                    "arguments": args})
             miss = True
-        if self.pack is None or spec.handler is None:
+        if not self.tools.answers_from_pack(name):
             why = "no recorded answer for these arguments" if miss else "no replay store or map pack configured"
-            return ToolResult(ok=False, tool=name, error=why, error_category="replay_miss", source="miss",
-                              arguments=args)
-        return self._from_pack(spec, args)
+            return ToolResult(ok=False, error=why, error_category="replay_miss",
+                              meta={"source": "miss", "arguments": args})
+        return self._from_pack(name, args)
 
-    def _from_pack(self, spec: ToolSpec, args: dict[str, Any]) -> ToolResult:
+    def _from_pack(self, name: str, args: dict[str, Any]) -> ToolResult:
         from rig.maps.routing import RoutingError
 
         try:
-            data = spec.handler(self.pack, args)
+            data = self.tools.method(name)(**args)  # type: ignore[misc]
         except RoutingError as exc:
-            return ToolResult(ok=False, tool=spec.name, error=str(exc), error_category="no_route", source="pack",
-                              arguments=args)
+            return ToolResult(ok=False, error=str(exc), error_category="no_route",
+                              meta={"source": "pack", "arguments": args})
         except ValueError as exc:
-            return self._invalid(spec.name, str(exc))
-        return ToolResult(ok=True, tool=spec.name, data=data, source="pack", arguments=args)
+            return self._invalid(str(exc))
+        return ToolResult(ok=True, data=data, meta={"source": "pack", "arguments": args})
 
     @staticmethod
-    def _invalid(name: str, message: str) -> ToolResult:
-        return ToolResult(ok=False, tool=name, error=message, error_category="invalid_arguments")
+    def _invalid(message: str) -> ToolResult:
+        return ToolResult(ok=False, error=message, error_category="invalid_arguments")

@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from rig.agents.loop import ExecResult, run_tool_loop
-from rig.records import ChatRequest, Message, Sampling
+from rig.agents.loop import run_tool_loop
+from rig.records import ChatRequest, Message, Sampling, ToolResult
 from tests.agents.test_toolmode import FINISH, ROUTE
 from tests.fakes import FakeEngine
 
@@ -21,9 +21,9 @@ def script(*replies: str):  # type: ignore[no-untyped-def]
 def run(engine: FakeEngine, execute=None, **kw):  # type: ignore[no-untyped-def]
     calls: list[tuple[str, dict]] = []
 
-    def default(name: str, args: dict) -> ExecResult:
+    def default(name: str, args: dict) -> ToolResult:
         calls.append((name, args))
-        return ExecResult(ok=True, data={"distance_m": 1200}, source="pack")
+        return ToolResult(ok=True, data={"distance_m": 1200}, meta={"source": "pack"})
 
     kw.setdefault("mode", "prompt")
     out = asyncio.run(run_tool_loop(engine, [Message(role="user", content="Plan a route.")], [ROUTE, FINISH],
@@ -40,7 +40,7 @@ def test_tool_then_final_answer() -> None:
     out, calls = run(eng)
     assert out.stop == "final" and out.final == {"answer": "1.2 km"} and out.steps == 2
     assert calls == [("route", {"lat": 60.1, "lon": 24.9})]
-    assert [c.name for c in out.tool_calls] == ["route", "finish"] and out.tool_calls[0].source == "pack"
+    assert [c.name for c in out.tool_calls] == ["route", "finish"] and out.tool_calls[0].meta == {"source": "pack"}
     assert out.tool_calls[0].answer == {"distance_m": 1200} and out.tool_calls[0].step == 0
     assert "1200" in eng.calls[-1]  # the observation reached the model
     assert len(out.generations) == 2 and all(g.parse_status == "ok" for g in out.generations)
@@ -64,8 +64,8 @@ def test_step_budget() -> None:
 
 
 def test_tool_errors_and_invalid_final_answers_are_observations_not_exceptions() -> None:
-    def execute(name: str, args: dict) -> ExecResult:
-        return ExecResult(ok=False, error="lat out of range", error_category="invalid_arguments")
+    def execute(name: str, args: dict) -> ToolResult:
+        return ToolResult(ok=False, error="lat out of range", error_category="invalid_arguments")
 
     eng = FakeEngine(script(call("route", lat=99, lon=2), call("finish", wrong=1), call("finish", answer="x")))
     out, _ = run(eng, execute=execute)
@@ -78,15 +78,16 @@ def test_tool_errors_and_invalid_final_answers_are_observations_not_exceptions()
 
 
 def test_one_call_per_turn_extra_calls_are_recorded_as_skipped() -> None:
-    both = json.dumps([{"name": "route", "arguments": {"lat": 1, "lon": 2}}, {"name": "finish", "arguments": {"answer": "x"}}])
+    both = json.dumps([{"name": "route", "arguments": {"lat": 1, "lon": 2}},
+                       {"name": "finish", "arguments": {"answer": "x"}}])
     out, calls = run(FakeEngine(script(both, call("finish", answer="y"))))
     assert len(calls) == 1 and out.final == {"answer": "y"}
     assert [c.error_category for c in out.tool_calls] == ["skipped", None, None]
 
 
 def test_async_executor_and_engine_error() -> None:
-    async def execute(name: str, args: dict) -> ExecResult:
-        return ExecResult(ok=True, data="fine")
+    async def execute(name: str, args: dict) -> ToolResult:
+        return ToolResult(ok=True, data="fine")
 
     out, _ = run(FakeEngine(script(call("route", lat=1, lon=2), call("finish", answer="z"))), execute=execute)
     assert out.tool_calls[0].answer == "fine" and out.stop == "final"
@@ -119,7 +120,7 @@ def test_real_model_constrained_calls_always_parse(gemma_engine, mode: str) -> N
     """Under a grammar the weak embedded model still produces a well-formed call every turn."""
     out = asyncio.run(run_tool_loop(
         gemma_engine, [Message(role="user", content="Find the walking route from 60.17,24.94, then answer.")],
-        [ROUTE, FINISH], lambda n, a: ExecResult(ok=True, data={"distance_m": 950}), final_tool="finish", mode=mode,
+        [ROUTE, FINISH], lambda n, a: ToolResult(ok=True, data={"distance_m": 950}), final_tool="finish", mode=mode,
         sampling=Sampling(max_tokens=96), max_steps=3))
     assert out.format_errors == 0 and out.steps >= 1
     assert all(g.parse_status == "ok" for g in out.generations)

@@ -79,7 +79,7 @@ def test_extract_calls_prefers_engine_parsed_calls_in_native_mode() -> None:
     ("prompt", "<tool_call>{not json}</tool_call>", "parse_error"),
 ])
 def test_extract_calls_classifies_failures(mode: str, text: str, status: str) -> None:
-    calls, got, why = extract_calls(gen(text), [ROUTE, FINISH], mode)
+    _calls, got, why = extract_calls(gen(text), [ROUTE, FINISH], mode)
     assert got == status and why
 
 

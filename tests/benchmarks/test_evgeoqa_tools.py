@@ -10,8 +10,15 @@ import pytest
 from rig.agents.toolmode import envelope_schema
 from rig.benchmarks.evgeoqa.data import NOISE_CATEGORIES, Setting, Station, poi_categories
 from rig.benchmarks.evgeoqa.generator import setting_for
-from rig.benchmarks.evgeoqa.tools import (CAL_DISTANCE, CHANGE_LOCATION, FINAL, SEARCH_POIS, SEARCH_STATIONS,
-                                          GeoRoverExecutor, tool_specs)
+from rig.benchmarks.evgeoqa.tools import (
+    CAL_DISTANCE,
+    CHANGE_LOCATION,
+    FINAL,
+    SEARCH_POIS,
+    SEARCH_STATIONS,
+    GeoRoverExecutor,
+    tool_specs,
+)
 from rig.benchmarks.evgeoqa.world import PackWorld, PoiHit, UpstreamWorld
 from rig.decoding.gbnf import json_schema_to_gbnf
 from rig.decoding.validate import validate
@@ -110,6 +117,9 @@ def test_cal_distance_is_the_driving_distance(world: PackWorld) -> None:
     (CHANGE_LOCATION, {"distance": True, "direction": "N"}, "invalid_arguments", "distance"),
     (CHANGE_LOCATION, {"distance": 100, "direction": "up"}, "invalid_arguments", "N, E, S, W"),
     (CHANGE_LOCATION, {"distance": 100}, "invalid_arguments", "missing"),
+    (CHANGE_LOCATION, {"start_location": None, "distance": 100, "direction": "N"}, "invalid_arguments",
+     "start_location: expected [lon, lat]"),  # an explicit null is not a left-out argument
+    ("Final_Answer", {"stations": ["s1"]}, "unknown_tool", "unknown tool"),  # the loop ends on it; never executed
     (CHANGE_LOCATION, {"distance": 50_000, "direction": "N"}, "out_of_area", "leaves the map"),
     (CAL_DISTANCE, {"coord1": [24.94, 60.17]}, "invalid_arguments", "missing"),
     ("Search_Everything", {}, "unknown_tool", "unknown tool"),

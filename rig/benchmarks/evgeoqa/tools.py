@@ -6,23 +6,25 @@ Departures, all documented in the README: ``start_location`` may be left out (th
 position, which is the state ChangeLocation moves), station records carry a ``station_id`` (the final answer names
 stations by id), and a coordinate may also be written as the ``"lon,lat"`` string that Search_Stations returns.
 
-Every failure is an ``ExecResult(ok=False)`` with a category, never an exception: ``invalid_arguments`` (malformed or
+Every failure is a ``ToolResult(ok=False)`` with a category, never an exception: ``invalid_arguments`` (malformed or
 missing arguments, swapped coordinates), ``out_of_area`` (a point or a move outside the map), ``no_route``,
 ``unknown_tool``.
 """
 
 from __future__ import annotations
 
+import inspect
 import math
 import re
 from collections import Counter
-from typing import Any
+from types import SimpleNamespace
+from typing import Any, Literal
 
-from rig.agents.loop import ExecResult
+from rig.agents.toolkit import Toolkit, tool
 from rig.benchmarks.evgeoqa.data import Setting, Station
 from rig.benchmarks.evgeoqa.world import NoRoute, World
 from rig.maps.dialects import georover_distance, georover_move
-from rig.records import ToolSpec
+from rig.records import ToolResult, ToolSpec
 
 SEARCH_STATIONS = "Search_Stations"
 SEARCH_POIS = "Search_Nearby_POI"
@@ -33,49 +35,25 @@ TOOL_NAMES = (SEARCH_STATIONS, SEARCH_POIS, CHANGE_LOCATION, CAL_DISTANCE)
 MAX_ANSWER = 3  # Hits@1/2/3 read the first three stations
 MAX_MOVE_M = 100_000.0
 
-_COORD = {"type": "array", "items": {"type": "number"}, "minItems": 2, "maxItems": 2,
-          "description": "[longitude, latitude]"}
 _DIRECTIONS = {"N": "N", "NORTH": "N", "S": "S", "SOUTH": "S", "E": "E", "EAST": "E", "W": "W", "WEST": "W"}
 _UNITS = {"": 1.0, "m": 1.0, "meter": 1.0, "meters": 1.0, "metre": 1.0, "metres": 1.0, "km": 1000.0,
           "kilometer": 1000.0, "kilometers": 1000.0, "kilometre": 1000.0, "kilometres": 1000.0}
 _DISTANCE_RE = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*([a-zA-Z]*)\s*$")
 
 
-def _obj(props: dict[str, Any], required: list[str]) -> dict[str, Any]:
-    return {"type": "object", "properties": props, "required": required, "additionalProperties": False}
-
-
 def tool_specs(setting: Setting) -> list[ToolSpec]:
     """The four exploration tools and the final answer, with the radii of this dataset in their descriptions."""
-    rs, rw = round(setting.search_radius_m), round(setting.walk_radius_m)
-    dist = "driving distance" if setting.distance == "drive" else "distance (geodesic)"
-    return [
-        ToolSpec(name=SEARCH_STATIONS,
-                 description=f"List the EV charging stations within {rs} meters of a coordinate, nearest first, "
-                             "with station_id, name, coord (\"lon,lat\") and straight-line distance.",
-                 parameters=_obj({"coord": _COORD}, ["coord"])),
-        ToolSpec(name=SEARCH_POIS,
-                 description=f"List the places (POIs) within walking distance ({rw} meters) of a coordinate, "
-                             f"nearest first, at most {setting.poi_cap}, with name, type and distance.",
-                 parameters=_obj({"coord": _COORD}, ["coord"])),
-        ToolSpec(name=CHANGE_LOCATION,
-                 description="Move from start_location (default: your current location) by a distance in meters "
-                             "due north (N), east (E), south (S) or west (W); returns new_location [lon, lat].",
-                 parameters=_obj({"start_location": _COORD,
-                                  "distance": {"anyOf": [{"type": "number"}, {"type": "string", "maxLength": 24}],
-                                               "description": "meters"},
-                                  "direction": {"type": "string", "enum": ["N", "E", "S", "W"]}},
-                                 ["distance", "direction"])),
-        ToolSpec(name=CAL_DISTANCE,
-                 description=f"The {dist} in meters between two coordinates.",
-                 parameters=_obj({"coord1": _COORD, "coord2": _COORD}, ["coord1", "coord2"])),
-        ToolSpec(name=FINAL,
-                 description=f"Give the final answer: up to {MAX_ANSWER} station_id values from Search_Stations, "
-                             "best station first.",
-                 parameters=_obj({"stations": {"type": "array", "minItems": 1, "maxItems": MAX_ANSWER,
-                                               "items": {"type": "string", "minLength": 1, "maxLength": 64}}},
-                                 ["stations"])),
-    ]
+    return GeoRoverExecutor.tool_specs(_quoted(setting))
+
+
+def _quoted(setting: Setting) -> SimpleNamespace:
+    """The setting's values as the tool descriptions quote them."""
+    return SimpleNamespace(search_m=round(setting.search_radius_m), walk_m=round(setting.walk_radius_m),
+                           poi_cap=setting.poi_cap, max_answer=MAX_ANSWER,
+                           distance="driving distance" if setting.distance == "drive" else "distance (geodesic)")
+
+
+_COORD = {"minItems": 2, "maxItems": 2}  # a [lon, lat] pair; the executor also takes "lon,lat"
 
 
 class ArgError(ValueError):
@@ -92,9 +70,12 @@ def _lonlat_str(lat: float, lon: float) -> str:
     return f"{lon:.6f},{lat:.6f}"
 
 
-class GeoRoverExecutor:
+class GeoRoverExecutor(Toolkit):
     """Answers one episode's tool calls and remembers what the agent did: its position, moves, where it searched,
-    which stations and POIs it has seen (the evidence the error analysis needs)."""
+    which stations and POIs it has seen (the evidence the error analysis needs).
+
+    The tools check their arguments themselves, more leniently than their schemas say (a coordinate may be the
+    ``"lon,lat"`` string Search_Stations returns, a distance a string with a unit)."""
 
     def __init__(self, world: World, user_lat: float, user_lon: float) -> None:
         self.world = world
@@ -107,21 +88,30 @@ class GeoRoverExecutor:
         self.calls: Counter[str] = Counter()
         self.errors: Counter[str] = Counter()
 
-    def __call__(self, name: str, arguments: Any) -> ExecResult:
+    def specs(self) -> list[ToolSpec]:
+        return self.tool_specs(_quoted(self.world.setting))
+
+    def __call__(self, name: str, arguments: Any) -> ToolResult:
         self.calls[name] += 1
         try:
-            if name not in TOOL_NAMES:
+            method = self.method(name) if name in TOOL_NAMES else None
+            if method is None:
                 raise ArgError(f"unknown tool {name!r}; use one of {', '.join((*TOOL_NAMES, FINAL))}", "unknown_tool")
             if not isinstance(arguments, dict):
                 raise ArgError("arguments must be a JSON object")
-            res = getattr(self, "_" + name.lower())(arguments)
+            params = inspect.signature(method).parameters
+            self._only(arguments, tuple(params), tuple(k for k, p in params.items() if p.default is p.empty))
+            for k, v in arguments.items():
+                if v is None and params[k].default is None:
+                    self._point(v, k)  # an explicit null is a malformed coordinate, not a left-out one
+            res = method(**arguments)
         except ArgError as exc:
             self.errors[exc.category] += 1
-            return ExecResult(ok=False, error=str(exc), error_category=exc.category)
+            return ToolResult(ok=False, error=str(exc), error_category=exc.category)
         except NoRoute as exc:
             self.errors["no_route"] += 1
-            return ExecResult(ok=False, error=str(exc), error_category="no_route")
-        return ExecResult(ok=True, data=res, source=self.world.source)
+            return ToolResult(ok=False, error=str(exc), error_category="no_route")
+        return ToolResult(ok=True, data=res, meta={"source": self.world.source} if self.world.source else {})
 
     # -- argument checks ---------------------------------------------------------------------------------
 
@@ -185,9 +175,15 @@ class GeoRoverExecutor:
 
     # -- tools -------------------------------------------------------------------------------------------
 
-    def _search_stations(self, args: dict[str, Any]) -> list[dict[str, Any]]:
-        self._only(args, ("coord",), ("coord",))
-        lat, lon = self._point(args["coord"], "coord")
+    @tool(SEARCH_STATIONS, coord=_COORD)
+    def search_stations(self, coord: list[float]) -> list[dict[str, Any]]:
+        """List the EV charging stations within {kit.search_m} meters of a coordinate, nearest first, with
+        station_id, name, coord ("lon,lat") and straight-line distance.
+
+        Args:
+            coord: [longitude, latitude]
+        """
+        lat, lon = self._point(coord, "coord")
         self.searches.append({"tool": SEARCH_STATIONS, "lat": lat, "lon": lon})
         out = []
         for s, d in self.world.stations_near(lat, lon):
@@ -196,9 +192,15 @@ class GeoRoverExecutor:
                         "coord": _lonlat_str(s.lat, s.lon), "station_distance": _meters(d)})
         return out
 
-    def _search_nearby_poi(self, args: dict[str, Any]) -> list[dict[str, Any]]:
-        self._only(args, ("coord",), ("coord",))
-        lat, lon = self._point(args["coord"], "coord")
+    @tool(SEARCH_POIS, coord=_COORD)
+    def search_nearby_poi(self, coord: list[float]) -> list[dict[str, Any]]:
+        """List the places (POIs) within walking distance ({kit.walk_m} meters) of a coordinate, nearest first, at
+        most {kit.poi_cap}, with name, type and distance.
+
+        Args:
+            coord: [longitude, latitude]
+        """
+        lat, lon = self._point(coord, "coord")
         self.searches.append({"tool": SEARCH_POIS, "lat": lat, "lon": lon})
         out = []
         for p in self.world.pois_near(lat, lon):
@@ -207,11 +209,19 @@ class GeoRoverExecutor:
                         "poi_distance": _meters(p.distance_m)})
         return out
 
-    def _change_current_location(self, args: dict[str, Any]) -> dict[str, Any]:
-        self._only(args, ("start_location", "distance", "direction"), ("distance", "direction"))
-        start = self._point(args["start_location"], "start_location") if "start_location" in args else self.position
-        d = self._distance(args["distance"])
-        direction = args["direction"]
+    @tool(CHANGE_LOCATION, start_location=_COORD,
+          distance={"anyOf": [{"type": "number"}, {"type": "string", "maxLength": 24}]})
+    def change_current_location(self, start_location: list[float] | None = None, *, distance: float | str,
+                                direction: Literal["N", "E", "S", "W"]) -> dict[str, Any]:
+        """Move from start_location (default: your current location) by a distance in meters due north (N), east
+        (E), south (S) or west (W); returns new_location [lon, lat].
+
+        Args:
+            start_location: [longitude, latitude]
+            distance: meters
+        """
+        start = self._point(start_location, "start_location") if start_location is not None else self.position
+        d = self._distance(distance)
         if not isinstance(direction, str) or direction.strip().upper() not in _DIRECTIONS:
             raise ArgError(f"direction: {str(direction)[:20]!r} is not one of N, E, S, W")
         moved = georover_move(start[0], start[1], d, _DIRECTIONS[direction.strip().upper()])
@@ -224,11 +234,22 @@ class GeoRoverExecutor:
         self.position = (lat, lon)
         return moved
 
-    def _cal_distance(self, args: dict[str, Any]) -> dict[str, str]:
-        self._only(args, ("coord1", "coord2"), ("coord1", "coord2"))
-        a = self._point(args["coord1"], "coord1")
-        b = self._point(args["coord2"], "coord2")
-        return georover_distance(self.world.distance(a, b))
+    @tool(CAL_DISTANCE, coord1=_COORD, coord2=_COORD)
+    def cal_distance(self, coord1: list[float], coord2: list[float]) -> dict[str, str]:
+        """The {kit.distance} in meters between two coordinates.
+
+        Args:
+            coord1: [longitude, latitude]
+            coord2: [longitude, latitude]
+        """
+        return georover_distance(self.world.distance(self._point(coord1, "coord1"), self._point(coord2, "coord2")))
+
+    @tool(FINAL, stations={"minItems": 1, "maxItems": MAX_ANSWER,
+                           "items": {"type": "string", "minLength": 1, "maxLength": 64}})
+    def final_answer(self, stations: list[str]) -> list[str]:
+        """Give the final answer: up to {kit.max_answer} station_id values from Search_Stations, best station
+        first."""
+        return stations  # the loop ends the episode on this call; it is never executed
 
     def trace(self) -> dict[str, Any]:
         """What the plot and the error analysis read back from the episode's output."""

@@ -29,7 +29,7 @@ from rig.benchmarks.mobilitybench.scoring.paper import tool_actions
 from rig.benchmarks.mobilitybench.scoring.records import Call, Prediction
 from rig.benchmarks.mobilitybench.tools import STRATEGIES_EN, agent_tools
 from rig.engines.base import Engine
-from rig.records import ChatRequest, Generation, Message, Sampling, ToolCall, ToolSpec
+from rig.records import ChatRequest, Generation, Message, Sampling, ToolCall, ToolResult, ToolSpec
 
 FINAL = "final_answer"
 PLAN = "make_plan"
@@ -223,8 +223,8 @@ async def run_plan_execute(engine: Engine, case: Any, service: Any, *, mode: str
     # Planner
     plan_out = await run_tool_loop(engine, [Message(role="system", content=PLANNER_SYSTEM.format(labels=LABELS, context=ctx)),
                                             Message(role="user", content=case.query)],
-                                   [PLAN_TOOL], lambda n, a: None, final_tool=PLAN, mode=mode, sampling=sampling,
-                                   max_steps=1)
+                                   [PLAN_TOOL], lambda n, a: ToolResult(ok=False), final_tool=PLAN, mode=mode,
+                                   sampling=sampling, max_steps=1)
     gens += plan_out.generations
     if plan_out.stop == "engine_error":
         return _pe_done(run, "engine_error", plan_out.error, None, None)
@@ -265,10 +265,10 @@ async def run_plan_execute(engine: Engine, case: Any, service: Any, *, mode: str
                                         error="skipped: one tool call per turn", error_category="skipped"))
                 res = service.call(call.name, call.arguments)
                 ok = bool(res.ok)
-                src = res.source if res.source in ("hit", "fuzzy", "miss", "pack") else "none"
                 tcs.append(ToolCall(name=call.name, arguments=call.arguments, verdict="valid" if ok else "invalid",
                                     answer=res.data if ok else None, error=res.error,
-                                    error_category=res.error_category, step=si, source=src))
+                                    error_category=res.error_category, step=si,
+                                    meta={"source": res.source} if res.source else {}))
                 failed += 0 if ok else 1
                 merged += [assistant_turn(gen, calls),
                            observation(call.name, res.data if ok else {"error": res.error}, mode)]
@@ -278,8 +278,8 @@ async def run_plan_execute(engine: Engine, case: Any, service: Any, *, mode: str
     # Reporter
     rep_msgs = [Message(role="system", content=REPORTER_SYSTEM.format(context=ctx))] + history[1:] + [
         Message(role="user", content="Now give the final answer.")]
-    rep = await run_tool_loop(engine, rep_msgs, [REPORT_TOOL], lambda n, a: None, final_tool=FINAL, mode=mode,
-                              sampling=sampling, max_steps=1)
+    rep = await run_tool_loop(engine, rep_msgs, [REPORT_TOOL], lambda n, a: ToolResult(ok=False), final_tool=FINAL,
+                              mode=mode, sampling=sampling, max_steps=1)
     gens += rep.generations
     final = rep.final
     if rep.stop == "engine_error":

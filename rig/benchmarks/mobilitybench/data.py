@@ -150,7 +150,7 @@ def resolve(data: Path, pack: Any) -> ResolvedPack:
                 res = service.call(name, args)
                 if not res.ok:
                     raise DataError(f"{cw}: the ground-truth call fails on this map pack: {res.error}")
-                resp, full = res.data, res.arguments or args
+                resp, full = res.data, res.meta.get("arguments") or args
             entries.append((name, full, resp))
             program.append({"name": name, "arguments": args})
             answers.append(resp)

@@ -12,29 +12,31 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Any
+from collections import Counter
+from collections.abc import Sequence
+from typing import Any, ClassVar, Literal
 
+from rig.agents.toolkit import tool
 from rig.maps import dialects as D
 from rig.maps.geo import compass
 from rig.maps.replay import CoordField, KeySpec, ReplayPolicy, ReplayStore
-from rig.maps.tools import MapService, ToolRegistry, ToolResult, ToolSpec
-from rig.records import ToolSpec as AgentToolSpec
+from rig.maps.tools import MapService, MapToolkit
+from rig.records import ToolResult, ToolSpec
 
 PROVIDER = "mobilitybench"
 TOOL_NAMES: tuple[str, ...] = ("query_poi", "driving_route", "walking_route", "bicycling_route", "bus_route",
                                "weather_query", "search_around_poi", "reverse_geocoding", "traffic_status")
 ROUTE_TOOLS = ("driving_route", "walking_route", "bicycling_route", "bus_route")
-ROUTE_MODE = {"driving_route": "drive", "walking_route": "walk", "bicycling_route": "bike"}
 # The ground truth of the upstream data names the traffic tool differently from the sandbox.
 GT_ALIASES = {"traffic_status_road_api": "traffic_status"}
 
 # Driving preferences: the reference's six options, in English for the authored pack (same order).
 STRATEGIES_ZH = ("躲避拥堵", "高速优先", "不走高速", "少收费", "大路优先", "速度最快")
 STRATEGIES_EN = ("avoid_congestion", "highways_first", "avoid_highways", "avoid_tolls", "main_roads_first", "fastest")
-STRATEGY_ZH_TO_EN = dict(zip(STRATEGIES_ZH, STRATEGIES_EN))
+STRATEGY_ZH_TO_EN = dict(zip(STRATEGIES_ZH, STRATEGIES_EN, strict=True))
 # What the offline router can honour; the others return the default route (no live traffic, no road classes).
-STRATEGY_AVOID = {"avoid_highways": ["highways"], "avoid_tolls": ["tolls"], "不走高速": ["highways"], "少收费": ["tolls"]}
-BUS_STRATEGIES = ("0", "1", "2", "3", "4", "5", "7", "8")
+STRATEGY_AVOID = {"avoid_highways": ["highways"], "avoid_tolls": ["tolls"],
+                  "不走高速": ["highways"], "少收费": ["tolls"]}
 NEAREST_M = 100.0  # nearest-coordinate fallback bound (the reference's 0.001 degree box is ~55-111 m here)
 FUZZY_NAME = 85.0
 
@@ -42,60 +44,13 @@ _COORD = "a coordinate as the string \"lon,lat\" (longitude first), e.g. \"24.94
 
 
 def _s(desc: str, **kw: Any) -> dict[str, Any]:
-    return {"type": "string", "description": desc, **kw}
-
-
-def _obj(props: dict[str, Any], required: list[str]) -> dict[str, Any]:
-    return {"type": "object", "properties": props, "required": required, "additionalProperties": False}
+    """A string argument's schema keys beyond its type: the reference puts the description first."""
+    return {"description": desc, **kw}
 
 
 def schemas(lang: str = "en") -> dict[str, tuple[str, dict[str, Any]]]:
     """name -> (description, JSON schema), in the reference's registration order."""
-    strategies = list(STRATEGIES_ZH if lang == "zh" else STRATEGIES_EN)
-    od = {"origin": _s("start, " + _COORD), "destination": _s("end, " + _COORD)}
-    return {
-        "query_poi": ("Find a place (POI, address, landmark) by name; returns its location \"lon,lat\", name and "
-                      "address.",
-                      _obj({"keywords": _s("place name or keywords", minLength=2, maxLength=200),
-                            "city": _s("city to search in", maxLength=50)}, ["keywords"])),
-        "driving_route": ("Driving route from origin to destination, optionally through waypoints and with up to two "
-                          f"route preferences ({', '.join(strategies)}). Returns distance (m), duration (s) and steps.",
-                          _obj({**od,
-                                "strategy": {"type": "array", "items": {"type": "string", "enum": strategies},
-                                             "maxItems": 2, "uniqueItems": True, "default": [],
-                                             "description": "route preferences"},
-                                "waypoints": {"type": "array", "items": _s(_COORD), "maxItems": 5, "default": [],
-                                              "description": "intermediate stops in visiting order"}},
-                               ["origin", "destination"])),
-        "walking_route": ("Walking route from origin to destination: distance (m), duration (s), steps.",
-                          _obj(dict(od), ["origin", "destination"])),
-        "bicycling_route": ("Cycling route from origin to destination: distance (m), duration (s), steps.",
-                            _obj(dict(od), ["origin", "destination"])),
-        "bus_route": ("Public-transit plans (bus, tram, metro, train) from origin to destination; each plan lists its "
-                      "lines, transfers, walking distance and total duration.",
-                      _obj({**od, "strategy": _s("transit preference: 0 fastest, 1 cheapest, 2 fewest transfers, "
-                                                 "3 least walking, 5 no metro", enum=list(BUS_STRATEGIES),
-                                                 default="0")}, ["origin", "destination"])),
-        "weather_query": ("Current weather (or the forecast) for a city.",
-                          _obj({"city": _s("city name", minLength=1, maxLength=50),
-                                "need_forecast": {"type": "boolean", "default": False,
-                                                  "description": "true for the coming days' forecast"}}, ["city"])),
-        "search_around_poi": ("Places of a kind (keywords: a category or name, e.g. cafe, pharmacy) around a "
-                              "location, nearest first.",
-                              _obj({"location": _s("centre, " + _COORD),
-                                    "keywords": _s("category or name to look for", minLength=1, maxLength=100),
-                                    "radius": {"type": "integer", "minimum": 1, "maximum": 50000, "default": 10000,
-                                               "description": "search radius in metres"}}, ["location"])),
-        "reverse_geocoding": ("Address at a coordinate (e.g. the user's current location).",
-                              _obj({"longitude": _s("longitude as a decimal string"),
-                                    "latitude": _s("latitude as a decimal string"),
-                                    "radius": {"type": "integer", "minimum": 1, "maximum": 50000, "default": 1000,
-                                               "description": "search radius in metres"}},
-                                   ["longitude", "latitude"])),
-        "traffic_status": ("Current traffic on a named road in a city.",
-                           _obj({"name": _s("road name", minLength=1, maxLength=100),
-                                 "city": _s("city name", minLength=1, maxLength=50)}, ["name", "city"])),
-    }
+    return {t.name: (t.description, t.parameters) for t in MobilityTools(lang).specs()}
 
 
 def _route_key(many: bool = True) -> KeySpec:
@@ -223,46 +178,109 @@ def _compact_route(resp: dict[str, Any], route: Any = None) -> dict[str, Any]:
     return resp
 
 
-def _route_handler(tool: str):  # type: ignore[no-untyped-def]
-    def run(pack: Any, a: dict[str, Any]) -> Any:
-        pts = [parse_lonlat(a["origin"]), *(parse_lonlat(w) for w in a.get("waypoints", [])),
-               parse_lonlat(a["destination"])]
-        avoid = sorted({x for s in a.get("strategy", []) for x in STRATEGY_AVOID.get(s, [])})
-        route = pack.route(pts, ROUTE_MODE[tool], avoid)
-        return D.mobility_envelope(True, _compact_route(D.amap_direction(route), route))
-    return run
-
-
-def _poi(pack: Any, a: dict[str, Any]) -> Any:
-    return D.mobility_query_poi(D.plain(pack.geocode(a["keywords"], None, 1)))
-
-
-def _around(pack: Any, a: dict[str, Any]) -> Any:
-    lat, lon = parse_lonlat(a["location"])  # type: ignore[misc]
-    return D.mobility_search_around(D.plain(pack.nearby(lat, lon, a["radius"], None, a.get("keywords"), 10)))
-
-
-def _regeo(pack: Any, a: dict[str, Any]) -> Any:
-    return D.mobility_reverse_geocoding(pack.reverse_geocode(float(a["latitude"]), float(a["longitude"])))
-
-
-HANDLERS = {"query_poi": _poi, "driving_route": _route_handler("driving_route"),
-            "walking_route": _route_handler("walking_route"), "bicycling_route": _route_handler("bicycling_route"),
-            "search_around_poi": _around, "reverse_geocoding": _regeo}
+BusStrategy = Literal["0", "1", "2", "3", "4", "5", "7", "8"]
 RECORDED_ONLY = ("bus_route", "weather_query", "traffic_status")
+_OD = {"origin": _s("start, " + _COORD), "destination": _s("end, " + _COORD)}
 
 
-def registry(lang: str = "en", with_handlers: bool = True) -> ToolRegistry:
-    specs = []
-    for name, (desc, params) in schemas(lang).items():
-        specs.append(ToolSpec(name=name, description=desc, parameters=params,
-                              handler=HANDLERS.get(name) if with_handlers else None,
-                              key_spec=KEY_SPECS[name], replay_policy=POLICIES[name]))
-    return ToolRegistry(specs)
+class MobilityTools(MapToolkit):
+    """The nine sandbox tools in the reference's registration order; with a pack, the six it can answer are
+    answered from it (``sandbox=pack``, and building the replay store)."""
+
+    key_specs: ClassVar[dict[str, KeySpec]] = KEY_SPECS
+    policies: ClassVar[dict[str, ReplayPolicy]] = POLICIES
+    recorded_only: ClassVar[tuple[str, ...]] = RECORDED_ONLY
+
+    def __init__(self, lang: str = "en", pack: Any = None) -> None:
+        super().__init__(pack)
+        self.lang = lang
+        self.strategies = list(STRATEGIES_ZH if lang == "zh" else STRATEGIES_EN)
+
+    @tool(keywords=_s("place name or keywords", minLength=2, maxLength=200), city=_s("city to search in", maxLength=50))
+    def query_poi(self, keywords: str, city: str | None = None) -> Any:
+        """Find a place (POI, address, landmark) by name; returns its location "lon,lat", name and address."""
+        return D.mobility_query_poi(D.plain(self.pack.geocode(keywords, None, 1)))
+
+    @tool(**_OD, strategy={"items": lambda kit: {"type": "string", "enum": kit.strategies}, "maxItems": 2,
+                           "uniqueItems": True},
+          waypoints={"items": {"type": "string", **_s(_COORD)}, "maxItems": 5})
+    def driving_route(self, origin: str, destination: str, strategy: Sequence[str] = (),
+                      waypoints: Sequence[str] = ()) -> Any:
+        """Driving route from origin to destination, optionally through waypoints and with up to two route
+        preferences ({kit.strategy_list}). Returns distance (m), duration (s) and steps.
+
+        Args:
+            strategy: route preferences
+            waypoints: intermediate stops in visiting order
+        """
+        avoid = sorted({x for s in strategy for x in STRATEGY_AVOID.get(s, [])})
+        return self._route("drive", origin, destination, waypoints, avoid)
+
+    @tool(**_OD)
+    def walking_route(self, origin: str, destination: str) -> Any:
+        """Walking route from origin to destination: distance (m), duration (s), steps."""
+        return self._route("walk", origin, destination)
+
+    @tool(**_OD)
+    def bicycling_route(self, origin: str, destination: str) -> Any:
+        """Cycling route from origin to destination: distance (m), duration (s), steps."""
+        return self._route("bike", origin, destination)
+
+    @tool(**_OD, strategy=_s("transit preference: 0 fastest, 1 cheapest, 2 fewest transfers, 3 least walking, "
+                             "5 no metro", enum=...))
+    def bus_route(self, origin: str, destination: str, strategy: BusStrategy = "0") -> Any:
+        """Public-transit plans (bus, tram, metro, train) from origin to destination; each plan lists its lines,
+        transfers, walking distance and total duration."""
+        raise NotImplementedError("recorded answers only")
+
+    @tool(city=_s("city name", minLength=1, maxLength=50))
+    def weather_query(self, city: str, need_forecast: bool = False) -> Any:
+        """Current weather (or the forecast) for a city.
+
+        Args:
+            need_forecast: true for the coming days' forecast
+        """
+        raise NotImplementedError("recorded answers only")
+
+    @tool(location=_s("centre, " + _COORD), keywords=_s("category or name to look for", minLength=1, maxLength=100),
+          radius={"minimum": 1, "maximum": 50000})
+    def search_around_poi(self, location: str, keywords: str | None = None, radius: int = 10000) -> Any:
+        """Places of a kind (keywords: a category or name, e.g. cafe, pharmacy) around a location, nearest first.
+
+        Args:
+            radius: search radius in metres
+        """
+        lat, lon = parse_lonlat(location)  # type: ignore[misc]
+        return D.mobility_search_around(D.plain(self.pack.nearby(lat, lon, radius, None, keywords, 10)))
+
+    @tool(longitude=_s("longitude as a decimal string"), latitude=_s("latitude as a decimal string"),
+          radius={"minimum": 1, "maximum": 50000})
+    def reverse_geocoding(self, longitude: str, latitude: str, radius: int = 1000) -> Any:
+        """Address at a coordinate (e.g. the user's current location).
+
+        Args:
+            radius: search radius in metres
+        """
+        return D.mobility_reverse_geocoding(self.pack.reverse_geocode(float(latitude), float(longitude)))
+
+    @tool(name=_s("road name", minLength=1, maxLength=100), city=_s("city name", minLength=1, maxLength=50))
+    def traffic_status(self, name: str, city: str) -> Any:
+        """Current traffic on a named road in a city."""
+        raise NotImplementedError("recorded answers only")
+
+    @property
+    def strategy_list(self) -> str:
+        return ", ".join(self.strategies)
+
+    def _route(self, mode: str, origin: str, destination: str, waypoints: Sequence[str] = (),
+               avoid: Sequence[str] = ()) -> Any:
+        pts = [parse_lonlat(origin), *(parse_lonlat(w) for w in waypoints), parse_lonlat(destination)]
+        route = self.pack.route(pts, mode, list(avoid))
+        return D.mobility_envelope(True, _compact_route(D.amap_direction(route), route))
 
 
-def agent_tools(lang: str = "en") -> list[AgentToolSpec]:
-    return [AgentToolSpec(name=n, description=d, parameters=p) for n, (d, p) in schemas(lang).items()]
+def agent_tools(lang: str = "en") -> list[ToolSpec]:
+    return MobilityTools(lang).specs()
 
 
 def canonical_args(name: str, args: Any) -> Any:
@@ -283,10 +301,10 @@ class MobilityService:
         self.lang = lang
         self.extent = getattr(getattr(pack, "info", None), "extent", None)
         self.service = MapService(pack=pack, store=store, provider=PROVIDER,
-                                  registry=registry(lang, with_handlers=sandbox == "pack"))
+                                  tools=MobilityTools(lang, pack if sandbox == "pack" else None))
 
     @property
-    def counts(self):  # type: ignore[no-untyped-def]
+    def counts(self) -> Counter[str]:
         return self.service.counts
 
     def call(self, name: str, arguments: Any) -> ToolResult:
@@ -294,13 +312,13 @@ class MobilityService:
             try:
                 arguments = json.loads(arguments) if arguments.strip() else {}
             except json.JSONDecodeError as exc:
-                return ToolResult(ok=False, tool=str(name), error=f"arguments are not valid JSON: {exc.msg}",
+                return ToolResult(ok=False, error=f"arguments are not valid JSON: {exc.msg}",
                                   error_category="invalid_arguments")
         if isinstance(arguments, dict) and name in TOOL_NAMES:
             errs = coordinate_errors(name, arguments, self.extent)
             if errs:
                 self.service.counts["error:invalid_arguments"] += 1
-                return ToolResult(ok=False, tool=name, error="; ".join(errs), error_category="invalid_arguments")
+                return ToolResult(ok=False, error="; ".join(errs), error_category="invalid_arguments")
         res = self.service.call(name, canonical_args(name, arguments))
         if res.ok and isinstance(res.data, dict) and res.data.get("status") == 1:
             # A recorded FAILED envelope is a tool failure for the agent, as in the reference.

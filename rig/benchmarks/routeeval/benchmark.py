@@ -192,8 +192,8 @@ class RouteEval(Benchmark):
         tc.answer = {"site": m.site, "waypoints": [g.model_dump() for g in m.waypoints],
                      "legs_m": m.legs_m, "closed_by_validator": m.closed_by_validator, "doubled": m.doubled,
                      "distance_m": m.distance_m}
-        tc.source = m.waypoints[0].source if m.waypoints and m.waypoints[0].source in ("hit", "fuzzy", "pack") \
-            else "none"  # type: ignore[assignment]
+        if m.waypoints and m.waypoints[0].source in ("hit", "fuzzy", "pack"):
+            tc.meta["source"] = m.waypoints[0].source
         res.output = {"route_type": args["route_type"], "estimated_distance": args["estimated_distance"],
                       "waypoints": [{"address": g.address, "name": g.name, "lat": g.lat, "lon": g.lon}
                                     for g in m.waypoints],

@@ -8,6 +8,9 @@ max_tokens, and a route needs two places.
 
 from __future__ import annotations
 
+from typing import Any, Literal
+
+from rig.agents.toolkit import Toolkit, tool
 from rig.records import Message, ToolSpec
 
 TOOL_NAME = "generate_running_route"
@@ -16,39 +19,37 @@ MAX_WAYPOINTS = 12
 ADDRESS_MAX = 120
 DESCRIPTION_MAX = 120
 
-PARAMETERS = {
+_WAYPOINT = {
     "type": "object",
     "properties": {
-        "estimated_distance": {"type": "number", "description": "Target distance in miles"},
-        "route_type": {"type": "string", "enum": ["loop", "out-and-back", "point-to-point"],
-                       "description": "Type of route"},
-        "waypoints": {
-            "type": "array",
-            "description": "Ordered locations the route passes through",
-            "minItems": 2,
-            "maxItems": MAX_WAYPOINTS,
-            "items": {
-                "type": "object",
-                "properties": {
-                    "address": {"type": "string", "minLength": 1, "maxLength": ADDRESS_MAX,
-                                "description": "Address or name of the place"},
-                    "description": {"type": "string", "maxLength": DESCRIPTION_MAX,
-                                    "description": "What the runner finds or does here"},
-                },
-                "required": ["address", "description"],
-                "additionalProperties": False,
-            },
-        },
+        "address": {"type": "string", "minLength": 1, "maxLength": ADDRESS_MAX,
+                    "description": "Address or name of the place"},
+        "description": {"type": "string", "maxLength": DESCRIPTION_MAX,
+                        "description": "What the runner finds or does here"},
     },
-    "required": ["estimated_distance", "route_type", "waypoints"],
+    "required": ["address", "description"],
     "additionalProperties": False,
 }
 
-TOOL = ToolSpec(
-    name=TOOL_NAME,
-    description="Generate a running route through waypoints; the route is measured on a walking map.",
-    parameters=PARAMETERS,
-)
+
+class RouteTools(Toolkit):
+    """The one tool. Its call is the answer: the benchmark measures the route on the map afterwards."""
+
+    @tool(TOOL_NAME, waypoints={"description": ..., "minItems": 2, "maxItems": MAX_WAYPOINTS, "items": _WAYPOINT})
+    def generate_running_route(self, estimated_distance: float,
+                               route_type: Literal["loop", "out-and-back", "point-to-point"],
+                               waypoints: list[dict[str, str]]) -> dict[str, Any]:
+        """Generate a running route through waypoints; the route is measured on a walking map.
+
+        Args:
+            estimated_distance: Target distance in miles
+            route_type: Type of route
+            waypoints: Ordered locations the route passes through
+        """
+        return {"estimated_distance": estimated_distance, "route_type": route_type, "waypoints": waypoints}
+
+
+TOOL: ToolSpec = RouteTools.tool_specs()[0]
 
 
 def format_miles(miles: float) -> str:
