@@ -6,8 +6,9 @@ import asyncio
 import random
 import signal
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from pydantic import BaseModel, Field
 
@@ -20,8 +21,15 @@ from rig.registry import ModelSpec, load_registry, resolve_weights
 from rig.runs.runner import plan, run_items
 from rig.runs.store import Store
 from rig.telemetry.gpu import GpuSampler
-from rig.telemetry.manifest import (BenchmarkInfo, RunConfig, RunManifest, git_revision, host_info, new_run_id,
-                                    package_versions)
+from rig.telemetry.manifest import (
+    BenchmarkInfo,
+    RunConfig,
+    RunManifest,
+    git_revision,
+    host_info,
+    new_run_id,
+    package_versions,
+)
 
 
 class BenchError(Exception):
@@ -107,7 +115,7 @@ def _build(opts: BenchOptions) -> tuple[ModelSpec, str, list[tuple[Benchmark, li
             continue
         chosen.append((bench, episodes))
         infos.append(BenchmarkInfo(name=bench.name, version=bench.version, data_path=str(bench.data),
-                                   data_hash=bench.data_hash(), options=bench_opts, settings=bench.settings(),
+                                   data_hash=bench.data_hash(), options=bench.opts.model_dump(mode="json"),
                                    episodes=len(episodes)))
     if not chosen:
         raise BenchError("no benchmark has data available:\n  " + "\n  ".join(skipped))

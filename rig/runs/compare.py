@@ -77,7 +77,7 @@ def run_compare(models: list[str], opts: BenchOptions, say=print) -> tuple[Path,
 def _summary(run_dir: Path) -> tuple[VariantSummary, dict[tuple[str, int], float]]:
     man = RunManifest.read(run_dir)
     b = man.config.benchmarks[0]
-    bench = get_benchmark_class(b.name)(Path(b.data_path), b.options)
+    bench = get_benchmark_class(b.name)
     store = Store(run_dir / "results.sqlite")
     try:
         results = store.results(b.name)

@@ -11,7 +11,7 @@ from html import escape
 from pathlib import Path
 from statistics import median
 
-from rig.benchmarks import get_benchmark_class
+from rig.benchmarks import benchmark_tables, get_benchmark_class, recorded_prompts
 from rig.benchmarks.base import Table
 from rig.runs.plots import scatter_svg
 from rig.runs.report import NM, ci_table, fmt, telemetry_table
@@ -120,17 +120,13 @@ def html_report(run_dirs: list[Path]) -> str:
             for b in cfg.benchmarks:
                 results = store.results(b.name)
                 all_results += results
-                bench = get_benchmark_class(b.name)(Path(b.data_path), b.options)
-                parts += [_table_html(t) for t in bench.tables(results, label=spec.name)]
+                bench = get_benchmark_class(b.name)
+                parts += [_table_html(t) for t in benchmark_tables(b, results, label=spec.name)]
                 ci = ci_table(bench, results, spec.name)
                 if ci:
                     parts.append(_table_html(ci))
                     pareto.append((spec.name, ci.rows[0][2]))
-                # Prompts are not stored per result (they are large and deterministic): rebuild from the data.
-                try:
-                    prompts = {e.id: "\n\n".join(m.content for m in e.messages) for e in bench.episodes()}
-                except Exception:  # data moved since the run: say so rather than fail the report
-                    prompts = {}
+                prompts = recorded_prompts(b)  # {} when the data has moved: each prompt then says so
                 for r in results:
                     pkey = f"{b.name}/{r.episode_id}"
                     if pkey not in prompt_text:

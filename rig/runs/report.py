@@ -9,7 +9,7 @@ from pathlib import Path
 from statistics import mean, median
 from typing import Any
 
-from rig.benchmarks import get_benchmark_class
+from rig.benchmarks import benchmark_tables, get_benchmark_class
 from rig.benchmarks.base import Table
 from rig.records import EpisodeResult
 from rig.runs.store import Store
@@ -109,8 +109,8 @@ def report_markdown(run_dir: Path) -> str:
             if len(results) < expected:
                 out.append(f"_Incomplete run: {expected - len(results)} episode(s) missing; "
                            f"resume with `rig bench --resume {man.run_id}`._\n")
-            bench = get_benchmark_class(b.name)(Path(b.data_path), b.options)
-            for t in bench.tables(results, label=spec.name):
+            bench = get_benchmark_class(b.name)
+            for t in benchmark_tables(b, results, label=spec.name):
                 out.append(table_md(t))
             ci = ci_table(bench, results, spec.name)
             if ci:

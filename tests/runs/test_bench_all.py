@@ -40,7 +40,7 @@ def test_options_are_routed_per_benchmark(monkeypatch: pytest.MonkeyPatch, embed
     _s, _w, chosen, cfg, _sk = _build(BenchOptions(model="gemma3-270m", limit=2,
                                                    options={"callnavi.task": "routing", "callnavi.format": "yaml"}))
     assert cfg.benchmarks[0].options == {"task": "routing", "format": "yaml"}
-    assert chosen[0][0].fmt == "yaml"
+    assert chosen[0][0].opts.format == "yaml"
     with pytest.raises(BenchError, match="without --benchmark, name the benchmark it is for"):
         _build(BenchOptions(model="gemma3-270m", options={"task": "routing"}))
     # one benchmark named: a bare key is its own, a key for another benchmark is refused
