@@ -83,3 +83,17 @@ def _default_text(value: Any) -> str:
     if isinstance(value, list):
         return f"`{','.join(value)}`"
     return f"`{str(value).lower() if isinstance(value, bool) else value}`"
+
+
+OPTIONS_BEGIN = "<!-- options: generated from the Options model by `rig benchmarks --write-readmes` -->"
+OPTIONS_END = "<!-- /options -->"
+
+
+def with_options_table(readme: str, name: str) -> str:
+    """``readme`` with the text between the options markers replaced by the current table (markers appended at the
+    end when absent)."""
+    block = f"{OPTIONS_BEGIN}\n{options_markdown(name)}\n{OPTIONS_END}"
+    if OPTIONS_BEGIN in readme and OPTIONS_END in readme:
+        head, _, rest = readme.partition(OPTIONS_BEGIN)
+        return head + block + rest.partition(OPTIONS_END)[2]
+    return readme.rstrip("\n") + "\n\n" + block + "\n"

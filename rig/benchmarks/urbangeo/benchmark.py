@@ -57,7 +57,8 @@ class UrbanGeoEval(Benchmark):
                                                         "applies when lower)")
         judge: str | None = Field(None, description="models.yaml entry of the judge (default: the candidate "
                                                     "itself); another entry is loaded once and closed at teardown")
-        judge_temperature: float = Field(0.6, description="judge sampling temperature, 0..2 (the paper's 0.6)")
+        judge_temperature: float = Field(0.6, description="judge sampling temperature, 0..2 (the paper's 0.6, "
+                                                                  "appendix B.2)")
         judge_max_tokens: int = Field(512, ge=1, description="cap on a judge reply")
         judge_decode: Literal["none", "verdict"] = Field("none", description="`verdict`: the judge's reply is "
                                                                              "constrained to the score line alone")
