@@ -85,7 +85,8 @@ def _option_error(bench: str, known: list[str], exc: ValidationError) -> DataErr
     elif kind == "less_than_equal":
         why = f"{raw} must be within ..{ctx['le']}"
     elif kind == "literal_error":
-        why = f"{raw!r} is not one of {ctx.get('expected', '').replace(chr(39), '')}"
+        choices = str(ctx.get("expected", "")).replace("'", "").replace(" or ", ", ")
+        why = f"{raw!r} is not one of {choices}"
     else:  # a validator's own ValueError: its message already says what is wrong
         why = err["msg"].removeprefix("Value error, ")
     return DataError(f"{bench} option {key}: {why}")
