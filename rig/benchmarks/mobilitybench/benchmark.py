@@ -41,8 +41,9 @@ class MobilityBench(Benchmark):
                                                                          "paper), `pack` (misses of map tools "
                                                                          "answered by the map pack)")
         similarity: str = Field("minilm", description="`minilm` (packaged all-MiniLM-L6-v2), `jaccard` / "
-                                                      "`jaccard-lower` (reference fallback), or a sentence-transformers "
-                                                      "model directory (e.g. Qwen3-Embedding-0.6B, the reference's)")
+                                                      "`jaccard-lower` (reference fallback), or a "
+                                                      "sentence-transformers model directory (e.g. "
+                                                      "Qwen3-Embedding-0.6B, the reference's)")
         max_steps: int = Field(10, ge=3, description="model calls that made a call (P&E: planner + workers + "
                                                      "reporter)")
         temperature: float = Field(PAPER_TEMPERATURE, description="sampling temperature (the paper's)")
