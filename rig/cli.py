@@ -60,7 +60,8 @@ def bench(
     tool_mode: Optional[str] = typer.Option(None, "--tool-mode",
                                             help="How tools are offered: native, prompt, json or yaml (constrained "
                                                  "calls); default: the --decode format, else prompt."),
-    option: list[str] = typer.Option([], "--option", "-O", help="Benchmark option key=value (e.g. task=routing)."),
+    option: list[str] = typer.Option([], "--option", "-O", help="Benchmark option key=value (e.g. task=routing); "
+                                                                 "`rig benchmarks` lists each benchmark's options."),
     concurrency: int = typer.Option(1, "--concurrency", "-c", min=1, help="Episodes in flight."),
     order: str = typer.Option("grouped", "--order", help="grouped (shared prompt prefixes together) or shuffled."),
     temperature: Optional[float] = typer.Option(None, "--temperature", help="Override the model's temperature."),
@@ -70,7 +71,14 @@ def bench(
     report: bool = typer.Option(True, "--report/--no-report", help="Print the report at the end."),
 ) -> None:
     """Run a benchmark on a local model and print its report."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
 
     from rig.benchmarks.base import DataError
     from rig.engines import MissingExtra
@@ -257,6 +265,33 @@ def compare(
     md = write_compare(cdir, runs)
     err.print(f"comparison: {cdir}")
     sys.stdout.write(md + "\n")
+
+
+@app.command("benchmarks")
+def benchmarks_cmd(name: str | None = typer.Argument(None, help="One benchmark (default: all)."),
+                   write_readmes: bool = typer.Option(False, "--write-readmes",
+                                                      help="Rewrite the options table in each benchmarks/<name>/"
+                                                           "README.md of this source tree.")) -> None:
+    """List the benchmarks and their -O options (type, default, meaning), generated from each Options model."""
+    import rig
+    from rig.benchmarks import BENCHMARKS, get_benchmark_class, options_markdown, with_options_table
+
+    names = [name] if name else sorted(BENCHMARKS)
+    for n in names:
+        if n not in BENCHMARKS:
+            _fail(f"unknown benchmark {n!r}; available: {', '.join(sorted(BENCHMARKS))}")
+    if write_readmes:
+        for n in names:
+            readme = Path(rig.__file__).resolve().parents[1] / "benchmarks" / n / "README.md"
+            if not readme.is_file():
+                _fail(f"{readme}: not found (--write-readmes works in a source checkout)")
+            readme.write_text(with_options_table(readme.read_text(encoding="utf-8"), n), encoding="utf-8")
+            err.print(f"wrote {readme}", highlight=False)
+        return
+    for n in names:
+        about = (sys.modules[get_benchmark_class(n).__module__].__doc__ or "").strip().split("\n\n")[0]
+        sys.stdout.write(f"## {n} (-O {n}.KEY=VALUE, or -O KEY=VALUE with -b {n})\n\n{about}\n\n"
+                         f"{options_markdown(n)}\n\n")
 
 
 @app.command()

@@ -23,8 +23,8 @@ import os
 import platform
 import statistics
 import sys
-from importlib.metadata import version as _version
 import time
+from importlib.metadata import version as _version
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]

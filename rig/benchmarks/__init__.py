@@ -1,12 +1,15 @@
-"""Benchmark registry: name -> "module:Class", imported only when asked for."""
+"""Benchmark registry: name -> "module:Class", imported only when asked for; and what a report needs from a
+benchmark without its data: recorded options, tables, headline scores, option help."""
 
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from rig.benchmarks.base import Benchmark
+    from rig.benchmarks.base import Benchmark, Table
+    from rig.records import EpisodeResult
+    from rig.runs.config import BenchmarkInfo
 
 BENCHMARKS: dict[str, str] = {
     "callnavi": "rig.benchmarks.callnavi.benchmark:CallNavi",
@@ -17,8 +20,80 @@ BENCHMARKS: dict[str, str] = {
 }
 
 
-def get_benchmark_class(name: str) -> "type[Benchmark]":
+def get_benchmark_class(name: str) -> type[Benchmark]:
     if name not in BENCHMARKS:
         raise KeyError(f"unknown benchmark {name!r}; available: {', '.join(sorted(BENCHMARKS))}")
     module, cls = BENCHMARKS[name].split(":")
     return getattr(importlib.import_module(module), cls)
+
+
+def recorded_options(info: BenchmarkInfo) -> Any:
+    """A run's options as the benchmark's typed model. Manifests record the validated options (defaults included);
+    older ones hold the ``-O`` strings as passed, which validate to the same model."""
+    return get_benchmark_class(info.name).parse_options(info.options)
+
+
+def benchmark_tables(info: BenchmarkInfo, results: list[EpisodeResult], label: str = "") -> list[Table]:
+    """A recorded benchmark's report tables from its stored results and recorded options: no data is read."""
+    return get_benchmark_class(info.name).tables(results, recorded_options(info), label)
+
+
+def headline(name: str, result: EpisodeResult) -> float | None:
+    """The benchmark's one per-episode score (confidence intervals, comparisons)."""
+    return get_benchmark_class(name).headline(result)
+
+
+def recorded_prompts(info: BenchmarkInfo) -> dict[str, str]:
+    """Episode id -> prompt text, rebuilt from the recorded data (prompts are large and deterministic, so results do
+    not store them); {} when that data is no longer readable."""
+    from pathlib import Path
+
+    try:
+        bench = get_benchmark_class(info.name)(Path(info.data_path), info.options)
+        return {e.id: "\n\n".join(m.content for m in e.messages) for e in bench.episodes()}
+    except Exception:  # data moved since the run: the report says so rather than fail
+        return {}
+
+
+def options_markdown(name: str) -> str:
+    """The ``-O`` options of one benchmark as a markdown table (README sections, ``rig benchmarks``)."""
+    rows = ["| option | type | default | meaning |", "|---|---|---|---|"]
+    for key, f in get_benchmark_class(name).Options.model_fields.items():
+        default = _default_text(f.get_default(call_default_factory=True))
+        rows.append(f"| `{key}` | {_type_text(f.annotation)} | {default} | {f.description or ''} |")
+    return "\n".join(rows)
+
+
+def _type_text(annotation: Any) -> str:
+    import typing
+
+    args = [a for a in typing.get_args(annotation) if a is not type(None)]
+    if typing.get_origin(annotation) is typing.Literal:
+        return " \\| ".join(f"`{a}`" for a in typing.get_args(annotation))
+    if typing.get_origin(annotation) is typing.Annotated or annotation == list[str]:
+        return "list"
+    if args and len(args) == 1:
+        return _type_text(args[0])
+    return getattr(annotation, "__name__", str(annotation))
+
+
+def _default_text(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, list):
+        return f"`{','.join(value)}`"
+    return f"`{str(value).lower() if isinstance(value, bool) else value}`"
+
+
+OPTIONS_BEGIN = "<!-- options: generated from the Options model by `rig benchmarks --write-readmes` -->"
+OPTIONS_END = "<!-- /options -->"
+
+
+def with_options_table(readme: str, name: str) -> str:
+    """``readme`` with the text between the options markers replaced by the current table (markers appended at the
+    end when absent)."""
+    block = f"{OPTIONS_BEGIN}\n{options_markdown(name)}\n{OPTIONS_END}"
+    if OPTIONS_BEGIN in readme and OPTIONS_END in readme:
+        head, _, rest = readme.partition(OPTIONS_BEGIN)
+        return head + block + rest.partition(OPTIONS_END)[2]
+    return readme.rstrip("\n") + "\n\n" + block + "\n"

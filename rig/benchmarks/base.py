@@ -2,16 +2,22 @@
 
 Single-turn benchmarks are one-turn episodes run by the single-call agent; agentic ones override
 ``run_episode`` with a tool loop. There is no second code path in the runner.
+
+A benchmark's lifecycle: its ``Options`` model is validated from the ``-O`` strings when it is built (the manifest
+records the validated model, defaults included); the runner awaits ``setup()`` before its first episode and
+``teardown()`` after its last, also when an episode fails or the run is interrupted. ``tables`` and ``headline``
+are class methods of stored results and recorded options only, so a report needs no data.
 """
 
 from __future__ import annotations
 
 import abc
 import json
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, ClassVar
 
-from pydantic import BaseModel
+from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationError
 
 from rig.engines.base import Engine
 from rig.records import Episode, EpisodeResult, Sampling
@@ -41,6 +47,51 @@ def read_json(path: Path) -> Any:
         raise DataError(f"{path}: not valid JSON (line {e.lineno}, column {e.colno}: {e.msg})") from None
 
 
+def _split_commas(value: Any) -> Any:
+    if isinstance(value, str):
+        return [v.strip() for v in value.split(",") if v.strip()]
+    return value
+
+
+# A list option: ``-O key=a,b`` arrives as one string; a recorded manifest holds the list itself.
+CommaList = Annotated[list[str], BeforeValidator(_split_commas)]
+
+
+class BenchmarkOptions(BaseModel):
+    """Base of every benchmark's options: one field per ``-O`` key, with its default and a ``description`` (the
+    help text and the README tables are generated from it). Values arrive as strings; lax mode coerces them."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def _option_error(bench: str, known: list[str], exc: ValidationError) -> DataError:
+    """The first problem as one line naming the benchmark and the option, in the words the tests and users know."""
+    err = exc.errors()[0]
+    key = ".".join(str(p) for p in err["loc"][:1]) or "options"
+    kind, ctx, raw = err["type"], err.get("ctx") or {}, err.get("input")
+    if kind == "extra_forbidden":
+        unknown = sorted(str(e["loc"][0]) for e in exc.errors() if e["type"] == "extra_forbidden")
+        return DataError(f"{bench}: unknown option(s) {unknown}; known: {', '.join(known)}")
+    if kind in ("int_parsing", "int_from_float", "int_type"):
+        why = f"{raw!r} is not an integer"
+    elif kind in ("float_parsing", "float_type"):
+        why = f"{raw!r} is not a number"
+    elif kind in ("bool_parsing", "bool_type"):
+        why = f"{raw!r} is not true or false"
+    elif kind == "greater_than_equal":
+        why = f"{raw} is below {ctx['ge']} (must be at least {ctx['ge']})"
+    elif kind == "greater_than":
+        why = f"{raw} must be positive" if ctx.get("gt") == 0 else f"{raw} must be above {ctx['gt']}"
+    elif kind == "less_than_equal":
+        why = f"{raw} must be within ..{ctx['le']}"
+    elif kind == "literal_error":
+        choices = str(ctx.get("expected", "")).replace("'", "").replace(" or ", ", ")
+        why = f"{raw!r} is not one of {choices}"
+    else:  # a validator's own ValueError: its message already says what is wrong
+        why = err["msg"].removeprefix("Value error, ")
+    return DataError(f"{bench} option {key}: {why}")
+
+
 class Table(BaseModel):
     title: str
     columns: list[str]
@@ -57,35 +108,24 @@ class RunContext(BaseModel):
 
 
 class Benchmark(abc.ABC):
-    name: str = ""
-    version: str = "0"
-    OPTIONS: tuple[str, ...] = ()  # the -O keys this benchmark reads; any other key is refused
+    name: ClassVar[str] = ""
+    version: ClassVar[str] = "0"
+    Options: ClassVar[type[BenchmarkOptions]] = BenchmarkOptions  # a subclass declares its own (a nested class)
 
-    def __init__(self, data: Path | None = None, options: dict[str, Any] | None = None) -> None:
+    def __init__(self, data: Path | None = None, options: Mapping[str, Any] | BenchmarkOptions | None = None) -> None:
+        self.opts = self.parse_options(options)
         self.data = Path(data) if data else self.default_data()
-        self.options = dict(options or {})
-        self.check_options()
 
-    def check_options(self) -> None:
-        unknown = set(self.options) - set(self.OPTIONS)
-        if unknown:
-            raise DataError(f"{self.name}: unknown option(s) {sorted(unknown)}; known: {', '.join(self.OPTIONS)}")
-
-    def int_option(self, key: str, default: int, minimum: int | None = None) -> int:
-        raw = self.options.get(key, default)
+    @classmethod
+    def parse_options(cls, options: Mapping[str, Any] | BenchmarkOptions | None) -> Any:
+        """``-O`` strings (or a recorded manifest's options) -> this benchmark's typed Options; a DataError names
+        the benchmark and the option. Typed ``Any`` so each benchmark reads ``self.opts`` as its own model."""
+        if isinstance(options, cls.Options):
+            return options
         try:
-            v = int(raw)
-        except (TypeError, ValueError):
-            raise DataError(f"{self.name} option {key}: {raw!r} is not an integer") from None
-        if minimum is not None and v < minimum:
-            raise DataError(f"{self.name} option {key}: {v} is below {minimum} (must be at least {minimum})")
-        return v
-
-    def choice_option(self, key: str, default: str, allowed: tuple[str, ...]) -> str:
-        v = str(self.options.get(key, default))
-        if v not in allowed:
-            raise DataError(f"{self.name} option {key}: {v!r} is not one of {', '.join(allowed)}")
-        return v
+            return cls.Options.model_validate(dict(options or {}))
+        except ValidationError as exc:
+            raise _option_error(cls.name, list(cls.Options.model_fields), exc) from None
 
     @classmethod
     def default_data(cls) -> Path:
@@ -98,17 +138,23 @@ class Benchmark(abc.ABC):
     @abc.abstractmethod
     def data_hash(self) -> str: ...
 
+    async def setup(self) -> None:  # noqa: B027 - an optional hook: most benchmarks hold nothing to set up
+        """Before the first episode of a run (after the engine has loaded)."""
+
+    async def teardown(self) -> None:  # noqa: B027 - an optional hook
+        """After the last episode, also when one failed or the run was interrupted: release what setup or the
+        episodes acquired (a separately loaded judge model)."""
+
     @abc.abstractmethod
     async def run_episode(self, episode: Episode, engine: Engine, ctx: RunContext, repeat: int) -> EpisodeResult: ...
 
+    @classmethod
     @abc.abstractmethod
-    def tables(self, results: list[EpisodeResult], episodes: list[Episode] | None = None) -> list[Table]: ...
+    def tables(cls, results: list[EpisodeResult], options: Any, label: str = "") -> list[Table]:
+        """Report tables from stored results and the run's recorded options (this benchmark's Options) alone: no
+        data is read, so a report works on a run folder whose data has moved. ``label`` names the model."""
 
-    def settings(self) -> dict[str, Any]:
-        """Effective settings that shape every episode (step budgets, frameworks), defaults included, for the
-        manifest: options record only what the user passed."""
-        return {}
-
-    def headline(self, result: EpisodeResult) -> float | None:
+    @classmethod
+    def headline(cls, result: EpisodeResult) -> float | None:
         """The one per-episode score used for confidence intervals and comparisons."""
         return None

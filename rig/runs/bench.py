@@ -6,8 +6,9 @@ import asyncio
 import random
 import signal
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from pydantic import BaseModel, Field
 
@@ -107,7 +108,7 @@ def _build(opts: BenchOptions) -> tuple[ModelSpec, str, list[tuple[Benchmark, li
             continue
         chosen.append((bench, episodes))
         infos.append(BenchmarkInfo(name=bench.name, version=bench.version, data_path=str(bench.data),
-                                   data_hash=bench.data_hash(), options=bench_opts, settings=bench.settings(),
+                                   data_hash=bench.data_hash(), options=bench.opts.model_dump(mode="json"),
                                    episodes=len(episodes)))
     if not chosen:
         raise BenchError("no benchmark has data available:\n  " + "\n  ".join(skipped))

@@ -16,8 +16,8 @@ class BenchmarkInfo(BaseModel):
     version: str
     data_path: str
     data_hash: str
-    options: dict[str, Any] = Field(default_factory=dict)
-    settings: dict[str, Any] = Field(default_factory=dict)  # effective settings, defaults included
+    options: dict[str, Any] = Field(default_factory=dict)  # the benchmark's validated Options, defaults included
+    settings: dict[str, Any] = Field(default_factory=dict)  # written by runs before typed options; read, never written
     episodes: int = 0
 
 

@@ -11,6 +11,7 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
+from rig.benchmarks import benchmark_tables, recorded_prompts
 from rig.benchmarks.base import Table
 from rig.runs.manifest import RunManifest
 from rig.runs.plots import scatter_svg
@@ -136,18 +137,14 @@ def html_report(run_dirs: list[Path]) -> str:
                 results = store.results(b.name)
                 all_results += results
                 bench = benchmark_of(b)
-                parts += [_table_html(t) for t in bench.tables(results, label=spec.name)]
+                parts += [_table_html(t) for t in benchmark_tables(b, results, label=spec.name)]
                 summary = summarize(man, results, b, bench.headline)
                 ci = ci_table(summary, spec.name)
                 if ci:
                     parts.append(_table_html(ci))
                     accuracy = summary.headline.mean if summary.headline else None
                 headline = summary.headline.by_episode() if summary.headline else {}
-                # Prompts are not stored per result (they are large and deterministic): rebuild from the data.
-                try:
-                    prompts = {e.id: "\n\n".join(m.content for m in e.messages) for e in bench.episodes()}
-                except Exception:  # data moved since the run: say so rather than fail the report
-                    prompts = {}
+                prompts = recorded_prompts(b)  # {} when the data has moved: each prompt then says so
                 for r in results:
                     pkey = f"{b.name}/{r.episode_id}"
                     if pkey not in prompt_text:

@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from rig.benchmarks import benchmark_tables
 from rig.benchmarks.base import Table
 from rig.runs.manifest import RunManifest
 from rig.runs.store import Store
@@ -99,7 +100,7 @@ def report_markdown(run_dir: Path) -> str:
                 out.append(f"_Incomplete run: {expected - len(results)} episode(s) missing; "
                            f"resume with `rig bench --resume {man.run_id}`._\n")
             bench = benchmark_of(b)
-            for t in bench.tables(results, label=spec.name):
+            for t in benchmark_tables(b, results, label=spec.name):
                 out.append(table_md(t))
             summary = summarize(man, results, b, bench.headline)
             ci = ci_table(summary, spec.name)

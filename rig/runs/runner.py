@@ -70,6 +70,8 @@ async def run_items(
     concurrency: int = 1,
     on_done: Callable[[EpisodeResult], None] | None = None,
 ) -> RunStats:
+    """Run what the store does not hold yet. Each benchmark's ``setup`` is awaited before any episode and its
+    ``teardown`` after the last, also when an episode or the run fails (only benchmarks whose setup ran)."""
     stats = RunStats(planned=len(items))
     done = store.done_keys()
     todo = [it for it in items if it.key not in done]
@@ -94,7 +96,16 @@ async def run_items(
             if on_done:
                 on_done(res)
 
-    await asyncio.gather(*(worker() for _ in range(limit)))
+    benches = list({id(it.benchmark): it.benchmark for it in items}.values())
+    ready: list[Benchmark] = []
+    try:
+        for b in benches:
+            await b.setup()
+            ready.append(b)
+        await asyncio.gather(*(worker() for _ in range(limit)))
+    finally:
+        for b in reversed(ready):
+            await b.teardown()
     stats.wall_s = time.perf_counter() - t0
     return stats
 

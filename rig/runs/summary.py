@@ -7,7 +7,6 @@ The markdown report, the HTML report and `rig compare` all render a `RunSummary`
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from pathlib import Path
 from statistics import median
 from typing import TYPE_CHECKING
 
@@ -131,6 +130,6 @@ def headline_score(results: list[EpisodeResult], headline: EpisodeHeadline) -> H
     return HeadlineScore(samples=len(scores), mean=mean, low=low, high=high, scores=scores)
 
 
-def benchmark_of(info: BenchmarkInfo) -> Benchmark:
-    """The run's benchmark, rebuilt from its recorded data path and options (for tables, headline and prompts)."""
-    return get_benchmark_class(info.name)(Path(info.data_path), info.options)
+def benchmark_of(info: BenchmarkInfo) -> type[Benchmark]:
+    """The run's benchmark class: its tables and headline read stored results and recorded options, not the data."""
+    return get_benchmark_class(info.name)

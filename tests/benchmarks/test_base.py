@@ -1,25 +1,86 @@
-"""What every registered benchmark shares: option checking."""
+"""What every registered benchmark shares: typed options (unknown keys and bad values refused naming the option,
+recorded with their defaults, read back from old and new manifests alike) and generated option help."""
+
+from pathlib import Path
 
 import pytest
 
-from rig.benchmarks import BENCHMARKS, get_benchmark_class
+from rig.benchmarks import BENCHMARKS, get_benchmark_class, options_markdown, recorded_options
 from rig.benchmarks.base import DataError
+from rig.runs.config import BenchmarkInfo
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.parametrize("name", sorted(BENCHMARKS))
 def test_unknown_option_is_refused_naming_it(name: str) -> None:
     cls = get_benchmark_class(name)
-    assert cls.OPTIONS, f"{name} declares no options"
+    assert cls.Options.model_fields, f"{name} declares no options"
     with pytest.raises(DataError, match=rf"{name}: unknown option\(s\) \['colour'\]; known: "):
         cls(None, {"colour": "red"})
+    with pytest.raises(DataError, match=rf"{name}: unknown option\(s\) \['colour'\]"):
+        cls.parse_options({"colour": "red"})  # refused before any data is looked at
 
 
 @pytest.mark.parametrize("name", sorted(BENCHMARKS))
 def test_declared_options_are_accepted_by_name(name: str) -> None:
-    """A key in OPTIONS is never refused as unknown (values may still be checked)."""
+    """A declared key is never refused as unknown (values may still be checked)."""
     cls = get_benchmark_class(name)
-    for key in cls.OPTIONS:
+    for key in cls.Options.model_fields:
         try:
-            cls(None, {key: "1"})
+            cls.parse_options({key: "1"})
         except DataError as e:
             assert "unknown option" not in str(e), (key, e)
+
+
+@pytest.mark.parametrize(("name", "options", "message"), [
+    ("callnavi", {"format": "xml"}, "callnavi option format: 'xml' is not one of json, yaml"),
+    ("callnavi", {"paper_denominators": "maybe"}, "callnavi option paper_denominators: 'maybe' is not true or false"),
+    ("evgeoqa", {"locations": "many"}, "evgeoqa option locations: 'many' is not an integer"),
+    ("evgeoqa", {"max_steps": "0"}, r"evgeoqa option max_steps: 0 is below 1 \(must be at least 1\)"),
+    ("evgeoqa", {"walk_radius_m": "wide"}, "evgeoqa option walk_radius_m: 'wide' is not a number"),
+    ("mobilitybench", {"framework": "swarm"}, "mobilitybench option framework: 'swarm' is not one of react, plan"),
+    ("mobilitybench", {"max_steps": "2"}, "mobilitybench option max_steps: 2 is below 3"),
+    ("routeeval", {"max_tokens": "lots"}, "routeeval option max_tokens: 'lots' is not an integer"),
+    ("routeeval", {"pack": ""}, "routeeval option pack: names no map pack"),
+    ("urbangeo", {"judge_temperature": "3"}, "urbangeo option judge_temperature: must be within 0..2"),
+    ("urbangeo", {"tasks": "DS,XX"}, r"urbangeo option tasks: unknown \['XX'\]"),
+])
+def test_bad_value_is_refused_naming_benchmark_and_option(name: str, options: dict, message: str) -> None:
+    with pytest.raises(DataError, match=f"^{message}"):
+        get_benchmark_class(name).parse_options(options)
+
+
+@pytest.mark.parametrize("name", sorted(BENCHMARKS))
+def test_options_coerce_strings_and_round_trip_through_the_manifest(name: str) -> None:
+    """Defaults are part of the model; what a new manifest records validates back to the same model, and so do the
+    strings an old manifest recorded."""
+    cls = get_benchmark_class(name)
+    defaults = cls.parse_options({})
+    assert cls.parse_options(defaults.model_dump(mode="json")) == defaults
+    int_key = next((k for k, f in cls.Options.model_fields.items() if f.annotation in (int, "int")), None)
+    if int_key is not None:
+        passed = cls.parse_options({int_key: "7"})
+        assert getattr(passed, int_key) == 7
+        info = BenchmarkInfo(name=name, version="1", data_path="gone", data_hash="x", options={int_key: "7"})
+        assert recorded_options(info) == passed
+        new = info.model_copy(update={"options": passed.model_dump(mode="json")})
+        assert recorded_options(new) == passed
+
+
+def test_list_options_split_commas_and_keep_lists() -> None:
+    cls = get_benchmark_class("urbangeo")
+    o = cls.parse_options({"tasks": "ds, pr", "modules": "reasoning"})
+    assert o.tasks == ["DS", "PR"] and o.modules == ["reasoning"]
+    assert cls.parse_options(o.model_dump(mode="json")) == o
+
+
+@pytest.mark.parametrize("name", sorted(BENCHMARKS))
+def test_readme_options_table_is_generated_from_the_model(name: str) -> None:
+    """Every option is in the table with its default; each benchmark's README carries the current table
+    (regenerate with `rig benchmarks --write-readmes`)."""
+    md = options_markdown(name)
+    for key in get_benchmark_class(name).Options.model_fields:
+        assert f"| `{key}` |" in md
+    readme = (REPO / "benchmarks" / name / "README.md").read_text(encoding="utf-8")
+    assert md in readme, f"benchmarks/{name}/README.md: options table out of date"

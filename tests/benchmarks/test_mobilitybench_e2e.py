@@ -108,7 +108,7 @@ def test_oracle_scores_full_marks(helsinki_pack: Path, framework: str) -> None:
         multi = [r for r in results if len(Case.model_validate(
             next(e for e in eps if e.id == r.episode_id).ground_truth).truth.tool_list) > 1]
         assert multi and all(r.scores["reference:TS_R"] < 1.0 for r in multi)
-    tables = bench.tables(results, label="oracle")
+    tables = bench.tables(results, bench.opts, label="oracle")
     main = tables[0]
     assert "paper" in main.title and main.rows[0][COL("FPR")] == 1.0
     assert any("intent family" in t.title for t in tables)

@@ -30,4 +30,4 @@ def test_gemma_episodes_end_scored_or_classified(helsinki_pack: Path, gemma_engi
         assert r.scores["IT"] and r.scores["IT"] > 0  # tokens measured by the engine
         assert r.tags["max_tokens"] == "64" and r.tags["temperature"] == "0.1"
         assert len([g for g in r.generations]) <= 3 + 2 * 3  # step budget (plus format re-prompts)
-    assert bench.tables(results, label="gemma3-270m")[0].rows
+    assert bench.tables(results, bench.opts, label="gemma3-270m")[0].rows

@@ -228,7 +228,7 @@ def test_engine_failure_is_a_failed_episode(bench: UrbanGeoEval, episodes: list[
 
 def test_tables_have_the_papers_layouts(bench: UrbanGeoEval, episodes: list[Episode]) -> None:
     res = run(bench, episodes, FakeEngine(oracle(episodes)))
-    tables = {t.title: t for t in bench.tables(res, label="oracle")}
+    tables = {t.title: t for t in bench.tables(res, bench.opts, label="oracle")}
     t4 = next(t for k, t in tables.items() if "Table 4" in k)
     assert t4.columns == ["Model", "Node", "Area", "Road", "Type", "Function", "Surroundings", "Overall"]
     assert t4.rows == [["oracle", 100.0, 100.0, 100.0, 100.0, 100.0, 100.0, 100.0]]
@@ -241,3 +241,20 @@ def test_tables_have_the_papers_layouts(bench: UrbanGeoEval, episodes: list[Epis
 
     svg = city_accuracy_svg(city_accuracy(res))
     assert svg.startswith("<svg") and "Helsinki" in svg and "100.0%" in svg
+
+
+def test_teardown_closes_a_separately_loaded_judge() -> None:
+    """The runner's teardown hook closes the judge model (no interpreter-exit hook any more)."""
+
+    class Closable:
+        closed = False
+
+        async def close(self) -> None:
+            self.closed = True
+
+    b = UrbanGeoEval(options=SMALL)
+    eng = Closable()
+    b.judge._engine = eng  # type: ignore[assignment]
+    asyncio.run(b.teardown())
+    assert eng.closed and b.judge._engine is None
+    asyncio.run(b.teardown())  # a second teardown (or one without a judge) is harmless

@@ -84,7 +84,7 @@ def test_separate_judge_entry_is_loaded_once_and_closed(gemma_engine, helsinki_p
     for r in res:
         assert r.tags["judge"] == "gemma-judge" and r.output["judge"]["model"] == "gemma-judge"
         assert r.output["judge"]["temperature"] == 0.0 and r.output["judge"]["status"] in {"ok"} | UNPARSED
-    asyncio.run(b.aclose())
+    asyncio.run(b.teardown())
     assert b.judge._engine is None and first.llm is None  # type: ignore[attr-defined]
 
 

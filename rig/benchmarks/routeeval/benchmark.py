@@ -1,56 +1,63 @@
-"""RouteEval: one generate_running_route call per run, validated on the offline map (paper: RouteEval).
-
-Options (-O key=value):
-  prompts=helsinki|us50   a prompt pack in the data folder (default helsinki; --data FILE names a pack file)
-  pack=DIR[,DIR...]       map packs, first covering pack per prompt (default: the embedded Helsinki pack)
-  replay=FILE             a replay store of recorded geocode/route answers, consulted before the packs
-  replay_provider=NAME    provider name of those answers in the store (default rig)
-  missing=error|skip      a prompt whose city no pack or store covers: stop before the run (default) or skip it
-  max_tokens=N            cap on the reply (default 768; the model's max_tokens applies when lower)
-"""
+"""RouteEval: one generate_running_route call per run, validated on the offline map (paper: RouteEval)."""
 
 from __future__ import annotations
 
 import hashlib
 import logging
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
+
+from pydantic import Field, field_validator
 
 from rig.agents.single import repeat_sampling
 from rig.agents.toolmode import effective_mode, extract_calls, prepare
-from rig.benchmarks.base import Benchmark, DataError, RunContext, Table, embedded_data
+from rig.benchmarks.base import Benchmark, BenchmarkOptions, CommaList, DataError, RunContext, Table, embedded_data
 from rig.benchmarks.datahash import hash_paths
 from rig.benchmarks.routeeval import data as D
 from rig.benchmarks.routeeval.prompts import ADDRESS_MAX, MAX_WAYPOINTS, TOOL, TOOL_NAME, messages
 from rig.benchmarks.routeeval.scoring import accuracy, check_call, is_mismatch
-from rig.benchmarks.routeeval.tables import routeeval_tables
+from rig.benchmarks.routeeval.tables import pack_of_results, routeeval_tables, shipped_pack_facts, tags_of_pack
 from rig.benchmarks.routeeval.validate import RouteValidator, Site, store_cities
 from rig.engines.base import Engine
 from rig.records import ChatRequest, Episode, EpisodeResult, ToolCall
 
 log = logging.getLogger(__name__)
-OPTIONS = ("prompts", "pack", "replay", "replay_provider", "missing", "max_tokens")
 DEFAULT_MAX_TOKENS = 768  # 12 waypoints with two 120-character strings each fit; a looping reply is cut here
 
 
 class RouteEval(Benchmark):
     name = "routeeval"
     version = "1"
-    OPTIONS = OPTIONS
+
+    class Options(BenchmarkOptions):
+        prompts: str | None = Field(None, description="a prompt pack in the data folder: `helsinki` (default) or "
+                                                       "`us50` (`--data FILE` names any pack file instead)")
+        pack: CommaList = Field(["helsinki"], description="map packs, comma-separated; each prompt is validated on "
+                                                          "the first pack that covers its city")
+        replay: str | None = Field(None, description="a replay store (`rig.maps.replay`) of recorded `geocode` / "
+                                                     "`route` answers, consulted before the packs")
+        replay_provider: str = Field("rig", description="provider name of those answers in the store")
+        missing: Literal["error", "skip"] = Field("error", description="a prompt whose city no pack or store covers: "
+                                                                       "`error` stops before any episode runs; "
+                                                                       "`skip` drops it")
+        max_tokens: int = Field(DEFAULT_MAX_TOKENS, ge=1, description="cap on the reply (the model's own "
+                                                                      "`max_tokens` applies when lower); 12 full "
+                                                                      "waypoints fit")
+
+        @field_validator("pack")
+        @classmethod
+        def _some_pack(cls, v: list[str]) -> list[str]:
+            if not v:
+                raise ValueError("names no map pack")
+            return v
 
     @classmethod
     def default_data(cls) -> Path:
         return embedded_data("routeeval", "helsinki.yaml", "RouteEval prompt packs", "--data FILE")
 
-    def __init__(self, data: Path | None = None, options: dict[str, Any] | None = None) -> None:
+    def __init__(self, data: Path | None = None, options: Any = None) -> None:
         super().__init__(data, options)
-        self.missing = self.choice_option("missing", "error", ("error", "skip"))
-        self.max_tokens = self.int_option("max_tokens", DEFAULT_MAX_TOKENS, 1)
-        self.pack_values = [v.strip() for v in str(self.options.get("pack", "helsinki")).split(",") if v.strip()]
-        if not self.pack_values:
-            raise DataError("routeeval option pack: names no map pack")
-        self.replay = Path(str(self.options["replay"])) if self.options.get("replay") else None
-        self.replay_provider = str(self.options.get("replay_provider", "rig"))
+        self.replay = Path(self.opts.replay) if self.opts.replay else None
         self._prompts: D.PromptPack | None = None
         self._validator: RouteValidator | None = None
         self._sources: list[str] = []  # hashes of the map data, for data_hash
@@ -60,10 +67,10 @@ class RouteEval(Benchmark):
 
     def prompt_file(self) -> Path:
         if self.data.is_file():
-            if "prompts" in self.options:
+            if self.opts.prompts is not None:
                 raise DataError(f"--data {self.data} is a prompt pack file; drop option prompts")
             return self.data
-        name = str(self.options.get("prompts", "helsinki"))
+        name = self.opts.prompts or "helsinki"
         path = self.data / f"{name}.yaml"
         if not path.is_file():
             found = sorted(p.stem for p in self.data.glob("*.yaml"))
@@ -93,12 +100,12 @@ class RouteEval(Benchmark):
                 raise DataError(f"routeeval option replay: {self.replay} not found")
             try:
                 store = ReplayStore(self.replay)
-                cities = store_cities(self.replay, self.replay_provider)
-            except Exception as exc:  # noqa: BLE001 - any unreadable store is the user's data problem
+                cities = store_cities(self.replay, self.opts.replay_provider)
+            except Exception as exc:  # any unreadable store is the user's data problem
                 raise DataError(f"routeeval option replay: {self.replay}: {exc}") from None
             self._sources.append("replay:" + store.content_hash())
         sites = []
-        for v in self.pack_values:
+        for v in self.opts.pack:
             try:
                 d = resolve_pack_dir(v)
                 pack = MapPack.open(d)
@@ -106,11 +113,11 @@ class RouteEval(Benchmark):
                 raise DataError(f"routeeval option pack: {exc}") from None
             self._sources.append("pack:" + pack.info.source_sha256)
             try:
-                sites.append(Site(d.name if v != "helsinki" else "helsinki", pack, store, self.replay_provider))
+                sites.append(Site(d.name if v != "helsinki" else "helsinki", pack, store, self.opts.replay_provider))
             except ValueError as exc:  # the store keys geocode/route another way
                 raise DataError(f"routeeval option replay: {self.replay}: {exc}") from None
         if store is not None:
-            sites.append(Site(f"replay:{self.replay.name}", None, store, self.replay_provider, cities))
+            sites.append(Site(f"replay:{self.replay.name}", None, store, self.opts.replay_provider, cities))
         return sites
 
     def data_hash(self) -> str:
@@ -124,7 +131,7 @@ class RouteEval(Benchmark):
         pp = self.prompts()
         v = self.validator()
         uncovered = [p for p in pp.prompts if v.site_for(p.city) is None]
-        if uncovered and self.missing == "error":
+        if uncovered and self.opts.missing == "error":
             cities = sorted({p.city or "" for p in uncovered})
             raise DataError(
                 f"{self.prompt_file()}: {len(uncovered)} of {len(pp.prompts)} prompts name a city that no map pack "
@@ -135,6 +142,7 @@ class RouteEval(Benchmark):
         if self.skipped:
             log.warning("routeeval: skipping %d prompt(s) no map covers: %s", len(self.skipped),
                         ", ".join(self.skipped))
+        pack_tags = tags_of_pack(pp)
         out = []
         for p in pp.prompts:
             if p.id in self.skipped:
@@ -144,7 +152,7 @@ class RouteEval(Benchmark):
                 ground_truth={"target_miles": p.target_miles, "route_type": p.route_type, "city": p.city},
                 tags={"question": p.id, "category": p.category, "region": p.region,
                       "length": pp.length_of(p.target_miles), "route_type": p.route_type, "style": p.style,
-                      "city": p.city or "generic"},
+                      "city": p.city or "generic", **pack_tags},
                 prefix_group=f"routeeval/{pp.name}",  # one system prompt and tool block for the whole pack
             ))
         return out
@@ -156,7 +164,7 @@ class RouteEval(Benchmark):
         target = float(gt["target_miles"])
         mode = effective_mode(ctx.tool_mode, engine)
         msgs, req_tools, constraint = prepare(episode.messages, [TOOL], mode)
-        sampling = repeat_sampling(ctx.sampling, repeat, min(ctx.sampling.max_tokens, self.max_tokens))
+        sampling = repeat_sampling(ctx.sampling, repeat, min(ctx.sampling.max_tokens, self.opts.max_tokens))
         gen = await engine.chat(ChatRequest(messages=msgs, tools=req_tools, tool_mode=mode,  # type: ignore[arg-type]
                                             constraint=constraint, sampling=sampling))
         res = EpisodeResult(benchmark=self.name, episode_id=episode.id, repeat=repeat, generations=[gen],
@@ -208,15 +216,13 @@ class RouteEval(Benchmark):
         res.scores["success"] = 1.0
         return res
 
-    def headline(self, result: EpisodeResult) -> float | None:
+    @classmethod
+    def headline(cls, result: EpisodeResult) -> float | None:
         return result.scores.get("accuracy")
 
-    # ---- reports -----------------------------------------------------------------------------------
-
-    def tables(self, results: list[EpisodeResult], label: str = "") -> list[Table]:  # type: ignore[override]
-        try:
-            pp = self.prompts()
-            bins, total, name = dict(pp.length_bins), len(pp.prompts), pp.name
-        except DataError:  # the report still renders when the prompt file has moved
-            bins, total, name = None, None, ""
-        return routeeval_tables(results, label, bins, total, name)
+    @classmethod
+    def tables(cls, results: list[EpisodeResult], options: Any, label: str = "") -> list[Table]:
+        bins, size, name = pack_of_results(results)
+        if not name:  # results stored before the pack facts were tagged: a pack shipped with rig still has them
+            bins, size, name = shipped_pack_facts(results, options.prompts or "helsinki")
+        return routeeval_tables(results, label, bins, size, name)

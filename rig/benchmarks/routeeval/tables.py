@@ -8,11 +8,14 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from statistics import mean, pstdev
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rig.benchmarks.base import Table
 from rig.benchmarks.routeeval.scoring import ERRORS, HIGH, PERFECT
 from rig.records import EpisodeResult
+
+if TYPE_CHECKING:
+    from rig.benchmarks.routeeval.data import PromptPack
 
 
 def _acc(r: EpisodeResult) -> float:
@@ -58,6 +61,42 @@ def summary(rs: list[EpisodeResult]) -> dict[str, Any]:
         "avg_distance_mi": mean(_measured(rs)) if measured else None,
         "errors": errors,
     }
+
+
+def tags_of_pack(pack: PromptPack) -> dict[str, str]:
+    """The prompt-pack facts the tables print, carried in every episode's tags so a report needs no prompt file."""
+    bins = ",".join(f"{k}:{lo!r}..{hi!r}" for k, (lo, hi) in pack.length_bins.items())
+    return {"prompt_pack": pack.name, "prompt_pack_size": str(len(pack.prompts)), "length_bins": bins}
+
+
+def pack_of_results(results: list[EpisodeResult]) -> tuple[dict[str, tuple[float, float]] | None, int | None, str]:
+    """Length bins, prompts in the pack and its name, as ``tags_of_pack`` stored them. Results recorded before
+    those tags give (None, None, ""): the tables then print what they printed when the prompt file had moved."""
+    for r in results:
+        if "prompt_pack" in r.tags:
+            bins = {}
+            for part in filter(None, r.tags.get("length_bins", "").split(",")):
+                key, _, span = part.partition(":")
+                lo, _, hi = span.partition("..")
+                bins[key] = (float(lo), float(hi))
+            return bins, int(r.tags["prompt_pack_size"]), r.tags["prompt_pack"]
+    return None, None, ""
+
+
+def shipped_pack_facts(results: list[EpisodeResult], name: str) -> tuple[dict[str, tuple[float, float]] | None,
+                                                                        int | None, str]:
+    """The facts of prompt pack ``name`` as shipped with rig, for results stored before ``tags_of_pack`` existed;
+    (None, None, "") unless the pack ships here and holds every episode of the results."""
+    from rig.benchmarks.base import DataError, embedded_data
+    from rig.benchmarks.routeeval.data import load_prompt_pack
+
+    try:
+        pack = load_prompt_pack(embedded_data("routeeval", f"{name}.yaml", "RouteEval prompt packs") / f"{name}.yaml")
+    except (DataError, OSError, ValueError):
+        return None, None, ""
+    if not {r.episode_id for r in results} <= {p.id for p in pack.prompts}:
+        return None, None, ""
+    return dict(pack.length_bins), len(pack.prompts), pack.name
 
 
 def routeeval_tables(results: list[EpisodeResult], label: str = "", bins: dict[str, tuple[float, float]] | None = None,

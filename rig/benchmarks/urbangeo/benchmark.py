@@ -3,24 +3,7 @@ program where the truth is deterministic and by a local judge model for the reas
 
 The paper's dataset is not public; both modules are generated from any map pack, seeded and deterministic.
 
-Options (-O key=value):
-  pack=helsinki|DIR[,DIR...]  map packs, one city each (default: the embedded Helsinki pack, built on first use into
-                              the rig cache; --data DIR names one pack)
-  modules=knowledge,reasoning which modules to generate (default both)
-  templates=NAME[,NAME...]    knowledge templates (default: all 20 of Table 2)
-  tasks=DS,DR,RE,PN,PR,NV,RC  reasoning tasks (default: all 7)
-  n_per_template=N            questions per template per city (default 10; the paper has 150)
-  n_per_task=N                problems per task per city (default 10)
-  seed=N                      generation seed (default 0); independent of the sampling seed
-  choice=auto|on|off          constrain the knowledge answer to one option letter (auto: when --decode is not none)
-  knowledge_max_tokens=N      cap on a knowledge reply (default 16)
-  max_tokens=N                cap on a reasoning reply (default 1024; the model's max_tokens applies when lower)
-  judge=NAME                  models.yaml entry of the judge (default: the candidate model itself)
-  judge_temperature=T         judge sampling temperature (default 0.6, the paper's)
-  judge_max_tokens=N          cap on a judge reply (default 512)
-  judge_decode=none|verdict   verdict: the judge's reply is constrained to the score line alone (default none)
-  judge_models=FILE           models.yaml to find the judge in (default: rig's)
-  judge_gpu=N                 GPU ordinal for a separately loaded judge (default: CPU)
+Options: ``UrbanGeoEval.Options`` (README: Running it).
 """
 
 from __future__ import annotations
@@ -29,10 +12,12 @@ import hashlib
 import json
 import logging
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
+
+from pydantic import Field, field_validator
 
 from rig.agents.single import repeat_sampling
-from rig.benchmarks.base import Benchmark, DataError, RunContext, Table
+from rig.benchmarks.base import Benchmark, BenchmarkOptions, CommaList, DataError, RunContext, Table
 from rig.benchmarks.urbangeo import knowledge as K
 from rig.benchmarks.urbangeo import reasoning as R
 from rig.benchmarks.urbangeo.judge import REASON_MAX, Judge, JudgeConfigError
@@ -46,22 +31,79 @@ from rig.records import ChatRequest, Episode, EpisodeResult
 log = logging.getLogger(__name__)
 
 GENERATOR_VERSION = "1"
-OPTIONS = ("pack", "modules", "templates", "tasks", "n_per_template", "n_per_task", "seed", "choice",
-           "knowledge_max_tokens", "max_tokens", "judge", "judge_temperature", "judge_max_tokens", "judge_decode",
-           "judge_models", "judge_gpu")
-# Options that change the generated episodes (the packs enter data_hash by content, not by how they were named).
-GENERATION_OPTIONS = ("modules", "templates", "tasks", "n_per_template", "n_per_task", "seed")
 PROGRAM_TASKS = ("DS", "DR", "RE", "PN", "PR")  # answer scored by program; NV and RC by the judge
-
-
-def _split(value: Any) -> list[str]:
-    return [v.strip() for v in str(value).split(",") if v.strip()]
 
 
 class UrbanGeoEval(Benchmark):
     name = "urbangeo"
     version = "1"
-    OPTIONS = OPTIONS
+
+    class Options(BenchmarkOptions):
+        pack: CommaList | None = Field(None, description="map packs, comma-separated, one city each (default: the "
+                                                         "embedded `helsinki`; `--data DIR` names one pack instead)")
+        modules: CommaList = Field(["knowledge", "reasoning"], description="which modules to generate")
+        templates: CommaList | None = Field(None, description="knowledge templates, names of the paper's Table 2 "
+                                                              "(default: all 20)")
+        tasks: CommaList | None = Field(None, description="reasoning tasks of DS, DR, RE, PN, PR, NV, RC (default: "
+                                                          "all 7)")
+        n_per_template: int = Field(10, ge=1, description="questions per template per city (the paper: 150)")
+        n_per_task: int = Field(10, ge=1, description="problems per task per city")
+        seed: int = Field(0, description="generation seed (independent of the sampling seed)")
+        choice: Literal["auto", "on", "off"] = Field("auto", description="constrain the knowledge reply to one "
+                                                                         "option letter; `auto`: when `--decode` is "
+                                                                         "not `none`")
+        knowledge_max_tokens: int = Field(16, ge=1, description="cap on a knowledge reply")
+        max_tokens: int = Field(1024, ge=1, description="cap on a reasoning reply (the model's own `max_tokens` "
+                                                        "applies when lower)")
+        judge: str | None = Field(None, description="models.yaml entry of the judge (default: the candidate "
+                                                    "itself); another entry is loaded once and closed at teardown")
+        judge_temperature: float = Field(0.6, description="judge sampling temperature, 0..2 (the paper's 0.6, "
+                                                                  "appendix B.2)")
+        judge_max_tokens: int = Field(512, ge=1, description="cap on a judge reply")
+        judge_decode: Literal["none", "verdict"] = Field("none", description="`verdict`: the judge's reply is "
+                                                                             "constrained to the score line alone")
+        judge_models: str | None = Field(None, description="models.yaml to find the judge in (default: rig's)")
+        judge_gpu: int | None = Field(None, ge=0, description="GPU ordinal for a separately loaded judge "
+                                                              "(default: CPU)")
+
+        @field_validator("pack")
+        @classmethod
+        def _some_pack(cls, v: list[str] | None) -> list[str] | None:
+            if v is not None and not v:
+                raise ValueError("names no map pack")
+            return v
+
+        @field_validator("modules")
+        @classmethod
+        def _known_modules(cls, v: list[str]) -> list[str]:
+            bad = [m for m in v if m not in ("knowledge", "reasoning")]
+            if bad or not v:
+                raise ValueError(f"{bad or 'empty'}; choose from knowledge, reasoning")
+            return v
+
+        @field_validator("templates")
+        @classmethod
+        def _known_templates(cls, v: list[str] | None) -> list[str] | None:
+            bad = [t for t in v or [] if t not in K.TEMPLATES]
+            if bad:
+                raise ValueError(f"unknown {bad}; known: {', '.join(K.TEMPLATES)}")
+            return v
+
+        @field_validator("tasks")
+        @classmethod
+        def _known_tasks(cls, v: list[str] | None) -> list[str] | None:
+            v = None if v is None else [t.upper() for t in v]
+            bad = [t for t in v or [] if t not in R.TASKS]
+            if bad:
+                raise ValueError(f"unknown {bad}; known: {', '.join(R.TASKS)}")
+            return v
+
+        @field_validator("judge_temperature")
+        @classmethod
+        def _judge_temperature(cls, v: float) -> float:
+            if not 0.0 <= v <= 2.0:
+                raise ValueError("must be within 0..2")
+            return v
 
     @classmethod
     def default_data(cls) -> Path:
@@ -72,53 +114,21 @@ class UrbanGeoEval(Benchmark):
         except PackNotFound as exc:
             raise DataError(f"urbangeo: {exc}") from None
 
-    def __init__(self, data: Path | None = None, options: dict[str, Any] | None = None) -> None:
-        self.options = dict(options or {})  # no super().__init__: the packs, not --data, decide the data
-        self.check_options()
-        o = self.options
+    def __init__(self, data: Path | None = None, options: Any = None) -> None:
+        # "helsinki", not the cache path: a run's recorded data then resolves on any machine (report, resume).
+        super().__init__(Path("helsinki") if data is None else data, options)
+        o = self.opts
         # The packs are the data: -O pack=... wins; --data DIR is one pack; neither: the embedded Helsinki pack.
-        if "pack" in o:
-            self.pack_values = _split(o["pack"])
-            if not self.pack_values:
-                raise DataError("urbangeo option pack: names no map pack")
-            if data is not None and Path(data) != Path(self.pack_values[0]):
+        if o.pack is not None:
+            if data is not None and Path(data) != Path(o.pack[0]):
                 raise DataError(f"urbangeo: pass either --data {data} or -O pack=..., not both")
-            self.data = Path(self.pack_values[0])
-        else:
-            # "helsinki", not the cache path: a run's recorded data then resolves on any machine (report, resume).
-            self.data = Path(data) if data is not None else Path("helsinki")
-            self.pack_values = [str(self.data)]
-        self.modules = _split(o.get("modules", "knowledge,reasoning"))
-        bad = [m for m in self.modules if m not in ("knowledge", "reasoning")]
-        if bad or not self.modules:
-            raise DataError(f"urbangeo option modules: {bad or 'empty'}; choose from knowledge, reasoning")
-        self.templates = _split(o["templates"]) if "templates" in o else list(K.TEMPLATES)
-        bad = [t for t in self.templates if t not in K.TEMPLATES]
-        if bad:
-            raise DataError(f"urbangeo option templates: unknown {bad}; known: {', '.join(K.TEMPLATES)}")
-        self.tasks = [t.upper() for t in _split(o["tasks"])] if "tasks" in o else list(R.TASKS)
-        bad = [t for t in self.tasks if t not in R.TASKS]
-        if bad:
-            raise DataError(f"urbangeo option tasks: unknown {bad}; known: {', '.join(R.TASKS)}")
-        self.n_per_template = self.int_option("n_per_template", 10, 1)
-        self.n_per_task = self.int_option("n_per_task", 10, 1)
-        self.seed = self.int_option("seed", 0)
-        self.knowledge_max_tokens = self.int_option("knowledge_max_tokens", 16, 1)
-        self.max_tokens = self.int_option("max_tokens", 1024, 1)
-        self.choice = str(o.get("choice", "auto"))
-        if self.choice not in ("auto", "on", "off"):
-            raise DataError(f"urbangeo option choice: {self.choice!r} is not auto, on or off")
+            self.data = Path(o.pack[0])
+        self.pack_values: list[str] = o.pack or [str(self.data)]
+        self.templates: list[str] = o.templates or list(K.TEMPLATES)
+        self.tasks: list[str] = o.tasks or list(R.TASKS)
         try:
-            jt = float(o.get("judge_temperature", 0.6))
-        except ValueError:
-            raise DataError(f"urbangeo option judge_temperature: {o['judge_temperature']!r} is not a number") from None
-        if not 0.0 <= jt <= 2.0:
-            raise DataError("urbangeo option judge_temperature: must be within 0..2")
-        try:
-            self.judge = Judge(str(o["judge"]) if o.get("judge") else None, jt, self.int_option("judge_max_tokens", 512, 1),
-                               str(o.get("judge_decode", "none")),
-                               Path(str(o["judge_models"])) if o.get("judge_models") else None,
-                               self.int_option("judge_gpu", 0, 0) if "judge_gpu" in o else None)
+            self.judge = Judge(o.judge, o.judge_temperature, o.judge_max_tokens, o.judge_decode,
+                               Path(o.judge_models) if o.judge_models else None, o.judge_gpu)
         except JudgeConfigError as exc:
             raise DataError(f"urbangeo option {exc}") from None
         self._cities: list[Any] | None = None
@@ -151,11 +161,11 @@ class UrbanGeoEval(Benchmark):
         if self._episodes is not None:
             return self._episodes
         out: list[Episode] = []
-        for city, slug in zip(self.cities(), self._slugs()):
-            if "knowledge" in self.modules:
+        for city, slug in zip(self.cities(), self._slugs(), strict=True):
+            if "knowledge" in self.opts.modules:
                 for t in self.templates:
-                    qs = K.generate(city, t, self.n_per_template, self.seed)
-                    self._short(f"{slug}/{t}", len(qs), self.n_per_template)
+                    qs = K.generate(city, t, self.opts.n_per_template, self.opts.seed)
+                    self._short(f"{slug}/{t}", len(qs), self.opts.n_per_template)
                     dim, strategy = K.TEMPLATES[t].dimension, K.TEMPLATES[t].strategy
                     for i, q in enumerate(qs):
                         eid = f"k/{slug}/{t}/{i:03d}"
@@ -167,10 +177,10 @@ class UrbanGeoEval(Benchmark):
                             tags={"module": "knowledge", "city": city.name, "template": t, "dimension": dim,
                                   "strategy": strategy, "question": eid},
                             prefix_group="urbangeo/knowledge"))  # one system prompt for every question
-            if "reasoning" in self.modules:
+            if "reasoning" in self.opts.modules:
                 for t in self.tasks:
-                    ps = R.generate(city, t, self.n_per_task, self.seed)
-                    self._short(f"{slug}/{t}", len(ps), self.n_per_task)
+                    ps = R.generate(city, t, self.opts.n_per_task, self.opts.seed)
+                    self._short(f"{slug}/{t}", len(ps), self.opts.n_per_task)
                     for i, p in enumerate(ps):
                         eid = f"r/{slug}/{t}/{i:03d}"
                         out.append(Episode(
@@ -187,19 +197,15 @@ class UrbanGeoEval(Benchmark):
             self.shortfall[key] = want - got
             log.warning("urbangeo: %s: %d of %d questions (the pack has too few distinct ones)", key, got, want)
 
-    def settings(self) -> dict[str, Any]:
-        return {"modules": self.modules, "n_per_template": self.n_per_template, "n_per_task": self.n_per_task,
-                "seed": self.seed, "max_tokens": self.max_tokens, "knowledge_max_tokens": self.knowledge_max_tokens,
-                "choice": self.choice, "judge": self.judge.name or "the candidate model",
-                "judge_temperature": self.judge.temperature, "judge_max_tokens": self.judge.max_tokens,
-                "judge_decode": self.judge.decode}
-
     def data_hash(self) -> str:
         """Pack contents, generator version and generation options; plus the generated episodes themselves, so a
         code change that alters questions without a version bump still changes the hash."""
         h = hashlib.sha256()
+        o = self.opts  # the options that change the episodes, parsed: "010" and "10" agree
+        generation = {"modules": o.modules, "templates": self.templates, "tasks": self.tasks,
+                      "n_per_template": o.n_per_template, "n_per_task": o.n_per_task, "seed": o.seed}
         head = {"generator": GENERATOR_VERSION, "packs": [c.source_sha256 for c in self.cities()],
-                "options": {k: getattr(self, k) for k in GENERATION_OPTIONS}}  # parsed: "010" and "10" agree
+                "options": generation}
         h.update(json.dumps(head, sort_keys=True).encode())
         for e in self.episodes():
             h.update(json.dumps([e.id, [m.content for m in e.messages], e.ground_truth], sort_keys=True,
@@ -216,9 +222,9 @@ class UrbanGeoEval(Benchmark):
     async def _knowledge(self, episode: Episode, engine: Engine, ctx: RunContext, repeat: int) -> EpisodeResult:
         gt = episode.ground_truth
         letters = gt["letters"]
-        constrain = self.choice == "on" or (self.choice == "auto" and ctx.decode != "none")
+        constrain = self.opts.choice == "on" or (self.opts.choice == "auto" and ctx.decode != "none")
         constraint = Constraint(kind="choice", choices=list(letters)) if constrain else None
-        sampling = repeat_sampling(ctx.sampling, repeat, min(ctx.sampling.max_tokens, self.knowledge_max_tokens))
+        sampling = repeat_sampling(ctx.sampling, repeat, min(ctx.sampling.max_tokens, self.opts.knowledge_max_tokens))
         gen = await engine.chat(ChatRequest(messages=episode.messages, constraint=constraint, sampling=sampling))
         res = EpisodeResult(benchmark=self.name, episode_id=episode.id, repeat=repeat, generations=[gen],
                             tags={**episode.tags, "answer_constraint": "choice" if constraint else "none"},
@@ -238,7 +244,7 @@ class UrbanGeoEval(Benchmark):
         gt = episode.ground_truth
         task = gt["task"]
         rmax = REASON_MAX[task]
-        sampling = repeat_sampling(ctx.sampling, repeat, min(ctx.sampling.max_tokens, self.max_tokens))
+        sampling = repeat_sampling(ctx.sampling, repeat, min(ctx.sampling.max_tokens, self.opts.max_tokens))
         gen = await engine.chat(ChatRequest(messages=episode.messages, sampling=sampling))
         judge_name = self.judge.model_name(engine)
         res = EpisodeResult(benchmark=self.name, episode_id=episode.id, repeat=repeat, generations=[gen],
@@ -289,17 +295,17 @@ class UrbanGeoEval(Benchmark):
             res.error_category, res.error = "no_answer", "the reply has no <answer> section"
         return res
 
-    async def aclose(self) -> None:
-        """Close a separately loaded judge model (the runner has no end-of-run hook; exit closes it otherwise)."""
+    async def teardown(self) -> None:
+        """Close a separately loaded judge model."""
         await self.judge.aclose()
 
-    def headline(self, result: EpisodeResult) -> float | None:
+    @classmethod
+    def headline(cls, result: EpisodeResult) -> float | None:
         if result.tags.get("module") == "knowledge":
             return result.scores.get("correct")
         pct = result.scores.get("total_pct")
         return None if pct is None else pct / 100.0
 
-    # ---- reports ---------------------------------------------------------------------------------------------------
-
-    def tables(self, results: list[EpisodeResult], label: str = "") -> list[Table]:  # type: ignore[override]
+    @classmethod
+    def tables(cls, results: list[EpisodeResult], options: Any, label: str = "") -> list[Table]:
         return urbangeo_tables(results, label)

@@ -10,7 +10,6 @@ appendix F.1). A verdict that does not parse is recorded as such (status and raw
 from __future__ import annotations
 
 import asyncio
-import atexit
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -174,8 +173,7 @@ class JudgeConfigError(ValueError):
 
 class Judge:
     """The judge model: the candidate's own engine (default), or another models.yaml entry loaded once, on first
-    use, and closed by ``aclose`` (and at interpreter exit if nobody called it: the runner has no end-of-run hook
-    for benchmarks)."""
+    use, and closed by ``aclose`` (the benchmark's ``teardown``, which the runner awaits after the last episode)."""
 
     def __init__(self, name: str | None, temperature: float, max_tokens: int, decode: str,
                  models_file: Path | None = None, gpu: int | None = None) -> None:
@@ -218,7 +216,6 @@ class Judge:
                 eng = create_engine(self._spec, weights, gpu=self.gpu)  # type: ignore[arg-type]
                 await eng.load()
                 self._engine = eng
-                atexit.register(self.close)
         return self._engine
 
     async def grade(self, candidate: Engine, task: str, question: str, response: str, reference: str,
@@ -241,12 +238,3 @@ class Judge:
         if self._engine is not None:
             eng, self._engine = self._engine, None
             await eng.close()
-
-    def close(self) -> None:
-        """Synchronous close for interpreter exit."""
-        if self._engine is None:
-            return
-        try:
-            asyncio.run(self.aclose())
-        except RuntimeError:  # a loop is running (should not happen at exit): drop the reference instead
-            self._engine = None

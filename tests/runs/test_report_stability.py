@@ -1,0 +1,23 @@
+"""Reports are stable across rig versions: a run folder written before the one-shape refactor (issue 17) re-reports
+to the same markdown, byte for byte, from the folder alone.
+
+The fixture is a real `rig bench --limit 2 --decode json --max-tokens 96 -O mobilitybench.similarity=jaccard` run of
+the embedded Gemma 270M on all five benchmarks, made by rig at commit 5e84866; `report.md` is what that rig's
+`report_markdown` printed for it while its data was present. The manifest's data paths were then pointed at a folder
+that does not exist, so the test also proves the report needs no benchmark data.
+"""
+
+import shutil
+from pathlib import Path
+
+from rig.runs.report import report_markdown
+
+FIXTURE = Path(__file__).parent / "fixtures" / "run_before_issue17"
+
+
+def test_old_run_folder_reports_the_same_tables(tmp_path: Path) -> None:
+    run = tmp_path / FIXTURE.name
+    shutil.copytree(FIXTURE, run)
+    (run / "report.md").unlink()
+    assert not (tmp_path / "data-moved-away").exists()
+    assert report_markdown(run) == (FIXTURE / "report.md").read_text(encoding="utf-8")
