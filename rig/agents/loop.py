@@ -1,7 +1,8 @@
 """The multi-turn tool loop every agentic benchmark builds on: ask, read one call, run it, show the result, repeat.
 
 A benchmark supplies the tools, an executor and the name of the tool that ends the episode (its arguments are the
-final answer, so the answer goes through the same tool mode and constraint as every other call). The loop never
+final answer, so the answer goes through the same tool mode and constraint as every other call), or no final tool
+for a worker that only runs ``max_steps`` calls (Plan-and-Execute's task workers). The loop never
 raises on model behaviour: a reply without a call is re-prompted up to ``max_format_errors`` times, a bad call gets
 the executor's error as its observation, and the outcome says why the loop stopped.
 """
@@ -43,14 +44,14 @@ REPROMPT = ("Your reply did not contain a valid tool call ({why}). Reply with ex
 
 
 async def run_tool_loop(engine: Engine, messages: list[Message], tools: list[ToolSpec], execute: Executor, *,
-                        final_tool: str, mode: str, sampling: Sampling, max_steps: int = 10,
+                        final_tool: str | None, mode: str, sampling: Sampling, max_steps: int = 10,
                         max_format_errors: int = 2, observation_chars: int = 4000) -> LoopOutcome:
     """Run until the model calls ``final_tool`` with valid arguments, or a budget runs out.
 
     ``max_steps`` counts model calls that produced a tool call; format errors have their own budget. Only the
     first call of a reply is executed (one tool per turn); extra calls are recorded as skipped."""
     by_name = {t.name: t for t in tools}
-    if final_tool not in by_name:
+    if final_tool is not None and final_tool not in by_name:
         raise ValueError(f"final tool {final_tool!r} is not among the offered tools")
     mode = effective_mode(mode, engine)
     out = LoopOutcome(mode_used=mode)
@@ -68,10 +69,11 @@ async def run_tool_loop(engine: Engine, messages: list[Message], tools: list[Too
         gen.tool_calls = calls
         if not calls:
             out.format_errors += 1
-            history += [assistant_turn(gen, calls), Message(role="user", content=REPROMPT.format(why=why))]
+            history.append(assistant_turn(gen, calls))
             if out.format_errors > max_format_errors:
                 out.stop = "format_errors"
                 break
+            history.append(Message(role="user", content=REPROMPT.format(why=why)))
             continue
         step = out.steps
         out.steps += 1

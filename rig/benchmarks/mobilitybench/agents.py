@@ -23,13 +23,12 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from rig.agents.loop import LoopOutcome, run_tool_loop
-from rig.agents.toolmode import assistant_turn, extract_calls, observation, prepare
 from rig.benchmarks.mobilitybench.lexicon import SCENARIOS
 from rig.benchmarks.mobilitybench.scoring.paper import tool_actions
 from rig.benchmarks.mobilitybench.scoring.records import Call, Prediction
 from rig.benchmarks.mobilitybench.tools import STRATEGIES_EN, agent_tools
 from rig.engines.base import Engine
-from rig.records import ChatRequest, Generation, Message, Sampling, ToolCall, ToolResult, ToolSpec
+from rig.records import Generation, Message, Sampling, ToolCall, ToolResult, ToolSpec
 
 FINAL = "final_answer"
 PLAN = "make_plan"
@@ -203,18 +202,6 @@ async def run_react(engine: Engine, case: Any, service: Any, *, mode: str, sampl
                     error=out.error, final=final)
 
 
-async def _one_call(engine: Engine, history: list[Message], tools: list[ToolSpec], mode: str,
-                    sampling: Sampling) -> tuple[Generation, list]:  # type: ignore[type-arg]
-    msgs, req_tools, constraint = prepare(history, tools, mode)
-    gen = await engine.chat(ChatRequest(messages=msgs, tools=req_tools, tool_mode=mode,  # type: ignore[arg-type]
-                                        constraint=constraint, sampling=sampling))
-    if gen.error:
-        return gen, []
-    calls, status, _ = extract_calls(gen, tools, mode)
-    gen.parse_status, gen.tool_calls = status, calls
-    return gen, calls
-
-
 async def run_plan_execute(engine: Engine, case: Any, service: Any, *, mode: str, sampling: Sampling,
                            max_steps: int = 10) -> AgentRun:
     ctx = context_block(case.context)
@@ -245,33 +232,22 @@ async def run_plan_execute(engine: Engine, case: Any, service: Any, *, mode: str
                 break
             budget -= len(tasks)
             tasks_flat += tasks
-            # Parallel tasks see the same history; their messages are merged afterwards in task order.
-            results = await asyncio.gather(*(_one_call(engine, history + [Message(role="user", content=f"Task: {t}")],
-                                                       tools, mode, sampling) for t in tasks))
+            # Parallel tasks see the same history; each is one turn of the shared loop (one call, no final tool), and
+            # their messages are merged afterwards in task order.
+            outs = await asyncio.gather(*(
+                run_tool_loop(engine, [*history, Message(role="user", content=f"Task: {t}")], tools, service.call,
+                              final_tool=None, mode=mode, sampling=sampling, max_steps=1, max_format_errors=0)
+                for t in tasks))
             merged: list[Message] = []
             failed = 0
-            for t, (gen, calls) in zip(tasks, results):
-                gens.append(gen)
-                merged.append(Message(role="user", content=f"Task: {t}"))
-                if gen.error:
-                    return _pe_done(run, "engine_error", gen.error, plan, tasks_flat)
-                if not calls:
-                    failed += 1
-                    merged.append(assistant_turn(gen, calls))
-                    continue
-                call = calls[0]
-                for extra in calls[1:]:
-                    tcs.append(ToolCall(name=extra.name, arguments=extra.arguments, verdict="invalid", step=si,
-                                        error="skipped: one tool call per turn", error_category="skipped"))
-                res = service.call(call.name, call.arguments)
-                ok = bool(res.ok)
-                tcs.append(ToolCall(name=call.name, arguments=call.arguments, verdict="valid" if ok else "invalid",
-                                    answer=res.data if ok else None, error=res.error,
-                                    error_category=res.error_category, step=si,
-                                    meta={"source": res.source} if res.source else {}))
-                failed += 0 if ok else 1
-                merged += [assistant_turn(gen, calls),
-                           observation(call.name, res.data if ok else {"error": res.error}, mode)]
+            for out in outs:
+                gens += out.generations
+                merged += out.messages[len(history):]  # the task, the reply and, when a call ran, its observation
+                if out.stop == "engine_error":
+                    return _pe_done(run, "engine_error", out.error, plan, tasks_flat)
+                tcs += [tc.model_copy(update={"step": si}) for tc in out.tool_calls]
+                ran = [tc for tc in out.tool_calls if tc.error_category != "skipped"]
+                failed += 0 if ran and ran[0].verdict == "valid" else 1
             history += merged
             if failed == len(tasks):
                 break  # every task of the step failed: on to the reporter
