@@ -66,7 +66,7 @@ def test_program_vs_judge_agreement() -> None:
            _r("NV", None, 7.0)]
     t = agreement_table(res, "judge: j")
     assert t is not None and [r[0] for r in t.rows] == ["DS"]  # NV has no program score; unparsed verdicts left out
-    task, pairs, prog, judge, bias, mad, within1, side = t.rows[0]
+    _, pairs, prog, judge, bias, mad, within1, side = t.rows[0]
     assert pairs == 3 and prog == pytest.approx(6.67) and judge == pytest.approx(4.83)
     assert bias == pytest.approx(round((0 - 6 + 0.5) / 3, 2)) and mad == pytest.approx(round(6.5 / 3, 2))
     assert within1 == pytest.approx(66.67) and side == pytest.approx(66.67)

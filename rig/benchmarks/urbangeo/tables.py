@@ -11,9 +11,9 @@ from typing import Any
 from rig.benchmarks.base import Table
 from rig.benchmarks.urbangeo.knowledge import DIMENSIONS, TEMPLATES
 from rig.benchmarks.urbangeo.reasoning import RELATION_SUBTYPES, TASKS
+from rig.records import EpisodeResult
 
 PROGRAM_TASKS = ("DS", "DR", "RE", "PN", "PR")  # answer scored by program (the judge scores one too)
-from rig.records import EpisodeResult
 
 UNPARSED = ("missing", "malformed", "ambiguous", "out_of_range", "inconsistent_total")
 
@@ -186,7 +186,8 @@ def relation_table(results: list[EpisodeResult], judge: str = "") -> Table:
         if tr:
             rows.append([s, len(tr), _avg([r.scores.get("reason") for r in tr]),
                          _avg([r.scores.get("answer") for r in tr])])
-    return Table(title=f"UrbanGeoEval Relation by subtype{f' ({judge})' if judge else ''}", columns=["Subtype", "Problems", "R", "A"], rows=rows)
+    return Table(title=f"UrbanGeoEval Relation by subtype{f' ({judge})' if judge else ''}",
+                 columns=["Subtype", "Problems", "R", "A"], rows=rows)
 
 
 def urbangeo_tables(results: list[EpisodeResult], label: str = "", options: Any = None) -> list[Table]:
