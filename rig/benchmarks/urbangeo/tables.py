@@ -159,9 +159,11 @@ def agreement_table(results: list[EpisodeResult], judge: str) -> Table | None:
     an answer score; where they disagree, the judge (or the program's reading) is wrong."""
     rows = []
     for t in PROGRAM_TASKS:
-        pairs = [(float(r.scores["answer_program"]), float(r.scores["answer_judge"])) for r in _reasoning(results)
-                 if r.tags.get("task") == t and r.scores.get("answer_program") is not None
-                 and r.scores.get("answer_judge") is not None]
+        pairs = []
+        for r in _reasoning(results):
+            p, j = r.scores.get("answer_program"), r.scores.get("answer_judge")
+            if r.tags.get("task") == t and p is not None and j is not None:
+                pairs.append((float(p), float(j)))
         if not pairs:
             continue
         diffs = [j - p for p, j in pairs]
