@@ -22,7 +22,8 @@ MI = 1609.344
 
 @pytest.fixture(scope="module")
 def bench(helsinki_pack: Path) -> RouteEval:
-    return RouteEval()
+    # the pack's reference routes name a loop's or out-and-back's places once: the closed measure completes them
+    return RouteEval(None, {"route_measure": "closed"})
 
 
 @pytest.fixture(scope="module")
@@ -239,3 +240,29 @@ def test_runner_store_and_report(bench: RouteEval, episodes: list[Episode], tmp_
     assert "| gemma3-270m | 50.0% |" in md
     assert "| Tool calling failure | 3 | 50.0% |" in md
     assert "3 prompt(s) of 12 in pack 'helsinki' x 2 repeat(s) = 6 run(s)" in md
+
+
+def test_default_measure_is_the_papers(bench: RouteEval, episodes: list[Episode], helsinki_pack: Path) -> None:
+    """Paper sec. 3.1: the route through all waypoints in sequence. A loop the model closes itself scores what the
+    closed measure gives the open one; an open loop is measured as written; the run records its measure."""
+    seq = RouteEval()
+    assert seq.opts.route_measure == "sequence"
+    ep = episodes[0]  # hel-01, a 1.5 mile loop
+    _, ref = _reference(bench, ChatRequest(messages=ep.messages))
+    closed = _run(bench, ep, FakeEngine(lambda r: json.dumps(_call("loop", ref))), "json")
+    full = _run(seq, ep, FakeEngine(lambda r: json.dumps(_call("loop", ref + ref[:1]))), "json")
+    assert full.scores["d_actual_mi"] == pytest.approx(closed.scores["d_actual_mi"], rel=1e-9)
+    assert full.tags["route_measure"] == "sequence" and closed.tags["route_measure"] == "closed"
+    open_loop = _run(seq, ep, FakeEngine(lambda r: json.dumps(_call("loop", ref))), "json")
+    assert open_loop.scores["d_actual_mi"] == pytest.approx(_expected_miles(bench, helsinki_pack, "point-to-point",
+                                                                            ref), rel=1e-9)
+    assert open_loop.scores["d_actual_mi"] < closed.scores["d_actual_mi"] - 0.1
+    # the tables say which measure the numbers used; results stored before the option were measured closed
+    from rig.benchmarks.routeeval.tables import measure_note
+
+    assert "in sequence (the paper's)" in measure_note([full])
+    assert "closed" in measure_note([closed]) and "not the paper's" in measure_note([closed])
+    old = closed.model_copy(update={"tags": {k: v for k, v in closed.tags.items() if k != "route_measure"}})
+    assert "before the option existed" in measure_note([old])
+    t1 = RouteEval.tables([full], RouteEval.Options(), "m")[0]
+    assert "in sequence (the paper's)" in (t1.note or "")

@@ -75,22 +75,22 @@ def _points(pack, names: list[str]) -> list[tuple[float, float]]:  # type: ignor
 
 def test_loop_returns_to_start(pack, validator: RouteValidator) -> None:  # type: ignore[no-untyped-def]
     names = ["Ateneum", "Kaisaniemen puisto", "Suomen Kansallisteatteri"]
-    m = validator.measure("loop", names, "Helsinki")
+    m = validator.measure("loop", names, "Helsinki", closed=True)
     pts = _points(pack, names)
     assert m.ok and m.closed_by_validator and m.routed == pts + [pts[0]]
     assert m.distance_m == pytest.approx(pack.route(pts + [pts[0]], "walk").distance_m, abs=0.01)
     # the model closing the loop itself is not closed twice
-    m2 = validator.measure("loop", names + ["Ateneum"], "Helsinki")
+    m2 = validator.measure("loop", names + ["Ateneum"], "Helsinki", closed=True)
     assert not m2.closed_by_validator and m2.distance_m == pytest.approx(m.distance_m, abs=0.01)
 
 
 def test_out_and_back_doubles_the_way_out(pack, validator: RouteValidator) -> None:  # type: ignore[no-untyped-def]
     names = ["Helsingin päärautatieasema", "Kaisaniemen kasvitieteellinen puutarha"]
-    m = validator.measure("out-and-back", names, "Helsinki")
+    m = validator.measure("out-and-back", names, "Helsinki", closed=True)
     one_way = pack.route(_points(pack, names), "walk").distance_m
     assert m.ok and m.doubled and m.distance_m == pytest.approx(2 * one_way, abs=0.01)
     # the way back written out by the model is not doubled again
-    m2 = validator.measure("out-and-back", names + [names[0]], "Helsinki")
+    m2 = validator.measure("out-and-back", names + [names[0]], "Helsinki", closed=True)
     assert not m2.doubled and m2.distance_m == pytest.approx(m.distance_m, rel=1e-6)
 
 
@@ -137,9 +137,24 @@ def test_replay_store_answers_before_the_pack(tmp_path: Path, pack) -> None:  # 
     v = RouteValidator([Site("helsinki", pack, store), Site("replay", None, store,
                                                             cities=store_cities(tmp_path / "replay.sqlite", "rig"))])
     assert v.site_for("Palo Alto, CA") is v.sites[1]
-    m = v.measure("loop", ["University Avenue", "Palo Alto City Hall"], "Palo Alto, CA")
+    m = v.measure("loop", ["University Avenue", "Palo Alto City Hall"], "Palo Alto, CA", closed=True)
     assert m.ok and m.site == "replay" and m.distance_m == pytest.approx(3200.0)
     assert [g.match for g in m.waypoints] == ["exact", "provider"]
     m2 = v.measure("loop", ["University Avenue", "Stanford Stadium"], "Palo Alto, CA")
     assert not m2.ok and m2.error_category == "invalid_waypoint"
     store.close()
+
+
+def test_default_measure_is_the_papers_waypoints_in_sequence(pack, validator: RouteValidator) -> None:  # type: ignore[no-untyped-def]
+    """Paper sec. 3.1: one route "with all waypoints in sequence"; nothing is appended or doubled by default."""
+    names = ["Ateneum", "Kaisaniemen puisto", "Suomen Kansallisteatteri"]
+    pts = _points(pack, names)
+    as_written = pack.route(pts, "walk").distance_m
+    loop = validator.measure("loop", names, "Helsinki")
+    assert loop.ok and not loop.closed_by_validator and loop.routed == pts
+    assert loop.distance_m == pytest.approx(as_written, abs=0.01)
+    closed = validator.measure("loop", names, "Helsinki", closed=True)
+    assert closed.distance_m > loop.distance_m + 1  # the way home counts only in the closed measure
+    oab = validator.measure("out-and-back", names[:2], "Helsinki")
+    assert oab.ok and not oab.doubled
+    assert oab.distance_m == pytest.approx(pack.route(pts[:2], "walk").distance_m, abs=0.01)

@@ -5,6 +5,10 @@ The fixture is a real `rig bench --limit 2 --decode json --max-tokens 96 -O mobi
 the embedded Gemma 270M on all five benchmarks, made by rig at commit 5e84866; `report.md` is what that rig's
 `report_markdown` printed for it while its data was present. The manifest's data paths were then pointed at a folder
 that does not exist, so the test also proves the report needs no benchmark data.
+
+Deliberate report changes since then are applied to `report.md` by hand and listed here, nothing else: issue 19
+(fidelity) names RouteEval's route measure in Table 1's note, adds the paper's macro Overall beside the micro one in
+UrbanGeoEval's Table 4, and names the judge ("self-judged") in UrbanGeoEval's R/Total table titles.
 """
 
 import shutil

@@ -26,7 +26,7 @@ from rig.benchmarks.base import DataError
 from rig.benchmarks.mobilitybench.data import Case
 from rig.benchmarks.mobilitybench.lexicon import EVAL_TYPE, SCENARIOS, lookup_scenario
 from rig.benchmarks.mobilitybench.scoring.records import Checks, ConstraintItem, Truth
-from rig.benchmarks.mobilitybench.scoring.text import repair_literal
+from rig.benchmarks.mobilitybench.scoring.text import repair_literal, traffic_truth
 from rig.benchmarks.mobilitybench.tools import GT_ALIASES, ROUTE_TOOLS, STRATEGY_ZH_TO_EN, lonlat, parse_lonlat
 
 CELL_LIMIT = 32767
@@ -106,6 +106,10 @@ def load_upstream(path: Path) -> tuple[list[Case], ImportReport]:
 
 def _case(cid: str, row: dict[str, Any]) -> Case:
     cells = {k: (parse_cell(v) if k in PARSED else (None if v in ("", None) else v)) for k, v in row.items() if k}
+    if isinstance(cells.get("ans"), str):  # Traffic rows: an AMap traffic answer as a Python literal, maybe cut
+        fixed = repair_literal(cells["ans"])
+        if isinstance(fixed, dict):
+            cells["ans"] = fixed
     query = cells.get("query")
     scenario = str(cells.get("task_scenario") or "").strip()
     if not query:
@@ -196,9 +200,7 @@ def _checks(scenario: str, s: dict[str, Any], tool_list: list[dict[str, Any]]) -
     elif et == "location" and s.get("formatted_address"):
         ch.similar = str(s["formatted_address"])
     elif et == "traffic":
-        desc = ((s.get("ans") or {}).get("trafficinfo") or {}).get("description") if isinstance(s.get("ans"), dict) else None
-        if desc:
-            ch.similar = str(desc)
+        ch.traffic = traffic_truth(s.get("ans"))  # the status the answer must state (issue 19)
     elif et == "poi":
         res = s.get("poi_result")
         res = repair_literal(res) if isinstance(res, str) else res

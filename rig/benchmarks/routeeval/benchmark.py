@@ -43,6 +43,10 @@ class RouteEval(Benchmark):
         max_tokens: int = Field(DEFAULT_MAX_TOKENS, ge=1, description="cap on the reply (the model's own "
                                                                       "`max_tokens` applies when lower); 12 full "
                                                                       "waypoints fit")
+        route_measure: Literal["sequence", "closed"] = Field(
+            "sequence", description="`sequence` (the paper's): the walking route through the waypoints in the order "
+                                    "written; `closed`: a loop is returned to its start and an out-and-back's way out "
+                                    "counted twice when the model left them open")
 
         @field_validator("pack")
         @classmethod
@@ -168,7 +172,8 @@ class RouteEval(Benchmark):
         gen = await engine.chat(ChatRequest(messages=msgs, tools=req_tools, tool_mode=mode,  # type: ignore[arg-type]
                                             constraint=constraint, sampling=sampling))
         res = EpisodeResult(benchmark=self.name, episode_id=episode.id, repeat=repeat, generations=[gen],
-                            tags={**episode.tags, "tool_mode": ctx.tool_mode, "tool_mode_used": mode})
+                            tags={**episode.tags, "tool_mode": ctx.tool_mode, "tool_mode_used": mode,
+                                  "route_measure": self.opts.route_measure})
         res.scores = {"accuracy": 0.0, "success": 0.0, "d_target_mi": target, "d_actual_mi": None,
                       "n_waypoints": None, "d_estimated_mi": None, "route_type_match": None}
 
@@ -196,7 +201,8 @@ class RouteEval(Benchmark):
             return fail(category, reason or category)
         res.scores.update(n_waypoints=float(len(args["addresses"])), d_estimated_mi=args["estimated_distance"],
                           route_type_match=float(args["route_type"] == gt["route_type"]))
-        m = self.validator().measure(args["route_type"], args["addresses"], gt["city"])
+        m = self.validator().measure(args["route_type"], args["addresses"], gt["city"],
+                                     closed=self.opts.route_measure == "closed")
         tc.answer = {"site": m.site, "waypoints": [g.model_dump() for g in m.waypoints],
                      "legs_m": m.legs_m, "closed_by_validator": m.closed_by_validator, "doubled": m.doubled,
                      "distance_m": m.distance_m}

@@ -99,6 +99,17 @@ def shipped_pack_facts(results: list[EpisodeResult], name: str) -> tuple[dict[st
     return dict(pack.length_bins), len(pack.prompts), pack.name
 
 
+MEASURES = {"sequence": "route measure: the waypoints in sequence (the paper's)",
+            "closed": "route measure: closed (loops returned to the start, open out-and-back routes doubled; "
+                      "not the paper's)"}
+
+
+def measure_note(results: list[EpisodeResult]) -> str:
+    """Which route measure the runs used; results stored before the option existed were measured closed."""
+    used = sorted({r.tags.get("route_measure", "closed (stored before the option existed)") for r in results})
+    return "; ".join(MEASURES.get(u, f"route measure: {u}") for u in used) + "." if used else ""
+
+
 def routeeval_tables(results: list[EpisodeResult], label: str = "", bins: dict[str, tuple[float, float]] | None = None,
                      prompts_in_pack: int | None = None, pack_name: str = "") -> list[Table]:
     model = label or "model"
@@ -113,6 +124,7 @@ def routeeval_tables(results: list[EpisodeResult], label: str = "", bins: dict[s
     scope = (f"{prompts} prompt(s){f' of {prompts_in_pack}' if prompts_in_pack else ''}"
              f"{f' in pack {pack_name!r}' if pack_name else ''} x {repeats} repeat(s) = {n} run(s); tool mode "
              f"{', '.join(modes) or 'n/a'}. The paper runs each prompt 16 times (--repeats 16).")
+    scope += " " + measure_note(results)
     one_model = " The paper compares 13 models; this run has one row (join runs with `rig compare`)."
     t1 = Table(title="RouteEval overall (layout of the paper's Table 1)",
                columns=["Model", "Success", "Accuracy", "Perfect", "Accuracy (measured routes)"],

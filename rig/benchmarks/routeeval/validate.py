@@ -11,9 +11,10 @@ Geocoding (our stand-in for a forgiving but location-aware geocoder; README "Geo
   word, the city's own words aside, is in the query up to typos ("Kiasma museum" -> Kiasma; "Central Park, New
   York" does not become a Helsinki cafe that shares a word). A waypoint that names only the city is not a place.
 
-Routing: legs on foot between consecutive points, summed (a route is the concatenation of its legs). A loop
-returns to the start unless the model already ended there; an out-and-back doubles the way out unless the model
-already wrote the way back; a point-to-point route is measured as given.
+Routing: legs on foot between consecutive points, summed (a route is the concatenation of its legs). The paper's
+measure (the default) is the route "with all waypoints in sequence", whatever the route type. The `closed` measure
+(an option) returns a loop to the start unless the model already ended there and doubles an out-and-back's way out
+unless the model already wrote the way back; a point-to-point route is measured as given in both.
 """
 
 from __future__ import annotations
@@ -221,8 +222,9 @@ class RouteValidator:
             self._leg_cache[key] = _route_metres(res.data)
         return self._leg_cache[key]
 
-    def measure(self, route_type: str, addresses: list[str], city: str | None) -> Measurement:
-        """Geocode, route and measure one call. Never raises on model input."""
+    def measure(self, route_type: str, addresses: list[str], city: str | None, closed: bool = False) -> Measurement:
+        """Geocode, route and measure one call. Never raises on model input. `closed` closes loops and doubles
+        out-and-back routes the model left open; the default measures the waypoints in sequence, as the paper does."""
         order = [i for i, s in enumerate(self.sites) if s.covers(city)]
         if not order:
             return Measurement(ok=False, error_category="other", error=f"no map site covers {city!r}")
@@ -239,8 +241,9 @@ class RouteValidator:
             out.waypoints.append(g)
         pts = [(g.lat, g.lon) for g in out.waypoints]
         ends_at_start = len(pts) > 2 and haversine_m(*pts[0], *pts[-1]) <= SAME_POINT_M
-        if route_type == "loop" and not (len(pts) > 1 and haversine_m(*pts[0], *pts[-1]) <= SAME_POINT_M):
-            pts = pts + [pts[0]]
+        closes_itself = len(pts) > 1 and haversine_m(*pts[0], *pts[-1]) <= SAME_POINT_M
+        if closed and route_type == "loop" and not closes_itself:
+            pts = [*pts, pts[0]]
             out.closed_by_validator = True
         out.routed = pts
         try:
@@ -249,7 +252,7 @@ class RouteValidator:
             out.error_category, out.error = "other", str(exc)
             return out
         total = sum(out.legs_m)
-        if route_type == "out-and-back" and not ends_at_start:
+        if closed and route_type == "out-and-back" and not ends_at_start:
             total *= 2
             out.doubled = True
         out.distance_m, out.ok = total, True

@@ -23,7 +23,7 @@ from rig.benchmarks.urbangeo import reasoning as R
 from rig.benchmarks.urbangeo.judge import REASON_MAX, Judge, JudgeConfigError
 from rig.benchmarks.urbangeo.prompts import knowledge_messages, reasoning_messages
 from rig.benchmarks.urbangeo.scoring import parse_letter, program_answer, sections
-from rig.benchmarks.urbangeo.tables import urbangeo_tables
+from rig.benchmarks.urbangeo.tables import PROGRAM_TASKS, urbangeo_tables
 from rig.decoding.constraint import Constraint
 from rig.engines.base import Engine
 from rig.records import ChatRequest, Episode, EpisodeResult
@@ -31,7 +31,6 @@ from rig.records import ChatRequest, Episode, EpisodeResult
 log = logging.getLogger(__name__)
 
 GENERATOR_VERSION = "1"
-PROGRAM_TASKS = ("DS", "DR", "RE", "PN", "PR")  # answer scored by program; NV and RC by the judge
 
 
 class UrbanGeoEval(Benchmark):
@@ -249,6 +248,7 @@ class UrbanGeoEval(Benchmark):
         judge_name = self.judge.model_name(engine)
         res = EpisodeResult(benchmark=self.name, episode_id=episode.id, repeat=repeat, generations=[gen],
                             tags={**episode.tags, "judge": judge_name,
+                                  "judge_self": "yes" if judge_name == engine.spec.name else "no",
                                   "judge_temperature": f"{self.judge.temperature:g}"})
         scores: dict[str, float | None] = {"reason": None, "answer": None, "answer_program": None,
                                            "answer_judge": None, "points_max": float(rmax + 10), "total": None,
@@ -308,4 +308,4 @@ class UrbanGeoEval(Benchmark):
 
     @classmethod
     def tables(cls, results: list[EpisodeResult], options: Any, label: str = "") -> list[Table]:
-        return urbangeo_tables(results, label)
+        return urbangeo_tables(results, label, options)

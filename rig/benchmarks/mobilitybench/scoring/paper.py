@@ -23,6 +23,7 @@ from rig.benchmarks.mobilitybench.scoring.text import (
     coords_in,
     haversine_km,
     norm,
+    stated_traffic,
     stated_clocks_min,
     stated_distances_m,
     stated_durations_s,
@@ -280,5 +281,7 @@ def paper_final_pass(pred: Prediction, truth: Truth, backend: Backend, delivered
             return 0.0
     if ch.similar is not None and not (ch.similar in text or sim(text, ch.similar, backend) > ANSWER_THRESHOLD):
         return 0.0
+    if ch.traffic is not None and ch.traffic not in stated_traffic(text):
+        return 0.0  # the answer does not state the road status the data gives
     return 1.0
 

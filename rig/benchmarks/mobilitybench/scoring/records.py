@@ -62,6 +62,7 @@ class Checks(BaseModel):
     places: list[str] = Field(default_factory=list)  # at least one named in the answer ...
     coord: dict[str, float] | None = None  # ... or a coordinate within max_m of {lat, lon}
     similar: str | None = None  # the answer contains it or is similar (> 0.8) to it
+    traffic: str | None = None  # clear | slow | congested: the road status the answer must state (Traffic Info)
 
 
 class Truth(BaseModel):

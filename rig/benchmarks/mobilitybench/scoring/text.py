@@ -147,3 +147,44 @@ def stated_clocks_min(text: str) -> list[int]:
             out.append(hh * 60 + mm)
     return out
 
+
+
+# Road status words, most specific first (a "slow" or "congested" word outranks a generic "clear" one).
+TRAFFIC_WORDS: dict[str, tuple[str, ...]] = {
+    "congested": ("严重拥堵", "拥堵", "拥挤", "堵塞", "congest", "jam", "blocked", "heavy traffic"),
+    "slow": ("缓行", "slow"),
+    "clear": ("畅通", "顺畅", "free-flowing", "free flowing", "flowing freely", "clear", "smooth"),
+}
+_AMAP_STATUS = {"1": "clear", "2": "slow", "3": "congested", "4": "congested"}  # AMap traffic status codes
+
+
+def stated_traffic(text: str) -> set[str]:
+    """The road statuses an answer states (clear, slow, congested). Negations ("不拥堵", "no jams") are not read."""
+    t = text.lower()
+    return {status for status, words in TRAFFIC_WORDS.items() if any(w in t for w in words)}
+
+
+def traffic_truth(ans: Any) -> str | None:
+    """The status of an AMap-shaped traffic answer ({'trafficinfo': {'description', 'evaluation': {'status',
+    'expedite', 'congested', 'blocked'}}}): the evaluation's status code, else the description's words, else the
+    largest of the percentages. None when the answer says nothing usable."""
+    info = ans.get("trafficinfo") if isinstance(ans, dict) else None
+    if not isinstance(info, dict):
+        return None
+    ev = info.get("evaluation") if isinstance(info.get("evaluation"), dict) else {}
+    code = str(ev.get("status") or "").strip()
+    if code in _AMAP_STATUS:
+        return _AMAP_STATUS[code]
+    said = stated_traffic(str(info.get("description") or ""))
+    if len(said) == 1:
+        return said.pop()
+
+    def pct(key: str) -> float:
+        try:
+            return float(str(ev.get(key) or "0").rstrip("%"))
+        except ValueError:
+            return 0.0
+
+    shares = {"clear": pct("expedite"), "slow": pct("congested"), "congested": pct("blocked")}
+    best = max(shares, key=lambda k: shares[k])
+    return best if shares[best] > 0 else None

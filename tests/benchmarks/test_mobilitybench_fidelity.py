@@ -1,0 +1,62 @@
+"""MobilityBench fidelity on upstream-format rows written here (issue 19): the Traffic answer check."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+from rig.benchmarks.mobilitybench import scoring as M
+from rig.benchmarks.mobilitybench.importer import load_upstream
+from rig.benchmarks.mobilitybench.scoring.text import stated_traffic, traffic_truth
+from rig.benchmarks.mobilitybench.similarity import CharJaccard
+
+COLS = ["query", "context", "task_scenario", "intent_family", "city", "road", "tool_list", "ans"]
+CLEAR = ("{'status': '1', 'info': 'OK', 'trafficinfo': {'description': '示例大道：双向畅通。', 'evaluation': "
+         "{'expedite': '100.00%', 'congested': '0.00%', 'blocked': '0.00%', 'unknown': '0.00%', 'status': '1', "
+         "'description': '畅通'}, 'roads': [{'name': '示例大道', 'status': '1'}]}}")
+
+
+def _csv(tmp_path: Path, ans: str) -> Path:
+    path = tmp_path / "traffic.csv"
+    with path.open("w", newline="", encoding="utf-8") as f:
+        w = csv.DictWriter(f, fieldnames=COLS)
+        w.writeheader()
+        w.writerow({"query": "示例大道现在堵不堵",
+                    "context": "{'user_current_location': '116.4,39.9', 'city': '北京市'}",
+                    "task_scenario": "Traffic Info Query", "intent_family": "Basic Information Retrieval",
+                    "city": "北京市", "road": "示例大道",
+                    "tool_list": "[{'name': 'traffic_status', 'arguments': {'name': '示例大道', 'city': '北京市'}}]",
+                    "ans": ans})
+    return path
+
+
+def test_traffic_status_is_read_from_the_amap_cell_even_when_cut(tmp_path: Path) -> None:
+    for ans in (CLEAR, CLEAR[:CLEAR.index("'roads'")]):  # whole, and cut mid-cell as a spreadsheet limit cuts it
+        (case,), _ = load_upstream(_csv(tmp_path, ans))
+        assert isinstance(case.truth.slots["ans"], dict)
+        assert case.truth.checks is not None and case.truth.checks.traffic == "clear"
+
+
+def test_traffic_answer_must_state_the_datas_status(tmp_path: Path) -> None:
+    (case,), _ = load_upstream(_csv(tmp_path, CLEAR))
+    call = M.Call(name="traffic_status", arguments={"name": "示例大道", "city": "北京市"}, ok=True, task=0)
+
+    def pred(text: str) -> M.Prediction:
+        return M.Prediction(intent="路况查询", content=text, calls=[call], delivered=True)
+
+    for mode in ("paper", "reference"):
+        good = M.score(pred("示例大道目前双向畅通，通行顺畅。"), case.truth, mode, CharJaccard())
+        bad = M.score(pred("示例大道目前严重拥堵，双向通行缓慢。"), case.truth, mode, CharJaccard())
+        assert good["DR"] == bad["DR"] == 1.0, mode
+        assert good["FPR"] == 1.0, mode
+        assert bad["FPR"] == 0.0, mode  # the road is clear; before issue 19 paper mode scored this 1.0
+
+
+def test_traffic_truth_rules() -> None:
+    assert traffic_truth({"trafficinfo": {"evaluation": {"status": "3"}}}) == "congested"
+    assert traffic_truth({"trafficinfo": {"description": "部分路段缓行", "evaluation": {}}}) == "slow"
+    assert traffic_truth({"trafficinfo": {"evaluation": {"expedite": "20%", "congested": "10%",
+                                                         "blocked": "70%"}}}) == "congested"
+    assert traffic_truth("not parsed") is None and traffic_truth({"trafficinfo": {}}) is None
+    assert stated_traffic("Traffic is free-flowing in both directions") == {"clear"}
+    assert stated_traffic("Heavy traffic, jams near the bridge") == {"congested"}
