@@ -22,7 +22,7 @@ _C = {"road": "#d9d9d9", "search": "#3b6fb6", "poi": "#2e8b57", "move": "#222", 
       "seen": "#888", "truth": "#2e8b57", "hit": "#2e8b57", "miss": "#c0392b", "user": "#e67e22"}
 
 
-def road_segments(pack, mode: str = "drive") -> list[tuple[float, float, float, float]]:  # type: ignore[no-untyped-def]
+def road_segments(pack, mode: str = "drive") -> list[tuple[float, float, float, float]]:
     """(lat1, lon1, lat2, lon2) of the pack's edges usable by ``mode``, for a background."""
     from rig.maps.profiles import MODE_BITS
 

@@ -204,7 +204,7 @@ async def run_react(engine: Engine, case: Any, service: Any, *, mode: str, sampl
 
 
 async def _one_call(engine: Engine, history: list[Message], tools: list[ToolSpec], mode: str,
-                    sampling: Sampling) -> tuple[Generation, list]:  # type: ignore[type-arg]
+                    sampling: Sampling) -> tuple[Generation, list]:
     msgs, req_tools, constraint = prepare(history, tools, mode)
     gen = await engine.chat(ChatRequest(messages=msgs, tools=req_tools, tool_mode=mode,  # type: ignore[arg-type]
                                         constraint=constraint, sampling=sampling))

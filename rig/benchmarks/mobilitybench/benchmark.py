@@ -120,7 +120,7 @@ class MobilityBench(Benchmark):
                                prefix_group=self.opts.framework))
         return out
 
-    def backend(self):  # type: ignore[no-untyped-def]
+    def backend(self):
         if self._backend is None:
             from rig.benchmarks.mobilitybench.similarity import SimilarityUnavailable, load_backend
 
@@ -133,7 +133,7 @@ class MobilityBench(Benchmark):
                     raise DataError(f"mobilitybench option similarity: {exc}") from None
         return self._backend
 
-    def service(self):  # type: ignore[no-untyped-def]
+    def service(self):
         """The sandbox: the replay store (built from the pack once, cached), then the pack if sandbox=pack."""
         if self._service is None:
             from rig.benchmarks.mobilitybench.tools import MobilityService

@@ -389,7 +389,7 @@ def g_find_cover_aoi_all(city: City, rng: random.Random) -> Mcq:
     names = ", ".join(q.name for q in ps)
     return _shuffle(rng, "Find_Cover_AOI_All",
                     f"In {city.name}, which is the smallest area that contains all of these places: {names}?",
-                    correct.name, [x.name for x in _sample(rng, others, 3)],  # type: ignore[arg-type,misc]
+                    correct.name, [x.name for x in _sample(rng, others, 3)],
                     {"pois": [q.name for q in ps]})
 
 
@@ -526,7 +526,7 @@ def _compare(template: str, phrase: str, metric: AoiMetric) -> Callable[[City, r
                 best = four[vals.index(top)]
                 rest = [a.name for a in four if a is not best]
                 return _shuffle(rng, template, f"In {city.name}, which of these areas {phrase}?",
-                                best.name, rest, {"aois": [a.key for a in four]})  # type: ignore[arg-type]
+                                best.name, rest, {"aois": [a.key for a in four]})
         raise Skip("no draw without a tie")
 
     return gen

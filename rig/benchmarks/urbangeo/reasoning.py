@@ -139,7 +139,7 @@ RELATION_QUESTIONS = {
 }
 
 
-def _near_pairs(items: list, key, max_m: float) -> list[tuple[int, int]]:  # type: ignore[no-untyped-def]
+def _near_pairs(items: list, key, max_m: float) -> list[tuple[int, int]]:
     out = []
     for i in range(len(items)):
         for j in range(i + 1, len(items)):
