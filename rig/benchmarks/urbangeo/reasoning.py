@@ -157,6 +157,7 @@ def t_relation(city: City, rng: random.Random, subtype: str | None = None) -> Pr
     def mid(r: Road) -> tuple[float, float]:
         return r.polyline[len(r.polyline) // 2]
 
+    pairs: list[tuple[Road | Aoi, Road | Aoi]]
     if subtype == "road-road":
         pairs = [(roads[i], roads[j]) for i, j in _near_pairs(roads, mid, 800)]
     elif subtype == "road-area":
