@@ -37,7 +37,7 @@ class Weights(BaseModel):
     served: str | None = None  # model name on an already running OpenAI-compatible server
 
     @model_validator(mode="after")
-    def _exactly_one(self) -> "Weights":
+    def _exactly_one(self) -> Weights:
         set_ = [k for k, v in self.model_dump().items() if v]
         if len(set_) != 1:
             raise ValueError(f"set exactly one of file, dir, package, ollama, served (got {set_ or 'none'})")
@@ -143,7 +143,7 @@ def load_registry(path: str | Path | None = None) -> Registry:
         variants = entry.pop("variants", None)
         default_variant = entry.pop("default_variant", None)
         if variants is None:
-            items = [(None, {})]
+            items: list[tuple[Any, Any]] = [(None, {})]  # (variant label, overrides) as read from YAML
         elif isinstance(variants, dict) and variants:
             items = list(variants.items())
         else:
@@ -199,7 +199,8 @@ def resolve_weights(spec: ModelSpec, registry_path: str, *, materialise: bool = 
             raise RegistryError(f"{where}.weights.{w.kind}: {e}") from None
         ok = p.is_file() if w.kind == "file" else p.is_dir()
         if not ok:
-            raise RegistryError(f"{where}.weights.{w.kind}: {p} does not exist (place the weights there or fix the path)")
+            raise RegistryError(
+                f"{where}.weights.{w.kind}: {p} does not exist (place the weights there or fix the path)")
         return str(p)
     if w.kind == "package":
         return _package_gguf(w.ref, where, materialise)

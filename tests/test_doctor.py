@@ -18,7 +18,7 @@ def test_doctor_fails_on_bad_data(tmp_path) -> None:  # type: ignore[no-untyped-
 def test_llamacpp_smoke_runs_the_embedded_model(embedded_weights: str) -> None:
     from rig.doctor import _llamacpp_row
 
-    label, status, detail = _llamacpp_row(None)
+    _label, status, detail = _llamacpp_row(None)
     assert status == "ok", detail
 
 

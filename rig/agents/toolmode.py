@@ -100,10 +100,12 @@ def prepare(messages: list[Message], tools: list[ToolSpec], mode: str) -> tuple[
 def extract_calls(gen: Generation, tools: list[ToolSpec],
                   mode: str) -> tuple[list[ParsedCall], ParseStatus, str | None]:
     """The calls in a generation, a parse status and, when there are none, why."""
-    if mode in ("json", "yaml"):
-        value, err = parse_output(gen.text.strip(), constraint_for(tools, mode))  # type: ignore[arg-type]
+    envelope = constraint_for(tools, mode)  # set for the json and yaml modes
+    if envelope is not None:
+        value, err = parse_output(gen.text.strip(), envelope)
         if err is not None:
             return [], "parse_error", err
+        assert value is not None  # the envelope schema admits only objects
         return [ParsedCall(name=value["name"], arguments=value.get("arguments") or {})], "ok", None
     if mode == "native" and gen.tool_calls:
         return list(gen.tool_calls), "ok", None

@@ -24,7 +24,7 @@ class Constraint(BaseModel):
     choices: list[str] | None = None
 
     @model_validator(mode="after")
-    def _payload_matches_kind(self) -> "Constraint":
+    def _payload_matches_kind(self) -> Constraint:
         need = {
             "json_schema": "schema_",
             "yaml_schema": "schema_",

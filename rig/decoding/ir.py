@@ -124,7 +124,7 @@ def cls_escape(chars: str) -> str:
     """Escape characters for use inside a ``[...]`` body readable by both GBNF and regex engines."""
     out = []
     for c in chars:
-        if c.isalnum() and c.isascii() or c in " _.,:;!#%&'<=>@`~{}()|?*+$":
+        if (c.isalnum() and c.isascii()) or c in " _.,:;!#%&'<=>@`~{}()|?*+$":
             out.append(c)
         elif ord(c) < 0x100:
             out.append(f"\\x{ord(c):02x}")

@@ -114,7 +114,7 @@ def _pieces(llm: Any) -> list[bytes]:
             buf = ctypes.create_string_buffer(-n)
             size = -n
             n = llama_cpp.llama_token_to_piece(vocab, i, buf, size, 0, True)
-        out.append(bytes(buf[:n]))
+        out.append(buf.raw[:n])
     return out
 
 
@@ -176,7 +176,7 @@ def audit_vocabulary(llm: Any, *, outlines_model: Any = None, llg_tokenizer: Any
     dropped = [i for i in range(n) if i not in kept and len(pieces[i]) > 32]
     collided = [i for i in range(n) if i not in kept and len(pieces[i]) <= 32]
     survivor = {i: o_vocab.get(pieces[i].decode("utf-8", errors="replace")) for i in collided}
-    same_bytes = [i for i in collided if survivor[i] is not None and pieces[survivor[i]] == pieces[i]]
+    same_bytes = [i for i in collided if (j := survivor[i]) is not None and pieces[j] == pieces[i]]
     misencoded = [i for i, s in kept.items() if s.encode("utf-8") != pieces[i]]
     control = [i for i in kept if llama_cpp.llama_vocab_get_attr(vocab_c, i) & llama_cpp.LLAMA_TOKEN_ATTR_CONTROL]
     affected = sorted(set(dropped) | set(collided) | set(misencoded))

@@ -37,7 +37,7 @@ def is_type(value: Any, t: str) -> bool:
     if t == "number":
         return True
     if t == "integer":
-        return isinstance(value, int) or math.isfinite(value) and float(value).is_integer()
+        return isinstance(value, int) or (math.isfinite(value) and float(value).is_integer())
     raise ValueError(f"unknown JSON-schema type {t!r}")
 
 
@@ -50,7 +50,7 @@ def json_equal(a: Any, b: Any) -> bool:
     if isinstance(a, dict) and isinstance(b, dict):
         return a.keys() == b.keys() and all(json_equal(a[k], b[k]) for k in a)
     if isinstance(a, list) and isinstance(b, list):
-        return len(a) == len(b) and all(json_equal(x, y) for x, y in zip(a, b))
+        return len(a) == len(b) and all(json_equal(x, y) for x, y in zip(a, b, strict=True))
     return type(a) is type(b) and a == b
 
 

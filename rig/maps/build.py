@@ -188,7 +188,8 @@ def build_pack(pbf_path: str | Path, out_dir: str | Path) -> PackInfo:
         walk_mps=np.array(ex.e_walk_mps, dtype=np.float32), bike_mps=np.array(ex.e_bike_mps, dtype=np.float32),
         way=np.array(ex.e_way, dtype=np.int64), names=np.array(ex.names or [""], dtype=str),
         classes=np.array(ex.classes or [""], dtype=str),
-        **{f"snap_{m}": snap[m] for m in MODES},
+        # one array per mode in MODES, named so that a ** dict cannot be taken for allow_pickle
+        snap_walk=snap["walk"], snap_bike=snap["bike"], snap_drive=snap["drive"],
     )
     _write_areas(out / "areas.npz", ex.areas)
     _write_gazetteer(out / "gazetteer.sqlite", places, ex.areas)

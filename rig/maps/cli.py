@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import typer
 
@@ -15,7 +15,7 @@ KINDS = ("geocode", "reverse", "route", "nearby", "stations", "distance")
 DIALECTS = ("plain", "google", "amap")
 
 
-def _fail(msg: str, code: int = 2) -> None:
+def _fail(msg: str, code: int = 2) -> NoReturn:
     typer.echo(f"error: {msg}", err=True)
     raise typer.Exit(code)
 
@@ -110,13 +110,14 @@ def query(
         _fail(str(exc))
         return
     opt = {"limit": limit}
+    args: dict[str, Any]
     if kind == "geocode":
         tool, args = "geocode", {"query": " ".join(terms), "city": city, **opt}
     elif kind in ("reverse", "nearby", "stations"):
         if len(terms) != 1:
             _fail(f"{kind} takes one LAT,LON point")
         tool = {"reverse": "reverse_geocode", "nearby": "nearby", "stations": "search_stations"}[kind]
-        args = _point(terms[0])
+        args = {**_point(terms[0])}
         if kind != "reverse":
             args |= {"radius_m": radius, **opt}
         if kind == "nearby":

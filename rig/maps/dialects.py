@@ -11,11 +11,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from pydantic import BaseModel
+
 from rig.maps.geo import compass, encode_polyline, geodesic_m, offset
 from rig.maps.records import GeocodeResult, NearbyResult, Place, ReverseGeocodeResult, Route, RouteStep
 
 
-def _as(model: type, x: Any) -> Any:
+def _as(model: type[BaseModel], x: Any) -> Any:
     return x if isinstance(x, model) else model.model_validate(x)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 # IUGG mean Earth radius: the usual choice for haversine ("great circle") distances.
 EARTH_RADIUS_M = 6_371_008.8
@@ -83,7 +84,7 @@ def compass(bearing: float) -> str:
     return _COMPASS[int(((bearing % 360) + 22.5) // 45) % 8]
 
 
-def to_xyz(lats: np.ndarray, lons: np.ndarray) -> np.ndarray:
+def to_xyz(lats: ArrayLike, lons: ArrayLike) -> np.ndarray:
     """Points on the unit sphere, so a KD-tree's Euclidean (chord) distance is monotone in true distance
     everywhere, poles and the antimeridian included."""
     la, lo = np.radians(np.asarray(lats, float)), np.radians(np.asarray(lons, float))

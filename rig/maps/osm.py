@@ -192,8 +192,8 @@ class _Collector:
                         ex.e_walk_mps.append(walk_mps)
                         ex.e_bike_mps.append(bike_mps)
                         ex.e_way.append(o.id)
-                if tags.get("name") and tags.get("highway"):
-                    ex.street_parts.setdefault(tags.get("name"), []).append(
+                if (name := tags.get("name")) and tags.get("highway"):
+                    ex.street_parts.setdefault(name, []).append(
                         ((prev[1] + cur[1]) / 2, (prev[2] + cur[2]) / 2, length, cls))
             prev = cur
 
@@ -232,6 +232,8 @@ def read_extract(pbf_path: str) -> Extract:
 
     col = _Collector()
     for o in osmium.FileProcessor(str(pbf_path)).with_locations().with_areas():
+        if isinstance(o, osmium.osm.Changeset):  # not map data (and has no is_area)
+            continue
         if o.is_area():
             col.on_area(o)
         elif o.is_node():

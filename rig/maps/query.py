@@ -7,6 +7,7 @@ import sqlite3
 from collections.abc import Iterable
 from functools import cached_property
 from pathlib import Path
+from typing import Any, Literal
 
 import numpy as np
 
@@ -41,6 +42,8 @@ class MapPack:
         self.lon = np.array([r[10] for r in rows], dtype=np.float64)
         self.kind = np.array([r[1] for r in rows], dtype=object)
         self.names_norm = [r[3] for r in rows]
+        # KD-trees per (kinds, tagged_address), built on first use.
+        self._trees: dict[tuple[tuple[str, ...], bool], tuple[Any, np.ndarray]] = {}
 
     @classmethod
     def open(cls, pack_dir: str | Path) -> MapPack:
@@ -70,19 +73,19 @@ class MapPack:
     def _unique_names(self) -> list[str]:
         return list(self._exact)
 
-    def _tree(self, kinds: tuple[str, ...], tagged_address: bool = False):
+    def _tree(self, kinds: tuple[str, ...], tagged_address: bool = False) -> tuple[Any, np.ndarray]:
         """KD-tree over places of some kinds (optionally only those with an address from OSM tags)."""
         from scipy.spatial import cKDTree
 
-        key = ("_tree", kinds, tagged_address)
-        if key not in self.__dict__:
+        key = (kinds, tagged_address)
+        if key not in self._trees:
             mask = np.isin(self.kind, kinds)
             if tagged_address:
                 mask &= np.array([r[7] == "tags" for r in self._rows], dtype=bool)
             idx = np.nonzero(mask)[0]
             tree = cKDTree(to_xyz(self.lat[idx], self.lon[idx])) if len(idx) else None
-            self.__dict__[key] = (tree, idx)
-        return self.__dict__[key]
+            self._trees[key] = (tree, idx)
+        return self._trees[key]
 
     def _nearest(self, lat: float, lon: float, max_m: float, kinds: tuple[str, ...],
                  tagged_address: bool = False) -> tuple[Place | None, float | None]:
@@ -139,7 +142,7 @@ class MapPack:
         if len(out) < limit:
             hits = process.extract(q, self._unique_names, scorer=fuzz.WRatio, processor=None,
                                    score_cutoff=min_score, limit=limit * 3)
-            ranked = []
+            ranked: list[tuple[int, float, float, tuple[int, int, int], float, int]] = []
             for name, score, _ in hits:
                 if name == q:
                     continue
@@ -153,7 +156,8 @@ class MapPack:
     def _rank(self, i: int) -> tuple[int, int, int]:
         return (_KIND_RANK[self.kind[i]], self._rows[i][4] in _MINOR, i)
 
-    def _add(self, out: list[GeocodeResult], i: int, score: float, match: str, limit: int) -> None:
+    def _add(self, out: list[GeocodeResult], i: int, score: float, match: Literal["exact", "fuzzy"],
+             limit: int) -> None:
         if len(out) >= limit:
             return
         r = self._rows[i]
@@ -252,12 +256,12 @@ class MapPack:
                  mode: str = "walk") -> DistanceResult:
         """Distance between two (lat, lon) points: great_circle (haversine), geodesic (WGS84) or network."""
         if kind == "great_circle":
-            return DistanceResult(kind=kind, distance_m=round(haversine_m(a[0], a[1], b[0], b[1]), 3))
+            return DistanceResult(kind="great_circle", distance_m=round(haversine_m(a[0], a[1], b[0], b[1]), 3))
         if kind == "geodesic":
-            return DistanceResult(kind=kind, distance_m=round(geodesic_m(a[0], a[1], b[0], b[1]), 3))
+            return DistanceResult(kind="geodesic", distance_m=round(geodesic_m(a[0], a[1], b[0], b[1]), 3))
         if kind == "network":
             r = self.route([a, b], mode)
-            return DistanceResult(kind=kind, mode=mode, distance_m=r.distance_m, duration_s=r.duration_s)
+            return DistanceResult(kind="network", mode=r.mode, distance_m=r.distance_m, duration_s=r.duration_s)
         raise ValueError(f"unknown distance kind {kind!r}")
 
 

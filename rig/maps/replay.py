@@ -96,6 +96,8 @@ def _dumps(obj: Any) -> str:
 
 
 def _pair(value: Any, order: str) -> tuple[float, float]:
+    a: Any
+    b: Any
     if isinstance(value, Mapping):
         a, b = value.get("lat"), value.get("lon", value.get("lng"))
         order = "lat,lon"
@@ -274,7 +276,8 @@ class _PointGroup:
         cand = self.tree.query_ball_point(to_xyz([pts[0][0]], [pts[0][1]])[0], metres_to_chord(bound_m))
         best = None
         for j in sorted(cand):
-            worst = max(haversine_m(p[0], p[1], float(s[0]), float(s[1])) for p, s in zip(pts, self.points[j]))
+            worst = max(haversine_m(p[0], p[1], float(s[0]), float(s[1]))
+                        for p, s in zip(pts, self.points[j], strict=True))
             if worst <= bound_m and (best is None or worst < best[1]):
                 best = (int(self.ids[j]), worst)
         return best
@@ -374,31 +377,31 @@ class ReplayStore:
         return self._con.execute("SELECT key, response FROM entries WHERE id=?", (entry_id,)).fetchone()
 
     def _lookup(self, provider: str, endpoint: str, c: Canonical, policy: ReplayPolicy) -> ReplayAnswer:
-        base = {"provider": provider, "endpoint": endpoint, "key": c.key}
+        base: dict[str, Any] = {"provider": provider, "endpoint": endpoint, "key": c.key}
         row = self._con.execute("SELECT response FROM entries WHERE provider=? AND endpoint=? AND key=?",
                                 (provider, endpoint, c.key)).fetchone()
         if row:
             return ReplayAnswer(label="hit", response=json.loads(row[0]), matched_key=c.key, **base)
         if policy.fuzzy_names and c.name:
             gkey = (provider, endpoint, c.ctx_name)
-            group = self._names.get(gkey)
-            if group is None:
-                group = self._names[gkey] = _NameGroup(self._con.execute(
+            names = self._names.get(gkey)
+            if names is None:
+                names = self._names[gkey] = _NameGroup(self._con.execute(
                     "SELECT id, name FROM entries WHERE provider=? AND endpoint=? AND ctx_name=? AND name IS NOT NULL",
                     gkey).fetchall())
-            best = group.best(c.name, policy.fuzzy_threshold)
+            best = names.best(c.name, policy.fuzzy_threshold)
             if best is not None:
                 key, response = self._row(best[0])
                 return ReplayAnswer(label="fuzzy", response=json.loads(response), matched_key=key,
                                     fallback="name", similarity=round(best[1], 2), **base)
         if policy.nearest and c.points:
             gkey = (provider, endpoint, c.ctx_point)
-            group = self._points.get(gkey)
-            if group is None:
-                group = self._points[gkey] = _PointGroup(self._con.execute(
+            points = self._points.get(gkey)
+            if points is None:
+                points = self._points[gkey] = _PointGroup(self._con.execute(
                     "SELECT id, points FROM entries WHERE provider=? AND endpoint=? AND ctx_point=?"
                     " AND points IS NOT NULL", gkey).fetchall())
-            best = group.nearest(c.points, policy.max_distance_m)
+            best = points.nearest(c.points, policy.max_distance_m)
             if best is not None:
                 key, response = self._row(best[0])
                 return ReplayAnswer(label="fuzzy", response=json.loads(response), matched_key=key,

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from functools import cached_property
+from itertools import pairwise
+from typing import Any, cast
 
 import numpy as np
 
 from rig.maps import profiles
 from rig.maps.geo import bearing_deg, compass, haversine_m, metres_to_chord, to_xyz
-from rig.maps.records import LatLon, Route, RouteLeg, RouteStep
+from rig.maps.records import LatLon, Mode, Route, RouteLeg, RouteStep
 
 MAX_SNAP_M = 2_000.0  # waypoints further than this from the mode's network are refused, not silently moved
 
@@ -58,7 +60,7 @@ class Router:
         self.lat, self.lon = g["node_lat"], g["node_lon"]
         self.names = [str(x) for x in g["names"]]
         self._graphs: dict[tuple[str, int], _ModeGraph] = {}
-        self._trees: dict[str, tuple[object, np.ndarray]] = {}
+        self._trees: dict[str, tuple[Any, np.ndarray]] = {}  # scipy cKDTree, nodes
 
     @cached_property
     def _durations(self) -> dict[str, np.ndarray]:
@@ -110,7 +112,7 @@ class Router:
         while nodes[-1] != a:
             nodes.append(int(pred[nodes[-1]]))
         nodes.reverse()
-        return [mg.edge_between(u, v) for u, v in zip(nodes[:-1], nodes[1:])]
+        return [mg.edge_between(u, v) for u, v in pairwise(nodes)]
 
     def route(self, waypoints: list[tuple[float, float]], mode: str, avoid: Iterable[str] = ()) -> Route:
         if mode not in profiles.MODE_BITS:
@@ -121,10 +123,11 @@ class Router:
         mask = avoid_mask(avoid_list)
         snaps = [self.snap(mode, lat, lon) for lat, lon in waypoints]
         legs = []
-        for (p, (na, da)), (q, (nb, db)) in zip(zip(waypoints, snaps), zip(waypoints[1:], snaps[1:])):
+        for (p, (na, da)), (q, (nb, db)) in pairwise(zip(waypoints, snaps, strict=True)):
             edges = self.path(mode, mask, na, nb)
             legs.append(self._leg(mode, p, q, na, nb, da, db, edges))
-        return Route(mode=mode, avoid=avoid_list, legs=legs,
+        # mode was checked against MODE_BITS above
+        return Route(mode=cast(Mode, mode), avoid=avoid_list, legs=legs,
                      distance_m=round(sum(leg.distance_m for leg in legs), 3),
                      duration_s=round(sum(leg.duration_s for leg in legs), 3))
 

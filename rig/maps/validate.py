@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Any
+from typing import Any, TypeGuard
 
 from rig.decoding.validate import is_type, json_equal
 from rig.maps.records import Extent
@@ -111,13 +111,17 @@ def check_coordinates(args: Any, extent: Extent | None, path: str = "$") -> None
     """Every dict with lat and lon is a coordinate: refuse points whose lat/lon look swapped."""
     if isinstance(args, dict):
         lat, lon = args.get("lat"), args.get("lon")
-        if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (lat, lon)):
+        if _is_number(lat) and _is_number(lon):
             _check_point(float(lat), float(lon), extent, path)
         for k, v in args.items():
             check_coordinates(v, extent, f"{path}.{k}")
     elif isinstance(args, list):
         for i, v in enumerate(args):
             check_coordinates(v, extent, f"{path}[{i}]")
+
+
+def _is_number(v: Any) -> TypeGuard[int | float]:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
 def _check_point(lat: float, lon: float, extent: Extent | None, path: str) -> None:

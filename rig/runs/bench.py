@@ -79,6 +79,7 @@ def _route_options(options: dict[str, Any], names: list[str], *, single: bool) -
 
 
 def _build(opts: BenchOptions) -> tuple[ModelSpec, str, list[tuple[Benchmark, list[Episode]]], RunConfig, list[str]]:
+    assert opts.model is not None  # run_bench refuses options without one
     reg = load_registry(opts.models_file)
     spec = reg.get(opts.model)
     overrides = (("temperature", opts.temperature), ("seed", opts.seed), ("max_tokens", opts.max_tokens))

@@ -24,6 +24,7 @@ from rig.scoring.stats import paired_diff_ci
 
 
 def bench_argv(model: str, o: BenchOptions, out: Path) -> list[str]:
+    assert o.benchmark is not None  # run_compare refuses options without one
     argv = [sys.executable, "-m", "rig.cli", "bench", "--model", model, "--benchmark", o.benchmark,
             "--out", str(out), "--no-report", "--seed", str(o.seed if o.seed is not None else 0),
             "--repeats", str(o.repeats), "--decode", o.decode, "--tool-mode", o.tool_mode,
@@ -41,6 +42,8 @@ def run_compare(models: list[str], opts: BenchOptions,
                 say: Callable[[str], object] = print) -> tuple[Path, list[Path]]:
     if len(models) < 2:
         raise BenchError("rig compare needs at least two models")
+    if opts.benchmark is None:
+        raise BenchError("rig compare runs one benchmark: name it with --benchmark")
     cdir = opts.out / f"compare-{time.strftime('%Y%m%d-%H%M%S')}-{opts.benchmark}"
     cdir.mkdir(parents=True, exist_ok=False)
     run_dirs = []

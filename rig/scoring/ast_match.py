@@ -21,23 +21,23 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 __all__ = [
-    "AstVerdict",
-    "ast_match",
-    "routing_normalise",
-    "routing_exact_match",
-    "WILDCARD",
-    "REASONS",
-    "OK",
-    "EMPTY_PREDICTION",
-    "PREDICTION_NOT_A_DICT",
-    "MISSING_KEY",
-    "API_NOT_A_LIST",
-    "PARAMETERS_NOT_A_LIST",
     "API_LIST_MISMATCH",
+    "API_NOT_A_LIST",
+    "EMPTY_PREDICTION",
+    "MISSING_KEY",
+    "MISSING_PARAMETER_KEY",
+    "OK",
+    "PARAMETERS_NOT_A_LIST",
     "PARAMETER_COUNT_MISMATCH",
     "PARAMETER_NOT_A_DICT",
-    "MISSING_PARAMETER_KEY",
+    "PREDICTION_NOT_A_DICT",
+    "REASONS",
     "VALUE_MISMATCH",
+    "WILDCARD",
+    "AstVerdict",
+    "ast_match",
+    "routing_exact_match",
+    "routing_normalise",
 ]
 
 #: Placeholder used in the CallNavi ground truth for unknown/dependent values.
@@ -117,7 +117,7 @@ def _lenient_equal(a: object, b: object) -> bool:
     if isinstance(a, Mapping) and isinstance(b, Mapping):
         return a.keys() == b.keys() and all(_lenient_equal(a[k], b[k]) for k in a)
     if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
-        return len(a) == len(b) and all(_lenient_equal(x, y) for x, y in zip(a, b))
+        return len(a) == len(b) and all(_lenient_equal(x, y) for x, y in zip(a, b, strict=True))
     if isinstance(a, (Mapping, list, tuple)) or isinstance(b, (Mapping, list, tuple)):
         return False
     return _scalar_text(a) == _scalar_text(b)
@@ -181,13 +181,13 @@ def ast_match(pred: object, gt: dict, *, lenient_types: bool = False) -> AstVerd
 
     # Structure: every GT key present in the aligned predicted call. Extra
     # predicted keys are never penalised.
-    for gt_call, pred_call in zip(gt_params, pred_params):
+    for gt_call, pred_call in zip(gt_params, pred_params, strict=True):
         if any(k not in pred_call for k in gt_call):
             return AstVerdict(
                 order=True, structure=False, ast=False, reason=MISSING_PARAMETER_KEY
             )
 
-    for gt_call, pred_call in zip(gt_params, pred_params):
+    for gt_call, pred_call in zip(gt_params, pred_params, strict=True):
         for key, gt_value in gt_call.items():
             if _is_wildcard(gt_value):
                 continue

@@ -14,10 +14,10 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 
 __all__ = [
-    "normalise_output",
     "election_stability",
     "levenshtein_distance",
     "levenshtein_stability",
+    "normalise_output",
 ]
 
 _FENCE = re.compile(r"```[A-Za-z0-9_+.-]*")

@@ -8,6 +8,7 @@ Without a driver everything reads "unavailable" and the run goes on.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import time
@@ -158,10 +159,8 @@ class GpuSampler:
             self._thread.join(timeout=2)
         self.sample()
         if self._nvml is not None:
-            try:
+            with contextlib.suppress(Exception):
                 self._nvml.nvmlShutdown()
-            except Exception:
-                pass
         return self.summary
 
 

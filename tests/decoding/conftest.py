@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import json
 import math
@@ -159,10 +160,8 @@ def engines(request: pytest.FixtureRequest) -> Verdicts:
     """verdicts(gbnf, lark, text) -> {engine: accepted} for every engine installed (at least one)."""
     found: dict[str, Any] = {}
     for name in ("llama_matcher", "guidance", "xgrammar_matcher"):
-        try:
+        with contextlib.suppress(pytest.skip.Exception):
             found[name] = request.getfixturevalue(name)
-        except pytest.skip.Exception:
-            pass
     if not found:
         pytest.skip("no grammar engine installed (llama-cpp-python + embedded model, llguidance or xgrammar)")
 

@@ -8,8 +8,8 @@ from typing import Any
 from rig.decoding.schema import AnyValue, Arr, Enum, Normalizer, Obj, Prim, Union_
 
 # Characters that stress escaping in both formats: quotes, backslash, controls, YAML specials, non-ASCII.
-CHARS = list("abcXYZ 09_-:#'\"\\/{}[],&*!|>%@\t\n") + ["\x01", "\x7f", "\x85", "\u00e9", "\u2028", "\u65e5",
-                                                         "\U0001F600"]
+CHARS = [*"abcXYZ 09_-:#'\"\\/{}[],&*!|>%@\t\n", "\x01", "\x7f", "\x85", "\u00e9", "\u2028", "\u65e5",
+         "\U0001F600"]
 
 
 def sample(schema: Any, rng: random.Random, norm: Normalizer | None = None, depth: int = 0) -> Any:

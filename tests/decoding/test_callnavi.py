@@ -95,7 +95,7 @@ def test_ground_truth_accepted_iff_valid(domain: str, variant: str, fmt: str, en
     for gt in ground_truth(domain):
         if variant != "names":
             gt = {**gt, "parameters": [reorder(p, params.get(name, {}))
-                                       for name, p in zip(gt["API"], gt["parameters"])] + gt["parameters"][len(gt["API"]):]}
+                                       for name, p in zip(gt["API"], gt["parameters"], strict=False)] + gt["parameters"][len(gt["API"]):]}
         valid = validate(gt, schema) == []
         text = json.dumps(gt) if fmt == "json" else yaml_dump(gt)
         verdicts = engines(gbnf, lark, text)

@@ -54,7 +54,7 @@ def test_check_audit_refuses_a_mismatched_llguidance_vocabulary() -> None:
     fields = {k: 0 for k, f in VocabAudit.model_fields.items() if f.annotation is int}
     ok = VocabAudit(**fields | {"model": "m", "n_vocab": 10, "outlines_entries": 10, "llguidance_tokens": 10})
     check_audit(ok)
-    with pytest.raises(OutlinesUnavailable, match="does not match llama.cpp's .*use constraint_backend native"):
+    with pytest.raises(OutlinesUnavailable, match=r"does not match llama.cpp's .*use constraint_backend native"):
         check_audit(ok.model_copy(update={"llguidance_mismatches": 2, "llguidance_mismatches_utf8": 1,
                                           "llguidance_mismatch_examples": ["7: b'ab' -> b'a'"]}))
     with pytest.raises(OutlinesUnavailable):
@@ -150,7 +150,7 @@ def test_outlines_constrained_output_parses_and_validates(outlines_engine, case:
     g = _chat(outlines_engine, prompt, c)
     assert g.error is None, g.error
     assert g.finish_reason == "stop", g.text
-    value, err = parse_output(g.text, c)
+    _value, err = parse_output(g.text, c)
     assert err is None, (err, g.text)
     assert g.completion_tokens and g.prompt_tokens and g.timings.ttft_s is not None
     served = outlines_engine.describe()["constrained_requests"]

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from itertools import pairwise
+
 import numpy as np
 import pytest
 
@@ -34,7 +36,7 @@ def test_route_through_waypoints_is_sum_of_legs(pack) -> None:
         assert len(r.legs) == 3
         assert r.distance_m == pytest.approx(sum(leg.distance_m for leg in r.legs), abs=0.01)
         assert r.duration_s == pytest.approx(sum(leg.duration_s for leg in r.legs), abs=0.01)
-        separate = [pack.route([p, q], mode).distance_m for p, q in zip(pts, pts[1:])]
+        separate = [pack.route([p, q], mode).distance_m for p, q in pairwise(pts)]
         assert r.distance_m == pytest.approx(sum(separate), abs=0.01)
         assert [(leg.start.lat, leg.start.lon) for leg in r.legs] == pts[:-1]
 
@@ -42,7 +44,7 @@ def test_route_through_waypoints_is_sum_of_legs(pack) -> None:
 def _oneway_drive_edge(pack):
     g = pack._graph
     drive = (g["modes"] & 4) > 0
-    pairs = set(zip(g["src"][drive].tolist(), g["dst"][drive].tolist()))
+    pairs = set(zip(g["src"][drive].tolist(), g["dst"][drive].tolist(), strict=True))
     snap = g["snap_drive"]
     for e in np.nonzero(drive)[0]:
         u, v = int(g["src"][e]), int(g["dst"][e])

@@ -137,7 +137,7 @@ def score_output(text: str, gt: dict, task: str, fmt: str) -> tuple[dict[str, fl
     if value is None:
         return {"syntax": 0.0, "structure": 0.0, "ast": 0.0, "order": 0.0}, None, f"parse: {err}"
     v = ast_match(value, gt)
-    scores = {"syntax": 1.0, "structure": float(v.structure), "ast": float(v.ast), "order": float(v.order)}
+    scores: dict[str, float | None] = {"syntax": 1.0, "structure": float(v.structure), "ast": float(v.ast), "order": float(v.order)}
     return scores, value, None if v.ast else f"ast: {v.reason}"
 
 

@@ -100,7 +100,7 @@ class ScriptedExplorer:
         checked: dict[str, bool] = {}
         dist: dict[str, float] = {}
         searched: list[tuple[float, float]] = []
-        failed: set[tuple[tuple[float, float], str, float]] = set()
+        failed: set[tuple[tuple[float, float], Any, Any]] = set()  # (where, direction, distance as the model wrote)
         for name, args, payload in calls:
             if isinstance(payload, dict) and "error" in payload:
                 if name == CHANGE_LOCATION:

@@ -40,7 +40,7 @@ class GenerationError(ValueError):
     """The pack cannot give any query (no stations, no valid station for any intent)."""
 
 
-def setting_for(pack, search_radius_m: float | None = None, walk_radius_m: float | None = None,  # type: ignore[no-untyped-def]
+def setting_for(pack, search_radius_m: float | None = None, walk_radius_m: float | None = None,
                 poi_cap: int | None = None, gt_size: int | None = None) -> Setting:
     e = pack.info.extent
     kw: dict[str, Any] = {}
@@ -74,7 +74,7 @@ def kmeans_1d(values: np.ndarray, k: int, iters: int = 100) -> tuple[np.ndarray,
     return remap[labels], cent[order]
 
 
-def sample_locations(pack, n: int, rng: np.random.Generator, setting: Setting,  # type: ignore[no-untyped-def]
+def sample_locations(pack, n: int, rng: np.random.Generator, setting: Setting,
                      k: int = K_TIERS) -> list[dict[str, Any]]:
     """``n`` distinct drive-network nodes drawn by density tier and road class (see the module docstring)."""
     from scipy.spatial import cKDTree
@@ -130,7 +130,7 @@ def question_for(intent: Intent, rng: np.random.Generator, phrasing: str) -> tup
     return INTENT_TEMPLATES[i].format(activity=a), f"intent{i}"
 
 
-def generate(pack, *, seed: int = 0, locations: int = 24, setting: Setting | None = None,  # type: ignore[no-untyped-def]
+def generate(pack, *, seed: int = 0, locations: int = 24, setting: Setting | None = None,
              phrasing: str = "intent", skip_trivial: bool = True, intents: list[str] | None = None,
              city: str | None = None) -> Dataset:
     if phrasing not in PHRASINGS:

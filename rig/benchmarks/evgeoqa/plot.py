@@ -22,7 +22,7 @@ _C = {"road": "#d9d9d9", "search": "#3b6fb6", "poi": "#2e8b57", "move": "#222", 
       "seen": "#888", "truth": "#2e8b57", "hit": "#2e8b57", "miss": "#c0392b", "user": "#e67e22"}
 
 
-def road_segments(pack, mode: str = "drive") -> list[tuple[float, float, float, float]]:  # type: ignore[no-untyped-def]
+def road_segments(pack, mode: str = "drive") -> list[tuple[float, float, float, float]]:
     """(lat1, lon1, lat2, lon2) of the pack's edges usable by ``mode``, for a background."""
     from rig.maps.profiles import MODE_BITS
 
@@ -111,11 +111,11 @@ def trajectory_svg(result: EpisodeResult, query: Query, setting: Setting,
         out.append(f'<rect x="{f(x - 5)}" y="{f(y - 5)}" width="10" height="10" fill="{fill}" stroke="{_C["truth"]}" '
                    'stroke-width="2"/>')
         out.append(f'<text x="{f(x + 7)}" y="{f(y + 4)}" fill="{_C["truth"]}">GT{rank}</text>')
-    for i, a in enumerate(answer, 1):
-        if a.get("lat") is None:
+    for i, ans in enumerate(answer, 1):
+        if ans.get("lat") is None:
             continue
-        x, y = xy(a["lat"], a["lon"])
-        color = _C["hit"] if a.get("hit") else _C["miss"]
+        x, y = xy(ans["lat"], ans["lon"])
+        color = _C["hit"] if ans.get("hit") else _C["miss"]
         out.append(f'<circle cx="{f(x)}" cy="{f(y)}" r="9" fill="none" stroke="{color}" stroke-width="2"/>')
         out.append(f'<text x="{f(x - 9)}" y="{f(y - 12)}" fill="{color}" font-weight="bold">A{i}</text>')
     ux, uy = xy(*user)

@@ -66,7 +66,7 @@ def station_id_of(place_id: str) -> str:
 class PackWorld(World):
     source = "pack"
 
-    def __init__(self, pack, setting: Setting) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, pack, setting: Setting) -> None:
         self.pack = pack
         self.setting = setting
         self.city = pack.info.city or "pack"

@@ -120,7 +120,7 @@ class MobilityBench(Benchmark):
                                prefix_group=self.opts.framework))
         return out
 
-    def backend(self):  # type: ignore[no-untyped-def]
+    def backend(self):
         if self._backend is None:
             from rig.benchmarks.mobilitybench.similarity import SimilarityUnavailable, load_backend
 
@@ -133,7 +133,7 @@ class MobilityBench(Benchmark):
                     raise DataError(f"mobilitybench option similarity: {exc}") from None
         return self._backend
 
-    def service(self):  # type: ignore[no-untyped-def]
+    def service(self):
         """The sandbox: the replay store (built from the pack once, cached), then the pack if sandbox=pack."""
         if self._service is None:
             from rig.benchmarks.mobilitybench.tools import MobilityService
@@ -279,8 +279,8 @@ def _efficiency_table(results: list[EpisodeResult], fw_name: dict[str, str]) -> 
     for r in results:
         by_fw[r.tags.get("framework", "")].append(r)
     for fw, rs in by_fw.items():
-        it = [r.scores.get("paper:IT") for r in rs if r.scores.get("paper:IT") is not None]
-        ot = [r.scores.get("paper:OT") for r in rs if r.scores.get("paper:OT") is not None]
+        it = [v for r in rs if (v := r.scores.get("paper:IT")) is not None]
+        ot = [v for r in rs if (v := r.scores.get("paper:OT")) is not None]
         lat = [sum(g.timings.e2e_s for g in r.generations if g.timings.e2e_s is not None)
                for r in rs if any(g.timings.e2e_s is not None for g in r.generations)]
         calls = [len(r.generations) for r in rs]

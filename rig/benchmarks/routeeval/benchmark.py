@@ -120,7 +120,7 @@ class RouteEval(Benchmark):
                 sites.append(Site(d.name if v != "helsinki" else "helsinki", pack, store, self.opts.replay_provider))
             except ValueError as exc:  # the store keys geocode/route another way
                 raise DataError(f"routeeval option replay: {self.replay}: {exc}") from None
-        if store is not None:
+        if store is not None and self.replay is not None:  # the store is opened only from a replay path
             sites.append(Site(f"replay:{self.replay.name}", None, store, self.opts.replay_provider, cities))
         return sites
 

@@ -16,7 +16,7 @@ from rig.benchmarks.base import DataError
 
 RouteType = Literal["loop", "out-and-back", "point-to-point"]
 # The paper's bins (sec. 4.9.3, Table 7): short routes 2-4 miles, long routes 8-13.1 miles.
-PAPER_LENGTH_BINS = {"short": (2.0, 4.0), "long": (8.0, 13.1)}
+PAPER_LENGTH_BINS: dict[Literal["short", "long"], tuple[float, float]] = {"short": (2.0, 4.0), "long": (8.0, 13.1)}
 
 
 class _Strict(BaseModel):
@@ -71,8 +71,8 @@ class PromptPack(_Strict):
     def length_of(self, miles: float) -> str:
         """short / long by the pack's bins (inclusive), else other."""
         for name in ("short", "long"):
-            lo, hi = self.length_bins.get(name, (None, None))
-            if lo is not None and lo <= miles <= hi:
+            bounds = self.length_bins.get(name)
+            if bounds is not None and bounds[0] <= miles <= bounds[1]:
                 return name
         return "other"
 

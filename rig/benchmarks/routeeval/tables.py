@@ -27,7 +27,7 @@ def _succ(r: EpisodeResult) -> bool:
 
 
 def _measured(rs: list[EpisodeResult]) -> list[float]:
-    return [float(r.scores["d_actual_mi"]) for r in rs if r.scores.get("d_actual_mi") is not None]
+    return [float(v) for r in rs if (v := r.scores.get("d_actual_mi")) is not None]
 
 
 def _pct(n: int, d: int) -> float | None:
@@ -45,7 +45,7 @@ def summary(rs: list[EpisodeResult]) -> dict[str, Any]:
     succ = sum(_succ(r) for r in rs)
     accs = [_acc(r) for r in rs]
     measured = [r for r in rs if r.scores.get("d_actual_mi") is not None]
-    wps = [float(r.scores["n_waypoints"]) for r in rs if r.scores.get("n_waypoints") is not None]
+    wps = [float(v) for r in rs if (v := r.scores.get("n_waypoints")) is not None]
     errors = Counter(r.error_category for r in rs if r.error_category)
     return {
         "runs": n,
@@ -96,7 +96,7 @@ def shipped_pack_facts(results: list[EpisodeResult], name: str) -> tuple[dict[st
         return None, None, ""
     if not {r.episode_id for r in results} <= {p.id for p in pack.prompts}:
         return None, None, ""
-    return dict(pack.length_bins), len(pack.prompts), pack.name
+    return {k: v for k, v in pack.length_bins.items()}, len(pack.prompts), pack.name
 
 
 MEASURES = {"sequence": "route measure: the waypoints in sequence (the paper's)",

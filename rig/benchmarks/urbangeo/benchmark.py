@@ -283,7 +283,7 @@ class UrbanGeoEval(Benchmark):
             scores["reason"], scores["answer_judge"] = verdict.reason, verdict.answer
         scores["answer"] = program if task in PROGRAM_TASKS else scores["answer_judge"]
         if scores["reason"] is not None and scores["answer"] is not None:
-            scores["total"] = round(scores["reason"] + scores["answer"], 2)  # type: ignore[operator]
+            scores["total"] = round(scores["reason"] + scores["answer"], 2)
             scores["total_pct"] = round(100.0 * scores["total"] / (rmax + 10), 2)  # type: ignore[operator]
         res.output = {"answer_text": sec.answer, "answer_status": sec.status,
                       "read": {k: v for k, v in read.items()}, "judge": judge_info}

@@ -73,12 +73,12 @@ class Plane:
         k = math.cos(math.radians(self.lat0))
         return (math.radians(p[1] - self.lon0) * EARTH_RADIUS_M * k, math.radians(p[0] - self.lat0) * EARTH_RADIUS_M)
 
-    def line(self, pts: Sequence[LatLon]):  # type: ignore[no-untyped-def]
+    def line(self, pts: Sequence[LatLon]):
         from shapely.geometry import LineString
 
         return LineString([self.xy(p) for p in pts])
 
-    def polygon(self, ring: Sequence[LatLon]):  # type: ignore[no-untyped-def]
+    def polygon(self, ring: Sequence[LatLon]):
         from shapely.geometry import Polygon
 
         return Polygon([self.xy(p) for p in ring])
@@ -127,16 +127,16 @@ def round_pts(pts: Sequence[LatLon], digits: int = 5) -> list[LatLon]:
 # ---- spatial relations ------------------------------------------------------------------------------------------
 
 
-def _chord_bearing(line) -> float:  # type: ignore[no-untyped-def]
+def _chord_bearing(line) -> float:
     (x0, y0), (x1, y1) = line.coords[0], line.coords[-1]
     return math.degrees(math.atan2(x1 - x0, y1 - y0)) % 180.0  # an undirected line's direction
 
 
-def _projection_overlap(a, b, direction_deg: float) -> float:  # type: ignore[no-untyped-def]
+def _projection_overlap(a, b, direction_deg: float) -> float:
     """How much of the shorter line's extent along ``direction`` the other line also covers (0..1)."""
     ux, uy = math.sin(math.radians(direction_deg)), math.cos(math.radians(direction_deg))
 
-    def span(line) -> tuple[float, float]:  # type: ignore[no-untyped-def]
+    def span(line) -> tuple[float, float]:
         vals = [x * ux + y * uy for x, y in line.coords]
         return min(vals), max(vals)
 

@@ -91,6 +91,11 @@ def _distinct(values: list[str], exclude: set[str]) -> list[str]:
     return out
 
 
+def _named(a: Aoi) -> str:
+    assert a.name is not None  # only City.named_aois reach here
+    return a.name
+
+
 def fmt_km(d: float) -> str:
     return f"{d:.2f} km"
 
@@ -304,7 +309,7 @@ def v_calculate_distance(city: City, q: Mcq) -> OptionTest:
 def _surroundings(city: City, p: Poi, k: int = 2) -> list[Poi]:
     d = city.distances_m(p.lat, p.lon)
     order = sorted(range(len(city.pois)), key=lambda i: (d[i], i))
-    out = []
+    out: list[Poi] = []
     for i in order:
         q = city.pois[i]
         if _norm(q.name) != _norm(p.name) and d[i] <= SCENE_M and _norm(q.name) not in {_norm(x.name) for x in out}:
@@ -352,9 +357,9 @@ def g_retrieve_aoi_name(city: City, rng: random.Random) -> Mcq:
     cands = [(x, ad) for x in city.named_aois for ad in city.aoi_addresses.get(x.key, [])
              if len(owners[_norm(ad)]) == 1]
     a, address = rng.choice(cands)
-    pool = _distinct(sorted({x.name for x in city.named_aois if x.key != a.key}), {a.name})  # type: ignore[misc]
+    pool = _distinct(sorted({_named(x) for x in city.named_aois if x.key != a.key}), {_named(a)})
     return _shuffle(rng, "Retrieve_AOI_Name", f"In {city.name}, which area is at {address}?",
-                    a.name, _sample(rng, pool, 3), {"address": address})  # type: ignore[arg-type]
+                    _named(a), _sample(rng, pool, 3), {"address": address})
 
 
 def v_retrieve_aoi_name(city: City, q: Mcq) -> OptionTest:
@@ -389,7 +394,7 @@ def g_find_cover_aoi_all(city: City, rng: random.Random) -> Mcq:
     names = ", ".join(q.name for q in ps)
     return _shuffle(rng, "Find_Cover_AOI_All",
                     f"In {city.name}, which is the smallest area that contains all of these places: {names}?",
-                    correct.name, [x.name for x in _sample(rng, others, 3)],  # type: ignore[arg-type,misc]
+                    _named(correct), [x.name for x in _sample(rng, others, 3)],
                     {"pois": [q.name for q in ps]})
 
 
@@ -526,7 +531,7 @@ def _compare(template: str, phrase: str, metric: AoiMetric) -> Callable[[City, r
                 best = four[vals.index(top)]
                 rest = [a.name for a in four if a is not best]
                 return _shuffle(rng, template, f"In {city.name}, which of these areas {phrase}?",
-                                best.name, rest, {"aois": [a.key for a in four]})  # type: ignore[arg-type]
+                                best.name, rest, {"aois": [a.key for a in four]})
         raise Skip("no draw without a tie")
 
     return gen

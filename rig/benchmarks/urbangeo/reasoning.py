@@ -139,7 +139,7 @@ RELATION_QUESTIONS = {
 }
 
 
-def _near_pairs(items: list, key, max_m: float) -> list[tuple[int, int]]:  # type: ignore[no-untyped-def]
+def _near_pairs(items: list, key, max_m: float) -> list[tuple[int, int]]:
     out = []
     for i in range(len(items)):
         for j in range(i + 1, len(items)):
@@ -157,6 +157,7 @@ def t_relation(city: City, rng: random.Random, subtype: str | None = None) -> Pr
     def mid(r: Road) -> tuple[float, float]:
         return r.polyline[len(r.polyline) // 2]
 
+    pairs: list[tuple[Road | Aoi, Road | Aoi]]
     if subtype == "road-road":
         pairs = [(roads[i], roads[j]) for i, j in _near_pairs(roads, mid, 800)]
     elif subtype == "road-area":

@@ -97,6 +97,16 @@ def _total_pct(r: EpisodeResult) -> float | None:
     return r.scores.get("total_pct")
 
 
+def _pure_judge_pct(r: EpisodeResult) -> float | None:
+    """Reasoning plus the judge's own answer score, in % of the points; None when the judge gave either no score."""
+    reason, answer = r.scores.get("reason"), r.scores.get("answer_judge")
+    if reason is None or answer is None:
+        return None
+    points_max = r.scores["points_max"]
+    assert points_max is not None  # set on every reasoning result
+    return (reason + answer) / points_max * 100
+
+
 def city_table(results: list[EpisodeResult], judge: str = "") -> Table:
     cities = sorted({r.tags.get("city", "") for r in results})
     rows = []
@@ -139,8 +149,7 @@ def judge_table(results: list[EpisodeResult], judge: str = "") -> Table:
         status = Counter((r.output or {}).get("judge", {}).get("status", "not judged") for r in tr)
         models = sorted({r.tags.get("judge", "") for r in tr})
         temps = sorted({r.tags.get("judge_temperature", "") for r in tr})
-        pure = [(r.scores["reason"] + r.scores["answer_judge"]) / r.scores["points_max"] * 100 for r in tr
-                if r.scores.get("reason") is not None and r.scores.get("answer_judge") is not None]
+        pure = [_pure_judge_pct(r) for r in tr]
         rows.append([t, len(tr), status.get("ok", 0), sum(status.get(s, 0) for s in UNPARSED),
                      ", ".join(f"{s} {status[s]}" for s in UNPARSED if status.get(s)) or "-",
                      status.get("error", 0) + status.get("not judged", 0), ", ".join(models), ", ".join(temps),

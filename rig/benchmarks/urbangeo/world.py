@@ -12,6 +12,7 @@ import math
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -75,7 +76,7 @@ class Aoi:
     name: str | None
     category: str
     category_key: str
-    geom: object  # shapely geometry in (lon, lat)
+    geom: Any  # shapely geometry in (lon, lat) (shapely ships no type hints)
     area_m2: float
     address: str | None
     lat: float
