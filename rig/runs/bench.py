@@ -15,9 +15,10 @@ from pydantic import BaseModel, Field
 from rig import offline
 from rig.benchmarks import BENCHMARKS, get_benchmark_class
 from rig.benchmarks.base import Benchmark, DataError, RunContext
+from rig.bundle import bundle_id_for
 from rig.engines import create_engine
 from rig.records import Episode
-from rig.registry import ModelSpec, load_registry, resolve_weights
+from rig.registry import ModelSpec, default_registry_path, load_registry, resolve_weights
 from rig.runs.config import BenchmarkInfo, RunConfig
 from rig.runs.manifest import RunManifest, git_revision, host_info, new_run_id, package_versions
 from rig.runs.runner import plan, run_items
@@ -168,7 +169,7 @@ def run_bench(opts: BenchOptions, progress: Callable[[int, int], Any] | None = N
         run_dir.mkdir(parents=True, exist_ok=False)
         manifest = RunManifest(run_id=run_id, config_hash=cfg.digest(), config=cfg, git_revision=git_revision(),
                                host=host_info(), started_at=time.time(), concurrency=opts.concurrency,
-                               order=opts.order)
+                               order=opts.order, bundle_id=bundle_id_for(opts.models_file or default_registry_path()))
     manifest.write(run_dir)
     say(f"run {manifest.run_id}: {spec.name} on " + ", ".join(f"{b.name} ({len(e)} episodes)" for b, e in chosen)
         + f" x {opts.repeats} repeats")

