@@ -60,3 +60,48 @@ def test_traffic_truth_rules() -> None:
     assert traffic_truth("not parsed") is None and traffic_truth({"trafficinfo": {}}) is None
     assert stated_traffic("Traffic is free-flowing in both directions") == {"clear"}
     assert stated_traffic("Heavy traffic, jams near the bridge") == {"congested"}
+
+
+ROUTE_COLS = ["query", "context", "task_scenario", "intent_family", "query_end_poi", "tool_list", "llm_ner_ans",
+              "bus_lines_list", "matched_transit_index", "time", "duration"]
+BUS = "[{'name': 'bus_route', 'arguments': {'origin': '116.4,39.9', 'destination': '116.5,39.95'}}]"
+
+
+def _route_csv(tmp_path: Path, rows: list[dict[str, str]]) -> Path:
+    path = tmp_path / "route.csv"
+    with path.open("w", newline="", encoding="utf-8") as f:
+        w = csv.DictWriter(f, fieldnames=ROUTE_COLS)
+        w.writeheader()
+        for r in rows:
+            w.writerow({"context": "{'user_current_location': '116.4,39.9', 'city': '北京市', 'travel_tool': '公交'}",
+                        "intent_family": "Preference-Constrained Route Planning", "query_end_poi": "示例公园",
+                        "tool_list": BUS, **r})
+    return path
+
+
+def test_route_constrained_ie_truth_has_the_avoid_items(tmp_path: Path) -> None:
+    row = {"query": "去示例公园，不要1号线，不要八通线", "task_scenario": "Route-Constrained Planning",
+           "llm_ner_ans": "输出:不要1号线,不要八通线", "matched_transit_index": "1.0",
+           "bus_lines_list": "[['地铁1号线(东站--西站)', '八通线'], ['地铁6号线', '公交12路']]"}
+    (case,), _ = load_upstream(_route_csv(tmp_path, [row]))
+    gold = case.truth.constraints or []
+    assert sorted(g.slot for g in gold) == ["avoid", "avoid", "destination", "mode"]
+    base = {"destination": "示例公园", "mode": "transit"}
+    full = M.paper_extraction({**base, "avoid": ["地铁1号线(东站--西站)", "八通线"]}, gold)
+    bare = M.paper_extraction({**base, "avoid": ["1号线", "八通线"]}, gold)
+    assert full == bare == 1.0  # before issue 19 a correct extraction scored 0 ("nothing extra")
+    assert M.paper_extraction(base, gold) == 0.0  # the avoid items are required
+    assert M.paper_extraction({**base, "avoid": ["1号线"]}, gold) == 0.0
+
+
+def test_arrival_departure_ie_truth_has_the_time(tmp_path: Path) -> None:
+    row = {"query": "8点半要到示例公园，几点出发", "task_scenario": "Arrival/Departure Time Query",
+           "time": "8点半", "duration": "37分钟"}
+    (case,), _ = load_upstream(_route_csv(tmp_path, [row]))
+    gold = case.truth.constraints or []
+    assert [g.slot for g in gold if g.slot == "time"] == ["time"]
+    base = {"destination": "示例公园", "mode": "transit"}
+    assert M.paper_extraction({**base, "time": "08:30"}, gold) == 1.0
+    assert M.paper_extraction({**base, "time": "8点半"}, gold) == 1.0
+    assert M.paper_extraction(base, gold) == 0.0
+    assert M.paper_extraction({**base, "time": "09:30"}, gold) == 0.0

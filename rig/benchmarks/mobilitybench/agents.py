@@ -71,7 +71,8 @@ PLAN_TOOL = ToolSpec(name=PLAN, description="Write the plan.", parameters={
         "constraints": CONSTRAINTS_SCHEMA,
         "steps": {"type": "array", "minItems": 1, "maxItems": 6, "description": "sequential steps; each step is a "
                   "list of tasks that can run in parallel, each task one tool call described in words",
-                  "items": {"type": "array", "minItems": 1, "maxItems": 3, "items": {"type": "string", "maxLength": 200}}},
+                  "items": {"type": "array", "minItems": 1, "maxItems": 3,
+                            "items": {"type": "string", "maxLength": 200}}},
     },
     "required": ["thinking", "intent", "constraints", "steps"], "additionalProperties": False})
 
@@ -85,6 +86,8 @@ class AgentRun(BaseModel):
     stop: str = "max_steps"
     error: str | None = None
     final: dict[str, Any] | None = None
+    workers: list[int] = Field(default_factory=list)  # P&E: the plan step of each worker run, in order
+    call_worker: dict[int, int] = Field(default_factory=dict)  # P&E: index in tool_calls -> worker
 
 
 def context_block(case_context: dict[str, Any]) -> str:
@@ -142,14 +145,15 @@ def _sum(vals: list[int | None]) -> int | None:
     return sum(present) if present else None
 
 
-def _calls_of(tool_calls: list[ToolCall], task_of: dict[int, int] | None = None) -> list[Call]:
+def _calls_of(tool_calls: list[ToolCall], task_of: dict[int, int] | None = None,
+              worker_of: dict[int, int] | None = None) -> list[Call]:
     out = []
     for i, tc in enumerate(tool_calls):
         if tc.name == FINAL or tc.error_category == "skipped":
             continue
         out.append(Call(name=tc.name, arguments=tc.arguments, ok=tc.verdict == "valid",
                         valid=tc.error_category not in ("invalid_arguments", "unknown_tool"),
-                        task=(task_of or {}).get(i, tc.step or 0)))
+                        task=(task_of or {}).get(i, tc.step or 0), worker=(worker_of or {}).get(i)))
     return out
 
 
@@ -172,7 +176,7 @@ def _finish(pred: Prediction, final: dict[str, Any] | None) -> None:
 
 async def run_react(engine: Engine, case: Any, service: Any, *, mode: str, sampling: Sampling,
                     max_steps: int = 10) -> AgentRun:
-    tools = agent_tools(case.truth.lang) + [FINAL_TOOL]
+    tools = [*agent_tools(case.truth.lang), FINAL_TOOL]
     system = REACT_SYSTEM.format(labels=LABELS, context=context_block(case.context))
     msgs = [Message(role="system", content=system), Message(role="user", content=case.query)]
     out: LoopOutcome = await run_tool_loop(engine, msgs, tools, service.call, final_tool=FINAL, mode=mode,
@@ -208,7 +212,8 @@ async def run_plan_execute(engine: Engine, case: Any, service: Any, *, mode: str
     run = AgentRun(prediction=Prediction())
     gens, tcs = run.generations, run.tool_calls
     # Planner
-    plan_out = await run_tool_loop(engine, [Message(role="system", content=PLANNER_SYSTEM.format(labels=LABELS, context=ctx)),
+    planner_system = PLANNER_SYSTEM.format(labels=LABELS, context=ctx)
+    plan_out = await run_tool_loop(engine, [Message(role="system", content=planner_system),
                                             Message(role="user", content=case.query)],
                                    [PLAN_TOOL], lambda n, a: ToolResult(ok=False), final_tool=PLAN, mode=mode,
                                    sampling=sampling, max_steps=1)
@@ -245,6 +250,9 @@ async def run_plan_execute(engine: Engine, case: Any, service: Any, *, mode: str
                 merged += out.messages[len(history):]  # the task, the reply and, when a call ran, its observation
                 if out.stop == "engine_error":
                     return _pe_done(run, "engine_error", out.error, plan, tasks_flat)
+                # One worker per task, callers or not: the reference's capture records each (see cumulative_capture).
+                run.call_worker.update({len(tcs) + k: len(run.workers) for k in range(len(out.tool_calls))})
+                run.workers.append(si)
                 tcs += [tc.model_copy(update={"step": si}) for tc in out.tool_calls]
                 ran = [tc for tc in out.tool_calls if tc.error_category != "skipped"]
                 failed += 0 if ran and ran[0].verdict == "valid" else 1
@@ -252,7 +260,7 @@ async def run_plan_execute(engine: Engine, case: Any, service: Any, *, mode: str
             if failed == len(tasks):
                 break  # every task of the step failed: on to the reporter
     # Reporter
-    rep_msgs = [Message(role="system", content=REPORTER_SYSTEM.format(context=ctx))] + history[1:] + [
+    rep_msgs = [Message(role="system", content=REPORTER_SYSTEM.format(context=ctx)), *history[1:],
         Message(role="user", content="Now give the final answer.")]
     rep = await run_tool_loop(engine, rep_msgs, [REPORT_TOOL], lambda n, a: ToolResult(ok=False), final_tool=FINAL,
                               mode=mode, sampling=sampling, max_steps=1)
@@ -272,9 +280,11 @@ def _pe_done(run: AgentRun, stop: str, error: str | None, plan: dict[str, Any] |
     p = run.prediction
     run.stop, run.error = stop, error
     if plan:
-        p.intent, p.constraints, p.thinking = str(plan.get("intent", "")), plan.get("constraints"), str(plan.get("thinking", ""))
+        p.intent, p.constraints = str(plan.get("intent", "")), plan.get("constraints")
+        p.thinking = str(plan.get("thinking", ""))
         p.steps = list(tasks or [])
-    p.calls = _calls_of(run.tool_calls)
+    p.calls = _calls_of(run.tool_calls, worker_of=run.call_worker)
+    p.workers = list(run.workers)
     p.delivered = stop == "final"
     p.errored = stop == "engine_error"
     p.prompt_tokens = _sum([g.prompt_tokens for g in run.generations])

@@ -133,6 +133,14 @@ class MobilityBench(Benchmark):
                     raise DataError(f"mobilitybench option similarity: {exc}") from None
         return self._backend
 
+    def reference_backend(self) -> Any:
+        """Reference mode's similarity: the model directory given, else the reference's character-Jaccard fallback."""
+        from rig.benchmarks.mobilitybench.similarity import reference_backend
+
+        spec = self.opts.similarity
+        return self.backend() if spec not in ("minilm", "jaccard", "jaccard-lower") and Path(spec).is_dir() \
+            else reference_backend(spec)
+
     def service(self):
         """The sandbox: the replay store (built from the pack once, cached), then the pack if sandbox=pack."""
         if self._service is None:
@@ -168,14 +176,16 @@ class MobilityBench(Benchmark):
         run = await agent(engine, case, self.service(), mode=ctx.tool_mode, sampling=sampling,
                           max_steps=o.max_steps)
         backend = self.backend()
-        both = {m: M.score(run.prediction, case.truth, m, backend,
+        ref_backend = self.reference_backend()
+        both = {m: M.score(run.prediction, case.truth, m, backend if m == "paper" else ref_backend,
                            cumulative=(o.framework == "plan" and m == "reference")) for m in M.MODES}
         scores: dict[str, float | None] = dict(both[o.mode])
         for m in M.MODES:
             scores.update({f"{m}:{k}": v for k, v in both[m].items()})
         tags = {**episode.tags, "mode": o.mode, "tool_mode": ctx.tool_mode, "temperature": str(o.temperature),
                 "max_tokens": str(sampling.max_tokens), "max_steps": str(o.max_steps), "sandbox": self.opts.sandbox,
-                "similarity_model": backend.name, "stop": run.stop, "lang": case.truth.lang}
+                "similarity_model": backend.name, "reference_similarity_model": ref_backend.name, "stop": run.stop,
+                "lang": case.truth.lang}
         res = EpisodeResult(benchmark=self.name, episode_id=episode.id, repeat=repeat, tags=tags,
                             generations=run.generations, tool_calls=run.tool_calls, scores=scores,
                             output={"final": run.final, "stop": run.stop, "intent": run.prediction.intent,
@@ -222,7 +232,7 @@ def mobility_tables(results: list[EpisodeResult], label: str) -> list[Table]:
     for r in results:
         by_fw[r.tags.get("framework", "react")].append(r)
     fw_name = {"react": "ReAct", "plan": "Plan-and-Execute"}
-    note_common = (f"Similarity model: {', '.join(sim_names)}. Rates are fractions (the paper prints percentages); "
+    note_common = ("Rates are fractions (the paper prints percentages); "
                    "IT/OT are mean tokens per episode. A blank cell: the metric applies to no episode here.")
     if "en" in langs:
         note_common += " Reference-mode keyword rules on English data use the rig's English translation."
@@ -238,9 +248,15 @@ def mobility_tables(results: list[EpisodeResult], label: str) -> list[Table]:
                  if m == "reference" else
                  " Paper mode: every episode counts; DEC/TS/SC with nothing produced score 0; FPR checks the route "
                  "call, the chosen plan and the stated numbers against the sandbox's answers.")
+        sim_note = f"Similarity model: {', '.join(sim_names)}. {note_common}"
+        if m == "reference":  # results stored before reference mode had its own similarity used the paper's
+            ref_names = sorted({r.tags.get("reference_similarity_model") or r.tags.get("similarity_model", "?")
+                                for r in results})
+            sim_note = f"Similarity model (the reference's: Jaccard unless a model directory): " \
+                       f"{', '.join(ref_names)}. {note_common}"
         tables.append(Table(title=f"MobilityBench, {m} metric mode (layout of the paper's Table 2)",
                             columns=["Model", *COLUMNS], rows=rows,
-                            note=f"Mode: {m}{' (main)' if m == mode else ''}. {note_common}{extra}"))
+                            note=f"Mode: {m}{' (main)' if m == mode else ''}. {sim_note}{extra}"))
     fam_rows = []
     for fw, rs in by_fw.items():
         for fam in FAMILIES:

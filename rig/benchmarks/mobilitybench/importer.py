@@ -11,6 +11,7 @@ The upstream data has no stated license: keep it outside the repository and poin
 from __future__ import annotations
 
 import ast
+import contextlib
 import csv
 import hashlib
 import json
@@ -76,13 +77,14 @@ def _rows(path: Path) -> list[dict[str, Any]]:
         try:
             import openpyxl
         except ImportError:
-            raise DataError(f"{path}: reading XLSX needs openpyxl (pip install 'rig[mobility]'), or convert it to CSV") from None
+            raise DataError(f"{path}: reading XLSX needs openpyxl (pip install 'rig[mobility]'), "
+                            "or convert it to CSV") from None
         wb = openpyxl.load_workbook(path, read_only=True, data_only=True)
         rows = list(wb.active.iter_rows(values_only=True))
         if not rows:
             return []
         head = [str(h) if h is not None else "" for h in rows[0]]
-        return [dict(zip(head, r)) for r in rows[1:]]
+        return [dict(zip(head, r, strict=False)) for r in rows[1:]]
     raise DataError(f"{path}: expected a .csv or .xlsx MobilityBench dataset")
 
 
@@ -158,7 +160,54 @@ def _constraints(scenario: str, s: dict[str, Any], context: dict[str, Any]) -> l
     add("mode", _MODES.get(str(context.get("travel_tool") or "")))
     for p in s.get("strategy_list") or []:
         out.append(ConstraintItem(slot="preferences", values=[STRATEGY_ZH_TO_EN.get(p, p), p]))
+    if scenario == "Route-Constrained Planning":
+        out += route_constraints(s.get("llm_ner_ans"), s.get("bus_lines_list"))
+    if scenario == "Arrival/Departure Time Query" and s.get("time") not in (None, ""):
+        t = str(s["time"]).strip()
+        out.append(ConstraintItem(slot="time", values=list(dict.fromkeys([t, *_clock_spellings(t)]))))
     return out
+
+
+# Route-Constrained rows: llm_ner_ans lists the path constraints, e.g. "不要1号线,不要八通线" (sometimes after prompt
+# residue such as "输出:"). A negated item is an avoid constraint; any other item a place or line to pass (waypoints).
+_NER_RESIDUE = re.compile(r"^.*?(?:输出|output)\s*[:：]\s*", re.IGNORECASE | re.DOTALL)
+_NEGATION = re.compile(r"^(?:不要|不想|不坐|不乘|不走|不经过|不去|别走|别坐|避开|绕开|避免|排除)\s*")
+_POSITIVE = re.compile(r"^(?:要|想|坐|乘|乘坐|走|经过|途经|必须)\s*")
+
+
+def route_constraints(ner: Any, bus_lines: Any) -> list[ConstraintItem]:
+    """The avoid / pass-through items of a Route-Constrained row. Each value's spellings: the bare name, the phrase
+    as written, and the transit line names of ``bus_lines_list`` that contain it (a model may name the full line)."""
+    if ner is None or not str(ner).strip() or str(ner).strip().lower() == "nan":
+        return []
+    text = _NER_RESIDUE.sub("", str(ner).strip())
+    lines = sorted({str(x) for plan in bus_lines if isinstance(plan, (list, tuple)) for x in plan}) \
+        if isinstance(bus_lines, (list, tuple)) else []
+    out: list[ConstraintItem] = []
+    for raw in re.split(r"[,，、;；\n]+", text):
+        phrase = raw.strip().strip("。.")
+        if not phrase:
+            continue
+        neg = _NEGATION.match(phrase)
+        name = phrase[neg.end():] if neg else _POSITIVE.sub("", phrase)
+        if not name:
+            continue
+        full = [ln for ln in lines if name in ln and ln != name]
+        out.append(ConstraintItem(slot="avoid" if neg else "waypoints",
+                                  values=list(dict.fromkeys([name, phrase, *full]))))
+    return out
+
+
+def _clock_spellings(t: str) -> list[str]:
+    """"HH:MM" for a clock time written as 8:30, 8点30, 8点半, 下午3点 (none when it is not one)."""
+    m = re.search(r"(上午|早上|下午|晚上|傍晚|中午)?\s*(\d{1,2})\s*(?:[:：]|点)\s*(半|\d{1,2})?", t)
+    if not m:
+        return []
+    h = int(m.group(2))
+    mm = 30 if m.group(3) == "半" else int(m.group(3) or 0)
+    if m.group(1) in ("下午", "晚上", "傍晚") and h < 12:
+        h += 12
+    return [f"{h:02d}:{mm:02d}"] if h < 24 and mm < 60 else []
 
 
 def _lonlat_of(v: Any) -> str | None:
@@ -187,10 +236,8 @@ def _checks(scenario: str, s: dict[str, Any], tool_list: list[dict[str, Any]]) -
         ans = repair_literal(ans) if isinstance(ans, str) else ans
         paths = ((ans or {}).get("route") or {}).get("paths") if isinstance(ans, dict) else None
         if scenario == "Route Property Query" and paths:
-            try:
+            with contextlib.suppress(KeyError, TypeError, ValueError):
                 ch.distance_m = float(paths[0]["distance"])
-            except (KeyError, TypeError, ValueError):
-                pass
         m = re.search(r"(\d+)\s*分钟", str(s.get("duration") or ""))
         h = re.search(r"(\d+)\s*小时", str(s.get("duration") or ""))
         if scenario == "Arrival/Departure Time Query" and (m or h):
@@ -207,7 +254,8 @@ def _checks(scenario: str, s: dict[str, Any], tool_list: list[dict[str, Any]]) -
         name = ((res or {}).get("data") or {}).get("name") if isinstance(res, dict) else None
         if name:
             ch.places = [str(name)]
-        loc = _lonlat_of(s.get("ans_loc")) or (((res or {}).get("data") or {}).get("location") if isinstance(res, dict) else None)
+        data = ((res or {}).get("data") or {}) if isinstance(res, dict) else {}
+        loc = _lonlat_of(s.get("ans_loc")) or (data.get("location") if isinstance(res, dict) else None)
         p = parse_lonlat(loc) if loc else None
         if p:
             ch.coord = {"lat": p[0], "lon": p[1], "max_m": 1000.0}
@@ -268,11 +316,13 @@ def sandbox_entries(sandbox_dir: Path) -> tuple[list[tuple[str, dict[str, Any], 
                 for orig, wrapped in origins.items():
                     ok = isinstance(wrapped, dict) and wrapped.get("status") == "SUCCESS"
                     entries.append((tool, {"origin": orig, "destination": dest},
-                                    mobility_envelope(ok, wrapped.get("data") if ok else None, None if ok else "FAILED")))
+                                    mobility_envelope(ok, wrapped.get("data") if ok else None,
+                                                      None if ok else "FAILED")))
         elif tool == "weather_query":
             for city, by_flag in doc.items():
                 for flag, resp in by_flag.items():
-                    entries.append((tool, {"city": city, "need_forecast": flag == "True"}, mobility_envelope(True, resp)))
+                    entries.append((tool, {"city": city, "need_forecast": flag == "True"},
+                                    mobility_envelope(True, resp)))
         elif tool == "search_around_poi":
             for loc, cats in doc.items():
                 for cat, pois in cats.items():

@@ -123,6 +123,17 @@ def load_backend(spec: str | Callable[[str, str], float] | None) -> Backend:
     return EmbeddingBackend(str(spec))
 
 
+def reference_backend(spec: str | Callable[[str, str], float] | None) -> Backend:
+    """The similarity reference mode uses: the reference loads a sentence-transformers model from a directory and
+    falls back to character-set Jaccard without one, so a model directory (or a test's callable) is used as given
+    and anything else (the packaged MiniLM, jaccard names) gives the Jaccard fallback."""
+    if callable(spec):
+        return FunctionBackend(spec, getattr(spec, "__name__", "custom"))
+    if spec and spec not in (DEFAULT, "jaccard", "jaccard-lower") and Path(str(spec)).is_dir():
+        return EmbeddingBackend(str(spec))
+    return CharJaccard(lower=False)
+
+
 def sim(a: str | None, b: str | None, backend: Backend) -> float:
     """The reference's composite: empty -> 0, containment -> 1, else the backend's score."""
     a, b = (a or "").strip(), (b or "").strip()

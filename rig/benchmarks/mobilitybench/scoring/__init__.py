@@ -112,7 +112,7 @@ def score(pred: Prediction, truth: Truth, mode: str, backend: Backend,
         out["ID"] = ref_intent(pred.intent, truth.scenario, backend, lex)
         out["IE"] = ref_extraction(pred.thinking, pred.steps, truth.scenario, truth.slots)
         out["DEC_P"], out["DEC_R"] = ref_decomposition(pred.steps, truth.scenario, lex)
-    rows = cumulative_capture(pred.calls) if cumulative else [(c.name, c.arguments) for c in pred.calls]
+    rows = cumulative_capture(pred.calls, pred.workers) if cumulative else [(c.name, c.arguments) for c in pred.calls]
     out["TS_P"], out["TS_R"], out["SC"] = ref_tools(rows, truth)
     report = pred.report if pred.report is not None else (pred.content or "")
     if report.strip():

@@ -24,6 +24,7 @@ class Call(BaseModel):
     ok: bool | None = None  # the sandbox answered successfully
     valid: bool | None = None  # passed schema validation (None: not recorded; the metric validates itself)
     task: int = 0  # Plan-and-Execute: index of the plan step whose worker made it (cumulative capture)
+    worker: int | None = None  # Plan-and-Execute: index into Prediction.workers of the worker that made it
 
 
 class Prediction(BaseModel):
@@ -35,6 +36,7 @@ class Prediction(BaseModel):
     steps: list[str] | None = None  # plan tasks (P&E) or step descriptions (ReAct); None: no plan
     step_actions: list[set[str]] | None = None  # per step, atomic actions known from the tool it called (ReAct)
     calls: list[Call] = Field(default_factory=list)
+    workers: list[int] | None = None  # Plan-and-Execute: the plan step of each worker run, in order (callers or not)
     content: str | None = None  # the final answer text; None: no final answer
     route_index: int | None = None
     report: str | None = None  # the reporter text the reference evaluator reads (```json fence)

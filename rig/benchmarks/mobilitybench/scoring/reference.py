@@ -5,6 +5,7 @@ rules (or their English translation on English data)."""
 
 from __future__ import annotations
 
+import json
 import re
 from collections import Counter
 from collections.abc import Mapping
@@ -23,7 +24,6 @@ from rig.benchmarks.mobilitybench.scoring.text import (
     COORD_RX,
     coords_in,
     count_words,
-    fenced_json,
     has_word,
     haversine_km,
     repair_literal,
@@ -91,7 +91,9 @@ def ref_tools(calls: list[tuple[str, Any]], truth: Truth) -> tuple[float | None,
         return None, None, None
     pred = [(GT_ALIASES.get(n, n), call_args(a)) for n, a in calls]
     gt_names, pred_names = Counter(n for n, _ in gt), Counter(n for n, _ in pred)
-    ts_p = len(set(gt_names) & set(pred_names)) / len(set(gt_names))
+    # Rounded to 4 decimals as the reference rounds them; TS_R subtracts the rounded redundancy, so 1 - 0.3333
+    # stays 0.6667000000000001, bit for bit.
+    ts_p = round(len(set(gt_names) & set(pred_names)) / len(set(gt_names)), 4)
     useful = sum(min(c, gt_names.get(n, 0)) for n, c in pred_names.items())
     ts_r = 1 - round((len(pred) - useful) / len(pred), 4)
     used: Counter[str] = Counter()
@@ -104,34 +106,54 @@ def ref_tools(calls: list[tuple[str, Any]], truth: Truth) -> tuple[float | None,
         c = sum(1 for k in need if k in args) / len(need) if need else 1.0
         f = 0.0 if any(k not in CHECK_MAX.get(name, ()) for k in args) else 1.0
         scores.append(c * f)  # schema_valid is always 1 in the reference pipeline
-    sc = sum(scores) / len(scores) if scores else 0.0
+    sc = round(sum(scores) / len(scores), 4) if scores else 0.0
     return ts_p, ts_r, sc
 
 
-def cumulative_capture(calls: list[Call]) -> list[tuple[str, Any]]:
-    """The reference's tool table for a Plan-and-Execute run: each worker record lists every call in its history,
-    i.e. all calls of earlier plan steps plus its own, so step i of n is counted n - i + 1 times."""
-    tasks = sorted({c.task for c in calls})
+def cumulative_capture(calls: list[Call], workers: list[int] | None = None) -> list[tuple[str, Any]]:
+    """The reference's tool table for a Plan-and-Execute run: one record per worker, listing every call in that
+    worker's history, i.e. the calls of all earlier plan steps, then its own. ``workers``: the plan step of each
+    worker run, in order (``Call.worker`` indexes it). Parallel workers of a step each see only earlier steps, so
+    ``[[q1],[q2,d]]`` gives q1 | q1 q2 | q1 d. A worker that made no call still finds the earlier calls in its
+    history (the reference then marks it completed and records them); one with an empty history leaves no record.
+    Without ``workers`` (results stored before it existed) each step is taken as one worker."""
+    if workers is None:
+        workers = sorted({c.task for c in calls})
+        mine = {w: [c for c in calls if c.task == step] for w, step in enumerate(workers)}
+    else:
+        mine = {w: [c for c in calls if c.worker == w] for w in range(len(workers))}
     rows: list[tuple[str, Any]] = []
-    for t in tasks:
-        rows += [(c.name, c.arguments) for c in calls if c.task < t]
-        rows += [(c.name, c.arguments) for c in calls if c.task == t]
+    for w, step in enumerate(workers):
+        history = [c for c in calls if c.task < step]
+        rows += [(c.name, c.arguments) for c in history + mine[w]]
     return rows
 
 
+def _ref_block(answer: str) -> Any:
+    """The reference's fence read: the text between the first ```json and the next ```, as JSON (None if it fails)."""
+    if "```json" not in answer:
+        return None
+    try:
+        return json.loads(answer.split("```json")[1].split("```")[0].strip())
+    except ValueError:
+        return None
 
-def ref_content(answer: str) -> str:
-    block = fenced_json(answer)
-    if block is not None and str(block.get("content") or "").strip():
-        return str(block["content"])
-    return answer or ""
+
+def ref_content(answer: str) -> Any:
+    """The fence's ``content`` when truthy (whitespace-only text is truthy: the reference returns it and then finds
+    nothing delivered), else the whole answer. May be a non-string, as in the reference."""
+    block = _ref_block(answer)
+    if isinstance(block, dict) and block.get("content", ""):
+        return block["content"]
+    return answer
 
 
 def ref_route_index(answer: str, lex: Lexicon) -> str | None:
-    block = fenced_json(answer)
-    if block is not None and "route_index" in block:
-        v = block["route_index"]
-        return "" if v is None else str(v)
+    """The fence's ``route_index`` unless it is missing or null, then ``route_index: N`` in the text, then "方案N"
+    (minus 1); ``None`` when none is found. ``route_index: null`` thus falls through to the text."""
+    block = _ref_block(answer)
+    if isinstance(block, dict) and block.get("route_index") is not None:
+        return str(block["route_index"])
     m = re.search(r'route_index["\s:]+(\d+)', answer or "")
     if m:
         return m.group(1)
@@ -140,6 +162,15 @@ def ref_route_index(answer: str, lex: Lexicon) -> str | None:
         return str(int(m.group(1)) - 1)
     return None
 
+
+def ref_sim(a: Any, b: Any, backend: Backend) -> float:
+    """The reference's answer similarity: empty -> 0, containment -> 1 (no stripping), else the backend."""
+    if not a or not b:
+        return 0.0
+    a, b = str(a), str(b)
+    if a in b or b in a:
+        return 1.0
+    return backend.score(a, b)
 
 
 def _admin(text: str) -> tuple[str, str]:
@@ -161,10 +192,13 @@ def ref_answer(answer: str, truth: Truth, backend: Backend, lex: Lexicon) -> tup
     """(DR, FPR) of the reference answer metric on the reporter text. Raises ValueError where the reference does
     (route-constrained with no GT index): the caller drops the case."""
     content = ref_content(answer)
+    if len(content) == 0:
+        content = answer
     etype = lookup_scenario(EVAL_TYPE, truth.scenario) or "general"
     idx = ref_route_index(answer, lex)
     g = truth.slots
-    if not content.strip() or content.strip() == "nan":
+    # Whitespace-only (or non-text) content delivers nothing; "nan" is compared without stripping, as there.
+    if not isinstance(content, str) or not content.strip() or content.lower() == "nan":
         return 0.0, 0.0
     # Delivery
     if etype in ("route", "route_custom", "route_info"):
@@ -189,10 +223,13 @@ def _ref_pass(etype: str, content: str, idx: str | None, g: Mapping[str, Any], b
     if etype == "route":
         return 1.0 if idx and idx != "-1" else 0.0
     if etype == "route_custom":
-        ans = int(float(g.get("matched_transit_index", "")))  # "" raises, as in the reference
-        if idx in ("", "-1") and ans == 0:
+        # The GT index is converted only when a rule reaches it: no predicted index -> 0 without reading it; an
+        # index with no GT raises (int("")), which drops the case, as in the reference.
+        if idx in ("", "-1") and _ref_int(g.get("matched_transit_index")) == 0:
             return 1.0
-        return 1.0 if idx and int(idx) == ans else 0.0
+        if idx and int(idx) == _ref_int(g.get("matched_transit_index")):
+            return 1.0
+        return 0.0
     if etype == "route_info":
         return 1.0 if count_words(content, lex.route_kw + lex.route_info_extra) >= 2 else 0.0
     if etype == "weather":
@@ -205,29 +242,37 @@ def _ref_pass(etype: str, content: str, idx: str | None, g: Mapping[str, Any], b
             (c1, d1), (c2, d2) = _admin(gt), _admin(content)
             if lex.lang == "zh" and c1 and d1 and c1 == c2 and d1 == d2:
                 return 1.0
-            if gt in content or sim(content, gt, backend) > ANSWER_THRESHOLD:
+            if gt in content or ref_sim(content, gt, backend) > ANSWER_THRESHOLD:
                 return 1.0
         return 0.0
     if etype == "nearby":
-        near = g.get("near_poi_ans")
-        near = repair_literal(near) if isinstance(near, str) else near
-        pois = _dig(near, "data", "pois")
-        if pois is None and isinstance(_dig(near, "data"), list):
-            pois = _dig(near, "data")
-        if not pois:
-            return 1.0
-        for p in pois[:5]:
-            name = str(p.get("name", "")) if isinstance(p, dict) else ""
-            if name and (name in content or sim(content, name, backend) > ANSWER_THRESHOLD):
+        raw = g.get("near_poi_ans")
+        if not raw or str(raw).lower() == "nan":
+            return 0.0  # no ground truth: 0 (an empty POI list, below, scores 1)
+        near = repair_literal(str(raw))  # the reference re-parses str() of the loaded cell
+        if isinstance(near, dict):
+            data = near.get("data", {})
+            if not isinstance(data, dict):
+                raise TypeError("near_poi_ans data is not a dict")  # .get on it raises there: the case drops
+            pois = data.get("pois", [])
+            if len(pois) == 0:
                 return 1.0
-        return 1.0 if sim(content, str(near), backend) > ANSWER_THRESHOLD else 0.0
+            if isinstance(pois, list):
+                for p in pois[:5]:
+                    if isinstance(p, dict):
+                        name = p.get("name", "")
+                        if name and name in content:
+                            return 1.0
+                        if ref_sim(content, name, backend) > ANSWER_THRESHOLD:
+                            return 1.0
+        return 1.0 if ref_sim(content, str(raw), backend) > ANSWER_THRESHOLD else 0.0
     if etype == "traffic":
         desc = str(_dig(g.get("ans"), "trafficinfo", "description") or "")
         if desc:
             present = [k for k in lex.traffic_judge_kw if has_word(desc, k)]
             if len(present) >= 2:
                 return 1.0 if count_words(content, present) >= 2 else 0.0
-            return 1.0 if desc in content or sim(content, desc, backend) > ANSWER_THRESHOLD else 0.0
+            return 1.0 if desc in content or ref_sim(content, desc, backend) > ANSWER_THRESHOLD else 0.0
         n = count_words(content, lex.traffic_judge_kw)
         return 1.0 if n >= 2 else 0.5 if n == 1 else 0.0
     # general
@@ -240,11 +285,18 @@ def _ref_pass(etype: str, content: str, idx: str | None, g: Mapping[str, Any], b
     return 0.0
 
 
+def _ref_int(v: Any) -> int:
+    """int() of the GT index as the reference sees it: a float from the sheet, "" when missing (which raises)."""
+    if v is None:
+        v = ""
+    return int(float(v)) if isinstance(v, str) and v.strip() else int(v)
+
+
 def _ref_weather(content: str, g: Mapping[str, Any], backend: Backend) -> float:
     gt = str(g.get("weather_description") or "")
     if not gt or gt == "nan":
         return 0.0
-    return 1.0 if gt in content or sim(content, gt, backend) > ANSWER_THRESHOLD else 0.0
+    return 1.0 if gt in content or ref_sim(content, gt, backend) > ANSWER_THRESHOLD else 0.0
 
 
 def _ref_poi(content: str, g: Mapping[str, Any], lex: Lexicon) -> float:
@@ -274,22 +326,36 @@ def _ref_poi(content: str, g: Mapping[str, Any], lex: Lexicon) -> float:
 _STAGES = ("Planner", "Worker", "Reporter")
 
 
+def _first_int(data: Mapping[str, Any], keys: tuple[str, ...]) -> int:
+    for k in keys:
+        if k in data:
+            try:
+                return int(data[k])
+            except (ValueError, TypeError):
+                pass
+    return 0
+
+
 def ref_efficiency(usage: Mapping[str, Any] | None) -> tuple[int, int]:
-    """(IT, OT) from the reference's per-stage usage keys; a stage with only a total is split 70/30."""
+    """(IT, OT) from the reference's per-stage usage keys (exact spellings). A stage whose prompt and completion
+    counts are both 0 (missing or zero) and that has a total is split 70/30, as there."""
+    data = usage or {}
     it = ot = 0
     for st in _STAGES:
-        lows = {str(k).lower().replace(" ", "_"): v for k, v in (usage or {}).items()}
-        base = st.lower()
-        p = next((lows[k] for k in (f"{base}_prompt_tokens", f"{base}_input_tokens") if k in lows), None)
-        c = next((lows[k] for k in (f"{base}_completion_tokens", f"{base}_output_tokens") if k in lows), None)
-        if p is None and c is None:
-            total = lows.get(f"{base}_total_tokens")
-            if total is not None:
-                share = int(0.7 * int(total))
-                it, ot = it + share, ot + int(total) - share
-            continue
-        it += int(p or 0)
-        ot += int(c or 0)
+        p = _first_int(data, (f"{st}_prompt_tokens", f"{st} Prompt Tokens", f"{st}_input_tokens"))
+        c = _first_int(data, (f"{st}_completion_tokens", f"{st} Completion Tokens", f"{st}_output_tokens"))
+        if p == 0 and c == 0:
+            for k in (f"{st}_total_tokens", f"{st}_Total_Tokens", f"{st} Total Tokens"):
+                if k in data:
+                    try:
+                        total = int(data[k])
+                    except (ValueError, TypeError):
+                        continue
+                    p = int(total * 0.7)
+                    c = total - p
+                    break
+        it += p
+        ot += c
     return it, ot
 
 
