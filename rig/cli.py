@@ -76,6 +76,7 @@ def bench(
     from rig.engines import MissingExtra
     from rig.engines.base import EngineError
     from rig.registry import RegistryError
+    from rig.runformat import NewerFormatError
     from rig.runs.bench import BenchError, BenchOptions, run_bench
     from rig.runs.report import report_markdown
 
@@ -117,7 +118,7 @@ def bench(
 
     try:
         run_dir = run_bench(bo, progress=progress, on_event=lambda m: err.print(m, highlight=False))
-    except (RegistryError, DataError, BenchError, MissingExtra, EngineError, KeyError) as e:
+    except (RegistryError, DataError, BenchError, MissingExtra, EngineError, KeyError, NewerFormatError) as e:
         prog.stop()
         _fail(str(e).strip("'\""))
     prog.stop()
@@ -136,22 +137,26 @@ def report(
     to: Optional[Path] = typer.Option(None, "--out", help="HTML output path (default: report.html in the first run)."),
 ) -> None:
     """Report runs: tables in the papers' layouts, latency, tokens, memory; --html for plots and an episode browser."""
+    from rig.runformat import NewerFormatError
     from rig.runs.report import report_markdown
 
     for r in run:
         if not (r / "manifest.json").exists():
             _fail(f"{r}: no manifest.json (is this a run directory?)")
-    if md:
-        for r in run:
-            text = report_markdown(r)
-            (r / "report.md").write_text(text)
-            sys.stdout.write(text + "\n")
-    if html:
-        from rig.runs.html import html_report
+    try:
+        if md:
+            for r in run:
+                text = report_markdown(r)
+                (r / "report.md").write_text(text)
+                sys.stdout.write(text + "\n")
+        if html:
+            from rig.runs.html import html_report
 
-        path = to or run[0] / "report.html"
-        path.write_text(html_report(run))
-        err.print(f"wrote {path}")
+            path = to or run[0] / "report.html"
+            path.write_text(html_report(run))
+            err.print(f"wrote {path}")
+    except NewerFormatError as e:
+        _fail(str(e))
 
 
 def _mount_maps() -> None:

@@ -48,7 +48,7 @@ async def main_async(a: argparse.Namespace) -> list[str]:
                 texts = {}
                 for mode in modes:
                     c = bench.constraint_for(ep, "none" if mode == "none" else fmt)
-                    eng.grammar_mask = "full" if mode == "full" else "lazy"
+                    eng.args.grammar_mask = "full" if mode == "full" else "lazy"
                     g = await eng.chat(ChatRequest(messages=ep.messages, constraint=c,
                                                    sampling=Sampling(max_tokens=a.max_tokens)))
                     if g.timings.decode_tps:

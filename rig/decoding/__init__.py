@@ -19,10 +19,10 @@ from rig.decoding.output import parse_output
 from rig.decoding.regex import regex_to_ir
 from rig.decoding.schema import SchemaError, UnsupportedSchema
 from rig.decoding.validate import validate
-from rig.decoding.yaml_gbnf import yaml_dump, yaml_schema_to_gbnf
+from rig.decoding.yaml_gbnf import yaml_schema_to_gbnf
 
 __all__ = ["Constraint", "SchemaError", "UnsupportedSchema", "json_schema_to_gbnf", "json_schema_to_lark",
-           "parse_output", "to_gbnf", "to_lark", "validate", "yaml_dump", "yaml_schema_to_gbnf", "yaml_schema_to_lark"]
+           "parse_output", "to_gbnf", "to_lark", "validate", "yaml_schema_to_gbnf", "yaml_schema_to_lark"]
 
 
 def to_gbnf(constraint: Constraint) -> str:

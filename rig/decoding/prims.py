@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from rig.decoding.ir import EMPTY, Cls, Expr, Grammar, Lit, Ref, alt, cls_escape, opt, rep, seq
+from rig.decoding.ir import Cls, Expr, Grammar, Lit, Ref, alt, cls_escape, opt, rep, seq
 
 # Nesting allowed inside schema-free values ({}, objects without properties). Bounded nesting keeps every
 # non-recursive schema's grammar regular, which llguidance's greedy lexer needs (see json_any).
@@ -205,5 +205,6 @@ def _class_of(chars: str) -> str:
     return "".join(out)
 
 
-__all__ = ["ANY_DEPTH", "EMPTY", "MAX_DIGITS", "MAX_INDENT", "YAML_TRAP_WORDS", "json_any", "json_integer", "json_number", "json_string",
-           "ws", "yaml_flow", "yaml_flow_map", "yaml_flow_seq", "yaml_key", "yaml_number", "yaml_plain_key", "yaml_scalar_any", "yaml_string"]
+__all__ = ["ANY_DEPTH", "MAX_DIGITS", "MAX_INDENT", "YAML_TRAP_WORDS", "json_any", "json_integer", "json_number",
+           "json_string", "ws", "yaml_flow", "yaml_flow_map", "yaml_flow_seq", "yaml_key", "yaml_number",
+           "yaml_plain_key", "yaml_scalar_any", "yaml_string"]

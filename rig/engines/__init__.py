@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from rig.engines.base import Engine
@@ -23,7 +23,7 @@ class MissingExtra(ImportError):
     pass
 
 
-def engine_class(name: str) -> "type[Engine]":
+def engine_class(name: str) -> type[Engine]:
     if name not in ENGINES:
         raise KeyError(f"engine {name!r} is not available in this version of rig; built: {', '.join(ENGINES)}")
     target, needs, extra = ENGINES[name]
@@ -38,5 +38,5 @@ def engine_class(name: str) -> "type[Engine]":
     return getattr(importlib.import_module(module), cls)
 
 
-def create_engine(spec: "ModelSpec", weights: str, **kwargs: Any) -> "Engine":
-    return engine_class(spec.engine)(spec, weights, **kwargs)
+def create_engine(spec: ModelSpec, weights: str, *, gpu: int | None = None) -> Engine:
+    return engine_class(spec.engine)(spec, weights, gpu=gpu)

@@ -1,5 +1,10 @@
 """The engine interface: one async ``chat`` for every backend.
 
+An engine file holds only what is specific to its backend: a typed ``Args`` model for its models.yaml
+``engine_args`` and ``generate``, one call to the backend. ``chat`` is ``generate`` followed by ``finalize``, the
+post-processing every engine shares (thinking strip, tool calls and their JSON arguments, decode speed), so each
+engine's replies are read back the same way.
+
 The runner keeps up to N episodes in flight; an engine declares how much concurrency it can use.
 Engines that cannot batch (in-process llama.cpp) serialise behind their own lock, so the runner
 needs no special case.
@@ -8,11 +13,15 @@ needs no special case.
 from __future__ import annotations
 
 import abc
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, get_args
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict, ValidationError
 
-from rig.records import ChatRequest, Generation
+from rig.decoding.constraint import Constraint
+from rig.engines.textcalls import calls_from_text, parse_arguments
+from rig.engines.thinking import allow_thinking_gbnf, strip_thinking
+from rig.records import ChatRequest, Generation, Message, ParsedCall, ParseStatus, ToolSpec
 from rig.registry import ModelSpec
 
 
@@ -27,14 +36,44 @@ class EngineError(RuntimeError):
     """A problem with the engine itself (load failure, server down), as opposed to a bad model output."""
 
 
-class Engine(abc.ABC):
-    name: str = "engine"
+class EngineArgs(BaseModel):
+    """An engine's models.yaml ``engine_args``; each engine subclasses it as ``Args`` with its own fields."""
 
-    def __init__(self, spec: ModelSpec, weights: str, *, gpu: int | None = None, **options: Any) -> None:
+    model_config = ConfigDict(extra="forbid")
+
+
+# A tool call as the backend returned it: (name, arguments as JSON text or as an object).
+NativeCall = tuple[str, Any]
+
+
+@dataclass
+class Reply:
+    """One backend call, before ``Engine.finalize``. A failed call is a reply whose generation has ``error`` set."""
+
+    generation: Generation
+    calls: list[NativeCall] = field(default_factory=list)  # tool calls from the backend's structured field
+    decode_s: float | None = None  # seconds from the first to the last generated token
+
+
+def openai_tools(tools: list[ToolSpec]) -> list[dict[str, Any]]:
+    """Tools as OpenAI-style function definitions: what chat templates, vLLM, OpenAI servers and Ollama take."""
+    return [{"type": "function", "function": t.model_dump()} for t in tools]
+
+
+def openai_messages(messages: list[Message]) -> list[dict[str, Any]]:
+    return [m.model_dump(exclude_none=True) for m in messages]
+
+
+class Engine(abc.ABC):
+    name: ClassVar[str] = "engine"
+    Args: ClassVar[type[EngineArgs]] = EngineArgs
+
+    def __init__(self, spec: ModelSpec, weights: str, *, gpu: int | None = None) -> None:
         self.spec = spec
         self.weights = weights
         self.gpu = gpu
-        self.options = options
+        self.args = validate_engine_args(self.Args, spec, self.name)
+        self.counters: dict[str, int] = {"tool_calls_from_text": 0}
 
     @property
     @abc.abstractmethod
@@ -43,8 +82,13 @@ class Engine(abc.ABC):
     @abc.abstractmethod
     async def load(self) -> None: ...
 
-    @abc.abstractmethod
-    async def chat(self, request: ChatRequest) -> Generation: ...
+    async def chat(self, request: ChatRequest) -> Generation:
+        return self.finalize(await self.generate(request), request)
+
+    async def generate(self, request: ChatRequest) -> Reply:
+        """The backend call. Raise (EngineError) only for a request the engine cannot serve at all, before any
+        work; anything that fails during the call is recorded in the reply's ``error``."""
+        raise NotImplementedError(f"{type(self).__name__} implements neither generate nor chat")
 
     async def close(self) -> None:
         return None
@@ -59,3 +103,82 @@ class Engine(abc.ABC):
 
     def count_tokens(self, text: str) -> int | None:
         return None
+
+    # -- what engines share ----------------------------------------------------------------------------------------
+
+    @property
+    def template_kwargs(self) -> dict[str, Any]:
+        """Chat-template switches from models.yaml (``thinking: off`` asks the template not to think)."""
+        return {"enable_thinking": False} if self.spec.thinking == "off" else {}
+
+    def gbnf(self, c: Constraint) -> str:
+        """rig's GBNF for a constraint; with ``thinking: strip`` it admits one think block before the answer."""
+        from rig.decoding import to_gbnf
+
+        gbnf = to_gbnf(c)
+        return allow_thinking_gbnf(gbnf) if self.spec.thinking == "strip" else gbnf
+
+    def parse_native_calls(self, text: str, request: ChatRequest) -> list[NativeCall]:
+        """Tool calls the backend's own parser finds in the (thinking-stripped) text, for backends that return
+        calls as text rather than in ``Reply.calls``."""
+        return []
+
+    def finalize(self, reply: Reply, request: ChatRequest) -> Generation:
+        """The post-processing every engine's reply goes through, once, in ``chat``."""
+        gen = reply.generation
+        if self.spec.thinking == "strip":
+            gen.text = strip_thinking(gen.text)
+        n = gen.completion_tokens
+        if gen.timings.decode_tps is None and reply.decode_s and reply.decode_s > 0 and n and n > 1:
+            gen.timings.decode_tps = (n - 1) / reply.decode_s  # tokens after the first, over their span
+        if gen.error is None and request.tool_mode == "native" and request.tools:
+            try:
+                calls = reply.calls or self.parse_native_calls(gen.text, request)
+            except Exception as e:  # a failed call is a recorded error, not a crashed run
+                gen.error = f"{type(e).__name__}: {e}"
+                return gen
+            self._read_calls(gen, calls)
+        return gen
+
+    def _read_calls(self, gen: Generation, calls: list[NativeCall]) -> None:
+        """The backend's calls with JSON arguments; with none, the calls the model left in the text."""
+        status: ParseStatus = "no_call"
+        for name, arguments in calls:
+            args = parse_arguments(arguments or {})  # a call without arguments has empty ones
+            if args is None:
+                status = "parse_error"
+                continue
+            gen.tool_calls.append(ParsedCall(name=name, arguments=args))
+            status = "ok" if status != "parse_error" else status
+        if not calls:
+            found = calls_from_text(gen.text)
+            if found is not None:  # the backend did not parse the call; the model still made one
+                gen.tool_calls, status = found
+                self.counters["tool_calls_from_text"] += 1
+        gen.parse_status = status
+
+
+def validate_engine_args(model: type[EngineArgs], spec: ModelSpec, engine: str) -> EngineArgs:
+    """``spec.engine_args`` read by ``model``; EngineError naming the models.yaml entry and the fields."""
+    where = f"models.yaml entry {spec.name!r}"
+    try:
+        return model.model_validate(spec.engine_args)
+    except ValidationError as e:
+        errors = e.errors()
+    unknown = sorted(str(err["loc"][0]) for err in errors if err["type"] == "extra_forbidden")
+    if unknown:
+        raise EngineError(f"{where}: engine_args {unknown} not understood by {engine} "
+                          f"(allowed: {sorted(model.model_fields)})") from None
+    raise EngineError(f"{where}: " + "; ".join(_arg_error(model, err) for err in errors)) from None
+
+
+def _arg_error(model: type[EngineArgs], err: Any) -> str:
+    if not err["loc"]:  # a check across fields (model validator)
+        return str(err.get("ctx", {}).get("error", err["msg"]))
+    key = str(err["loc"][0])
+    if err["type"] == "literal_error":
+        choices = get_args(model.model_fields[key].annotation)
+        return f"engine_args.{key} {err['input']!r} is not one of {', '.join(map(str, choices))}"
+    if err["type"] == "value_error":  # a field validator's own words
+        return f"engine_args.{key}: {err['ctx']['error']}"
+    return f"engine_args.{key} {err['input']!r}: {err['msg']}"

@@ -23,21 +23,13 @@ import os
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from rig.decoding.constraint import Constraint
-from rig.engines.base import Capabilities, Engine, EngineError
+from rig.engines.base import Capabilities, Engine, EngineArgs, EngineError, Reply, openai_messages, openai_tools
 from rig.engines.llamacpp_grammar import LazyGrammar
 from rig.records import ChatRequest, Generation, Timings
-
-# Keys of models.yaml engine_args passed through to Llama(); anything else is an error.
-_LLAMA_ARGS = {"n_batch", "n_ubatch", "n_threads", "n_threads_batch", "flash_attn", "use_mmap", "use_mlock",
-               "type_k", "type_v", "offload_kqv", "rope_freq_base", "rope_freq_scale"}
-# Keys of engine_args that rig reads itself and does not pass to Llama().
-_RIG_ARGS = {"constraint_backend", "grammar_mask"}
-CONSTRAINT_BACKENDS = ("native", "outlines")
-# native backend: "lazy" checks a greedy step's best token first (see llamacpp_grammar); "full" masks every step.
-GRAMMAR_MASKS = ("lazy", "full")
+from rig.registry import ModelSpec
 
 
 def physical_cores(cpus: set[int] | None = None, sysfs: Path = Path("/sys/devices/system/cpu")) -> int:
@@ -57,24 +49,37 @@ def physical_cores(cpus: set[int] | None = None, sysfs: Path = Path("/sys/device
     return max(len(cores), 1)
 
 
+class LlamaCppArgs(EngineArgs):
+    # Passed through to Llama() when set.
+    n_batch: int | None = None
+    n_ubatch: int | None = None
+    n_threads: int | None = None  # unset: physical_cores()
+    n_threads_batch: int | None = None
+    flash_attn: bool | None = None
+    use_mmap: bool | None = None
+    use_mlock: bool | None = None
+    type_k: int | None = None
+    type_v: int | None = None
+    offload_kqv: bool | None = None
+    rope_freq_base: float | None = None
+    rope_freq_scale: float | None = None
+    # Read by rig itself.
+    constraint_backend: Literal["native", "outlines"] = "native"
+    # native backend: "lazy" checks a greedy step's best token first (see llamacpp_grammar); "full" masks every step.
+    grammar_mask: Literal["lazy", "full"] = "lazy"
+
+    def llama_kwargs(self) -> dict[str, Any]:
+        return self.model_dump(exclude_unset=True, exclude={"constraint_backend", "grammar_mask"})
+
+
 class LlamaCppEngine(Engine):
     name = "llamacpp"
+    Args = LlamaCppArgs
+    args: LlamaCppArgs
 
-    def __init__(self, spec, weights, *, gpu=None, **options: Any) -> None:  # type: ignore[no-untyped-def]
-        super().__init__(spec, weights, gpu=gpu, **options)
-        bad = set(spec.engine_args) - _LLAMA_ARGS - _RIG_ARGS
-        if bad:
-            raise EngineError(f"models.yaml entry {spec.name!r}: engine_args {sorted(bad)} not understood by "
-                              f"llamacpp (allowed: {sorted(_LLAMA_ARGS | _RIG_ARGS)})")
-        self.constraint_backend = spec.engine_args.get("constraint_backend", "native")
-        if self.constraint_backend not in CONSTRAINT_BACKENDS:
-            raise EngineError(f"models.yaml entry {spec.name!r}: engine_args.constraint_backend "
-                              f"{self.constraint_backend!r} is not one of {', '.join(CONSTRAINT_BACKENDS)}")
-        self.grammar_mask = spec.engine_args.get("grammar_mask", "lazy")
-        if self.grammar_mask not in GRAMMAR_MASKS:
-            raise EngineError(f"models.yaml entry {spec.name!r}: engine_args.grammar_mask {self.grammar_mask!r} "
-                              f"is not one of {', '.join(GRAMMAR_MASKS)}")
-        if self.constraint_backend == "outlines":
+    def __init__(self, spec: ModelSpec, weights: str, *, gpu: int | None = None) -> None:
+        super().__init__(spec, weights, gpu=gpu)
+        if self.args.constraint_backend == "outlines":
             from rig.decoding.outlines_backend import OutlinesUnavailable, require_outlines
 
             try:
@@ -82,18 +87,19 @@ class LlamaCppEngine(Engine):
             except OutlinesUnavailable as e:
                 raise EngineError(f"models.yaml entry {spec.name!r}: engine_args.constraint_backend outlines: {e}") \
                     from None
-        self._outlines = None  # OutlinesConstraints, built at load
+        self._outlines: Any = None  # OutlinesConstraints, built at load
         self.served = {"native": 0, "outlines": 0}  # constrained requests per backend
-        self.llm = None
+        self.llm: Any = None  # llama_cpp.Llama once loaded
         self.threads: dict[str, int] = {}  # what llama.cpp runs with, for the manifest
-        self._formatter = None
+        self._formatter: Any = None
         self._lock = threading.Lock()
         # What the chat template renders, probed at load (see _probe_template).
         self.template = {"system": True, "tool_role": True, "tools": False}
 
     @property
     def capabilities(self) -> Capabilities:
-        return Capabilities(native_tools=self.template["tools"], grammar_kinds=("json_schema", "grammar", "choice", "yaml_schema"),
+        return Capabilities(native_tools=self.template["tools"],
+                            grammar_kinds=("json_schema", "grammar", "choice", "yaml_schema"),
                             continuous_batching=False, max_concurrency=1)
 
     async def load(self) -> None:
@@ -104,7 +110,7 @@ class LlamaCppEngine(Engine):
         from llama_cpp import Llama
         from llama_cpp.llama_chat_format import Jinja2ChatFormatter
 
-        kwargs: dict[str, Any] = {k: v for k, v in self.spec.engine_args.items() if k not in _RIG_ARGS}
+        kwargs = self.args.llama_kwargs()
         kwargs.setdefault("n_threads", physical_cores())
         if self.gpu is not None:
             if not llama_cpp.llama_supports_gpu_offload():
@@ -121,7 +127,7 @@ class LlamaCppEngine(Engine):
         self.threads = {"decode": self.llm.n_threads, "batch": self.llm.n_threads_batch}
         self._formatter = self._resolve_formatter(Jinja2ChatFormatter)
         self._probe_template()
-        if self.constraint_backend == "outlines":
+        if self.args.constraint_backend == "outlines":
             from rig.decoding.outlines_backend import OutlinesConstraints, OutlinesUnavailable
 
             try:
@@ -139,7 +145,7 @@ class LlamaCppEngine(Engine):
         def shows(marker: str, msgs: list[dict], tools: list | None = None) -> bool:
             try:
                 return marker in self._formatter(messages=msgs, tools=tools).prompt
-            except Exception:  # noqa: BLE001 - a template that raises on a role does not support it
+            except Exception:
                 return False
 
         tool = {"type": "function", "function": {"name": "rig_probe_tool", "description": "probe",
@@ -154,8 +160,8 @@ class LlamaCppEngine(Engine):
         }
 
     def describe(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"template": dict(self.template), "constraint_backend": self.constraint_backend,
-                               "grammar_mask": self.grammar_mask, "constrained_requests": dict(self.served)}
+        out: dict[str, Any] = {"template": dict(self.template), "constraint_backend": self.args.constraint_backend,
+                               "grammar_mask": self.args.grammar_mask, "constrained_requests": dict(self.served)}
         if self.threads:
             out["threads"] = dict(self.threads)
         if self._outlines is not None:
@@ -184,7 +190,7 @@ class LlamaCppEngine(Engine):
                 merged.append(m)
         return merged
 
-    def _resolve_formatter(self, jinja_cls):  # type: ignore[no-untyped-def]
+    def _resolve_formatter(self, jinja_cls: Any) -> Any:
         """The GGUF's own chat template, or a llama-cpp-python named format (models.yaml chat_format)."""
         from llama_cpp import llama_chat_format
 
@@ -204,10 +210,8 @@ class LlamaCppEngine(Engine):
 
     def render(self, request: ChatRequest) -> tuple[str, bool, list[str]]:
         """Prompt text, whether it already holds BOS, and the template's stop strings."""
-        msgs = self._fold([m.model_dump(exclude_none=True) for m in request.messages])
-        tools = [{"type": "function", "function": t.model_dump()} for t in request.tools] or None
-        kwargs = {"enable_thinking": False} if self.spec.thinking == "off" else {}
-        resp = self._formatter(messages=msgs, tools=tools, **kwargs)
+        msgs = self._fold(openai_messages(request.messages))
+        resp = self._formatter(messages=msgs, tools=openai_tools(request.tools) or None, **self.template_kwargs)
         stop = resp.stop if isinstance(resp.stop, list) else [resp.stop] if resp.stop else []
         return resp.prompt, bool(resp.added_special), [x for x in stop if x]
 
@@ -235,33 +239,24 @@ class LlamaCppEngine(Engine):
     def _outlines_grammar(self, c: Constraint) -> str:
         """rig's grammar for the Outlines (llguidance) path: Lark, or GBNF when a think block is admitted."""
         if self.spec.thinking == "strip":
-            return self._gbnf(c)  # llguidance reads GBNF too
+            return self.gbnf(c)  # llguidance reads GBNF too
         from rig.decoding import to_lark
 
         return to_lark(c)
 
-    def _gbnf(self, c: Constraint) -> str:
-        from rig.decoding import to_gbnf
-
-        gbnf = to_gbnf(c)
-        if self.spec.thinking == "strip":
-            from rig.engines.thinking import allow_thinking_gbnf
-
-            gbnf = allow_thinking_gbnf(gbnf)
-        return gbnf
-
-    async def chat(self, request: ChatRequest) -> Generation:
+    async def generate(self, request: ChatRequest) -> Reply:
         if self.llm is None:
             raise EngineError("engine not loaded")
         queued = time.perf_counter()
-        return await asyncio.to_thread(self._chat_sync, request, queued)
+        return await asyncio.to_thread(self._generate_sync, request, queued)
 
-    def _chat_sync(self, request: ChatRequest, queued: float) -> Generation:
+    def _generate_sync(self, request: ChatRequest, queued: float) -> Reply:
         import llama_cpp
 
         with self._lock:
             t0 = time.perf_counter()
             gen = Generation(request_hash=request.digest(), timings=Timings(queue_s=t0 - queued))
+            reply = Reply(gen)
             lazy = None
             try:
                 prompt, has_bos, tmpl_stops = self.render(request)
@@ -269,7 +264,7 @@ class LlamaCppEngine(Engine):
                 if len(tokens) >= self.spec.context_length:
                     gen.error = (f"prompt has {len(tokens)} tokens, context_length is {self.spec.context_length}")
                     gen.prompt_tokens = len(tokens)
-                    return gen
+                    return reply
                 procs = proc = None
                 s = request.sampling
                 if request.constraint is not None and self._outlines is not None:
@@ -278,8 +273,8 @@ class LlamaCppEngine(Engine):
                 elif request.constraint is not None:
                     # A grammar llama.cpp cannot parse is an error here (llama-cpp-python's own LlamaGrammar
                     # accepts any text and crashes the process when sampling).
-                    lazy = LazyGrammar(self.llm._model.vocab, self._gbnf(request.constraint), self.llm.n_vocab(),
-                                       len(tokens), greedy=s.temperature == 0.0 and self.grammar_mask == "lazy")
+                    lazy = LazyGrammar(self.llm._model.vocab, self.gbnf(request.constraint), self.llm.n_vocab(),
+                                       len(tokens), greedy=s.temperature == 0.0 and self.args.grammar_mask == "lazy")
                     procs = llama_cpp.LogitsProcessorList([lazy])
                 max_new = min(s.max_tokens, self.spec.context_length - len(tokens))
                 self.llm.set_seed(s.seed)
@@ -320,24 +315,19 @@ class LlamaCppEngine(Engine):
                     if x in text:
                         text = text[: text.index(x)]
                 end = time.perf_counter()
-                if self.spec.thinking == "strip":
-                    from rig.engines.thinking import strip_thinking
-
-                    text = strip_thinking(text)
                 gen.text = text
                 gen.finish_reason = finish
                 gen.prompt_tokens = len(tokens)
                 gen.completion_tokens = len(out)
                 gen.timings.ttft_s = (first - t0) if first else None
                 gen.timings.e2e_s = end - t0
-                if first and last and len(out) > 1 and last > first:
-                    gen.timings.decode_tps = (len(out) - 1) / (last - first)
+                reply.decode_s = (last - first) if first and last else None
             except Exception as e:  # a failed call is a recorded error, not a crashed run
                 gen.error = f"{type(e).__name__}: {e}"
             finally:
                 if lazy is not None:
                     lazy.close()
-            return gen
+            return reply
 
     async def close(self) -> None:
         if self.llm is not None:

@@ -19,7 +19,6 @@ from typing import Any
 
 import numpy as np
 
-
 TOP = 64  # candidates checked in one call when the best token is rejected, before masking the whole vocabulary
 
 
@@ -40,7 +39,7 @@ class LazyGrammar:
         self.greedy = greedy
         self.fed = 0
         self.steps = self.top_picks = self.full_masks = 0
-        self._one = (llama_cpp.llama_token_data * 1)()
+        self._one: Any = (llama_cpp.llama_token_data * 1)()
         self.top = min(TOP, n_vocab)
         self._top = (llama_cpp.llama_token_data * self.top)()
         self._top_np = np.ctypeslib.as_array(self._top)

@@ -16,14 +16,14 @@ import time
 from typing import Any
 
 import httpx
+from pydantic import field_validator
 
-from rig.engines.base import Capabilities, Engine, EngineError
-from rig.engines.openai_compat import calls_from_text, http_error_message, strip_thinking
-from rig.engines.server import ClientPerLoop, require_loopback
-from rig.records import ChatRequest, Generation, Message, ParsedCall, ParseStatus, Timings
+from rig.engines.base import Capabilities, Engine, EngineArgs, EngineError, NativeCall, Reply, openai_tools
+from rig.engines.server import ClientPerLoop, http_error_message, loopback_url
+from rig.records import ChatRequest, Generation, Message, Timings
+from rig.registry import ModelSpec
 
 DEFAULT_HOST = "http://127.0.0.1:11434"
-_ARGS = {"host", "keep_alive", "max_concurrency", "request_timeout_s", "max_chars_per_token", "preload"}
 VRAM_LABEL = "Ollama's estimate (/api/ps size_vram): memory it reserved for the model, not measured usage"
 
 
@@ -38,36 +38,44 @@ def _ns(value: Any) -> float | None:
     return value / 1e9 if isinstance(value, (int, float)) and value > 0 else None
 
 
+class OllamaArgs(EngineArgs):
+    host: str = DEFAULT_HOST
+    keep_alive: str | int | float = "30m"  # a duration ("30m") or seconds
+    max_concurrency: int = 1  # match the server's OLLAMA_NUM_PARALLEL
+    request_timeout_s: float = 600.0
+    # A prompt of C characters has at least C / max_chars_per_token tokens in any real tokenizer; fewer counted
+    # means Ollama dropped messages to fit num_ctx.
+    max_chars_per_token: float = 8.0
+    preload: bool = True
+
+    @field_validator("host")
+    @classmethod
+    def _loopback(cls, url: str) -> str:
+        return loopback_url(url)
+
+
 class OllamaEngine(Engine):
     name = "ollama"
+    Args = OllamaArgs
+    args: OllamaArgs
 
-    def __init__(self, spec, weights, *, gpu=None, **options: Any) -> None:  # type: ignore[no-untyped-def]
-        super().__init__(spec, weights, gpu=gpu, **options)
-        args = spec.engine_args
-        where = f"models.yaml entry {spec.name!r}"
-        bad = set(args) - _ARGS
-        if bad:
-            raise EngineError(f"{where}: engine_args {sorted(bad)} not understood by ollama (allowed: {sorted(_ARGS)})")
-        self.host = require_loopback(str(args.get("host", DEFAULT_HOST)), f"{where}: engine_args.host")
+    def __init__(self, spec: ModelSpec, weights: str, *, gpu: int | None = None) -> None:
+        super().__init__(spec, weights, gpu=gpu)
+        self.host = self.args.host
         self.tag = weights
-        self.keep_alive = args.get("keep_alive", "30m")
-        self.max_concurrency = int(args.get("max_concurrency", 1))  # match the server's OLLAMA_NUM_PARALLEL
-        self.request_timeout_s = float(args.get("request_timeout_s", 600.0))
-        # A prompt of C characters has at least C / max_chars_per_token tokens in any real tokenizer; fewer counted
-        # means Ollama dropped messages to fit num_ctx.
-        self.max_chars_per_token = float(args.get("max_chars_per_token", 8.0))
         self.server_version: str | None = None
         self.model_details: dict[str, Any] = {}  # /api/show: details, capabilities, context length
         # Per call, until records carry them: server-side seconds (load, prefill, decode, total) by request hash.
         self.server_timings: list[dict[str, Any]] = []
-        self.counters = {"tool_calls_from_text": 0, "truncated_prompts": 0}
+        self.counters["truncated_prompts"] = 0
         self._http: ClientPerLoop | None = None
 
     @property
     def capabilities(self) -> Capabilities:
         caps = self.model_details.get("capabilities")
+        n = self.args.max_concurrency
         return Capabilities(native_tools=caps is None or "tools" in caps, grammar_kinds=("json_schema",),
-                            continuous_batching=self.max_concurrency > 1, max_concurrency=self.max_concurrency)
+                            continuous_batching=n > 1, max_concurrency=n)
 
     def describe(self) -> dict[str, Any]:
         return {"model_details": self.model_details, "counters": self.counters,
@@ -86,7 +94,8 @@ class OllamaEngine(Engine):
                            "`ollama serve`, or set engine_args.host to where it listens")
 
     async def load(self) -> None:
-        self._http = ClientPerLoop(self.max_concurrency, timeout=httpx.Timeout(self.request_timeout_s, connect=10.0))
+        self._http = ClientPerLoop(self.args.max_concurrency,
+                                   timeout=httpx.Timeout(self.args.request_timeout_s, connect=10.0))
         client = self._http.client
         try:
             r = await client.get(f"{self.host}/api/version", timeout=10.0)
@@ -106,9 +115,9 @@ class OllamaEngine(Engine):
         ctx = next((v for k, v in (info.get("model_info") or {}).items() if k.endswith(".context_length")), None)
         self.model_details = {"details": info.get("details") or {}, "capabilities": info.get("capabilities"),
                               "context_length": ctx}
-        if self.spec.engine_args.get("preload", True):
+        if self.args.preload:
             # An empty chat loads the model with this num_ctx, so the first timed call does not pay for it.
-            body = {"model": self.tag, "messages": [], "stream": False, "keep_alive": self.keep_alive,
+            body = {"model": self.tag, "messages": [], "stream": False, "keep_alive": self.args.keep_alive,
                     "options": {"num_ctx": self.spec.context_length}}
             try:
                 r = await client.post(f"{self.host}/api/chat", json=body)
@@ -156,12 +165,12 @@ class OllamaEngine(Engine):
             options["stop"] = s.stop
         # truncate/shift false: newer servers then fail an overflowing prompt instead of cutting it silently.
         body: dict[str, Any] = {"model": self.tag, "messages": [self._message(m) for m in request.messages],
-                                "stream": True, "options": options, "keep_alive": self.keep_alive,
+                                "stream": True, "options": options, "keep_alive": self.args.keep_alive,
                                 "truncate": False, "shift": False}
         if self.spec.thinking == "off":
             body["think"] = False
         if request.tool_mode == "native" and request.tools:
-            body["tools"] = [{"type": "function", "function": t.model_dump()} for t in request.tools]
+            body["tools"] = openai_tools(request.tools)
         c = request.constraint
         if c is not None:
             if c.kind != "json_schema":
@@ -171,7 +180,7 @@ class OllamaEngine(Engine):
             body["format"] = c.schema_
         return body
 
-    async def chat(self, request: ChatRequest) -> Generation:
+    async def generate(self, request: ChatRequest) -> Reply:
         if self._http is None:
             raise EngineError("engine not loaded")
         body = self._body(request)  # an unservable constraint raises here, before any work
@@ -179,30 +188,32 @@ class OllamaEngine(Engine):
         async with self._http.semaphore:
             t0 = time.perf_counter()
             gen = Generation(request_hash=request.digest(), timings=Timings(queue_s=t0 - queued))
+            reply = Reply(gen)
             try:
                 got = await self._stream(body, gen, t0)
                 if got is not None:
-                    self._finish(gen, *got, request, "tools" in body)
+                    final, calls = got
+                    self._read_final(gen, final, request, "tools" in body)
+                    reply.calls = calls
             except Exception as e:  # a failed call is a recorded error, not a crashed run
                 gen.error = f"{type(e).__name__}: {e}"
-        return gen
+        return reply
 
     async def _stream(self, body: dict[str, Any], gen: Generation,
-                      t0: float) -> tuple[dict[str, Any], list[dict[str, Any]]] | None:
+                      t0: float) -> tuple[dict[str, Any], list[NativeCall]] | None:
         """Stream NDJSON chunks into ``gen``; return the final (``done``) chunk and the tool calls, or None after an
         error."""
         assert self._http is not None
         url = f"{self.host}/api/chat"
         parts: list[str] = []
-        calls: list[dict[str, Any]] = []
+        calls: list[NativeCall] = []
         final: dict[str, Any] | None = None
         try:
             async with self._http.client.stream("POST", url, json=body) as resp:
                 if resp.status_code >= 400:
                     await resp.aread()
-                    msg = http_error_message(resp)
                     hint = f"; model not pulled? run `ollama pull {self.tag}`" if resp.status_code == 404 else ""
-                    gen.error = f"Ollama HTTP {resp.status_code} from {url}: {msg}{hint}"
+                    gen.error = f"Ollama HTTP {resp.status_code} from {url}: {http_error_message(resp)}{hint}"
                     return None
                 async for line in resp.aiter_lines():
                     if not line.strip():
@@ -216,12 +227,14 @@ class OllamaEngine(Engine):
                     if token and gen.timings.ttft_s is None:
                         gen.timings.ttft_s = time.perf_counter() - t0
                     parts.append(msg.get("content") or "")
-                    calls.extend(msg.get("tool_calls") or [])
+                    for tc in msg.get("tool_calls") or []:
+                        fn = tc.get("function") or {}
+                        calls.append((fn.get("name") or "", fn.get("arguments")))
                     if chunk.get("done"):
                         final = chunk
                         break
         except httpx.TimeoutException as e:
-            gen.error = (f"request to Ollama at {self.host} timed out after {self.request_timeout_s:g} s "
+            gen.error = (f"request to Ollama at {self.host} timed out after {self.args.request_timeout_s:g} s "
                          f"({type(e).__name__})")
             return None
         except httpx.TransportError as e:
@@ -234,8 +247,7 @@ class OllamaEngine(Engine):
         gen.text = "".join(parts)
         return final, calls
 
-    def _finish(self, gen: Generation, final: dict[str, Any], calls: list[dict[str, Any]], request: ChatRequest,
-                want_tools: bool) -> None:
+    def _read_final(self, gen: Generation, final: dict[str, Any], request: ChatRequest, want_tools: bool) -> None:
         gen.finish_reason = final.get("done_reason")
         gen.prompt_tokens = final.get("prompt_eval_count")
         gen.completion_tokens = final.get("eval_count")
@@ -251,31 +263,6 @@ class OllamaEngine(Engine):
         if truncated:
             self.counters["truncated_prompts"] += 1
             gen.error, gen.text = truncated, ""  # an answer to a cut prompt is not a result
-            return
-        if self.spec.thinking == "strip":
-            gen.text = strip_thinking(gen.text)
-        if not want_tools:
-            return
-        status: ParseStatus = "no_call"
-        for tc in calls:
-            fn = tc.get("function") or {}
-            args = fn.get("arguments")
-            if isinstance(args, str):
-                try:
-                    args = json.loads(args)
-                except json.JSONDecodeError:
-                    args = None
-            if not isinstance(args, dict):
-                status = "parse_error"
-                continue
-            gen.tool_calls.append(ParsedCall(name=fn.get("name") or "", arguments=args))
-            status = "ok" if status != "parse_error" else status
-        if not calls:
-            found = calls_from_text(gen.text)
-            if found is not None:  # Ollama's parser missed a call the model made in text
-                gen.tool_calls, status = found
-                self.counters["tool_calls_from_text"] += 1
-        gen.parse_status = status
 
     def _truncation(self, counted: int | None, request: ChatRequest, want_tools: bool) -> str | None:
         if counted is None:
@@ -290,7 +277,7 @@ class OllamaEngine(Engine):
         chars = sum(len(m.content) for m in request.messages)
         if want_tools:
             chars += len(json.dumps([t.model_dump() for t in request.tools]))
-        floor = chars / self.max_chars_per_token
+        floor = chars / self.args.max_chars_per_token
         if counted < floor:
             return (f"prompt truncated by Ollama: prompt_eval_count {counted} is far below the at least {floor:.0f} "
                     f"tokens expected for {chars} characters; Ollama dropped messages to fit num_ctx {num_ctx} "

@@ -16,20 +16,16 @@ import os
 import sys
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import httpx
-
-from rig.engines.textcalls import calls_from_text
-from rig.engines.thinking import strip_thinking  # noqa: F401  (re-exported for the Ollama engine)
+from pydantic import field_validator, model_validator
 
 from rig.decoding.constraint import Constraint
-from rig.engines.base import Capabilities, Engine, EngineError
-from rig.engines.server import ClientPerLoop, LocalServer, free_port, require_loopback
-from rig.records import ChatRequest, Generation, ParsedCall, ParseStatus, Timings
-
-_ARGS = {"base_url", "spawn", "ready_timeout_s", "stop_grace_s", "request_timeout_s", "max_concurrency", "api_key",
-         "model", "usage_fallback"}
+from rig.engines.base import Capabilities, Engine, EngineArgs, EngineError, Reply, openai_messages, openai_tools
+from rig.engines.server import ClientPerLoop, LocalServer, free_port, http_error_message, loopback_url
+from rig.records import ChatRequest, Generation, Timings
+from rig.registry import ModelSpec
 
 # Probe payloads: output the model would not produce unless the constraint is enforced.
 _PROBE_SCHEMA = {"type": "object", "properties": {"rig": {"type": "string", "enum": ["zq7"]}}, "required": ["rig"],
@@ -61,20 +57,6 @@ _TRANSPORTS: dict[str, Any] = {
 
 
 
-def http_error_message(resp: httpx.Response) -> str:
-    """The server's own words for an HTTP error (OpenAI, FastAPI and Ollama shapes), shortened."""
-    try:
-        body = resp.json()
-    except ValueError:
-        return resp.text.strip()[:500] or resp.reason_phrase
-    if isinstance(body, dict):
-        err = body.get("error", body.get("detail", body))
-        if isinstance(err, dict):
-            err = err.get("message", err)
-        return (err if isinstance(err, str) else json.dumps(err))[:500]
-    return json.dumps(body)[:500]
-
-
 @dataclass
 class _Streamed:
     usage: dict[str, Any] | None = None
@@ -83,30 +65,46 @@ class _Streamed:
     calls: list[tuple[str, str]] | None = None  # native tool calls as (name, raw arguments)
 
 
+class OpenAICompatArgs(EngineArgs):
+    base_url: str | None = None  # attach to a running server ...
+    spawn: list[str] | None = None  # ... or start one with this command
+    ready_timeout_s: float = 300.0
+    stop_grace_s: float = 10.0
+    request_timeout_s: float = 600.0
+    max_concurrency: int = 1
+    api_key: str | None = None  # $VARS expanded when sent
+    model: str | None = None  # unset: the served name in weights, else the one model a spawned server lists
+    usage_fallback: Literal["nonstream", "none"] = "nonstream"
+
+    @field_validator("base_url")
+    @classmethod
+    def _loopback(cls, url: str | None) -> str | None:
+        return None if url is None else loopback_url(url)
+
+    @field_validator("spawn", mode="before")
+    @classmethod
+    def _argv(cls, spawn: Any) -> Any:
+        if spawn is not None and (not isinstance(spawn, list) or not spawn
+                                  or not all(isinstance(x, (str, int, float)) for x in spawn)):
+            raise ValueError("must be a non-empty list of strings")
+        return None if spawn is None else [str(x) for x in spawn]
+
+    @model_validator(mode="after")
+    def _attach_or_spawn(self) -> OpenAICompatArgs:
+        if (self.base_url is None) == (self.spawn is None):
+            raise ValueError("openai_compat needs exactly one of engine_args.base_url (attach to a running server) "
+                             "or engine_args.spawn (a command list that starts one)")
+        return self
+
+
 class OpenAICompatEngine(Engine):
     name = "openai_compat"
+    Args = OpenAICompatArgs
+    args: OpenAICompatArgs
 
-    def __init__(self, spec, weights, *, gpu=None, **options: Any) -> None:  # type: ignore[no-untyped-def]
-        super().__init__(spec, weights, gpu=gpu, **options)
-        args = spec.engine_args
-        where = f"models.yaml entry {spec.name!r}"
-        bad = set(args) - _ARGS
-        if bad:
-            raise EngineError(f"{where}: engine_args {sorted(bad)} not understood by openai_compat "
-                              f"(allowed: {sorted(_ARGS)})")
-        if ("base_url" in args) == ("spawn" in args):
-            raise EngineError(f"{where}: openai_compat needs exactly one of engine_args.base_url (attach to a running "
-                              "server) or engine_args.spawn (a command list that starts one)")
-        spawn = args.get("spawn")
-        if spawn is not None and (not isinstance(spawn, list) or not spawn or
-                                  not all(isinstance(x, (str, int, float)) for x in spawn)):
-            raise EngineError(f"{where}: engine_args.spawn must be a non-empty list of strings")
-        if args.get("usage_fallback", "nonstream") not in ("nonstream", "none"):
-            raise EngineError(f"{where}: engine_args.usage_fallback must be 'nonstream' or 'none'")
-        self.base_url: str | None = require_loopback(args["base_url"], f"{where}: engine_args.base_url") \
-            if "base_url" in args else None
-        self.max_concurrency = int(args.get("max_concurrency", 1))
-        self.request_timeout_s = float(args.get("request_timeout_s", 600.0))
+    def __init__(self, spec: ModelSpec, weights: str, *, gpu: int | None = None) -> None:
+        super().__init__(spec, weights, gpu=gpu)
+        self.base_url = self.args.base_url  # a spawned server's URL once started
         self.server: LocalServer | None = None
         self.model_id: str | None = None
         self.server_version: str | None = None
@@ -114,14 +112,15 @@ class OpenAICompatEngine(Engine):
         self.usage_source: str | None = None  # "stream" | "nonstream" | "none"
         self.constraint_modes: dict[str, str] = {}  # constraint kind -> transport name (_TRANSPORTS)
         self.probe_log: list[str] = []  # why each probe failed, for the manifest and for debugging
-        self.counters = {"tool_calls_from_text": 0, "usage_mismatch": 0}
+        self.counters["usage_mismatch"] = 0
         self._stream_options = True
         self._http: ClientPerLoop | None = None
 
     @property
     def capabilities(self) -> Capabilities:
+        n = self.args.max_concurrency
         return Capabilities(native_tools=True, grammar_kinds=tuple(sorted(self.constraint_modes)),
-                            continuous_batching=self.max_concurrency > 1, max_concurrency=self.max_concurrency)
+                            continuous_batching=n > 1, max_concurrency=n)
 
     # -- lifecycle ---------------------------------------------------------------------------------------------
 
@@ -129,8 +128,7 @@ class OpenAICompatEngine(Engine):
         subs = {"weights": self.weights, "port": str(port), "host": "127.0.0.1",
                 "context_length": str(self.spec.context_length), "python": sys.executable}
         argv = []
-        for x in self.spec.engine_args["spawn"]:
-            x = str(x)
+        for x in self.args.spawn or []:
             for k, v in subs.items():  # not str.format: an argument may hold literal braces (inline JSON config)
                 x = x.replace("{" + k + "}", v)
             argv.append(x)
@@ -140,16 +138,16 @@ class OpenAICompatEngine(Engine):
         return argv
 
     async def load(self) -> None:
-        key = self.spec.engine_args.get("api_key")
-        headers = {"Authorization": f"Bearer {os.path.expandvars(str(key))}"} if key else {}
-        self._http = ClientPerLoop(self.max_concurrency, headers=headers,
-                                   timeout=httpx.Timeout(self.request_timeout_s, connect=10.0))
+        key = self.args.api_key
+        headers = {"Authorization": f"Bearer {os.path.expandvars(key)}"} if key else {}
+        self._http = ClientPerLoop(self.args.max_concurrency, headers=headers,
+                                   timeout=httpx.Timeout(self.args.request_timeout_s, connect=10.0))
         try:
-            if "spawn" in self.spec.engine_args:
-                port, args = free_port(), self.spec.engine_args
+            if self.args.spawn is not None:
+                port = free_port()
                 self.server = LocalServer(self._spawn_argv(port), port=port, name="openai_compat server",
-                                          ready_timeout_s=float(args.get("ready_timeout_s", 300.0)),
-                                          stop_grace_s=float(args.get("stop_grace_s", 10.0)))
+                                          ready_timeout_s=self.args.ready_timeout_s,
+                                          stop_grace_s=self.args.stop_grace_s)
                 await self.server.start()
                 self.base_url = self.server.url
             await self._discover_model()
@@ -187,7 +185,7 @@ class OpenAICompatEngine(Engine):
         if r.status_code != 200:
             raise EngineError(f"GET {self.base_url}/v1/models: HTTP {r.status_code}: {http_error_message(r)}")
         ids = [m.get("id") for m in r.json().get("data", []) if isinstance(m, dict)]
-        wanted = self.spec.engine_args.get("model") or (self.weights if self.spec.weights.kind == "served" else None)
+        wanted = self.args.model or (self.weights if self.spec.weights.kind == "served" else None)
         if wanted is None:
             if not ids:
                 raise EngineError(f"{self.base_url}/v1/models lists no model")
@@ -210,26 +208,25 @@ class OpenAICompatEngine(Engine):
                                 "temperature": s.temperature, "top_p": s.top_p, "seed": s.seed, "stream": stream}
         if stream and self._stream_options:
             body["stream_options"] = {"include_usage": True}
-        if self.spec.thinking == "off":
-            body["chat_template_kwargs"] = {"enable_thinking": False}  # vLLM/SGLang; ignored by others
+        if self.template_kwargs:
+            body["chat_template_kwargs"] = self.template_kwargs  # vLLM/SGLang; ignored by others
         return body
 
     async def _probe_usage(self) -> None:
         body = self._base_body(_PROBE_MESSAGES, 4, stream=True)
         gen = Generation(request_hash="probe")
-        got = await self._stream(body, gen, time.perf_counter(), want_tools=False)
+        got = await self._stream(body, gen, time.perf_counter())
         if gen.error and "stream_options" in gen.error:  # a strict server that rejects the field
             self._stream_options = False
             gen = Generation(request_hash="probe")
-            got = await self._stream(self._base_body(_PROBE_MESSAGES, 4, stream=True), gen, time.perf_counter(),
-                                     want_tools=False)
+            got = await self._stream(self._base_body(_PROBE_MESSAGES, 4, stream=True), gen, time.perf_counter())
         if gen.error:
             raise EngineError(f"the server at {self.base_url} could not answer a chat request: {gen.error}")
         if got.usage and got.usage.get("completion_tokens") is not None:
             self.usage_source = "stream"
             return
         self.usage_source = "none"
-        if self.spec.engine_args.get("usage_fallback", "nonstream") == "nonstream":
+        if self.args.usage_fallback == "nonstream":
             r = await self._post(self._base_body(_PROBE_MESSAGES, 4, stream=False))
             if r.status_code == 200 and (r.json().get("usage") or {}).get("completion_tokens") is not None:
                 self.usage_source = "nonstream"
@@ -298,7 +295,8 @@ class OpenAICompatEngine(Engine):
 
     def _transport_message(self, e: Exception) -> str:
         if isinstance(e, httpx.TimeoutException):
-            return f"request to {self.base_url} timed out after {self.request_timeout_s:g} s ({type(e).__name__})"
+            return (f"request to {self.base_url} timed out after {self.args.request_timeout_s:g} s "
+                    f"({type(e).__name__})")
         msg = f"server at {self.base_url} not reachable ({type(e).__name__}: {e})"
         if self.server is not None and self.server.proc is not None and not self.server.running():
             msg += f"; the spawned server exited with code {self.server.proc.returncode}:\n{self.server.output_tail(8)}"
@@ -306,14 +304,14 @@ class OpenAICompatEngine(Engine):
 
     def _request_body(self, request: ChatRequest) -> dict[str, Any]:
         s = request.sampling
-        body = self._base_body([m.model_dump(exclude_none=True) for m in request.messages], s.max_tokens, stream=True)
+        body = self._base_body(openai_messages(request.messages), s.max_tokens, stream=True)
         body.update(temperature=s.temperature, top_p=s.top_p, seed=s.seed)
         if s.top_k is not None:
             body["top_k"] = s.top_k
         if s.stop:
             body["stop"] = s.stop
         if request.tool_mode == "native" and request.tools:
-            body["tools"] = [{"type": "function", "function": t.model_dump()} for t in request.tools]
+            body["tools"] = openai_tools(request.tools)
         c = request.constraint
         if c is not None:
             mode = self.constraint_modes.get(c.kind)
@@ -328,7 +326,7 @@ class OpenAICompatEngine(Engine):
                 raise EngineError(f"cannot express this {c.kind} constraint for the server ({mode}): {e}") from None
         return body
 
-    async def chat(self, request: ChatRequest) -> Generation:
+    async def generate(self, request: ChatRequest) -> Reply:
         if self.model_id is None or self._http is None:
             raise EngineError("engine not loaded")
         body = self._request_body(request)  # an unservable constraint raises here, before any work
@@ -336,20 +334,22 @@ class OpenAICompatEngine(Engine):
         async with self._http.semaphore:
             t0 = time.perf_counter()
             gen = Generation(request_hash=request.digest(), timings=Timings(queue_s=t0 - queued))
+            reply = Reply(gen)
             try:
-                want_tools = "tools" in body
-                got = await self._stream(body, gen, t0, want_tools=want_tools)
+                got = await self._stream(body, gen, t0)
                 if gen.error is None and got.usage is None and self.usage_source == "nonstream":
                     got.usage = await self._usage_by_replay(body, gen, got)
-                self._finish(gen, got, want_tools)
+                self._count(gen, got.usage)
+                reply.calls = list(got.calls or [])
+                reply.decode_s = (got.last - got.first) if got.first and got.last else None
             except EngineError as e:
                 gen.error = str(e)
             except Exception as e:  # a failed call is a recorded error, not a crashed run
                 gen.error = f"{type(e).__name__}: {e}"
-        return gen
+        return reply
 
-    async def _stream(self, body: dict[str, Any], gen: Generation, t0: float, *, want_tools: bool) -> _Streamed:
-        """Run one streamed request into ``gen`` (text, finish reason, ttft, e2e, tool calls)."""
+    async def _stream(self, body: dict[str, Any], gen: Generation, t0: float) -> _Streamed:
+        """Run one streamed request into ``gen`` (text, finish reason, ttft, e2e); tool calls into the result."""
         assert self._http is not None
         url = f"{self.base_url}/v1/chat/completions"
         parts: list[str] = []
@@ -404,27 +404,7 @@ class OpenAICompatEngine(Engine):
         gen.timings.ttft_s = out.first - t0 if out.first else None
         gen.timings.e2e_s = end - t0
         out.calls = [(c["name"], c["arguments"]) for _, c in sorted(calls.items())]
-        if want_tools:
-            self._tool_calls(gen, calls)
         return out
-
-    def _tool_calls(self, gen: Generation, calls: dict[int, dict[str, str]]) -> None:
-        status: ParseStatus = "no_call"
-        for _, c in sorted(calls.items()):
-            try:
-                args = json.loads(c["arguments"] or "{}")
-                if not isinstance(args, dict):
-                    raise ValueError
-                gen.tool_calls.append(ParsedCall(name=c["name"], arguments=args))
-                status = "ok" if status != "parse_error" else status
-            except ValueError:
-                status = "parse_error"
-        if not calls:
-            found = calls_from_text(gen.text)
-            if found is not None:  # the server did not parse the call; the model still made one
-                gen.tool_calls, status = found
-                self.counters["tool_calls_from_text"] += 1
-        gen.parse_status = status
 
     async def _usage_by_replay(self, body: dict[str, Any], gen: Generation, got: _Streamed) -> dict[str, Any] | None:
         """The server streams no usage (llama_cpp.server): repeat the call unstreamed. The prompt count holds either
@@ -444,17 +424,10 @@ class OpenAICompatEngine(Engine):
             usage.pop("completion_tokens", None)
         return usage
 
-    def _finish(self, gen: Generation, got: _Streamed, want_tools: bool) -> None:
-        usage = got.usage
+    @staticmethod
+    def _count(gen: Generation, usage: dict[str, Any] | None) -> None:
         if usage:
             gen.prompt_tokens = usage.get("prompt_tokens")
             gen.completion_tokens = usage.get("completion_tokens")
             details = usage.get("prompt_tokens_details") or {}
             gen.cached_prompt_tokens = details.get("cached_tokens")
-        n = gen.completion_tokens
-        if n and n > 1 and got.first and got.last and got.last > got.first:
-            gen.timings.decode_tps = (n - 1) / (got.last - got.first)
-        if self.spec.thinking == "strip":
-            gen.text = strip_thinking(gen.text)
-        if not want_tools:
-            gen.parse_status = "not_parsed"

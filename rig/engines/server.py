@@ -1,14 +1,16 @@
 """Local inference servers: start one on a free loopback port, wait until it answers, stop it.
 
 Also the HTTP plumbing the server-backed engines share: a loopback-only URL check (the offline guard would refuse
-anything else at connect time; refusing at construction gives a message that says why) and an httpx client per
-event loop.
+anything else at connect time; refusing at construction gives a message that says why), the server's own words for
+an HTTP error, and an httpx client per event loop.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import ipaddress
+import json
 import os
 import shlex
 import signal
@@ -34,15 +36,30 @@ def is_loopback_host(host: str) -> bool:
         return False
 
 
-def require_loopback(url: str, what: str) -> str:
-    """``url`` without a trailing slash; EngineError unless it is http(s) on a loopback host."""
+def loopback_url(url: str) -> str:
+    """``url`` without a trailing slash; ValueError unless it is http(s) on a loopback host (an engine_args
+    validator, so the message is then prefixed with the models.yaml entry and field)."""
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise EngineError(f"{what}: {url!r} is not an http:// URL (e.g. http://127.0.0.1:8000)")
+        raise ValueError(f"{url!r} is not an http:// URL (e.g. http://127.0.0.1:8000)")
     if not is_loopback_host(parts.hostname):
-        raise EngineError(f"{what}: {url!r} is not on loopback. rig runs offline and its offline guard refuses "
-                          "non-loopback connections; run the server on this machine (127.0.0.1, ::1 or localhost)")
+        raise ValueError(f"{url!r} is not on loopback. rig runs offline and its offline guard refuses "
+                         "non-loopback connections; run the server on this machine (127.0.0.1, ::1 or localhost)")
     return url.rstrip("/")
+
+
+def http_error_message(resp: httpx.Response) -> str:
+    """The server's own words for an HTTP error (OpenAI, FastAPI and Ollama shapes), shortened."""
+    try:
+        body = resp.json()
+    except ValueError:
+        return resp.text.strip()[:500] or resp.reason_phrase
+    if isinstance(body, dict):
+        err = body.get("error", body.get("detail", body))
+        if isinstance(err, dict):
+            err = err.get("message", err)
+        return (err if isinstance(err, str) else json.dumps(err))[:500]
+    return json.dumps(body)[:500]
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -95,19 +112,13 @@ def _stop_group(proc: subprocess.Popen, grace_s: float, log: Path | None) -> Non
     """SIGTERM the server's process group, SIGKILL after ``grace_s``, and reap the leader (no zombie)."""
     try:
         if proc.poll() is None:
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
-            try:
+            with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(grace_s)
-            except subprocess.TimeoutExpired:
-                pass
         # Children the server forked (vLLM engine cores, uvicorn workers) share its group: kill stragglers.
-        try:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
         proc.wait()
     finally:
         if log is not None:
@@ -162,8 +173,9 @@ class LocalServer:
         try:
             # A log file, not a pipe: an unread pipe fills up and blocks a chatty server.
             # New session: the whole process tree can be signalled as one group.
-            self.proc = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL, stdout=fd, stderr=subprocess.STDOUT,
-                                         start_new_session=True)
+            # Popen returns once the child is forked; the wait for readiness below is async.
+            self.proc = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL, stdout=fd,  # noqa: ASYNC220
+                                         stderr=subprocess.STDOUT, start_new_session=True)
         except OSError as e:
             self.log_path.unlink(missing_ok=True)
             raise EngineError(f"could not start {self.name} ({shlex.join(self.argv)}): {e}") from None

@@ -13,18 +13,21 @@ _TAGGED_CALL = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|$)", re.DOTALL
 _FENCE = re.compile(r"^```(?:json)?\s*(.*?)\s*```$", re.DOTALL)
 
 
+def parse_arguments(value: Any) -> dict[str, Any] | None:
+    """A call's arguments, given as an object or as JSON text (OpenAI style); None unless they are an object."""
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except json.JSONDecodeError:
+            return None
+    return value if isinstance(value, dict) else None
+
+
 def _call_from_obj(obj: Any) -> ParsedCall | None:
     if not isinstance(obj, dict) or not isinstance(obj.get("name"), str):
         return None
-    args = obj.get("arguments", obj.get("parameters"))
-    if isinstance(args, str):
-        try:
-            args = json.loads(args)
-        except json.JSONDecodeError:
-            return None
-    if not isinstance(args, dict):
-        return None
-    return ParsedCall(name=obj["name"], arguments=args)
+    args = parse_arguments(obj.get("arguments", obj.get("parameters")))
+    return None if args is None else ParsedCall(name=obj["name"], arguments=args)
 
 
 def calls_from_text(text: str) -> tuple[list[ParsedCall], ParseStatus] | None:

@@ -25,5 +25,6 @@ def allow_thinking_gbnf(gbnf: str) -> str:
     body = re.sub(r"^root(\s*::=)", r"rig-answer\1", gbnf, count=1, flags=re.M)
     body = re.sub(r"(?<![\w-])root(?![\w-])", "rig-answer", body)  # references to root elsewhere
     think = ('root ::= rig-think? rig-answer\n'
-             f'rig-think ::= "<think>" ([^<] | "<" [^/] | "</" [^t] | "</t" [^h]){{0,{MAX_THINK_CHARS}}} "</think>" [ \\n]*\n')
+             f'rig-think ::= "<think>" ([^<] | "<" [^/] | "</" [^t] | "</t" [^h]){{0,{MAX_THINK_CHARS}}} '
+             '"</think>" [ \\n]*\n')
     return think + body

@@ -37,7 +37,7 @@ def build(
     out: Path = typer.Option(..., "--out", "-o", help="Pack directory to write."),
 ) -> None:
     """Build an offline map pack (graphs, gazetteer, areas) from an .osm.pbf extract."""
-    from rig.maps.pack import build_pack
+    from rig.maps.build import build_pack
 
     try:
         info = build_pack(extract, out)
@@ -53,7 +53,7 @@ def build(
 @app.command()
 def info(pack: Path = typer.Argument(..., help="Pack directory.")) -> None:
     """Print a pack's pack.json (source, extent, counts)."""
-    from rig.maps.pack import read_info
+    from rig.maps.pack_format import read_info
 
     try:
         typer.echo(read_info(pack).model_dump_json(indent=2))
@@ -96,7 +96,7 @@ def query(
     dialect: str = typer.Option("plain", "--dialect", help=f"Output shape: {', '.join(DIALECTS)}."),
 ) -> None:
     """Ask a pack what an agent's map tool would: prints the answer as JSON (exit 2 on a tool error)."""
-    from rig.maps.pack import load_pack
+    from rig.maps.query import load_pack
     from rig.maps.tools import MapService
 
     if kind not in KINDS:
@@ -140,7 +140,8 @@ def query(
 
 @app.command()
 def record(
-    config: Path = typer.Argument(..., help="Record config (YAML): provider, endpoints {name: {url, key_env, ...}}, keys."),
+    config: Path = typer.Argument(..., help="Record config (YAML): provider, endpoints {name: {url, key_env, ...}}, "
+                                            "keys."),
     queries: Path = typer.Argument(..., help="JSONL, one {\"endpoint\": ..., \"args\": {...}} per line."),
     store: Path = typer.Option(..., "--store", help="Replay store (SQLite) to fill."),
     live: bool = typer.Option(False, "--record", help="Actually call the live provider for misses (lifts the "
@@ -149,7 +150,7 @@ def record(
     """Fill a replay store from a live map provider (record mode); without --record, count hits and misses only."""
     from rich.progress import Progress
 
-    from rig.maps.record import Recorder, load_record_inputs
+    from rig.maps.recorder import Recorder, load_record_inputs
     from rig.maps.replay import KeySpec, ReplayStore
 
     try:

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from rig.maps.geo import geodesic_m, haversine_m, haversine_many_m, metres_to_chord, point_in_ring, to_xyz
-from rig.maps.pack import read_info
+from rig.maps.pack_format import read_info
 from rig.maps.records import Area, DistanceResult, GeocodeResult, NearbyResult, Place, ReverseGeocodeResult, Route
 from rig.maps.text import normalise_name
 
@@ -259,3 +259,8 @@ class MapPack:
             r = self.route([a, b], mode)
             return DistanceResult(kind=kind, mode=mode, distance_m=r.distance_m, duration_s=r.duration_s)
         raise ValueError(f"unknown distance kind {kind!r}")
+
+
+def load_pack(pack_dir: str | Path) -> MapPack:
+    """Open a built pack; indexes are built lazily on first use."""
+    return MapPack.open(pack_dir)

@@ -17,11 +17,11 @@ from rig.benchmarks.base import Benchmark, DataError, RunContext
 from rig.engines import create_engine
 from rig.records import Episode
 from rig.registry import ModelSpec, load_registry, resolve_weights
+from rig.runs.config import BenchmarkInfo, RunConfig
+from rig.runs.manifest import RunManifest, git_revision, host_info, new_run_id, package_versions
 from rig.runs.runner import plan, run_items
 from rig.runs.store import Store
 from rig.telemetry.gpu import GpuSampler
-from rig.telemetry.manifest import (BenchmarkInfo, RunConfig, RunManifest, git_revision, host_info, new_run_id,
-                                    package_versions)
 
 
 class BenchError(Exception):
@@ -137,6 +137,7 @@ def run_bench(opts: BenchOptions, progress: Callable[[int, int], Any] | None = N
         if not (run_dir / "manifest.json").exists():
             raise BenchError(f"--resume {opts.resume}: {run_dir / 'manifest.json'} not found")
         old = RunManifest.read(run_dir)
+        Store(run_dir / "results.sqlite").close()  # refuses a results database from a newer rig before any write
         if opts.model is None:  # resume exactly as recorded
             bs = old.config.benchmarks
             single = len(bs) == 1

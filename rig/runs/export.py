@@ -10,8 +10,9 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from rig.runs.manifest import RunManifest
 from rig.runs.store import Store
-from rig.telemetry.manifest import RunManifest
+from rig.runs.summary import total
 
 
 class RunRow(BaseModel):
@@ -60,8 +61,9 @@ def episode_rows(run_dir: Path) -> list[dict[str, Any]]:
             "benchmark": r.benchmark, "episode_id": r.episode_id, "repeat": r.repeat, "status": r.status,
             "error_category": r.error_category, "error": (r.error or "")[:500] or None,
             "generations": len(g),
-            "prompt_tokens": _sum(x.prompt_tokens for x in g), "completion_tokens": _sum(x.completion_tokens for x in g),
-            "ttft_s": g[0].timings.ttft_s if g else None, "e2e_s": _sum(x.timings.e2e_s for x in g),
+            "prompt_tokens": total(x.prompt_tokens for x in g),
+            "completion_tokens": total(x.completion_tokens for x in g),
+            "ttft_s": g[0].timings.ttft_s if g else None, "e2e_s": total(x.timings.e2e_s for x in g),
             "decode_tps": g[-1].timings.decode_tps if g else None,
             "output": g[-1].text if g else None,
         }
@@ -69,11 +71,6 @@ def episode_rows(run_dir: Path) -> list[dict[str, Any]]:
         row.update({f"score_{k}": v for k, v in r.scores.items()})
         rows.append(row)
     return rows
-
-
-def _sum(vals: Any) -> float | None:
-    vals = [v for v in vals if v is not None]
-    return sum(vals) if vals else None  # None, not 0: nothing was measured
 
 
 def export(run_dir: Path, fmt: str, out: Path | None = None) -> Path:

@@ -5,11 +5,12 @@ from __future__ import annotations
 from html import escape
 
 
-def scatter_svg(points: list[tuple[str, float, float]], x_label: str, y_label: str, title: str,
+def scatter_svg(points: list[tuple[str, float | None, float | None]], x_label: str, y_label: str, title: str,
                 width: int = 560, height: int = 360) -> str:
-    """Labelled scatter; the Pareto front (lower x, higher y is better) is drawn as a line."""
+    """Labelled scatter; the Pareto front (lower x, higher y is better) is drawn as a line. Unmeasured points are left
+    out."""
     pad_l, pad_r, pad_t, pad_b = 60, 20, 30, 45
-    pts = [(n, x, y) for n, x, y in points if x is not None and y is not None]
+    pts: list[tuple[str, float, float]] = [(n, x, y) for n, x, y in points if x is not None and y is not None]
     if not pts:
         return f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="60"><text x="10" y="30">' \
                f'{escape(title)}: not measured</text></svg>'
@@ -28,12 +29,13 @@ def scatter_svg(points: list[tuple[str, float, float]], x_label: str, y_label: s
         return height - pad_b - (y - y0) / (y1 - y0) * (height - pad_t - pad_b)
 
     front, best = [], float("-inf")
-    for n, x, y in sorted(pts, key=lambda p: (p[1], -p[2])):
+    for _n, x, y in sorted(pts, key=lambda p: (p[1], -p[2])):
         if y > best:
             front.append((x, y))
             best = y
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" font-family="sans-serif" '
-           f'font-size="11">', f'<text x="{width / 2}" y="16" text-anchor="middle" font-size="13">{escape(title)}</text>',
+           f'font-size="11">',
+           f'<text x="{width / 2}" y="16" text-anchor="middle" font-size="13">{escape(title)}</text>',
            f'<line x1="{pad_l}" y1="{height - pad_b}" x2="{width - pad_r}" y2="{height - pad_b}" stroke="#333"/>',
            f'<line x1="{pad_l}" y1="{pad_t}" x2="{pad_l}" y2="{height - pad_b}" stroke="#333"/>',
            f'<text x="{width / 2}" y="{height - 8}" text-anchor="middle">{escape(x_label)}</text>',
@@ -47,7 +49,8 @@ def scatter_svg(points: list[tuple[str, float, float]], x_label: str, y_label: s
         path = " ".join(f"{sx(x):.1f},{sy(y):.1f}" for x, y in front)
         out.append(f'<polyline points="{path}" fill="none" stroke="#c33" stroke-dasharray="4 3"/>')
     for n, x, y in pts:
-        out.append(f'<circle cx="{sx(x):.1f}" cy="{sy(y):.1f}" r="5" fill="#2a6fdb"><title>{escape(n)}</title></circle>')
+        out.append(f'<circle cx="{sx(x):.1f}" cy="{sy(y):.1f}" r="5" fill="#2a6fdb">'
+                   f'<title>{escape(n)}</title></circle>')
         out.append(f'<text x="{sx(x) + 7:.1f}" y="{sy(y) - 7:.1f}">{escape(n)}</text>')
     out.append("</svg>")
     return "\n".join(out)

@@ -1,4 +1,4 @@
-"""Markdown report of a run: the benchmark's own tables, then latency, tokens and memory.
+"""Markdown report of a run: the benchmark's own tables, then its `RunSummary` (headline CI, latency, tokens, memory).
 
 A value that was not measured prints as "not measured", never as 0.
 """
@@ -6,15 +6,12 @@ A value that was not measured prints as "not measured", never as 0.
 from __future__ import annotations
 
 from pathlib import Path
-from statistics import mean, median
 from typing import Any
 
-from rig.benchmarks import get_benchmark_class
 from rig.benchmarks.base import Table
-from rig.records import EpisodeResult
+from rig.runs.manifest import RunManifest
 from rig.runs.store import Store
-from rig.scoring.stats import mean_ci, percentile
-from rig.telemetry.manifest import RunManifest
+from rig.runs.summary import RunSummary, benchmark_of, summarize
 
 NM = "not measured"
 
@@ -41,48 +38,40 @@ def table_md(t: Table) -> str:
     return "\n".join(lines) + "\n"
 
 
-def telemetry_table(results: list[EpisodeResult], manifest: RunManifest) -> Table:
-    gens = [g for r in results for g in r.generations]
-
-    def pct(vals: list[float | None], q: float) -> str:
-        v = percentile([x for x in vals if x is not None], q)
+def telemetry_table(s: RunSummary) -> Table:
+    def secs(v: float | None) -> str:
         return NM if v is None else f"{v:.3f}"
 
-    e2e = [g.timings.e2e_s for g in gens]
-    ttft = [g.timings.ttft_s for g in gens]
-    tps = [g.timings.decode_tps for g in gens if g.timings.decode_tps is not None]
-    pt = [g.prompt_tokens for g in gens if g.prompt_tokens is not None]
-    ct = [g.completion_tokens for g in gens if g.completion_tokens is not None]
-    finished = [g.finish_reason for g in gens if g.finish_reason is not None]
-    gpu = manifest.gpu_memory
-    if gpu is None or not gpu.available:
-        gpu_peak = gpu_load = f"{NM} ({gpu.reason if gpu else 'no GPU record'})"
+    if s.gpu_unavailable is not None:
+        gpu_peak = gpu_load = f"{NM} ({s.gpu_unavailable})"
     else:
-        gpu_peak, gpu_load = _gib(gpu.peak_bytes), _gib(gpu.load_bytes)
-    rows = [
-        ["Episodes (done / failed)", f"{len(results)} / {sum(r.status == 'failed' for r in results)}"],
-        ["Generations", len(gens)],
-        ["End-to-end latency p50 / p95 (s)", f"{pct(e2e, 50)} / {pct(e2e, 95)}"],
-        ["Time to first token p50 / p95 (s)", f"{pct(ttft, 50)} / {pct(ttft, 95)}"],
-        ["Decode speed median (tokens/s)", f"{median(tps):.1f}" if tps else NM],
-        ["Prompt tokens mean / total", f"{mean(pt):.0f} / {sum(pt)}" if pt else NM],
-        ["Completion tokens mean / total", f"{mean(ct):.1f} / {sum(ct)}" if ct else NM],
-        ["Replies cut at max_tokens", f"{finished.count('length')} of {len(finished)}" if finished else NM],
-        ["Model load time (s)", fmt(manifest.load_time_s, 2) if manifest.load_time_s is not None else NM],
-        ["Peak process RSS", _gib(manifest.peak_rss_bytes)],
+        gpu_peak, gpu_load = _gib(s.gpu_peak_bytes), _gib(s.gpu_load_bytes)
+    rows: list[list[Any]] = [
+        ["Episodes (done / failed)", f"{s.episodes} / {s.failed}"],
+        ["Generations", s.generations],
+        ["End-to-end latency p50 / p95 (s)", f"{secs(s.e2e_p50_s)} / {secs(s.e2e_p95_s)}"],
+        ["Time to first token p50 / p95 (s)", f"{secs(s.ttft_p50_s)} / {secs(s.ttft_p95_s)}"],
+        ["Decode speed median (tokens/s)", NM if s.decode_tps_median is None else f"{s.decode_tps_median:.1f}"],
+        ["Prompt tokens mean / total",
+         NM if s.prompt_tokens_mean is None else f"{s.prompt_tokens_mean:.0f} / {s.prompt_tokens_total}"],
+        ["Completion tokens mean / total",
+         NM if s.completion_tokens_mean is None else f"{s.completion_tokens_mean:.1f} / {s.completion_tokens_total}"],
+        ["Replies cut at max_tokens", NM if s.cut_replies is None else f"{s.cut_replies} of {s.finish_reasons}"],
+        ["Model load time (s)", NM if s.load_time_s is None else fmt(s.load_time_s, 2)],
+        ["Peak process RSS", _gib(s.peak_rss_bytes)],
         ["GPU memory after load, over baseline", gpu_load],
         ["GPU memory peak (device used)", gpu_peak],
     ]
     return Table(title="Latency, tokens, memory", columns=["Measure", "Value"], rows=rows)
 
 
-def ci_table(bench: Any, results: list[EpisodeResult], label: str) -> Table | None:
-    vals = [v for v in (bench.headline(r) for r in results) if v is not None]
-    if len(vals) < 2:
+def ci_table(s: RunSummary, label: str) -> Table | None:
+    h = s.headline
+    if h is None or h.mean is None:
         return None
-    m, lo, hi = mean_ci(vals)
-    return Table(title="Headline score with 95% bootstrap CI", columns=["Model", "Samples", "Mean", "CI low", "CI high"],
-                 rows=[[label, len(vals), m, lo, hi]])
+    return Table(title="Headline score with 95% bootstrap CI",
+                 columns=["Model", "Samples", "Mean", "CI low", "CI high"],
+                 rows=[[label, h.samples, h.mean, h.low, h.high]])
 
 
 def report_markdown(run_dir: Path) -> str:
@@ -109,13 +98,14 @@ def report_markdown(run_dir: Path) -> str:
             if len(results) < expected:
                 out.append(f"_Incomplete run: {expected - len(results)} episode(s) missing; "
                            f"resume with `rig bench --resume {man.run_id}`._\n")
-            bench = get_benchmark_class(b.name)(Path(b.data_path), b.options)
+            bench = benchmark_of(b)
             for t in bench.tables(results, label=spec.name):
                 out.append(table_md(t))
-            ci = ci_table(bench, results, spec.name)
+            summary = summarize(man, results, b, bench.headline)
+            ci = ci_table(summary, spec.name)
             if ci:
                 out.append(table_md(ci))
-            out.append(table_md(telemetry_table(results, man)))
+            out.append(table_md(telemetry_table(summary)))
         return "\n".join(out)
     finally:
         store.close()

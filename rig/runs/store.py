@@ -1,6 +1,7 @@
 """runs/<id>/results.sqlite: one row per finished (episode, repeat), written in one transaction.
 
-A crash loses at most the episodes in flight; ``done_keys`` is what ``--resume`` skips.
+A crash loses at most the episodes in flight; ``done_keys`` is what ``--resume`` skips. The schema and its version
+live in rig.runformat.
 """
 
 from __future__ import annotations
@@ -10,36 +11,8 @@ import sqlite3
 from pathlib import Path
 
 from rig.records import EpisodeResult
+from rig.runformat import connect_results, select_results
 from rig.telemetry.gpu import GpuSample
-
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS results (
-    benchmark TEXT NOT NULL,
-    episode_id TEXT NOT NULL,
-    repeat INTEGER NOT NULL,
-    status TEXT NOT NULL,
-    error_category TEXT,
-    scores TEXT NOT NULL,
-    record TEXT NOT NULL,
-    finished_at REAL,
-    PRIMARY KEY (benchmark, episode_id, repeat)
-);
-CREATE TABLE IF NOT EXISTS generations (
-    benchmark TEXT NOT NULL,
-    episode_id TEXT NOT NULL,
-    repeat INTEGER NOT NULL,
-    idx INTEGER NOT NULL,
-    prompt_tokens INTEGER,
-    completion_tokens INTEGER,
-    ttft_s REAL,
-    e2e_s REAL,
-    decode_tps REAL,
-    parse_status TEXT,
-    error TEXT,
-    PRIMARY KEY (benchmark, episode_id, repeat, idx)
-);
-CREATE TABLE IF NOT EXISTS gpu_samples (t REAL NOT NULL, used_bytes INTEGER NOT NULL);
-"""
 
 
 class DuplicateResult(RuntimeError):
@@ -49,11 +22,7 @@ class DuplicateResult(RuntimeError):
 class Store:
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
-        self.conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
-        # WAL + NORMAL survives a killed process (not a power cut) without an fsync per episode.
-        self.conn.execute("PRAGMA journal_mode=WAL")
-        self.conn.execute("PRAGMA synchronous=NORMAL")
-        self.conn.executescript(SCHEMA)
+        self.conn = connect_results(self.path)
 
     def done_keys(self) -> set[tuple[str, str, int]]:
         rows = self.conn.execute("SELECT benchmark, episode_id, repeat FROM results").fetchall()
@@ -92,13 +61,7 @@ class Store:
             self.conn.executemany("INSERT INTO gpu_samples VALUES (?,?)", [(s.t, s.used_bytes) for s in samples])
 
     def results(self, benchmark: str | None = None) -> list[EpisodeResult]:
-        q = "SELECT record FROM results"
-        args: tuple = ()
-        if benchmark:
-            q += " WHERE benchmark = ?"
-            args = (benchmark,)
-        q += " ORDER BY benchmark, episode_id, repeat"
-        return [EpisodeResult.model_validate_json(r[0]) for r in self.conn.execute(q, args)]
+        return select_results(self.conn, benchmark)
 
     def count(self) -> int:
         return self.conn.execute("SELECT COUNT(*) FROM results").fetchone()[0]

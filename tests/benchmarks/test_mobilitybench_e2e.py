@@ -12,7 +12,7 @@ import pytest
 
 from rig.benchmarks import get_benchmark_class
 from rig.benchmarks.base import DataError, RunContext
-from rig.benchmarks.mobilitybench.pack import Case
+from rig.benchmarks.mobilitybench.data import Case
 from rig.records import ChatRequest, Sampling
 from tests.fakes import FakeEngine
 
@@ -114,7 +114,7 @@ def test_oracle_scores_full_marks(helsinki_pack: Path, framework: str) -> None:
 
 
 def COL(name: str) -> int:
-    from rig.benchmarks.mobilitybench.metrics import METRICS
+    from rig.benchmarks.mobilitybench.scoring import METRICS
 
     return 1 + list(METRICS).index(name)
 

@@ -12,7 +12,7 @@ import pytest
 
 from rig.benchmarks import get_benchmark_class
 from rig.benchmarks.base import RunContext
-from rig.benchmarks.mobilitybench import metrics as M
+from rig.benchmarks.mobilitybench import scoring as M
 from rig.benchmarks.mobilitybench.importer import CELL_LIMIT, load_upstream, parse_cell, sandbox_entries
 from rig.benchmarks.mobilitybench.similarity import CharJaccard
 from rig.records import Sampling

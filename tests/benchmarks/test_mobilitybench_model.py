@@ -10,7 +10,7 @@ import pytest
 
 from rig.benchmarks import get_benchmark_class
 from rig.benchmarks.base import RunContext
-from rig.benchmarks.mobilitybench.metrics import METRICS
+from rig.benchmarks.mobilitybench.scoring import METRICS
 from rig.records import Sampling
 
 pytestmark = pytest.mark.model

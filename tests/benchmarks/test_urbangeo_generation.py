@@ -4,7 +4,9 @@ truths recomputed independently from the prompt text."""
 
 from __future__ import annotations
 
+import hashlib
 import itertools
+import json
 import re
 from pathlib import Path
 
@@ -37,8 +39,8 @@ def problems(city: City) -> dict[str, list[R.Problem]]:
 
 def test_twenty_templates_six_dimensions() -> None:
     assert len(K.TEMPLATES) == 20
-    assert {d for d, _ in K.TEMPLATES.values()} == set(K.DIMENSIONS)
-    assert {s for _, s in K.TEMPLATES.values()} == {"spatial", "semantic", "numerical", "attribute"}
+    assert {t.dimension for t in K.TEMPLATES.values()} == set(K.DIMENSIONS)
+    assert {t.strategy for t in K.TEMPLATES.values()} == {"spatial", "semantic", "numerical", "attribute"}
 
 
 @pytest.mark.parametrize("template", list(K.TEMPLATES))
@@ -123,6 +125,21 @@ def test_knowledge_generation_is_deterministic(helsinki_pack: Path, questions: d
             [(q.question, q.options, q.answer) for q in questions[t]]
     other = [(q.question, q.options) for t in K.TEMPLATES for q in K.generate(fresh, t, 2, seed=1)]
     assert other != [(q.question, q.options) for t in K.TEMPLATES for q in questions[t][:2]]
+
+
+
+# Digest of every template's questions (seed 0, N per template) as generated before the template records replaced
+# the parallel tables (commit 5e84866): a refactor of the generator must leave each question byte-identical.
+KNOWLEDGE_DIGEST = "1fb863704d80fd6f8f6266af3f78c766d8ff397a200777f9fb92cbdc0d2c3e0e"
+
+
+def knowledge_digest(questions: dict[str, list[K.Mcq]]) -> str:
+    rows = [[q.template, q.question, q.options, q.answer, q.facts] for t in K.TEMPLATES for q in questions[t]]
+    return hashlib.sha256(json.dumps(rows, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
+
+
+def test_knowledge_questions_are_unchanged(questions: dict) -> None:
+    assert knowledge_digest(questions) == KNOWLEDGE_DIGEST
 
 
 # ---- reasoning: truths recomputed from what the prompt shows ------------------------------------------------------

@@ -59,7 +59,7 @@ def _handler(stub: Stub) -> type[BaseHTTPRequestHandler]:
             self.end_headers()
             self.wfile.write(data)
 
-        def do_GET(self) -> None:  # noqa: N802
+        def do_GET(self) -> None:
             stub.requests.append(("GET", self.path, None))
             if self.path == "/api/version":
                 self._json(200, {"version": stub.version})
@@ -74,7 +74,7 @@ def _handler(stub: Stub) -> type[BaseHTTPRequestHandler]:
             else:
                 self._json(404, {"error": "not found"})
 
-        def do_POST(self) -> None:  # noqa: N802
+        def do_POST(self) -> None:
             body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
             stub.requests.append(("POST", self.path, body))
             model = body.get("model")

@@ -246,10 +246,10 @@ def _handler(stub: Stub) -> type[BaseHTTPRequestHandler]:
             self.end_headers()
             self.wfile.write(data)
 
-        def do_GET(self) -> None:  # noqa: N802
+        def do_GET(self) -> None:
             self._json(200, {"object": "list", "data": [{"id": "stub-model", "object": "model"}]})
 
-        def do_POST(self) -> None:  # noqa: N802
+        def do_POST(self) -> None:
             body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
             stub.bodies.append(body)
             if "grammar" in body:

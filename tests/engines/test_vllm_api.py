@@ -16,17 +16,17 @@ import pytest
 
 pytest.importorskip("vllm")
 
-from vllm.engine.arg_utils import AsyncEngineArgs  # noqa: E402
-from vllm.outputs import CompletionOutput, RequestOutput  # noqa: E402
-from vllm.sampling_params import RequestOutputKind, SamplingParams  # noqa: E402
-from vllm.v1.metrics.stats import RequestStateStats  # noqa: E402
-from vllm.v1.structured_output.backend_xgrammar import validate_xgrammar_grammar  # noqa: E402
-from vllm.v1.structured_output.utils import grammar_is_likely_lark  # noqa: E402
+from vllm.engine.arg_utils import AsyncEngineArgs
+from vllm.outputs import CompletionOutput, RequestOutput
+from vllm.sampling_params import RequestOutputKind, SamplingParams
+from vllm.v1.metrics.stats import RequestStateStats
+from vllm.v1.structured_output.backend_xgrammar import validate_xgrammar_grammar
+from vllm.v1.structured_output.utils import grammar_is_likely_lark
 
-from rig.decoding.constraint import Constraint  # noqa: E402
-from rig.engines.vllm import _ENGINE_ARGS, NO_SPECIAL_TOKENS, VllmEngine  # noqa: E402
-from rig.records import ChatRequest, Generation, Message, Sampling, ToolSpec  # noqa: E402
-from rig.registry import ModelSpec, Weights  # noqa: E402
+from rig.decoding.constraint import Constraint
+from rig.engines.vllm import NO_SPECIAL_TOKENS, VllmEngine
+from rig.records import ChatRequest, Generation, Message, Sampling, ToolSpec
+from rig.registry import ModelSpec, Weights
 
 SCHEMA = {"type": "object", "properties": {"city": {"type": "string"}, "n": {"type": "integer"}},
           "required": ["city"], "additionalProperties": False}
@@ -78,7 +78,8 @@ def test_unconstrained_request_has_no_structured_outputs() -> None:
 def test_engine_args_are_vllm_fields() -> None:
     fields = {f.name for f in dataclasses.fields(AsyncEngineArgs)}
     passed_by_load = {"model", "max_model_len", "seed", "disable_log_stats"}
-    assert _ENGINE_ARGS | passed_by_load <= fields, sorted((_ENGINE_ARGS | passed_by_load) - fields)
+    ours = set(VllmEngine.Args.model_fields)
+    assert ours | passed_by_load <= fields, sorted((ours | passed_by_load) - fields)
 
 
 class _FakeAsyncLLM:

@@ -28,7 +28,7 @@ def helsinki_pbf() -> Path:
 
 @pytest.fixture(scope="session")
 def pack_dir(helsinki_pbf: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from rig.maps.pack import build_pack
+    from rig.maps.build import build_pack
 
     out = tmp_path_factory.mktemp("helsinki_pack")
     build_pack(helsinki_pbf, out)
@@ -37,6 +37,6 @@ def pack_dir(helsinki_pbf: Path, tmp_path_factory: pytest.TempPathFactory) -> Pa
 
 @pytest.fixture(scope="session")
 def pack(pack_dir: Path):  # type: ignore[no-untyped-def]
-    from rig.maps.pack import load_pack
+    from rig.maps.query import load_pack
 
     return load_pack(pack_dir)

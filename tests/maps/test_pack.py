@@ -6,7 +6,7 @@ import sqlite3
 import pytest
 
 from rig.maps.geo import haversine_m
-from rig.maps.pack import read_info
+from rig.maps.pack_format import read_info
 
 
 def test_pack_files_and_info(pack_dir, helsinki_pbf) -> None:

@@ -4,11 +4,11 @@ from pathlib import Path
 from rig.benchmarks.base import RunContext
 from rig.benchmarks.callnavi.benchmark import CallNavi
 from rig.records import Sampling
+from rig.runs.manifest import RunManifest, host_info
 from rig.runs.report import report_markdown
 from rig.runs.runner import plan, run_items
 from rig.runs.store import Store
 from rig.telemetry.gpu import GpuMemorySummary
-from rig.telemetry.manifest import RunManifest, host_info
 from tests.fakes import FakeEngine
 
 from .test_runner import oracle
@@ -30,7 +30,7 @@ def make_run(tmp_path: Path, n_eps: int | None = None, engine: FakeEngine | None
 
 def _build_fake(n_eps):  # type: ignore[no-untyped-def]
     from rig.registry import load_registry
-    from rig.telemetry.manifest import BenchmarkInfo, RunConfig
+    from rig.runs.config import BenchmarkInfo, RunConfig
 
     bench = CallNavi()
     eps = bench.episodes()[: n_eps or None]

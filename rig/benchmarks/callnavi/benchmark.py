@@ -12,12 +12,12 @@ from rig.benchmarks.base import Benchmark, DataError, RunContext, Table, embedde
 from rig.benchmarks.callnavi import data as D
 from rig.benchmarks.callnavi.parse import parse_answer
 from rig.benchmarks.callnavi.prompts import answer_schema, build_prompt
+from rig.benchmarks.datahash import hash_paths
 from rig.decoding.constraint import Constraint
 from rig.engines.base import Engine
 from rig.records import Episode, EpisodeResult, Message
 from rig.scoring.ast_match import ast_match, routing_exact_match
 from rig.scoring.stability import election_stability, levenshtein_stability
-from rig.telemetry.manifest import hash_paths
 
 TASKS = ("routing", "params")
 # The paper's Table 2 counts; its scripts divide by these. The current files hold 456/187/86.

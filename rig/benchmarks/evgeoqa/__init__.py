@@ -1,0 +1,1 @@
+"""EVGeoQA / GeoRover: charging stations near a second activity, found with four local tools (paper: EVGeoQA)."""

@@ -25,7 +25,7 @@ from typing import Any
 
 from rig.agents.single import repeat_sampling
 from rig.benchmarks.base import Benchmark, DataError, RunContext, Table
-from rig.benchmarks.evgeoqa.agent import MAX_FORMAT_ERRORS, MAX_STEPS, messages_for, run_georover
+from rig.benchmarks.evgeoqa.agents import MAX_FORMAT_ERRORS, MAX_STEPS, messages_for, run_georover
 from rig.benchmarks.evgeoqa.data import Dataset, Query, Setting
 from rig.benchmarks.evgeoqa.scoring import ARGUMENT_ERRORS, CAUSES, KS, StationIndex, classify, hits
 from rig.benchmarks.evgeoqa.tools import CHANGE_LOCATION, FINAL, tool_specs
@@ -109,7 +109,7 @@ class EVGeoQA(Benchmark):
             raise DataError(str(exc)) from None
         from rig.benchmarks.evgeoqa.generator import GenerationError, generate, setting_for
         from rig.benchmarks.evgeoqa.world import PackWorld
-        from rig.maps.packs import PackNotFound, resolve_pack_dir
+        from rig.maps.locate import PackNotFound, resolve_pack_dir
         from rig.maps.query import MapPack
 
         try:

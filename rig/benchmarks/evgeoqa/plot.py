@@ -158,13 +158,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--pack", help="map pack for the road background (default: none)")
     ap.add_argument("--out", type=Path, required=True)
     a = ap.parse_args(argv)
-    from rig.runs.store import Store
+    from rig.runformat import read_results
 
-    store = Store(a.run_dir / "results.sqlite")
-    try:
-        results = [r for r in store.results("evgeoqa") if r.repeat == a.repeat]
-    finally:
-        store.close()
+    results = [r for r in read_results(a.run_dir / "results.sqlite", "evgeoqa") if r.repeat == a.repeat]
     if a.episode:
         results = [r for r in results if r.episode_id == a.episode]
     if not results:
@@ -174,7 +170,7 @@ def main(argv: list[str] | None = None) -> int:
     query, setting = episode_truth(a.run_dir, res.episode_id)
     roads = None
     if a.pack:
-        from rig.maps.packs import resolve_pack_dir
+        from rig.maps.locate import resolve_pack_dir
         from rig.maps.query import MapPack
 
         roads = road_segments(MapPack(resolve_pack_dir(a.pack)))

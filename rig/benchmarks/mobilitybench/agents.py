@@ -25,7 +25,8 @@ from pydantic import BaseModel, Field
 from rig.agents.loop import LoopOutcome, run_tool_loop
 from rig.agents.toolmode import assistant_turn, extract_calls, observation, prepare
 from rig.benchmarks.mobilitybench.lexicon import SCENARIOS
-from rig.benchmarks.mobilitybench.metrics import Call, Prediction, tool_actions
+from rig.benchmarks.mobilitybench.scoring.paper import tool_actions
+from rig.benchmarks.mobilitybench.scoring.records import Call, Prediction
 from rig.benchmarks.mobilitybench.tools import STRATEGIES_EN, agent_tools
 from rig.engines.base import Engine
 from rig.records import ChatRequest, Generation, Message, Sampling, ToolCall, ToolSpec

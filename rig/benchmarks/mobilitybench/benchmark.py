@@ -23,9 +23,10 @@ from typing import Any
 
 from rig.agents.single import repeat_sampling
 from rig.benchmarks.base import Benchmark, DataError, RunContext, Table, embedded_data
-from rig.benchmarks.mobilitybench import metrics as M
+from rig.benchmarks.mobilitybench import scoring as M
+from rig.benchmarks.mobilitybench.data import Case
 from rig.benchmarks.mobilitybench.lexicon import FAMILIES, SCENARIOS
-from rig.benchmarks.mobilitybench.pack import Case
+from rig.benchmarks.mobilitybench.tables import mean_of
 from rig.engines.base import Engine
 from rig.records import Episode, EpisodeResult, Message
 
@@ -67,7 +68,7 @@ class MobilityBench(Benchmark):
     # -- data ------------------------------------------------------------------------------------------------
 
     def _pack_dir(self) -> Path:
-        from rig.maps.packs import PackNotFound, resolve_pack_dir
+        from rig.maps.locate import PackNotFound, resolve_pack_dir
 
         try:
             return resolve_pack_dir(self.options.get("pack"))
@@ -84,7 +85,7 @@ class MobilityBench(Benchmark):
             if not self._cases:
                 raise DataError(f"{self.data}: no usable rows ({self.import_report.summary()})")
             return self._cases
-        from rig.benchmarks.mobilitybench.pack import content_digest, resolve
+        from rig.benchmarks.mobilitybench.data import content_digest, resolve
         from rig.maps.query import MapPack
 
         pack_dir = self._pack_dir()
@@ -99,12 +100,12 @@ class MobilityBench(Benchmark):
     def data_hash(self) -> str:
         import hashlib
 
-        from rig.telemetry.manifest import hash_paths
+        from rig.benchmarks.datahash import hash_paths
 
         self._load()
         if self.upstream:
             return hash_paths([self.data])
-        from rig.benchmarks.mobilitybench.pack import data_files
+        from rig.benchmarks.mobilitybench.data import data_files
 
         return hashlib.sha256((hash_paths(data_files(self.data)) + (self._pack_sha or "")).encode()).hexdigest()[:16]
 
@@ -145,8 +146,8 @@ class MobilityBench(Benchmark):
                 store = upstream_store(self.options.get("sandbox_dir"))
                 self._service = MobilityService(store=store, pack=None, sandbox="replay", lang="zh")
             else:
-                from rig.benchmarks.mobilitybench.pack import build_store
-                from rig.maps.packs import cache_dir
+                from rig.benchmarks.mobilitybench.data import build_store
+                from rig.maps.locate import cache_dir
 
                 path = cache_dir() / "mobilitybench" / f"replay-{self._digest}.sqlite"
                 if not path.is_file():
@@ -212,7 +213,7 @@ def classify(stop: str, scores: dict[str, float | None]) -> str | None:
 
 
 def _row(label: str, rs: list[EpisodeResult], prefix: str) -> list[Any]:
-    return [label] + [M.mean_of(r.scores.get(prefix + m) for r in rs) for m in COLUMNS]
+    return [label] + [mean_of(r.scores.get(prefix + m) for r in rs) for m in COLUMNS]
 
 
 def mobility_tables(results: list[EpisodeResult], label: str) -> list[Table]:
@@ -250,7 +251,7 @@ def mobility_tables(results: list[EpisodeResult], label: str) -> list[Table]:
             sub = [r for r in rs if r.tags.get("family") == fam]
             if sub:
                 fam_rows.append([fw_name.get(fw, fw), fam, len({r.episode_id for r in sub})]
-                                + [M.mean_of(r.scores.get(k) for r in sub) for k in COLUMNS])
+                                + [mean_of(r.scores.get(k) for r in sub) for k in COLUMNS])
     tables.append(Table(title=f"MobilityBench by intent family ({mode} mode)",
                         columns=["Framework", "Intent family", "Episodes"] + COLUMNS, rows=fam_rows,
                         note="Families as in the paper (sec. 3.1.2)."))
@@ -259,8 +260,8 @@ def mobility_tables(results: list[EpisodeResult], label: str) -> list[Table]:
         for sc in SCENARIOS:
             sub = [r for r in rs if r.tags.get("scenario") == sc]
             if sub:
-                scen_rows.append([fw_name.get(fw, fw), sc, len(sub), M.mean_of(r.scores.get("DR") for r in sub),
-                                  M.mean_of(r.scores.get("FPR") for r in sub)])
+                scen_rows.append([fw_name.get(fw, fw), sc, len(sub), mean_of(r.scores.get("DR") for r in sub),
+                                  mean_of(r.scores.get("FPR") for r in sub)])
     tables.append(Table(title=f"MobilityBench by scenario ({mode} mode)",
                         columns=["Framework", "Scenario", "Runs", "DR", "FPR"], rows=scen_rows))
     tables.append(_efficiency_table(results, fw_name))

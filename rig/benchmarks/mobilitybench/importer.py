@@ -23,9 +23,10 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from rig.benchmarks.base import DataError
+from rig.benchmarks.mobilitybench.data import Case
 from rig.benchmarks.mobilitybench.lexicon import EVAL_TYPE, SCENARIOS, lookup_scenario
-from rig.benchmarks.mobilitybench.metrics import Checks, ConstraintItem, Truth, repair_literal
-from rig.benchmarks.mobilitybench.pack import Case
+from rig.benchmarks.mobilitybench.scoring.records import Checks, ConstraintItem, Truth
+from rig.benchmarks.mobilitybench.scoring.text import repair_literal
 from rig.benchmarks.mobilitybench.tools import GT_ALIASES, ROUTE_TOOLS, STRATEGY_ZH_TO_EN, lonlat, parse_lonlat
 
 CELL_LIMIT = 32767
@@ -289,8 +290,8 @@ def sandbox_entries(sandbox_dir: Path) -> tuple[list[tuple[str, dict[str, Any], 
 def upstream_store(sandbox_dir: str | None):  # type: ignore[no-untyped-def]
     """A replay store built (once, cached) from the upstream sandbox files; empty without them (every call then
     misses, as the reference does with missing files)."""
-    from rig.benchmarks.mobilitybench.pack import build_store
-    from rig.maps.packs import cache_dir
+    from rig.benchmarks.mobilitybench.data import build_store
+    from rig.maps.locate import cache_dir
     from rig.maps.replay import ReplayStore
 
     if not sandbox_dir:

@@ -19,6 +19,7 @@ from typing import Any
 from rig.agents.single import repeat_sampling
 from rig.agents.toolmode import effective_mode, extract_calls, prepare
 from rig.benchmarks.base import Benchmark, DataError, RunContext, Table, embedded_data
+from rig.benchmarks.datahash import hash_paths
 from rig.benchmarks.routeeval import data as D
 from rig.benchmarks.routeeval.prompts import ADDRESS_MAX, MAX_WAYPOINTS, TOOL, TOOL_NAME, messages
 from rig.benchmarks.routeeval.scoring import accuracy, check_call, is_mismatch
@@ -26,7 +27,6 @@ from rig.benchmarks.routeeval.tables import routeeval_tables
 from rig.benchmarks.routeeval.validate import RouteValidator, Site, store_cities
 from rig.engines.base import Engine
 from rig.records import ChatRequest, Episode, EpisodeResult, ToolCall
-from rig.telemetry.manifest import hash_paths
 
 log = logging.getLogger(__name__)
 OPTIONS = ("prompts", "pack", "replay", "replay_provider", "missing", "max_tokens")
@@ -81,7 +81,7 @@ class RouteEval(Benchmark):
         return self._validator
 
     def _open_sites(self) -> list[Site]:
-        from rig.maps.packs import PackNotFound, resolve_pack_dir
+        from rig.maps.locate import PackNotFound, resolve_pack_dir
         from rig.maps.query import MapPack
 
         store = None

@@ -65,7 +65,7 @@ class UrbanGeoEval(Benchmark):
 
     @classmethod
     def default_data(cls) -> Path:
-        from rig.maps.packs import PackNotFound, helsinki_pack_dir
+        from rig.maps.locate import PackNotFound, helsinki_pack_dir
 
         try:
             return helsinki_pack_dir()
@@ -130,7 +130,7 @@ class UrbanGeoEval(Benchmark):
     def cities(self) -> list[Any]:
         if self._cities is None:
             from rig.benchmarks.urbangeo.world import City
-            from rig.maps.packs import PackNotFound, resolve_pack_dir
+            from rig.maps.locate import PackNotFound, resolve_pack_dir
 
             out = []
             for v in self.pack_values:
@@ -156,7 +156,7 @@ class UrbanGeoEval(Benchmark):
                 for t in self.templates:
                     qs = K.generate(city, t, self.n_per_template, self.seed)
                     self._short(f"{slug}/{t}", len(qs), self.n_per_template)
-                    dim, strategy = K.TEMPLATES[t]
+                    dim, strategy = K.TEMPLATES[t].dimension, K.TEMPLATES[t].strategy
                     for i, q in enumerate(qs):
                         eid = f"k/{slug}/{t}/{i:03d}"
                         letters = K.LETTERS[:len(q.options)]

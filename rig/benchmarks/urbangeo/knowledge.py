@@ -32,28 +32,6 @@ SCENE_M = 150.0  # the neighbourhood a scene describes (ours)
 ZONE_RADIUS_M = 250.0  # a road's "area" when no AOI polygon fits: a circle around a landmark (ours)
 MAX_ATTEMPTS = 1000  # per question, as appendix A.1.3's comparative sampling
 
-TEMPLATES: dict[str, tuple[str, str]] = {  # template -> (dimension, distractor strategy), Tables 2 and 6
-    "Retrieve_POI_Address": ("Node", "spatial"),
-    "Retrieve_POI_Name": ("Node", "semantic"),
-    "Retrieve_Coordinates": ("Node", "spatial"),
-    "Calculate_Distance": ("Node", "numerical"),
-    "Calculate_Distance_Context": ("Node", "numerical"),
-    "Retrieve_AOI_Address": ("Area", "semantic"),
-    "Retrieve_AOI_Name": ("Area", "semantic"),
-    "Find_Cover_AOI": ("Area", "semantic"),
-    "Find_Cover_AOI_All": ("Area", "semantic"),
-    "Query_Length": ("Road", "numerical"),
-    "Find_Junctions": ("Road", "attribute"),
-    "Identify_Connections": ("Road", "attribute"),
-    "Classify_POI": ("Type", "semantic"),
-    "Landuse_AOI": ("Type", "semantic"),
-    "Find_Instances_By_Type": ("Type", "semantic"),
-    "Compare_POI_Count": ("Function", "numerical"),
-    "Compare_Area_Size": ("Function", "numerical"),
-    "Compare_Type_Diversity": ("Function", "numerical"),
-    "Infer_POI_From_Scene": ("Surroundings", "spatial"),
-    "Find_Nearest_POI": ("Surroundings", "spatial"),
-}
 DIMENSIONS = ("Node", "Area", "Road", "Type", "Function", "Surroundings")
 
 
@@ -71,7 +49,11 @@ class Mcq:
 
     @property
     def dimension(self) -> str:
-        return TEMPLATES[self.template][0]
+        return TEMPLATES[self.template].dimension
+
+
+OptionTest = Callable[[str], bool]  # is this option true?
+AoiMetric = Callable[[City, Aoi], float]
 
 
 class Skip(Exception):
@@ -136,6 +118,20 @@ def parse_ll(text: str) -> tuple[float, float]:
 # ---- pools -------------------------------------------------------------------------------------------------------
 
 
+def _pois_named(city: City, name: str) -> list[Poi]:
+    return city.pois_by_name.get(_norm(name), [])
+
+
+def _poi_of_label(city: City, label: str) -> list[Poi]:
+    """Options print "Name (category)"; the name is everything before the last " (" ."""
+    name = label[: label.rfind(" (")] if label.endswith(")") and " (" in label else label
+    return _pois_named(city, name)
+
+
+def _aois_named(city: City, name: str) -> list[Aoi]:
+    return [a for a in city.named_aois if _norm(a.name or "") == _norm(name)]
+
+
 def _unique_pois(city: City) -> list[Poi]:
     return [p for p in city.pois if city.unique_name(p)]
 
@@ -151,7 +147,7 @@ def _quadrant(a: Poi, b: Poi) -> str:
 
 def _far_corner_pois(city: City, rng: random.Random, at: Poi, k: int, exclude: set[str]) -> list[Poi]:
     d = city.distances_m(at.lat, at.lon)
-    ring = [p for p, x in zip(city.pois, d) if FAR_RING_M[0] <= x <= FAR_RING_M[1] and city.unique_name(p)
+    ring = [p for p, x in zip(city.pois, d, strict=True) if FAR_RING_M[0] <= x <= FAR_RING_M[1] and city.unique_name(p)
             and _norm(p.name) not in exclude]
     by_q: dict[str, list[Poi]] = {}
     for p in ring:
@@ -218,11 +214,16 @@ def end_junctions(city: City, road: str, zone: dict[str, Any]) -> frozenset[str]
 def g_retrieve_poi_address(city: City, rng: random.Random) -> Mcq:
     p = rng.choice([p for p in _unique_pois(city) if p.tagged_address and p.address and re.search(r"\d", p.address)])
     d = city.distances_m(p.lat, p.lon)
-    near = [q.address for q, x in zip(city.pois, d) if x <= NEAR_ADDRESS_M and q.tagged_address and q.address
-            and q.name != p.name]
+    near = [q.address for q, x in zip(city.pois, d, strict=True)
+            if x <= NEAR_ADDRESS_M and q.tagged_address and q.address and q.name != p.name]
     pool = _distinct(sorted(near), {p.address})  # type: ignore[arg-type]
     return _shuffle(rng, "Retrieve_POI_Address", f"In {city.name}, what is the address of {_poi_label(p)}?",
                     p.address, _sample(rng, pool, 3), {"poi": p.name})  # type: ignore[arg-type]
+
+
+def v_retrieve_poi_address(city: City, q: Mcq) -> OptionTest:
+    addrs = {_norm(p.address or "") for p in _pois_named(city, q.facts["poi"])}
+    return lambda o: _norm(o) in addrs
 
 
 def g_retrieve_poi_name(city: City, rng: random.Random) -> Mcq:
@@ -237,6 +238,11 @@ def g_retrieve_poi_name(city: City, rng: random.Random) -> Mcq:
                     p.name, _sample(rng, pool, 3), {"address": p.address})
 
 
+def v_retrieve_poi_name(city: City, q: Mcq) -> OptionTest:
+    names = {_norm(p.name) for p in city.pois if p.address and _norm(p.address) == _norm(q.facts["address"])}
+    return lambda o: _norm(o) in names
+
+
 def g_retrieve_coordinates(city: City, rng: random.Random) -> Mcq:
     p = rng.choice(_unique_pois(city))
     lat, lon = round(p.lat, 4), round(p.lon, 4)
@@ -244,6 +250,11 @@ def g_retrieve_coordinates(city: City, rng: random.Random) -> Mcq:
     return _shuffle(rng, "Retrieve_Coordinates",
                     f"In {city.name}, what are the coordinates (latitude, longitude) of {_poi_label(p)}?",
                     fmt_ll(lat, lon), dists, {"poi": p.name})
+
+
+def v_retrieve_coordinates(city: City, q: Mcq) -> OptionTest:
+    ps = _pois_named(city, q.facts["poi"])
+    return lambda o: any(abs(parse_ll(o)[0] - p.lat) <= 6e-5 and abs(parse_ll(o)[1] - p.lon) <= 6e-5 for p in ps)
 
 
 def distance_distractors(rng: random.Random, d_true: float, k: int = 3) -> list[float]:
@@ -281,6 +292,13 @@ def g_calculate_distance(city: City, rng: random.Random) -> Mcq:
                     f"In {city.name}, what is the straight-line (great-circle) distance between {a.name} and "
                     f"{b.name}?", fmt_km(d), [fmt_km(x) for x in distance_distractors(rng, d)],
                     {"a": a.name, "b": b.name})
+
+
+def v_calculate_distance(city: City, q: Mcq) -> OptionTest:
+    """Both distance templates: the great-circle distance between the two named places, at the printed precision."""
+    a, b = _pois_named(city, q.facts["a"]), _pois_named(city, q.facts["b"])
+    ds = [distance_km(x.ll, y.ll) for x in a for y in b]
+    return lambda o: any(abs(parse_number(o) - d) <= 0.0051 for d in ds)
 
 
 def _surroundings(city: City, p: Poi, k: int = 2) -> list[Poi]:
@@ -321,6 +339,11 @@ def g_retrieve_aoi_address(city: City, rng: random.Random) -> Mcq:
                     city.aoi_addresses[a.key][0], _sample(rng, pool, 3), {"aoi": a.key})
 
 
+def v_retrieve_aoi_address(city: City, q: Mcq) -> OptionTest:
+    addrs = {_norm(x) for x in city.aoi_addresses.get(q.facts["aoi"], [])}
+    return lambda o: _norm(o) in addrs
+
+
 def g_retrieve_aoi_name(city: City, rng: random.Random) -> Mcq:
     owners: dict[str, list[str]] = {}
     for k, ads in city.aoi_addresses.items():
@@ -332,6 +355,11 @@ def g_retrieve_aoi_name(city: City, rng: random.Random) -> Mcq:
     pool = _distinct(sorted({x.name for x in city.named_aois if x.key != a.key}), {a.name})  # type: ignore[misc]
     return _shuffle(rng, "Retrieve_AOI_Name", f"In {city.name}, which area is at {address}?",
                     a.name, _sample(rng, pool, 3), {"address": address})  # type: ignore[arg-type]
+
+
+def v_retrieve_aoi_name(city: City, q: Mcq) -> OptionTest:
+    keys = {k for k, ads in city.aoi_addresses.items() if _norm(q.facts["address"]) in {_norm(x) for x in ads}}
+    return lambda o: _norm(o) in keys
 
 
 def _aois_by_distance(city: City, lat: float, lon: float) -> list[Aoi]:
@@ -365,6 +393,16 @@ def g_find_cover_aoi_all(city: City, rng: random.Random) -> Mcq:
                     {"pois": [q.name for q in ps]})
 
 
+def v_find_cover_aoi(city: City, q: Mcq) -> OptionTest:
+    """Both cover templates: the smallest listed area that contains every named place."""
+    pts = [p for n in q.facts["pois"] for p in _pois_named(city, n)]
+    covering = [a for a in city.named_aois if all(a in city.aois_containing(p.lat, p.lon) for p in pts)]
+    opts = [a for o in q.options for a in _aois_named(city, o)]
+    in_opts = [a for a in covering if a in opts]
+    smallest = min(in_opts, key=lambda a: a.area_m2) if in_opts else None
+    return lambda o: smallest is not None and _norm(o) == _norm(smallest.name or "")
+
+
 def length_distractors(length_m: float) -> list[float]:
     return [max(0.1 * length_m, LENGTH_FLOOR_M), 2 * length_m, 3 * length_m]
 
@@ -374,6 +412,11 @@ def g_query_length(city: City, rng: random.Random) -> Mcq:
     return _shuffle(rng, "Query_Length",
                     f"In {city.name}, what is the total mapped length of {r.name} (all of its ways together)?",
                     fmt_m(r.length_m), [fmt_m(x) for x in length_distractors(r.length_m)], {"road": r.name})
+
+
+def v_query_length(city: City, q: Mcq) -> OptionTest:
+    length = city.roads_by_name[q.facts["road"]].length_m
+    return lambda o: abs(parse_number(o) - length) <= 0.5
 
 
 def _pair(a: str, b: str) -> str:
@@ -393,6 +436,11 @@ def g_find_junctions(city: City, rng: random.Random) -> Mcq:
     return _shuffle(rng, "Find_Junctions",
                     f"In {city.name}, {road} runs through {zone['label']}. Which two cross streets mark its first "
                     "and last junctions inside that area?", _pair(first, last), dists, {"road": road, "zone": zone})
+
+
+def v_find_junctions(city: City, q: Mcq) -> OptionTest:
+    ends = end_junctions(city, q.facts["road"], q.facts["zone"])
+    return lambda o: ends is not None and frozenset(o.split(" and ")) == ends
 
 
 def connections_in_zone(city: City, road: str, zone: dict[str, Any]) -> set[str]:
@@ -418,6 +466,11 @@ def g_identify_connections(city: City, rng: random.Random) -> Mcq:
                     correct, [r.name for r in _sample(rng, unlinked[:10], 3)], {"road": road, "zone": zone})
 
 
+def v_identify_connections(city: City, q: Mcq) -> OptionTest:
+    conn = connections_in_zone(city, q.facts["road"], q.facts["zone"])
+    return lambda o: o in conn
+
+
 def g_classify_poi(city: City, rng: random.Random) -> Mcq:
     p = rng.choice(_unique_pois(city))
     same_key = sorted({q.category for q in city.pois if q.category_key == p.category_key and q.category != p.category})
@@ -429,11 +482,20 @@ def g_classify_poi(city: City, rng: random.Random) -> Mcq:
                     _sample(rng, _distinct(pool, {humanise(p.category)}), 3), {"poi": p.name})
 
 
+def v_classify_poi(city: City, q: Mcq) -> OptionTest:
+    cats = {humanise(p.category) for p in _pois_named(city, q.facts["poi"])}
+    return lambda o: o in cats
+
+
 def g_landuse_aoi(city: City, rng: random.Random) -> Mcq:
     a = rng.choice([x for x in city.named_aois if x.landuse and city.unique_name_aoi(x)])
     pool = [t for t in LANDUSE_TYPES if t != a.landuse]
     return _shuffle(rng, "Landuse_AOI", f"In {city.name}, what is the land use of the area {a.name}?",
                     a.landuse, _sample(rng, pool, 3), {"aoi": a.key})  # type: ignore[arg-type]
+
+
+def v_landuse_aoi(city: City, q: Mcq) -> OptionTest:
+    return lambda o: o == city.aoi_by_key[q.facts["aoi"]].landuse
 
 
 def g_find_instances_by_type(city: City, rng: random.Random) -> Mcq:
@@ -449,17 +511,11 @@ def g_find_instances_by_type(city: City, rng: random.Random) -> Mcq:
                     [p.name for p in _sample(rng, similar, 3)], {"category": cat})
 
 
-COMPARE_METRICS: dict[str, tuple[str, Callable[[City, Aoi], float]]] = {
-    "Compare_POI_Count": ("contains the most places (points of interest)", lambda c, a: float(len(c.pois_in(a)))),
-    "Compare_Area_Size": ("is the largest by area", lambda c, a: a.area_m2),
-    "Compare_Type_Diversity": ("has the most different kinds of places (distinct POI categories)",
-                               lambda c, a: float(len({p.category for p in c.pois_in(a)}))),
-}
+def v_find_instances_by_type(city: City, q: Mcq) -> OptionTest:
+    return lambda o: any(p.category == q.facts["category"] for p in _pois_named(city, o))
 
 
-def _compare(template: str) -> Callable[[City, random.Random], Mcq]:
-    phrase, metric = COMPARE_METRICS[template]
-
+def _compare(template: str, phrase: str, metric: AoiMetric) -> Callable[[City, random.Random], Mcq]:
     def gen(city: City, rng: random.Random) -> Mcq:
         pool = [a for a in city.named_aois if city.unique_name_aoi(a)]
         for _ in range(MAX_ATTEMPTS):  # appendix A.1.3: resample until four unique names and one strict maximum
@@ -474,6 +530,28 @@ def _compare(template: str) -> Callable[[City, random.Random], Mcq]:
         raise Skip("no draw without a tie")
 
     return gen
+
+
+def _compare_verify(metric: AoiMetric) -> Callable[[City, Mcq], OptionTest]:
+    def check(city: City, q: Mcq) -> OptionTest:
+        vals = {_norm(city.aoi_by_key[k].name or ""): metric(city, city.aoi_by_key[k]) for k in q.facts["aois"]}
+        top = max(vals.values())
+        winners = {k for k, v in vals.items() if v == top}
+        return lambda o: len(winners) == 1 and _norm(o) in winners
+
+    return check
+
+
+def _poi_count(city: City, a: Aoi) -> float:
+    return float(len(city.pois_in(a)))
+
+
+def _area(city: City, a: Aoi) -> float:
+    return a.area_m2
+
+
+def _type_diversity(city: City, a: Aoi) -> float:
+    return float(len({p.category for p in city.pois_in(a)}))
 
 
 def g_infer_poi_from_scene(city: City, rng: random.Random) -> Mcq:
@@ -492,6 +570,11 @@ def g_infer_poi_from_scene(city: City, rng: random.Random) -> Mcq:
                     {"centre": [t.lat, t.lon], "scene": [q.name for q in near]})
 
 
+def v_infer_poi_from_scene(city: City, q: Mcq) -> OptionTest:
+    clat, clon = q.facts["centre"]
+    return lambda o: any(haversine_m(clat, clon, p.lat, p.lon) <= SCENE_M for p in _poi_of_label(city, o))
+
+
 def g_find_nearest_poi(city: City, rng: random.Random) -> Mcq:
     q = rng.choice(_unique_pois(city))
     d = city.distances_m(q.lat, q.lon)
@@ -504,112 +587,64 @@ def g_find_nearest_poi(city: City, rng: random.Random) -> Mcq:
                     nearest.name, [p.name for p in dists], {"poi": q.name})
 
 
-GENERATORS: dict[str, Callable[[City, random.Random], Mcq]] = {
-    "Retrieve_POI_Address": g_retrieve_poi_address,
-    "Retrieve_POI_Name": g_retrieve_poi_name,
-    "Retrieve_Coordinates": g_retrieve_coordinates,
-    "Calculate_Distance": g_calculate_distance,
-    "Calculate_Distance_Context": g_calculate_distance_context,
-    "Retrieve_AOI_Address": g_retrieve_aoi_address,
-    "Retrieve_AOI_Name": g_retrieve_aoi_name,
-    "Find_Cover_AOI": g_find_cover_aoi,
-    "Find_Cover_AOI_All": g_find_cover_aoi_all,
-    "Query_Length": g_query_length,
-    "Find_Junctions": g_find_junctions,
-    "Identify_Connections": g_identify_connections,
-    "Classify_POI": g_classify_poi,
-    "Landuse_AOI": g_landuse_aoi,
-    "Find_Instances_By_Type": g_find_instances_by_type,
-    "Compare_POI_Count": _compare("Compare_POI_Count"),
-    "Compare_Area_Size": _compare("Compare_Area_Size"),
-    "Compare_Type_Diversity": _compare("Compare_Type_Diversity"),
-    "Infer_POI_From_Scene": g_infer_poi_from_scene,
-    "Find_Nearest_POI": g_find_nearest_poi,
+def v_find_nearest_poi(city: City, q: Mcq) -> OptionTest:
+    qs = _pois_named(city, q.facts["poi"])
+    others = [p for p in city.pois if _norm(p.name) != _norm(q.facts["poi"])]
+    best = min(haversine_m(a.lat, a.lon, p.lat, p.lon) for a in qs for p in others)
+    return lambda o: any(abs(haversine_m(a.lat, a.lon, p.lat, p.lon) - best) < 1e-6
+                         for a in qs for p in _pois_named(city, o))
+
+
+# ---- the table of templates ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Template:
+    """One knowledge template: its dimension (Table 2) and distractor strategy (Table 6), how a question is drawn,
+    and how each option's truth is recomputed from the pack, independently of the draw."""
+
+    dimension: str
+    strategy: str
+    generate: Callable[[City, random.Random], Mcq]
+    verify: Callable[[City, Mcq], OptionTest]
+
+
+TEMPLATES: dict[str, Template] = {
+    "Retrieve_POI_Address": Template("Node", "spatial", g_retrieve_poi_address, v_retrieve_poi_address),
+    "Retrieve_POI_Name": Template("Node", "semantic", g_retrieve_poi_name, v_retrieve_poi_name),
+    "Retrieve_Coordinates": Template("Node", "spatial", g_retrieve_coordinates, v_retrieve_coordinates),
+    "Calculate_Distance": Template("Node", "numerical", g_calculate_distance, v_calculate_distance),
+    "Calculate_Distance_Context": Template("Node", "numerical", g_calculate_distance_context, v_calculate_distance),
+    "Retrieve_AOI_Address": Template("Area", "semantic", g_retrieve_aoi_address, v_retrieve_aoi_address),
+    "Retrieve_AOI_Name": Template("Area", "semantic", g_retrieve_aoi_name, v_retrieve_aoi_name),
+    "Find_Cover_AOI": Template("Area", "semantic", g_find_cover_aoi, v_find_cover_aoi),
+    "Find_Cover_AOI_All": Template("Area", "semantic", g_find_cover_aoi_all, v_find_cover_aoi),
+    "Query_Length": Template("Road", "numerical", g_query_length, v_query_length),
+    "Find_Junctions": Template("Road", "attribute", g_find_junctions, v_find_junctions),
+    "Identify_Connections": Template("Road", "attribute", g_identify_connections, v_identify_connections),
+    "Classify_POI": Template("Type", "semantic", g_classify_poi, v_classify_poi),
+    "Landuse_AOI": Template("Type", "semantic", g_landuse_aoi, v_landuse_aoi),
+    "Find_Instances_By_Type": Template("Type", "semantic", g_find_instances_by_type, v_find_instances_by_type),
+    "Compare_POI_Count": Template(
+        "Function", "numerical",
+        _compare("Compare_POI_Count", "contains the most places (points of interest)", _poi_count),
+        _compare_verify(_poi_count)),
+    "Compare_Area_Size": Template(
+        "Function", "numerical", _compare("Compare_Area_Size", "is the largest by area", _area),
+        _compare_verify(_area)),
+    "Compare_Type_Diversity": Template(
+        "Function", "numerical",
+        _compare("Compare_Type_Diversity", "has the most different kinds of places (distinct POI categories)",
+                 _type_diversity),
+        _compare_verify(_type_diversity)),
+    "Infer_POI_From_Scene": Template("Surroundings", "spatial", g_infer_poi_from_scene, v_infer_poi_from_scene),
+    "Find_Nearest_POI": Template("Surroundings", "spatial", g_find_nearest_poi, v_find_nearest_poi),
 }
-
-
-# ---- verification: which options are true, recomputed from the pack --------------------------------------------
-
-
-def _pois_named(city: City, name: str) -> list[Poi]:
-    return city.pois_by_name.get(_norm(name), [])
-
-
-def _poi_of_label(city: City, label: str) -> list[Poi]:
-    """Options print "Name (category)"; the name is everything before the last " (" ."""
-    name = label[: label.rfind(" (")] if label.endswith(")") and " (" in label else label
-    return _pois_named(city, name)
-
-
-def _aois_named(city: City, name: str) -> list[Aoi]:
-    return [a for a in city.named_aois if _norm(a.name or "") == _norm(name)]
 
 
 def verify(city: City, q: Mcq) -> list[int]:
     """Indices of the options that are true for this question on this pack."""
-    t, f = q.template, q.facts
-    truth: Callable[[str], bool]
-    if t == "Retrieve_POI_Address":
-        addrs = {_norm(p.address or "") for p in _pois_named(city, f["poi"])}
-        truth = lambda o: _norm(o) in addrs  # noqa: E731
-    elif t == "Retrieve_POI_Name":
-        names = {_norm(p.name) for p in city.pois if p.address and _norm(p.address) == _norm(f["address"])}
-        truth = lambda o: _norm(o) in names  # noqa: E731
-    elif t == "Retrieve_Coordinates":
-        ps = _pois_named(city, f["poi"])
-        truth = lambda o: any(abs(parse_ll(o)[0] - p.lat) <= 6e-5 and abs(parse_ll(o)[1] - p.lon) <= 6e-5  # noqa: E731
-                              for p in ps)
-    elif t in ("Calculate_Distance", "Calculate_Distance_Context"):
-        a, b = _pois_named(city, f["a"]), _pois_named(city, f["b"])
-        ds = [distance_km(x.ll, y.ll) for x in a for y in b]
-        truth = lambda o: any(abs(parse_number(o) - d) <= 0.0051 for d in ds)  # noqa: E731
-    elif t == "Retrieve_AOI_Address":
-        addrs = {_norm(x) for x in city.aoi_addresses.get(f["aoi"], [])}
-        truth = lambda o: _norm(o) in addrs  # noqa: E731
-    elif t == "Retrieve_AOI_Name":
-        keys = {k for k, ads in city.aoi_addresses.items() if _norm(f["address"]) in {_norm(x) for x in ads}}
-        truth = lambda o: _norm(o) in keys  # noqa: E731
-    elif t in ("Find_Cover_AOI", "Find_Cover_AOI_All"):
-        pts = [p for n in f["pois"] for p in _pois_named(city, n)]
-        covering = [a for a in city.named_aois if all(a in city.aois_containing(p.lat, p.lon) for p in pts)]
-        opts = [a for o in q.options for a in _aois_named(city, o)]
-        in_opts = [a for a in covering if a in opts]
-        smallest = min(in_opts, key=lambda a: a.area_m2) if in_opts else None
-        truth = lambda o: smallest is not None and _norm(o) == _norm(smallest.name or "")  # noqa: E731
-    elif t == "Query_Length":
-        length = city.roads_by_name[f["road"]].length_m
-        truth = lambda o: abs(parse_number(o) - length) <= 0.5  # noqa: E731
-    elif t == "Find_Junctions":
-        ends = end_junctions(city, f["road"], f["zone"])
-        truth = lambda o: ends is not None and frozenset(o.split(" and ")) == ends  # noqa: E731
-    elif t == "Identify_Connections":
-        conn = connections_in_zone(city, f["road"], f["zone"])
-        truth = lambda o: o in conn  # noqa: E731
-    elif t == "Classify_POI":
-        cats = {humanise(p.category) for p in _pois_named(city, f["poi"])}
-        truth = lambda o: o in cats  # noqa: E731
-    elif t == "Landuse_AOI":
-        truth = lambda o: o == city.aoi_by_key[f["aoi"]].landuse  # noqa: E731
-    elif t == "Find_Instances_By_Type":
-        truth = lambda o: any(p.category == f["category"] for p in _pois_named(city, o))  # noqa: E731
-    elif t in COMPARE_METRICS:
-        metric = COMPARE_METRICS[t][1]
-        vals = {_norm(city.aoi_by_key[k].name or ""): metric(city, city.aoi_by_key[k]) for k in f["aois"]}
-        top = max(vals.values())
-        winners = {k for k, v in vals.items() if v == top}
-        truth = lambda o: len(winners) == 1 and _norm(o) in winners  # noqa: E731
-    elif t == "Infer_POI_From_Scene":
-        clat, clon = f["centre"]
-        truth = lambda o: any(haversine_m(clat, clon, p.lat, p.lon) <= SCENE_M  # noqa: E731
-                              for p in _poi_of_label(city, o))
-    elif t == "Find_Nearest_POI":
-        qs = _pois_named(city, f["poi"])
-        others = [p for p in city.pois if _norm(p.name) != _norm(f["poi"])]
-        best = min(haversine_m(a.lat, a.lon, p.lat, p.lon) for a in qs for p in others)
-        truth = lambda o: any(abs(haversine_m(a.lat, a.lon, p.lat, p.lon) - best) < 1e-6  # noqa: E731
-                              for a in qs for p in _pois_named(city, o))
-    else:
-        raise KeyError(f"unknown template {t!r}")
+    truth = TEMPLATES[q.template].verify(city, q)
     return [i for i, o in enumerate(q.options) if truth(o)]
 
 
@@ -620,7 +655,7 @@ def generate(city: City, template: str, n: int, seed: int) -> list[Mcq]:
     """Up to n questions of one template; deterministic for (pack, template, n, seed). A question is kept only when
     verify() finds exactly its one answer true. Fewer than n when the pack cannot give more distinct ones."""
     rng = random.Random(f"urbangeo-knowledge:{seed}:{city.source_sha256}:{template}")
-    gen = GENERATORS[template]
+    gen = TEMPLATES[template].generate
     out: list[Mcq] = []
     seen: set[tuple[str, tuple[str, ...]]] = set()
     for _ in range(max(50, 40 * n)):

@@ -45,15 +45,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("run_dir", type=Path)
     ap.add_argument("--out", type=Path, default=Path("city_accuracy.svg"))
     a = ap.parse_args(argv)
-    from rig.runs.store import Store
+    from rig.runformat import read_results
 
     if not (a.run_dir / "results.sqlite").is_file():
         ap.error(f"{a.run_dir}: no results.sqlite (is this a run directory?)")
-    store = Store(a.run_dir / "results.sqlite")
-    try:
-        rows = city_accuracy(store.results("urbangeo"))
-    finally:
-        store.close()
+    rows = city_accuracy(read_results(a.run_dir / "results.sqlite", "urbangeo"))
     a.out.write_text(city_accuracy_svg(rows), encoding="utf-8")
     print(a.out)
     return 0

@@ -51,7 +51,8 @@ def table4(results: list[EpisodeResult], model: str) -> Table:
 def template_table(results: list[EpisodeResult]) -> Table:
     ks = _knowledge(results)
     rows = []
-    for t, (dim, strategy) in TEMPLATES.items():
+    for t, template in TEMPLATES.items():
+        dim, strategy = template.dimension, template.strategy
         rs = [r for r in ks if r.tags.get("template") == t]
         if not rs:
             continue

@@ -108,7 +108,8 @@ def load_record_inputs(config_path: str, queries_path: str) -> tuple[RecordConfi
     from pydantic import ValidationError
 
     try:
-        cfg = RecordConfig.model_validate(yaml.safe_load(open(config_path, encoding="utf-8")))
+        with open(config_path, encoding="utf-8") as f:
+            cfg = RecordConfig.model_validate(yaml.safe_load(f))
     except (OSError, yaml.YAMLError) as e:
         raise ValueError(f"{config_path}: {e}") from None
     except ValidationError as e:

@@ -8,7 +8,7 @@ from urllib.parse import parse_qs, urlparse
 
 import pytest
 
-from rig.maps.record import RecordEndpoint, Recorder
+from rig.maps.recorder import RecordEndpoint, Recorder
 from rig.maps.replay import KeySpec, ReplayStore
 
 
@@ -45,7 +45,7 @@ def test_record_requires_enable(tmp_path) -> None:
 
 
 def test_record_then_replay_over_loopback(tmp_path, local_server, monkeypatch) -> None:
-    from rig.maps.record import http_transport
+    from rig.maps.recorder import http_transport
 
     monkeypatch.setenv("RIG_TEST_MAP_KEY", "secret-key")
     store = ReplayStore(tmp_path / "r.sqlite")

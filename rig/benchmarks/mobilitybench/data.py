@@ -21,9 +21,17 @@ from pydantic import BaseModel, Field
 
 from rig.benchmarks.base import DataError, read_json
 from rig.benchmarks.mobilitybench.lexicon import SCENARIOS
-from rig.benchmarks.mobilitybench.metrics import Checks, ConstraintItem, Truth
-from rig.benchmarks.mobilitybench.tools import (KEY_SPECS, PROVIDER, RECORDED_ONLY, TOOL_NAMES, MobilityService,
-                                                canonical_args, parse_lonlat, schemas)
+from rig.benchmarks.mobilitybench.scoring.records import Checks, ConstraintItem, Truth
+from rig.benchmarks.mobilitybench.tools import (
+    KEY_SPECS,
+    PROVIDER,
+    RECORDED_ONLY,
+    TOOL_NAMES,
+    MobilityService,
+    canonical_args,
+    parse_lonlat,
+    schemas,
+)
 
 BUILD_FORMAT = 1
 EPISODES_FILE = "episodes.json"

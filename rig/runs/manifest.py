@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -15,7 +16,8 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 import rig
-from rig.registry import ModelSpec
+from rig.runformat import MANIFEST_FORMAT, check_version
+from rig.runs.config import RunConfig
 from rig.telemetry.gpu import GpuMemorySummary
 
 
@@ -28,36 +30,8 @@ class HostInfo(BaseModel):
     ram_bytes: int | None
 
 
-class BenchmarkInfo(BaseModel):
-    name: str
-    version: str
-    data_path: str
-    data_hash: str
-    options: dict[str, Any] = Field(default_factory=dict)
-    settings: dict[str, Any] = Field(default_factory=dict)  # effective settings, defaults included
-    episodes: int = 0
-
-
-class RunConfig(BaseModel):
-    """What must not change between a run and its resumption; hashed into config_hash."""
-
-    model: ModelSpec
-    benchmarks: list[BenchmarkInfo]
-    repeats: int
-    limit: int | None
-    decode: str
-    tool_mode: str
-    seed: int
-    temperature: float
-    max_tokens: int
-    gpu: int | None
-
-    def digest(self) -> str:
-        blob = json.dumps(self.model_dump(mode="json"), sort_keys=True)
-        return hashlib.sha256(blob.encode()).hexdigest()[:16]
-
-
 class RunManifest(BaseModel):
+    format_version: int = MANIFEST_FORMAT
     run_id: str
     config_hash: str
     config: RunConfig
@@ -81,8 +55,15 @@ class RunManifest(BaseModel):
         os.replace(tmp, run_dir / "manifest.json")
 
     @classmethod
-    def read(cls, run_dir: Path) -> "RunManifest":
-        return cls.model_validate_json((run_dir / "manifest.json").read_text())
+    def read(cls, run_dir: Path) -> RunManifest:
+        """Raises NewerFormatError for a manifest from a newer rig; one without format_version is format 1."""
+        path = run_dir / "manifest.json"
+        text = path.read_text()
+        found = json.loads(text)
+        found = found.get("format_version", 1) if isinstance(found, dict) else 1
+        if isinstance(found, int):  # anything else is left to validation to refuse
+            check_version(path, found, MANIFEST_FORMAT)
+        return cls.model_validate_json(text)
 
 
 def host_info() -> HostInfo:
@@ -95,10 +76,8 @@ def host_info() -> HostInfo:
     except OSError:
         pass
     ram = None
-    try:
+    with contextlib.suppress(ValueError, OSError, AttributeError):
         ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (ValueError, OSError, AttributeError):
-        pass
     return HostInfo(
         hostname=platform.node(), os=platform.platform(), python=platform.python_version(),
         cpu=cpu, cpu_count=os.cpu_count(), ram_bytes=ram,
@@ -131,12 +110,3 @@ def new_run_id(model: str, benchmark: str) -> str:
     stamp = time.strftime("%Y%m%d-%H%M%S")
     salt = hashlib.sha256(f"{time.time_ns()}{os.getpid()}".encode()).hexdigest()[:4]
     return f"{stamp}-{model}-{benchmark}-{salt}".replace("/", "_")
-
-
-def hash_paths(paths: list[Path]) -> str:
-    """Content hash of data files, order-independent of the filesystem."""
-    h = hashlib.sha256()
-    for p in sorted(paths):
-        h.update(p.name.encode())
-        h.update(p.read_bytes())
-    return h.hexdigest()[:16]

@@ -1,11 +1,4 @@
-"""Build an offline map pack from an OSM extract, and load it.
-
-Layout of a pack directory (all plain, portable files):
-    pack.json         PackInfo: extent, counts, source sha256, build time, builder versions
-    graph.npz         nodes (lat, lon, osm id), directed edges with mode bits, flags, speeds, names
-    areas.npz         land-use polygon rings (lat, lon columns, ring offsets, outer/inner flags)
-    gazetteer.sqlite  places (POIs, streets, areas, address points) and area metadata
-"""
+"""Build an offline map pack from an OSM extract (the layout is described in rig.maps.pack_format)."""
 
 from __future__ import annotations
 
@@ -21,11 +14,10 @@ import numpy as np
 
 from rig.maps import profiles
 from rig.maps.geo import metres_to_chord, to_xyz
+from rig.maps.pack_format import FORMAT_VERSION
 from rig.maps.records import MODES, Extent, PackInfo
 from rig.maps.text import normalise_name
 
-FORMAT_VERSION = 1
-PACK_FILES = ("pack.json", "graph.npz", "areas.npz", "gazetteer.sqlite")
 _STREET_ADDRESS_MAX_M = 100.0  # a POI without address tags borrows the nearest street name within this
 
 
@@ -96,7 +88,7 @@ def _fill_addresses(places: list[dict], ex, city: str | None) -> None:
         return
     d, j = tree.query(to_xyz([p["lat"] for p in todo], [p["lon"] for p in todo]),
                       distance_upper_bound=metres_to_chord(_STREET_ADDRESS_MAX_M))
-    for p, dj, jj in zip(todo, d, j):
+    for p, dj, jj in zip(todo, d, j, strict=True):
         if np.isfinite(dj):
             street = ex.names[ex.e_name[named[jj]]]
             p["address"] = ", ".join(x for x in (street, city) if x)
@@ -210,6 +202,7 @@ def build_pack(pbf_path: str | Path, out_dir: str | Path) -> PackInfo:
         source_sha256=file_sha256(pbf_path),
         built_at=datetime.now(timezone.utc).replace(microsecond=0).isoformat().replace("+00:00", "Z"),
         build_seconds=round(time.perf_counter() - t0, 3),
+        # The key names the pack format, not a module: cached packs built before the module was renamed match.
         builder={"rig.maps.pack": str(FORMAT_VERSION), "osmium": version("osmium"),
                  "numpy": version("numpy"), "scipy": version("scipy")},
         city=city,
@@ -226,20 +219,3 @@ def build_pack(pbf_path: str | Path, out_dir: str | Path) -> PackInfo:
     )
     (out / "pack.json").write_text(info.model_dump_json(indent=2) + "\n", encoding="utf-8")
     return info
-
-
-def read_info(pack_dir: str | Path) -> PackInfo:
-    path = Path(pack_dir) / "pack.json"
-    if not path.is_file():
-        raise FileNotFoundError(f"{pack_dir}: not a map pack (no pack.json; build it with `rig maps build`)")
-    info = PackInfo.model_validate_json(path.read_text(encoding="utf-8"))
-    if info.format_version != FORMAT_VERSION:
-        raise ValueError(f"{pack_dir}: pack format {info.format_version}, this rig reads {FORMAT_VERSION}; rebuild it")
-    return info
-
-
-def load_pack(pack_dir: str | Path):
-    """Open a built pack. Returns a MapPack (rig.maps.query); indexes are built lazily on first use."""
-    from rig.maps.query import MapPack
-
-    return MapPack.open(pack_dir)

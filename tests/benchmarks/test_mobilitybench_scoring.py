@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import pytest
 
-from rig.benchmarks.mobilitybench import metrics as M
+from rig.benchmarks.mobilitybench import scoring as M
+from rig.benchmarks.mobilitybench import tables as T
 from rig.benchmarks.mobilitybench.lexicon import EN, ZH
 from rig.benchmarks.mobilitybench.similarity import CharJaccard, FunctionBackend, sim
+from rig.benchmarks.mobilitybench.tools import schema_valid
 
 JAC = CharJaccard()
 NEVER = FunctionBackend(lambda a, b: 0.0, "zero")
@@ -115,7 +117,7 @@ def _calls(*pairs):  # type: ignore[no-untyped-def]
 
 
 def _paper(calls, t):  # type: ignore[no-untyped-def]
-    return M.paper_tools(calls, t, lambda n, a: M.schema_valid(n, a, "zh"))
+    return M.paper_tools(calls, t, lambda n, a: schema_valid(n, a, "zh"))
 
 
 def test_a53_tools() -> None:
@@ -322,14 +324,14 @@ def test_a55_efficiency() -> None:
 
 
 def test_a56_aggregation() -> None:
-    rs = [M.RefResult(details={"TS_P": 1.0, "TS_R": 0.5, "SC": 1.0}),
-          M.RefResult(details={"TS_P": 0.5, "TS_R": 1.0, "SC": 0.0}),
-          M.RefResult(error="boom"),
-          M.RefResult(score=1.0, details={"note": "empty GT"})]
-    agg = M.aggregate_reference(rs)
+    rs = [T.RefResult(details={"TS_P": 1.0, "TS_R": 0.5, "SC": 1.0}),
+          T.RefResult(details={"TS_P": 0.5, "TS_R": 1.0, "SC": 0.0}),
+          T.RefResult(error="boom"),
+          T.RefResult(score=1.0, details={"note": "empty GT"})]
+    agg = T.aggregate_reference(rs)
     assert agg["sub_scores"] == {"TS_P": 0.75, "TS_R": 0.75, "SC": 0.5}
     assert agg["average_score"] == 0.3333 and agg["total"] == 4 and agg["successful"] == 3
-    assert M.aggregate([{"DR": 1.0, "FPR": None}, {"DR": 0.0, "FPR": 1.0}]) == {
+    assert T.aggregate([{"DR": 1.0, "FPR": None}, {"DR": 0.0, "FPR": 1.0}]) == {
         **dict.fromkeys(M.METRICS), "DR": 0.5, "FPR": 1.0}
 
 

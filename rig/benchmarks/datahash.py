@@ -1,0 +1,15 @@
+"""Content hashes of benchmark data files: a benchmark's ``data_hash``, recorded in the run config."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+
+def hash_paths(paths: list[Path]) -> str:
+    """Content hash of data files, order-independent of the filesystem."""
+    h = hashlib.sha256()
+    for p in sorted(paths):
+        h.update(p.name.encode())
+        h.update(p.read_bytes())
+    return h.hexdigest()[:16]

@@ -1,0 +1,149 @@
+"""Reading answer text: normalised words, stated distances / durations / clock times, coordinates written as
+"lon,lat", fenced JSON blocks, and Python-literal cells cut at a spreadsheet's cell limit."""
+
+from __future__ import annotations
+
+import ast
+import json
+import math
+import re
+import unicodedata
+from collections.abc import Iterable
+from typing import Any
+
+from rig.benchmarks.mobilitybench.lexicon import Lexicon
+
+
+def norm(text: Any) -> str:
+    t = unicodedata.normalize("NFKC", str(text)).casefold()
+    t = re.sub(r"[\s\-_/,.;:!?'\"()\[\]{}]+", " ", t).strip()
+    return re.sub(r"^(the|a|an) ", "", t)
+
+
+def has_word(text: str, word: str) -> bool:
+    return word.lower() in text.lower()
+
+
+def count_words(text: str, words: Iterable[str]) -> int:
+    return sum(1 for w in words if has_word(text, w))
+
+
+def haversine_km(lat1: float, lon1: float, lat2: float, lon2: float) -> float:
+    p1, p2 = math.radians(lat1), math.radians(lat2)
+    dp, dl = p2 - p1, math.radians(lon2 - lon1)
+    h = math.sin(dp / 2) ** 2 + math.cos(p1) * math.cos(p2) * math.sin(dl / 2) ** 2
+    return 2 * 6371.0 * math.asin(min(1.0, math.sqrt(h)))
+
+
+COORD_RX = re.compile(r"(\d{2,3}\.\d+),\s*(\d{1,2}\.\d+)")
+
+
+def coords_in(text: str, lex: Lexicon) -> list[tuple[float, float]]:
+    """(lon, lat) pairs written as "lon,lat" in text, inside the lexicon's plausible range."""
+    out = []
+    for a, b in COORD_RX.findall(text or ""):
+        lon, lat = float(a), float(b)
+        if lex.lon_range[0] <= lon <= lex.lon_range[1] and lex.lat_range[0] <= lat <= lex.lat_range[1]:
+            out.append((lon, lat))
+    return out
+
+
+_FENCE = re.compile(r"```json\s*(.*?)```", re.DOTALL | re.IGNORECASE)
+
+
+def fenced_json(answer: str) -> dict[str, Any] | None:
+    m = _FENCE.search(answer or "")
+    if not m:
+        return None
+    try:
+        v = json.loads(m.group(1))
+    except json.JSONDecodeError:
+        return None
+    return v if isinstance(v, dict) else None
+
+
+
+def sanitize_literal(text: str) -> str:
+    return text.replace("<ToolStatus.SUCCESS: 0>", "'SUCCESS'").replace("<ToolStatus.FAILED: 1>", "'FAILED'")
+
+
+def repair_literal(text: Any) -> Any:
+    """Parse a Python-literal cell, repairing one cut at the spreadsheet cell limit: drop trailing separators,
+    close an open quote, close open brackets in stack order. None when nothing parses."""
+    if not isinstance(text, str):
+        return text
+    s = sanitize_literal(text)
+    try:
+        return ast.literal_eval(s)
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        pass
+    end = len(s)
+    while end > 0:
+        cand = s[:end].rstrip().rstrip(",:+-").rstrip()
+        stack, quote, esc = [], None, False
+        for ch in cand:
+            if quote:
+                if esc:
+                    esc = False
+                elif ch == "\\":
+                    esc = True
+                elif ch == quote:
+                    quote = None
+            elif ch in "'\"":
+                quote = ch
+            elif ch in "([{":
+                stack.append(ch)
+            elif ch in ")]}" and stack:
+                stack.pop()
+        closed = cand + (quote or "") + "".join({"(": ")", "[": "]", "{": "}"}[c] for c in reversed(stack))
+        try:
+            return ast.literal_eval(closed)
+        except (ValueError, SyntaxError, MemoryError, RecursionError):
+            # Step back to the previous separator rather than one character at a time.
+            cut = max(cand.rfind(","), cand.rfind(":"), cand.rfind("{"), cand.rfind("["))
+            end = cut if 0 < cut < end else end - 1
+    return None
+
+
+
+_DIST_RX = re.compile(r"(\d+(?:[.,]\d+)?)\s*(km|kilomet(?:er|re)s?|公里|千米|m\b|met(?:er|re)s?|米)", re.IGNORECASE)
+_HOUR_RX = re.compile(r"(\d+(?:\.\d+)?)\s*(?:h\b|hours?|hrs?|小时)", re.IGNORECASE)
+_MIN_RX = re.compile(r"(\d+(?:\.\d+)?)\s*(?:min\b|mins\b|minutes?|分钟)", re.IGNORECASE)
+_CLOCK_RX = re.compile(r"\b(\d{1,2})[:.](\d{2})\s*(am|pm|a\.m\.|p\.m\.)?", re.IGNORECASE)
+
+
+def stated_distances_m(text: str) -> list[float]:
+    """Every distance the text states, in metres."""
+    vals = []
+    for (num, unit) in _DIST_RX.findall(text or ""):
+        v = float(num.replace(",", "."))
+        u = unit.lower()
+        vals.append(v * 1000 if u in ("km", "公里", "千米") or u.startswith("kilomet") else v)
+    return vals
+
+
+def stated_durations_s(text: str) -> list[float]:
+    """Every duration the text states: minutes alone, hours alone, and "H hours M minutes" combined."""
+    t = text or ""
+    mins = [(m.start(), float(m.group(1))) for m in _MIN_RX.finditer(t)]
+    hours = [(m.end(), float(m.group(1))) for m in _HOUR_RX.finditer(t)]
+    out = [v * 60 for _, v in mins] + [v * 3600 for _, v in hours]
+    for end, h in hours:
+        nxt = [v for start, v in mins if 0 <= start - end <= 8]
+        if nxt:
+            out.append(h * 3600 + nxt[0] * 60)
+    return out
+
+
+def stated_clocks_min(text: str) -> list[int]:
+    out = []
+    for h, m, ampm in _CLOCK_RX.findall(text or ""):
+        hh, mm = int(h), int(m)
+        if ampm and ampm.lower().startswith("p") and hh < 12:
+            hh += 12
+        if ampm and ampm.lower().startswith("a") and hh == 12:
+            hh = 0
+        if hh < 24 and mm < 60:
+            out.append(hh * 60 + mm)
+    return out
+

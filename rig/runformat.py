@@ -1,0 +1,92 @@
+"""The files of a run folder that rig reads back, as versioned formats: manifest.json and results.sqlite.
+
+Below rig.runs so that benchmarks' plot commands read stored results without importing the runner. Files written
+before formats carried a version read as version 1; a file from a newer rig is refused with its path named.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+from rig.records import EpisodeResult
+
+MANIFEST_FORMAT = 1  # RunManifest.format_version written by this rig, and the newest it reads
+RESULTS_SCHEMA_VERSION = 1  # results.sqlite `PRAGMA user_version` written by this rig, and the newest it reads
+
+RESULTS_SCHEMA = """
+CREATE TABLE IF NOT EXISTS results (
+    benchmark TEXT NOT NULL,
+    episode_id TEXT NOT NULL,
+    repeat INTEGER NOT NULL,
+    status TEXT NOT NULL,
+    error_category TEXT,
+    scores TEXT NOT NULL,
+    record TEXT NOT NULL,
+    finished_at REAL,
+    PRIMARY KEY (benchmark, episode_id, repeat)
+);
+CREATE TABLE IF NOT EXISTS generations (
+    benchmark TEXT NOT NULL,
+    episode_id TEXT NOT NULL,
+    repeat INTEGER NOT NULL,
+    idx INTEGER NOT NULL,
+    prompt_tokens INTEGER,
+    completion_tokens INTEGER,
+    ttft_s REAL,
+    e2e_s REAL,
+    decode_tps REAL,
+    parse_status TEXT,
+    error TEXT,
+    PRIMARY KEY (benchmark, episode_id, repeat, idx)
+);
+CREATE TABLE IF NOT EXISTS gpu_samples (t REAL NOT NULL, used_bytes INTEGER NOT NULL);
+"""
+
+
+class NewerFormatError(ValueError):
+    """A run file written by a newer rig than this one; str() names the file and both versions."""
+
+
+def check_version(path: Path, found: int, newest: int) -> None:
+    if found > newest:
+        raise NewerFormatError(f"{path} was written by a newer rig (format {found}; this rig reads up to {newest}): "
+                               "upgrade rig")
+
+
+def connect_results(path: Path) -> sqlite3.Connection:
+    """Open (or create) a results database; refuses one from a newer rig before touching it."""
+    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    try:
+        # user_version 0 is SQLite's default: a new file, or one written before the schema was versioned (= 1).
+        check_version(path, conn.execute("PRAGMA user_version").fetchone()[0] or 1, RESULTS_SCHEMA_VERSION)
+        fresh = conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'results'").fetchone() is None
+        # WAL + NORMAL survives a killed process (not a power cut) without an fsync per episode.
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA synchronous=NORMAL")
+        conn.executescript(RESULTS_SCHEMA)
+        if fresh:
+            conn.execute(f"PRAGMA user_version = {RESULTS_SCHEMA_VERSION}")
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
+def select_results(conn: sqlite3.Connection, benchmark: str | None = None) -> list[EpisodeResult]:
+    q = "SELECT record FROM results"
+    args: tuple = ()
+    if benchmark:
+        q += " WHERE benchmark = ?"
+        args = (benchmark,)
+    q += " ORDER BY benchmark, episode_id, repeat"
+    return [EpisodeResult.model_validate_json(r[0]) for r in conn.execute(q, args)]
+
+
+def read_results(path: Path, benchmark: str | None = None) -> list[EpisodeResult]:
+    """Every stored result (of one benchmark), in key order."""
+    conn = connect_results(path)
+    try:
+        return select_results(conn, benchmark)
+    finally:
+        conn.close()

@@ -1,0 +1,136 @@
+"""One summary of a run's latency, tokens, cut replies, memory and headline score, computed in one place.
+
+The markdown report, the HTML report and `rig compare` all render a `RunSummary`, so a measure added here (as
+"replies cut at max_tokens" once was) reaches every report. A value that was not measured is None, never 0.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from statistics import median
+from typing import TYPE_CHECKING
+
+from pydantic import BaseModel, Field
+
+from rig.benchmarks import get_benchmark_class
+from rig.records import EpisodeResult
+from rig.runs.config import BenchmarkInfo
+from rig.runs.manifest import RunManifest
+from rig.scoring.stats import mean_ci, percentile
+
+if TYPE_CHECKING:
+    from rig.benchmarks.base import Benchmark
+
+EpisodeHeadline = Callable[[EpisodeResult], "float | None"]  # a benchmark's headline score of one episode
+
+
+class EpisodeScore(BaseModel):
+    episode_id: str
+    repeat: int
+    score: float
+
+
+class HeadlineScore(BaseModel):
+    """The benchmark's headline per-episode score: its mean with a 95% bootstrap CI."""
+
+    samples: int
+    mean: float | None = None  # None below two samples: there is no interval to give
+    low: float | None = None
+    high: float | None = None
+    scores: list[EpisodeScore] = Field(default_factory=list)  # one per scored (episode, repeat), for paired comparisons
+
+    def by_episode(self) -> dict[tuple[str, int], float]:
+        return {(s.episode_id, s.repeat): s.score for s in self.scores}
+
+
+class RunSummary(BaseModel):
+    """A run's measures over the results of one benchmark (or of all its benchmarks: `benchmark` None)."""
+
+    run_id: str
+    model: str
+    quantization: str
+    benchmark: str | None
+    expected_episodes: int  # episodes x repeats the run was planned with
+    episodes: int
+    failed: int
+    generations: int
+    e2e_p50_s: float | None
+    e2e_p95_s: float | None
+    ttft_p50_s: float | None
+    ttft_p95_s: float | None
+    decode_tps_median: float | None
+    prompt_tokens_mean: float | None
+    prompt_tokens_total: int | None
+    completion_tokens_mean: float | None
+    completion_tokens_total: int | None
+    finish_reasons: int  # generations whose engine reported why they stopped
+    cut_replies: int | None  # of those, stopped at max_tokens ('length'); None when no engine reported any
+    load_time_s: float | None
+    peak_rss_bytes: int | None
+    gpu_load_bytes: int | None  # device memory after load, over the baseline before it
+    gpu_peak_bytes: int | None
+    gpu_unavailable: str | None  # why GPU memory was not measured; None when it was
+    headline: HeadlineScore | None  # None when summarised without the benchmark's headline score
+
+    @property
+    def cut_share(self) -> float | None:
+        return None if self.cut_replies is None else self.cut_replies / self.finish_reasons
+
+
+def total(values: Iterable[float | None]) -> float | None:
+    """Sum of the measured values; None, not 0, when none was measured."""
+    measured = [v for v in values if v is not None]
+    return sum(measured) if measured else None
+
+
+def summarize(manifest: RunManifest, results: list[EpisodeResult], benchmark: BenchmarkInfo | None = None,
+              headline: EpisodeHeadline | None = None) -> RunSummary:
+    """Summarise `results` of one benchmark of the run (`benchmark`), or of all of them (None)."""
+    cfg = manifest.config
+    infos = [benchmark] if benchmark else cfg.benchmarks
+    gens = [g for r in results for g in r.generations]
+    e2e = [g.timings.e2e_s for g in gens if g.timings.e2e_s is not None]
+    ttft = [g.timings.ttft_s for g in gens if g.timings.ttft_s is not None]
+    tps = [g.timings.decode_tps for g in gens if g.timings.decode_tps is not None]
+    pt = [g.prompt_tokens for g in gens if g.prompt_tokens is not None]
+    ct = [g.completion_tokens for g in gens if g.completion_tokens is not None]
+    finished = [g.finish_reason for g in gens if g.finish_reason is not None]
+    gpu = manifest.gpu_memory
+    measured_gpu = gpu if gpu is not None and gpu.available else None
+    if measured_gpu:
+        gpu_unavailable = None
+    else:
+        gpu_unavailable = (gpu.reason or "no reason recorded") if gpu else "no GPU record"
+    return RunSummary(
+        run_id=manifest.run_id, model=cfg.model.name, quantization=cfg.model.quantization,
+        benchmark=benchmark.name if benchmark else None,
+        expected_episodes=sum(b.episodes for b in infos) * cfg.repeats,
+        episodes=len(results), failed=sum(r.status == "failed" for r in results), generations=len(gens),
+        e2e_p50_s=percentile(e2e, 50), e2e_p95_s=percentile(e2e, 95),
+        ttft_p50_s=percentile(ttft, 50), ttft_p95_s=percentile(ttft, 95),
+        decode_tps_median=median(tps) if tps else None,
+        prompt_tokens_mean=sum(pt) / len(pt) if pt else None, prompt_tokens_total=sum(pt) if pt else None,
+        completion_tokens_mean=sum(ct) / len(ct) if ct else None, completion_tokens_total=sum(ct) if ct else None,
+        finish_reasons=len(finished), cut_replies=finished.count("length") if finished else None,
+        load_time_s=manifest.load_time_s,
+        # A live process or device never uses 0 bytes at its peak: 0 can only be a missing reading.
+        peak_rss_bytes=manifest.peak_rss_bytes or None,
+        gpu_load_bytes=measured_gpu.load_bytes if measured_gpu else None,
+        gpu_peak_bytes=(measured_gpu.peak_bytes or None) if measured_gpu else None,
+        gpu_unavailable=gpu_unavailable,
+        headline=headline_score(results, headline) if headline else None)
+
+
+def headline_score(results: list[EpisodeResult], headline: EpisodeHeadline) -> HeadlineScore:
+    scores = [EpisodeScore(episode_id=r.episode_id, repeat=r.repeat, score=v)
+              for r in results if (v := headline(r)) is not None]
+    if len(scores) < 2:
+        return HeadlineScore(samples=len(scores), scores=scores)
+    mean, low, high = mean_ci([s.score for s in scores])
+    return HeadlineScore(samples=len(scores), mean=mean, low=low, high=high, scores=scores)
+
+
+def benchmark_of(info: BenchmarkInfo) -> Benchmark:
+    """The run's benchmark, rebuilt from its recorded data path and options (for tables, headline and prompts)."""
+    return get_benchmark_class(info.name)(Path(info.data_path), info.options)
