@@ -99,7 +99,8 @@ async def _agents(eng: Any, a: argparse.Namespace) -> list[tuple[int, float, int
     from rig.benchmarks.mobilitybench.benchmark import MobilityBench
     from rig.records import Sampling
 
-    bench = MobilityBench(None, {"similarity": "jaccard", "temperature": "0"})
+    bench = MobilityBench(None, {"similarity": "jaccard", "temperature": "0",
+                                   "max_steps": str(a.agent_max_steps)})
     eps = (bench.episodes() * 3)[: a.episodes]
     bench.service()
     ctx = RunContext(sampling=Sampling(max_tokens=a.agent_max_tokens, temperature=0.0), tool_mode=a.tool_mode)
@@ -161,7 +162,8 @@ def main() -> None:
     ap.add_argument("--prompts", type=int, default=8)
     ap.add_argument("--max-tokens", type=int, default=64)
     ap.add_argument("--episodes", type=int, default=8)
-    ap.add_argument("--agent-max-tokens", type=int, default=96)
+    ap.add_argument("--agent-max-tokens", type=int, default=64)
+    ap.add_argument("--agent-max-steps", type=int, default=3, help="turns per episode (MobilityBench max_steps)")
     ap.add_argument("--tool-mode", default="prompt", help="prompt for small models; native for hermes models")
     ap.add_argument("--runs", type=int, default=3)
     a = ap.parse_args()
@@ -188,7 +190,7 @@ def main() -> None:
         t1 = statistics.median(w for f, w, _ in agents if f == 1)
         tn = statistics.median(w for f, w, _ in agents if f == a.episodes)
         lines += [f"## Agents: {a.episodes} MobilityBench episodes (ReAct, {a.tool_mode} tools, greedy, "
-                  f"max_tokens {a.agent_max_tokens} per turn)", "",
+                  f"max_tokens {a.agent_max_tokens} per turn, at most {a.agent_max_steps} turns)", "",
                   "| run | in flight | wall / median one-at-a-time wall | scored |", "|---|---|---|---|",
                   *[f"| {i // 2 + 1} | {f} | {w / t1:.3f} | {s} |" for i, (f, w, s) in enumerate(agents)],
                   "", f"Median speed-up, {a.episodes} in flight vs 1: **{t1 / tn:.2f}x** (target >= 4 on the CPU).",

