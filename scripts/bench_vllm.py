@@ -22,6 +22,7 @@ import asyncio
 import os
 import platform
 import statistics
+import sys
 import time
 import uuid
 from pathlib import Path
@@ -147,6 +148,8 @@ async def _main(a: argparse.Namespace) -> tuple[dict[str, list[float]], list[tup
     await eng.load()
     try:
         tps = await _throughput(eng, a)
+        print(f"throughput rig/bare per run: {[round(r / b, 3) for r, b in zip(tps['rig'], tps['bare'], strict=True)]}",
+              file=sys.stderr, flush=True)
         agents = await _agents(eng, a) if a.episodes > 1 else []
     finally:
         await eng.close()
