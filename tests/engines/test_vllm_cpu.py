@@ -100,6 +100,9 @@ def test_engine_metrics_are_recorded(vllm_engine, run: Run) -> None:  # type: ig
     ids = vllm_engine.tokenizer.encode(vllm_engine.render(req), add_special_tokens=False)
     assert ids.count(vllm_engine.tokenizer.bos_token_id) == 1
     assert gen.prompt_tokens == len(ids)
+    if hasattr(vllm_engine.engine, "renderer"):  # vLLM 0.32: an engine input, not a deprecated raw prompt
+        inp = run(vllm_engine.engine_input(req))
+        assert inp["type"] == "token" and inp["prompt_token_ids"] == ids
     assert 0 < gen.completion_tokens <= 48
     t = gen.timings
     assert t.ttft_s is not None and 0 < t.ttft_s < t.e2e_s
