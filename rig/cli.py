@@ -234,6 +234,40 @@ def quantize(
         _fail(str(e))
 
 
+@models_app.command("convert")
+def convert(
+    model: str = typer.Argument(..., help="Source model (a llama.cpp GGUF entry of models.yaml)."),
+    to: str = typer.Option(..., "--to", help="Target format; only 'hf' (a Hugging Face folder for vLLM)."),
+    out_path: Path | None = typer.Option(None, "--out", help="Output folder (default: under the rig cache)."),
+    name: str | None = typer.Option(None, "--name", help="Name of the new models.yaml entry."),
+    models_file: Path | None = typer.Option(None, "--models", help="models.yaml to read and append to."),
+    register: bool = typer.Option(True, "--register/--no-register", help="Append the new entry to models.yaml."),
+) -> None:
+    """Dequantize a GGUF into a bf16 Hugging Face folder and register it as a vLLM entry. Offline."""
+    from rig.convert import ConvertError, convert_gguf_to_hf, default_out_dir, hf_entry
+    from rig.quantize import append_entry
+    from rig.registry import RegistryError, default_registry_path, load_registry, resolve_weights
+
+    if to != "hf":
+        _fail(f"--to {to!r}: only 'hf' is supported")
+    try:
+        path = models_file or default_registry_path()
+        spec = load_registry(path).get(model)
+        if spec.engine != "llamacpp":
+            _fail(f"{model}: convert reads llama.cpp GGUF models, this one uses {spec.engine}")
+        src = Path(resolve_weights(spec, str(path)))
+        new = name or f"{spec.base}-hf"
+        dst = (out_path or default_out_dir(new, src)).resolve()
+        t = time.perf_counter()
+        convert_gguf_to_hf(src, dst, model=model)
+        err.print(f"wrote {dst} in {time.perf_counter() - t:.1f}s")
+        if register:
+            append_entry(Path(path), new, hf_entry(spec, dst))
+            err.print(f"added models.{new} to {path}")
+    except (RegistryError, ConvertError) as e:
+        _fail(str(e))
+
+
 @app.command()
 def compare(
     models_: list[str] = typer.Argument(..., metavar="MODEL...", help="Two or more models; the first is the baseline."),

