@@ -147,17 +147,19 @@ def score_output(text: str, gt: dict, task: str, fmt: str,
     if value is None:
         return {"syntax": 0.0, "structure": 0.0, "ast": 0.0, "order": 0.0}, None, f"parse: {err}"
     v = ast_match(value, gt)
-    scores = {"syntax": 1.0, "structure": float(v.structure), "ast": float(v.ast), "order": float(v.order)}
+    scores: dict[str, float | None] = {"syntax": 1.0, "structure": float(v.structure), "ast": float(v.ast),
+                                       "order": float(v.order)}
     return scores, value, None if v.ast else f"ast: {v.reason}"
 
 
 def _score_reference(text: str, gt: dict, task: str) -> tuple[dict[str, float | None], Any, str | None]:
     if task == "routing":
         ok = ref_routing_match(text, gt["API"])
-        return {"routing": float(ok)}, text, None if ok else "routing: normalised text differs (reference)"
+        return {"routing": 1.0 if ok else 0.0}, text, None if ok else "routing: normalised text differs (reference)"
     value, parsed = ref_wash(text)
     v = ref_ast(value, gt)
-    scores = {"syntax": float(parsed), "structure": float(v.structure), "ast": float(v.ast), "order": float(v.order)}
+    scores: dict[str, float | None] = {"syntax": float(parsed), "structure": float(v.structure), "ast": float(v.ast),
+                                       "order": float(v.order)}
     if v.ast:
         return scores, value, None
     return scores, value, ("ast: " if parsed else "parse: not JSON after the quote swap (no repair), ") + v.reason
