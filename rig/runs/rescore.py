@@ -175,6 +175,9 @@ def _mobilitybench(bench: Benchmark, files: list[Path], mode: str) -> tuple[list
                     "reference": M.score(pred, case.truth, "reference", backend)}
             if not has_constraints:
                 both["paper"]["IE"] = None  # the upstream planner writes no constraint object: not measured
+            if listed and all(c.ok is None for c in listed):
+                # paper DR needs a successful call; without tool results in the file that is not measured
+                both["paper"]["DR"] = both["paper"]["FPR"] = None
             scores: dict[str, float | None] = dict(both[mode])
             for m_, s in both.items():
                 scores.update({f"{m_}:{k}": v for k, v in s.items()})
@@ -214,10 +217,14 @@ def _prediction(where: str, row: dict[str, Any]) -> tuple[Any, list[Any], bool]:
         raise RescoreError(f"{where}, field worker_output: expected a list of worker records")
     calls = []
     for w, rec in enumerate(workers):
-        for tc in (rec.get("tool_calls") or []) if isinstance(rec, dict) else []:
+        tcs = (rec.get("tool_calls") or []) if isinstance(rec, dict) else []
+        answers = rec.get("tool_results") if isinstance(rec, dict) else None
+        answers = answers if isinstance(answers, list) and len(answers) == len(tcs) else None
+        for j, tc in enumerate(tcs):
             if not isinstance(tc, dict) or not tc.get("name"):
                 raise RescoreError(f"{where}, field worker_output[{w}].tool_calls: a call without a name")
-            calls.append(M.Call(name=str(tc["name"]), arguments=tc.get("args") or {}, task=w))
+            ok = None if answers is None else _answer_ok(answers[j])
+            calls.append(M.Call(name=str(tc["name"]), arguments=tc.get("args") or {}, task=w, ok=ok))
     report = row.get("reporter_output") or ""
     if not isinstance(report, str):
         raise RescoreError(f"{where}, field reporter_output: expected text")
@@ -235,6 +242,13 @@ def _prediction(where: str, row: dict[str, Any]) -> tuple[Any, list[Any], bool]:
         completion_tokens=sum(int(s.get("completion_tokens") or 0) for s in stages.values()),
         usage=M.stage_usage(stages))
     return pred, calls, isinstance(constraints, dict)
+
+
+def _answer_ok(answer: Any) -> bool:
+    """A tool answer counts as successful unless it carries an error (field, or text starting with "Error")."""
+    if isinstance(answer, dict):
+        return not answer.get("error") and str(answer.get("status", "1")).lower() not in ("0", "error", "failed")
+    return not str(answer).strip().lower().startswith("error")
 
 
 def _distinct(calls: list[Any]) -> list[Any]:
