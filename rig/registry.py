@@ -18,7 +18,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from rig.records import Sampling
 
 ENGINES = ("llamacpp", "vllm", "ollama", "openai_compat")
-EngineName = Literal["llamacpp", "vllm", "ollama", "openai_compat"]
+# "external": predictions made outside rig and re-scored by `rig rescore`; not in ENGINES, so models.yaml refuses it
+EngineName = Literal["llamacpp", "vllm", "ollama", "openai_compat", "external"]
 
 
 class RegistryError(Exception):

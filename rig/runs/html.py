@@ -122,8 +122,9 @@ def html_report(run_dirs: list[Path]) -> str:
             manifest_rows = [
                 ("Run", man.run_id), ("Model", f"{spec.name} ({spec.engine}, {spec.quantization})"),
                 ("Decode / tool mode", f"{cfg.decode} / {cfg.tool_mode}"),
-                ("Sampling", f"temperature {cfg.temperature}, seed {cfg.seed}, max tokens {cfg.max_tokens}, "
-                             f"repeats {cfg.repeats}"),
+                ("Sampling", f"not recorded (predictions re-scored by rig rescore), repeats {cfg.repeats}"
+                 if spec.engine == "external" else
+                 f"temperature {cfg.temperature}, seed {cfg.seed}, max tokens {cfg.max_tokens}, repeats {cfg.repeats}"),
                 ("Hardware", f"{man.host.cpu} x{man.host.cpu_count}; GPU {gpu_name}"),
                 ("Versions", ", ".join(f"{k} {v}" for k, v in man.versions.items())),
                 ("Data", "; ".join(f"{b.name} {b.data_hash} ({b.data_path})" for b in cfg.benchmarks)),

@@ -86,8 +86,10 @@ def report_markdown(run_dir: Path) -> str:
         spec = cfg.model
         out = [f"# rig report: {man.run_id}", "",
                f"- Model: **{spec.name}** ({spec.engine}, {spec.quantization}, context {spec.context_length})",
-               f"- Decode: {cfg.decode}; tool mode: {cfg.tool_mode}; temperature {cfg.temperature}; seed {cfg.seed}; "
-               f"repeats {cfg.repeats}",
+               (f"- Predictions made outside rig, re-scored by `rig rescore`; sampling not recorded; repeats "
+                f"{cfg.repeats}" if spec.engine == "external" else
+                f"- Decode: {cfg.decode}; tool mode: {cfg.tool_mode}; temperature {cfg.temperature}; seed {cfg.seed}; "
+                f"repeats {cfg.repeats}"),
                f"- Host: {man.host.cpu} ({man.host.cpu_count} CPUs); GPU: "
                f"{(man.gpu_memory.device_name if man.gpu_memory and man.gpu_memory.available else 'none')}",
                f"- Status: {man.status}; rig {man.rig_version} ({(man.git_revision or 'no git')[:10]}); "

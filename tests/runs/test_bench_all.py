@@ -40,7 +40,7 @@ def test_options_are_routed_per_benchmark(monkeypatch: pytest.MonkeyPatch, embed
     _s, _w, chosen, cfg, _sk = _build(BenchOptions(model="gemma3-270m", limit=2,
                                                    options={"callnavi.task": "routing", "callnavi.format": "yaml"}))
     assert cfg.benchmarks[0].options == {"task": "routing", "format": "yaml", "paper_denominators": False,
-                                         "domains": None}
+                                         "domains": None, "mode": "paper"}
     assert chosen[0][0].opts.format == "yaml"
     with pytest.raises(BenchError, match="without --benchmark, name the benchmark it is for"):
         _build(BenchOptions(model="gemma3-270m", options={"task": "routing"}))
@@ -48,7 +48,7 @@ def test_options_are_routed_per_benchmark(monkeypatch: pytest.MonkeyPatch, embed
     _s, _w, chosen, cfg, _sk = _build(BenchOptions(model="gemma3-270m", benchmark="callnavi", limit=2,
                                                    options={"task": "routing"}))
     assert cfg.benchmarks[0].options == {"task": "routing", "format": "json", "paper_denominators": False,
-                                         "domains": None}
+                                         "domains": None, "mode": "paper"}
     with pytest.raises(BenchError, match="does not include benchmark 'nodata'"):
         _build(BenchOptions(model="gemma3-270m", benchmark="callnavi", options={"nodata.x": "1"}))
 

@@ -121,7 +121,7 @@ def test_manifest_records_defaults_and_old_manifests_report_the_same(tmp_path: P
     run_dir, data = _bench_with_fake_engine(tmp_path, monkeypatch, {"task": "routing"})
     man = RunManifest.read(run_dir)
     assert man.config.benchmarks[0].options == {"format": "json", "task": "routing", "paper_denominators": False,
-                                                "domains": None}
+                                                "domains": None, "mode": "paper"}
     new = report_markdown(run_dir)
     # a manifest written before typed options: -O strings as passed, plus the old settings field
     man.config.benchmarks[0].options, man.config.benchmarks[0].settings = {"task": "routing"}, {}

@@ -8,8 +8,9 @@ that does not exist, so the test also proves the report needs no benchmark data.
 
 Deliberate report changes since then are applied to `report.md` by hand and listed here, nothing else: issue 19
 (fidelity) names RouteEval's route measure in Table 1's note, adds the paper's macro Overall beside the micro one in
-UrbanGeoEval's Table 4, and names the judge ("self-judged") in UrbanGeoEval's R/Total table titles, and says in MobilityBench's reference table
-which similarity the reference uses.
+UrbanGeoEval's Table 4, and names the judge ("self-judged") in UrbanGeoEval's R/Total table titles; says in
+MobilityBench's reference table which similarity the reference uses; and names the scoring mode (paper or reference)
+in CallNavi's Table 4 title and note.
 """
 
 import shutil

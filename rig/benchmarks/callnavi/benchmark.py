@@ -14,6 +14,7 @@ from rig.benchmarks.base import Benchmark, BenchmarkOptions, CommaList, DataErro
 from rig.benchmarks.callnavi import data as D
 from rig.benchmarks.callnavi.parse import parse_answer
 from rig.benchmarks.callnavi.prompts import answer_schema, build_prompt
+from rig.benchmarks.callnavi.reference import ref_ast, ref_routing_match, ref_wash
 from rig.benchmarks.datahash import hash_paths
 from rig.decoding.constraint import Constraint
 from rig.engines.base import Engine
@@ -38,6 +39,8 @@ class CallNavi(Benchmark):
                                                             "not the data's")
         domains: CommaList | None = Field(None, description="domains to run, comma-separated (default: all in the "
                                                             "data)")
+        mode: Literal["paper", "reference"] = Field(
+            "paper", description="`reference`: score as the public judge scripts do (no GPT repair; JSON only)")
 
     @classmethod
     def default_data(cls) -> Path:
@@ -47,6 +50,9 @@ class CallNavi(Benchmark):
         super().__init__(data, options)
         self.tasks = TASKS if self.opts.task == "both" else (self.opts.task,)
         self._domains: dict[str, D.Domain] | None = None
+        if self.opts.mode == "reference" and self.opts.format != "json":
+            raise DataError("callnavi option mode=reference scores JSON answers only (the judge scripts read JSON); "
+                            "use format=json or mode=paper")
 
     def domains(self) -> dict[str, D.Domain]:
         if self._domains is None:
@@ -92,13 +98,14 @@ class CallNavi(Benchmark):
             raise DataError(f"--decode {ctx.decode} does not match callnavi --format {self.opts.format}")
         sampling = repeat_sampling(ctx.sampling, repeat, min(ctx.sampling.max_tokens, MAX_TOKENS[task]))
         gen = await single_call(engine, episode, sampling, self.constraint_for(episode, ctx.decode))
-        res = EpisodeResult(benchmark=self.name, episode_id=episode.id, repeat=repeat, tags=episode.tags,
-                            generations=[gen])
+        res = EpisodeResult(benchmark=self.name, episode_id=episode.id, repeat=repeat,
+                            tags={**episode.tags, "mode": self.opts.mode}, generations=[gen])
         if gen.error:
             res.status, res.error_category, res.error = "failed", "engine_error", gen.error
             res.scores = self._zero_scores(task)
             return res
-        res.scores, res.output, reason = score_output(gen.text, episode.ground_truth, task, self.opts.format)
+        res.scores, res.output, reason = score_output(gen.text, episode.ground_truth, task, self.opts.format,
+                                                      self.opts.mode)
         if reason is not None and reason.startswith("parse:") and gen.finish_reason == "length":
             # scored as the model's failure within the run's budget, but named, so the report says why
             reason = f"cut: at max_tokens ({sampling.max_tokens}), {reason}"
@@ -122,8 +129,11 @@ class CallNavi(Benchmark):
         return callnavi_tables(results, label, options.paper_denominators)
 
 
-def score_output(text: str, gt: dict, task: str, fmt: str) -> tuple[dict[str, float | None], Any, str | None]:
+def score_output(text: str, gt: dict, task: str, fmt: str,
+                 mode: str = "paper") -> tuple[dict[str, float | None], Any, str | None]:
     """Scores for one answer, the parsed value, and the first failure reason (None when fully correct)."""
+    if mode == "reference":
+        return _score_reference(text, gt, task)
     if task == "routing":
         value, err = parse_answer(text, fmt, list)
         if value is not None and all(isinstance(v, str) for v in value):
@@ -137,8 +147,28 @@ def score_output(text: str, gt: dict, task: str, fmt: str) -> tuple[dict[str, fl
     if value is None:
         return {"syntax": 0.0, "structure": 0.0, "ast": 0.0, "order": 0.0}, None, f"parse: {err}"
     v = ast_match(value, gt)
-    scores: dict[str, float | None] = {"syntax": 1.0, "structure": float(v.structure), "ast": float(v.ast), "order": float(v.order)}
+    scores: dict[str, float | None] = {"syntax": 1.0, "structure": float(v.structure), "ast": float(v.ast),
+                                       "order": float(v.order)}
     return scores, value, None if v.ast else f"ast: {v.reason}"
+
+
+def _score_reference(text: str, gt: dict, task: str) -> tuple[dict[str, float | None], Any, str | None]:
+    if task == "routing":
+        ok = ref_routing_match(text, gt["API"])
+        return {"routing": 1.0 if ok else 0.0}, text, None if ok else "routing: normalised text differs (reference)"
+    value, parsed = ref_wash(text)
+    v = ref_ast(value, gt)
+    scores: dict[str, float | None] = {"syntax": float(parsed), "structure": float(v.structure), "ast": float(v.ast),
+                                       "order": float(v.order)}
+    if v.ast:
+        return scores, value, None
+    return scores, value, ("ast: " if parsed else "parse: not JSON after the quote swap (no repair), ") + v.reason
+
+
+def scored_mode(results: list[EpisodeResult]) -> str:
+    """Which mode scored these results (results stored before modes existed were paper mode)."""
+    modes = {r.tags.get("mode", "paper") for r in results}
+    return modes.pop() if len(modes) == 1 else "mixed (" + ", ".join(sorted(modes)) + ")"
 
 
 def _rate(rs: list[EpisodeResult], key: str, denom: int | None = None) -> float | None:
@@ -175,13 +205,15 @@ def callnavi_tables(results: list[EpisodeResult], label: str = "", paper_denomin
     counts = {d: len({r.tags.get("question") for r in results if r.tags.get("difficulty") == d})
               for d in D.DIFFICULTIES}
     failed = sum(r.status == "failed" for r in results)
-    note = (f"Questions per difficulty: easy {counts['easy']}, medium {counts['medium']}, hard {counts['hard']}; "
+    mode = scored_mode(results)
+    note = (f"Scored in {mode} mode. "
+            f"Questions per difficulty: easy {counts['easy']}, medium {counts['medium']}, hard {counts['hard']}; "
             f"repeats {repeats}. Rates use {'the paper' if paper_denominators else 'the data'}'s denominators. "
             "Syntax validity is strict (no LLM repair). A blank cell means the task was not run.")
     if failed:
         note += f" {failed} episode(s) failed in the engine and count as wrong."
     t4 = Table(
-        title="CallNavi (layout of the paper's Table 4)",
+        title=f"CallNavi (layout of the paper's Table 4), {mode} mode",
         columns=["Model", "Routing Easy", "Routing Medium", "Routing Hard", "Routing All", "Syntax Validity",
                  "Structural Accuracy", "AST Easy", "AST Medium", "AST Hard", "AST All Avg", "AST Macro Avg"],
         rows=[row], note=note,

@@ -1,0 +1,311 @@
+"""`rig rescore`: score predictions made outside rig, in the reference harness's own per-case files, with rig's
+metrics in paper or reference mode, into a normal run folder (manifest + results.sqlite) that `rig report`,
+`--html` and `rig export` read like any other.
+
+Formats read (as the public harnesses write them):
+
+* CallNavi: the per-domain model-output lists, aligned with ``Questions/<domain>.json`` by position:
+  ``<domain>_<iteration>_para_<model>.json`` (``predict.py``: ``predict`` is the raw answer text, scored as the
+  params task) and ``<domain>_<iteration>_APIonly_<model>.json`` (routing; key ``predict``, or ``predit`` as the
+  routing judge spells it). A ``ground_truth`` field, when present, must equal the question's, so a file aligned
+  with another version of the data is refused rather than mis-scored. Each distinct iteration is one repeat.
+* MobilityBench: ``raw_results.json`` (``mbench run``): one record per case with ``case_id``, ``planner_output``
+  (``thinking``, ``intent``, ``steps``), ``worker_output`` (records with ``tool_calls`` of ``name`` and
+  ``args``), ``reporter_output``, ``token_usage`` per stage and ``error``. Each file is one repeat.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from rig.benchmarks import get_benchmark_class
+from rig.benchmarks.base import Benchmark, DataError
+from rig.records import EpisodeResult, Generation
+from rig.registry import ModelSpec, Weights
+from rig.runs.config import BenchmarkInfo, RunConfig
+from rig.runs.manifest import RunManifest, git_revision, host_info, new_run_id, package_versions
+from rig.runs.store import Store
+
+RESCORABLE = ("callnavi", "mobilitybench")
+
+
+class RescoreError(Exception):
+    """Bad input (a file or a field in it); str() names them and is shown to the user."""
+
+
+class RescoreOptions(BaseModel):
+    benchmark: Literal["callnavi", "mobilitybench"]
+    predictions: list[Path]
+    data: Path | None = None
+    mode: Literal["paper", "reference"] = "paper"
+    label: str | None = None  # the model name in tables; default: from the file names, else "external"
+    out: Path = Path("runs")
+    options: dict[str, Any] = Field(default_factory=dict)  # benchmark options other than mode
+
+
+def _load_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise RescoreError(f"{path}: not found") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise RescoreError(f"{path}: not readable JSON ({e})") from None
+
+
+def _generation(text: str, parse_ok: bool | None = None) -> Generation:
+    if parse_ok is None:
+        return Generation(request_hash="external", text=text)
+    return Generation(request_hash="external", text=text, parse_status="ok" if parse_ok else "parse_error")
+
+
+# -- CallNavi ----------------------------------------------------------------------------------------------------
+
+_CALLNAVI_NAME = re.compile(r"^(?P<domain>[A-Za-z]+)_(?P<it>\d+)_(?P<kind>para|APIonly)_(?P<model>.+)\.json$")
+
+
+def _callnavi(bench: Benchmark, files: list[Path], mode: str) -> tuple[list[EpisodeResult], str | None]:
+    from rig.benchmarks.callnavi.benchmark import score_output
+
+    domains = bench.domains()  # type: ignore[attr-defined]
+    named = []
+    for f in files:
+        m = _CALLNAVI_NAME.match(f.name)
+        if not m:
+            raise RescoreError(f"{f}: not a CallNavi output file name (<domain>_<iteration>_para_<model>.json or "
+                               "<domain>_<iteration>_APIonly_<model>.json)")
+        if m["domain"] not in domains:
+            raise RescoreError(f"{f}: domain {m['domain']!r} is not in the data ({', '.join(domains)}); "
+                               "pass --data or -O domains=...")
+        named.append((f, m))
+    iterations = sorted({int(m["it"]) for _, m in named})
+    models = {m["model"] for _, m in named}
+    out: list[EpisodeResult] = []
+    seen: set[tuple[str, int]] = set()
+    for f, m in named:
+        questions = domains[m["domain"]].questions
+        rows = _load_json(f)
+        if not isinstance(rows, list) or len(rows) != len(questions):
+            got = f"{len(rows)} records" if isinstance(rows, list) else type(rows).__name__
+            raise RescoreError(f"{f}: expected a list of {len(questions)} records, one per question of "
+                               f"{m['domain']} in order; got {got}")
+        task = "params" if m["kind"] == "para" else "routing"
+        repeat = iterations.index(int(m["it"]))
+        for i, (row, q) in enumerate(zip(rows, questions, strict=True)):
+            where = f"{f}: record {i}"
+            if not isinstance(row, dict):
+                raise RescoreError(f"{where}: not an object")
+            key = "predict" if "predict" in row else "predit"
+            text = row.get(key)
+            if not isinstance(text, str):
+                raise RescoreError(f"{where}, field predict: expected the raw answer text, got "
+                                   f"{type(text).__name__} (washed files are not model outputs)")
+            gt = {"API": q.apis, "parameters": q.parameters}
+            if "ground_truth" in row:
+                _check_gt(where, row["ground_truth"], gt if task == "params" else q.apis, q.id)
+            if (f"{q.id}/{task}", repeat) in seen:
+                raise RescoreError(f"{where}: question {q.id} ({task}, iteration {m['it']}) is in two files")
+            seen.add((f"{q.id}/{task}", repeat))
+            scores, value, reason = score_output(text, gt, task, "json", mode)
+            res = EpisodeResult(
+                benchmark="callnavi", episode_id=f"{q.id}/{task}", repeat=repeat,
+                tags={"domain": m["domain"], "difficulty": q.difficulty, "task": task, "question": q.id,
+                      "mode": mode, "iteration": m["it"], "source": f.name},
+                generations=[_generation(text, reason is None or reason.startswith(("ast:", "routing:")))],
+                output=value, scores=scores, finished_at=time.time())
+            res.error_category = None if reason is None else reason.split(":")[0]
+            res.error = reason
+            out.append(res)
+    return out, models.pop() if len(models) == 1 else None
+
+
+def _check_gt(where: str, stored: Any, expected: Any, qid: str) -> None:
+    value = stored
+    if isinstance(stored, str):
+        try:
+            value = ast.literal_eval(stored)
+        except (ValueError, SyntaxError):
+            raise RescoreError(f"{where}, field ground_truth: not a Python literal") from None
+    if value != expected:
+        raise RescoreError(f"{where}, field ground_truth: differs from question {qid} in the data (records are "
+                           "aligned by position; is this file from another version of the data?)")
+
+
+# -- MobilityBench -----------------------------------------------------------------------------------------------
+
+def _mobilitybench(bench: Benchmark, files: list[Path], mode: str) -> tuple[list[EpisodeResult], str | None]:
+    from rig.benchmarks.mobilitybench import scoring as M
+    from rig.benchmarks.mobilitybench.data import Case
+
+    cases = {e.id: Case.model_validate(e.ground_truth) for e in bench.episodes()}
+    backend = bench.backend()  # type: ignore[attr-defined]
+    framework = bench.opts.framework
+    out: list[EpisodeResult] = []
+    models: set[str] = set()
+    for repeat, f in enumerate(files):
+        rows = _load_json(f)
+        if not isinstance(rows, list):
+            raise RescoreError(f"{f}: expected a list of per-case records (raw_results.json), got "
+                               f"{type(rows).__name__}")
+        seen: set[str] = set()
+        for i, row in enumerate(rows):
+            where = f"{f}: record {i}"
+            if not isinstance(row, dict):
+                raise RescoreError(f"{where}: not an object")
+            cid = str(row.get("case_id", ""))
+            if cid not in cases:
+                raise RescoreError(f"{where}, field case_id: {cid!r} is not a case of {bench.data}")
+            if cid in seen:
+                raise RescoreError(f"{where}, field case_id: {cid!r} appears twice")
+            seen.add(cid)
+            if row.get("model_name"):
+                models.add(str(row["model_name"]))
+            case = cases[cid]
+            pred, listed, has_constraints = _prediction(where, row)
+            paper_pred = pred.model_copy(update={"calls": _distinct(listed)})
+            both = {"paper": M.score(paper_pred, case.truth, "paper", backend),
+                    # the file's worker records already repeat earlier steps' calls, as the evaluator reads them
+                    "reference": M.score(pred, case.truth, "reference", backend)}
+            if not has_constraints:
+                both["paper"]["IE"] = None  # the upstream planner writes no constraint object: not measured
+            if listed and all(c.ok is None for c in listed):
+                # paper DR needs a successful call; without tool results in the file that is not measured
+                both["paper"]["DR"] = both["paper"]["FPR"] = None
+            scores: dict[str, float | None] = dict(both[mode])
+            for m_, s in both.items():
+                scores.update({f"{m_}:{k}": v for k, v in s.items()})
+            stop = "engine_error" if pred.errored else ("final" if pred.delivered else "no_final_answer")
+            res = EpisodeResult(
+                benchmark="mobilitybench", episode_id=cid, repeat=repeat,
+                tags={"scenario": case.scenario, "family": case.family, "framework": framework, "mode": mode,
+                      "similarity_model": backend.name, "stop": stop, "lang": case.truth.lang, "source": f.name},
+                generations=[_generation(str(row.get("reporter_output") or ""))],
+                output={"final": row.get("reporter_output"), "stop": stop, "intent": pred.intent,
+                        "steps": pred.steps},
+                scores=scores, finished_at=time.time())
+            if pred.errored:
+                res.status, res.error_category, res.error = "failed", "engine_error", str(row.get("error"))
+            else:
+                from rig.benchmarks.mobilitybench.benchmark import classify
+
+                res.error_category = classify(stop, scores)
+            out.append(res)
+    return out, models.pop() if len(models) == 1 else None
+
+
+def _prediction(where: str, row: dict[str, Any]) -> tuple[Any, list[Any], bool]:
+    from rig.benchmarks.mobilitybench import scoring as M
+    from rig.benchmarks.mobilitybench.scoring.reference import ref_content
+
+    planner = row.get("planner_output") or {}
+    if not isinstance(planner, dict):
+        raise RescoreError(f"{where}, field planner_output: expected an object")
+    steps_raw = planner.get("steps")
+    steps = None
+    if planner:
+        steps = [str(t) for s in (steps_raw or []) for t in (s if isinstance(s, list) else [s])] \
+            if isinstance(steps_raw, list) else ([str(steps_raw)] if steps_raw else [])
+    workers = row.get("worker_output") or []
+    if not isinstance(workers, list):
+        raise RescoreError(f"{where}, field worker_output: expected a list of worker records")
+    calls = []
+    for w, rec in enumerate(workers):
+        tcs = (rec.get("tool_calls") or []) if isinstance(rec, dict) else []
+        answers = rec.get("tool_results") if isinstance(rec, dict) else None
+        answers = answers if isinstance(answers, list) and len(answers) == len(tcs) else None
+        for j, tc in enumerate(tcs):
+            if not isinstance(tc, dict) or not tc.get("name"):
+                raise RescoreError(f"{where}, field worker_output[{w}].tool_calls: a call without a name")
+            ok = None if answers is None else _answer_ok(answers[j])
+            calls.append(M.Call(name=str(tc["name"]), arguments=tc.get("args") or {}, task=w, ok=ok))
+    report = row.get("reporter_output") or ""
+    if not isinstance(report, str):
+        raise RescoreError(f"{where}, field reporter_output: expected text")
+    usage = row.get("token_usage") or {}
+    stages = {st: (usage.get(st.lower()) or {}) for st in ("Planner", "Worker", "Reporter")}
+    errored = bool(row.get("error"))
+    constraints = planner.get("constraints")
+    pred = M.Prediction(
+        intent=str(planner.get("intent") or "") if planner else None,
+        constraints=constraints if isinstance(constraints, dict) else None,
+        thinking=str(planner.get("thinking") or ""), steps=steps, calls=calls,
+        content=ref_content(report) if report.strip() else None, report=report,
+        delivered=bool(report.strip()) and not errored, errored=errored,
+        prompt_tokens=sum(int(s.get("prompt_tokens") or 0) for s in stages.values()),
+        completion_tokens=sum(int(s.get("completion_tokens") or 0) for s in stages.values()),
+        usage=M.stage_usage(stages))
+    return pred, calls, isinstance(constraints, dict)
+
+
+def _answer_ok(answer: Any) -> bool:
+    """A tool answer counts as successful unless it carries an error (field, or text starting with "Error")."""
+    if isinstance(answer, dict):
+        return not answer.get("error") and str(answer.get("status", "1")).lower() not in ("0", "error", "failed")
+    return not str(answer).strip().lower().startswith("error")
+
+
+def _distinct(calls: list[Any]) -> list[Any]:
+    """Paper mode counts each call once: later worker records repeat the calls of earlier plan steps."""
+    seen, out = set(), []
+    for c in calls:
+        key = (c.name, json.dumps(c.arguments, sort_keys=True, ensure_ascii=False, default=str))
+        if key not in seen:
+            seen.add(key)
+            out.append(c)
+    return out
+
+
+_READERS: dict[str, Callable[[Benchmark, list[Path], str], tuple[list[EpisodeResult], str | None]]] = {
+    "callnavi": _callnavi, "mobilitybench": _mobilitybench}
+
+
+def rescore(opts: RescoreOptions, progress: Callable[[int, int], Any] | None = None) -> Path:
+    """Score the prediction files and write a run folder; return its path."""
+    if not opts.predictions:
+        raise RescoreError("no prediction files given")
+    if "mode" in opts.options:
+        raise RescoreError("pass the metric mode as --mode, not -O mode=")
+    try:
+        bench = get_benchmark_class(opts.benchmark)(opts.data, {**opts.options, "mode": opts.mode})
+        results, found = _READERS[opts.benchmark](bench, opts.predictions, opts.mode)
+    except DataError as e:
+        raise RescoreError(str(e)) from None
+    if not results:
+        raise RescoreError(f"{', '.join(map(str, opts.predictions))}: no predictions")
+    label = opts.label or found or "external"
+    files = ", ".join(p.name for p in opts.predictions)
+    spec = ModelSpec(name=label, base=label, engine="external", weights=Weights(file=files),
+                     quantization="unknown", context_length=1,
+                     description=f"predictions made outside rig, re-scored by rig rescore ({opts.mode} mode)")
+    repeats = max(r.repeat for r in results) + 1
+    episodes = len({r.episode_id for r in results})
+    info = BenchmarkInfo(name=bench.name, version=bench.version, data_path=str(bench.data),
+                         data_hash=bench.data_hash(), options=bench.opts.model_dump(mode="json"), episodes=episodes)
+    cfg = RunConfig(model=spec, benchmarks=[info], repeats=repeats, limit=None, decode="none", tool_mode="external",
+                    seed=0, temperature=0.0, max_tokens=0, gpu=None)
+    run_id = new_run_id(label, f"{bench.name}-rescore")
+    run_dir = opts.out / run_id
+    run_dir.mkdir(parents=True, exist_ok=False)
+    now = time.time()
+    manifest = RunManifest(run_id=run_id, config_hash=cfg.digest(), config=cfg, git_revision=git_revision(),
+                           host=host_info(), started_at=now, versions=package_versions(),
+                           engine_info={"rescored_from": [str(p) for p in opts.predictions], "mode": opts.mode})
+    manifest.write(run_dir)
+    store = Store(run_dir / "results.sqlite")
+    try:
+        for i, r in enumerate(results, 1):
+            store.write(r)
+            if progress:
+                progress(i, len(results))
+    finally:
+        store.close()
+    manifest.status, manifest.finished_at = "finished", time.time()
+    manifest.write(run_dir)
+    return run_dir

@@ -1,0 +1,167 @@
+"""`rig rescore` end to end: hand-made prediction files in the reference harnesses' own formats (CallNavi's per-domain
+output lists over the embedded sample; MobilityBench's raw_results.json over a hand-made upstream CSV) become run
+folders that `rig report`, `--html` and `rig export` read."""
+
+from __future__ import annotations
+
+import csv
+import json
+import re
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from rig.benchmarks.callnavi import data as D
+from rig.benchmarks.callnavi.benchmark import CallNavi
+from rig.cli import app
+from rig.runformat import read_results
+from rig.runs.rescore import RescoreError, RescoreOptions, rescore
+
+runner = CliRunner()
+
+
+def _callnavi_questions() -> list[D.Question]:
+    return D.load_domain(CallNavi.default_data(), "maps").questions
+
+
+def _write(path: Path, rows: object) -> Path:
+    path.write_text(json.dumps(rows, ensure_ascii=False), encoding="utf-8")
+    return path
+
+
+def _callnavi_files(tmp: Path) -> tuple[list[Path], int, int, int]:
+    """Routing: even questions answered with a ```json fence (paper accepts, reference rejects), odd ones as a
+    plain list (both accept). Params: every third question wrong, the rest the ground truth in single quotes."""
+    qs = _callnavi_questions()
+    routing, params = [], []
+    for i, q in enumerate(qs):
+        names = json.dumps(q.apis)
+        routing.append({"predit": f"```json\n{names}\n```" if i % 2 == 0 else names, "ground_truth": str(q.apis)})
+        gt = {"API": q.apis, "parameters": q.parameters}
+        answer = {"API": ["noSuchApi"], "parameters": [{}]} if i % 3 == 0 else gt
+        params.append({"predict": str(answer), "ground_truth": str(gt)})
+    files = [_write(tmp / "maps_1_APIonly_mymodel.json", routing), _write(tmp / "maps_0_para_mymodel.json", params)]
+    n = len(qs)
+    plain = sum(1 for i in range(n) if i % 2 == 1)
+    correct = sum(1 for i, q in enumerate(qs) if i % 3 != 0 and "'" not in json.dumps(q.parameters))
+    return files, n, plain, correct
+
+
+@pytest.mark.parametrize("mode", ["paper", "reference"])
+def test_callnavi_rescore_report_html_export(tmp_path: Path, mode: str) -> None:
+    files, n, plain, correct = _callnavi_files(tmp_path)
+    res = runner.invoke(app, ["rescore", "callnavi", *map(str, files), "--mode", mode, "--out", str(tmp_path / "runs")])
+    assert res.exit_code == 0, res.output
+    (run,) = (tmp_path / "runs").iterdir()
+    results = read_results(run / "results.sqlite")
+    assert len(results) == 2 * n and all(r.tags["mode"] == mode for r in results)
+    routing = [r.scores["routing"] for r in results if r.tags["task"] == "routing"]
+    assert sum(routing) == (n if mode == "paper" else plain)
+    assert sum(r.scores["ast"] for r in results if r.tags["task"] == "params") == correct
+    rep = runner.invoke(app, ["report", str(run), "--html"])
+    assert rep.exit_code == 0, rep.output
+    assert f"{mode} mode" in rep.output and "mymodel" in rep.output and "re-scored by `rig rescore`" in rep.output
+    assert f"| {sum(routing) / n:.3f} |" in rep.output  # Routing All
+    assert "not recorded" in (run / "report.html").read_text(encoding="utf-8")
+    exp = runner.invoke(app, ["export", str(run), "--format", "jsonl", "--out", str(tmp_path / "e.jsonl")])
+    assert exp.exit_code == 0, exp.output
+    assert len((tmp_path / "e.jsonl").read_text().splitlines()) == 2 * n
+
+
+def test_callnavi_misaligned_file_is_refused_naming_file_and_field(tmp_path: Path) -> None:
+    files, *_ = _callnavi_files(tmp_path)
+    rows = json.loads(files[1].read_text())
+    rows[0]["ground_truth"], rows[1]["ground_truth"] = rows[1]["ground_truth"], rows[0]["ground_truth"]
+    _write(files[1], rows)
+    res = runner.invoke(app, ["rescore", "callnavi", str(files[1]), "--out", str(tmp_path / "runs")])
+    assert res.exit_code == 2
+    assert "maps_0_para_mymodel.json: record 0, field ground_truth" in " ".join(res.output.split())
+    assert not (tmp_path / "runs").exists()  # nothing written for bad input
+    short = _write(tmp_path / "maps_2_para_m.json", rows[:3])
+    with pytest.raises(RescoreError, match="expected a list of 16 records"):
+        rescore(RescoreOptions(benchmark="callnavi", predictions=[short], out=tmp_path / "runs"))
+    with pytest.raises(RescoreError, match="not a CallNavi output file name"):
+        rescore(RescoreOptions(benchmark="callnavi", predictions=[_write(tmp_path / "x.json", [])], out=tmp_path))
+
+
+LOC = "116.30,39.98"
+COLS = ["query", "context", "task_scenario", "intent_family", "city", "time", "weather_description", "tool_list",
+        "ans_loc", "poi_result"]
+
+
+def _mobility_csv(tmp: Path) -> Path:
+    rows = [
+        {"query": "北京明天天气如何", "context": f"{{'user_current_location': '{LOC}', 'city': '北京市'}}",
+         "task_scenario": "Weather Query", "intent_family": "Basic Information Retrieval", "city": "北京市",
+         "time": "明天", "weather_description": "北京市明天晴，气温12℃",
+         "tool_list": "[{'name': 'weather_query', 'arguments': {'city': '北京市', 'need_forecast': True}}]"},
+        {"query": "颐和园在哪里", "context": f"{{'user_current_location': '{LOC}', 'city': '北京市'}}",
+         "task_scenario": "POI Query", "intent_family": "Basic Information Retrieval",
+         "tool_list": "[{'name': 'query_poi', 'arguments': {'keywords': '颐和园'}}]", "ans_loc": "116.27,39.99",
+         "poi_result": "{'status': 1, 'data': {'location': '116.27,39.99', 'name': '颐和园'}}"},
+    ]
+    path = tmp / "cases.csv"
+    with path.open("w", newline="", encoding="utf-8") as f:
+        w = csv.DictWriter(f, fieldnames=COLS)
+        w.writeheader()
+        w.writerows(rows)
+    return path
+
+
+def _raw_results(tmp: Path) -> Path:
+    usage = {"planner": {"prompt_tokens": 100, "completion_tokens": 20},
+             "worker": {"total_tokens": 50}, "reporter": {"prompt_tokens": 30, "completion_tokens": 10}}
+    weather = {"case_id": "case_1", "model_name": "upstream-model",
+               "planner_output": {"thinking": "查北京明天天气", "intent": "天气查询", "steps": [["查询北京明天天气"]]},
+               "worker_output": [{"tool_calls": [{"id": "1", "name": "weather_query",
+                                                  "args": {"city": "北京市", "need_forecast": True}}],
+                                 "tool_results": [{"status": "1", "data": "晴"}]}],
+               "reporter_output": "北京市明天晴，气温12℃", "token_usage": usage, "error": None}
+    poi = {"case_id": "case_2", "model_name": "upstream-model", "planner_output": {},
+           "worker_output": [], "reporter_output": "", "token_usage": {}, "error": "planner crashed"}
+    return _write(tmp / "raw_results.json", [weather, poi])
+
+
+@pytest.mark.parametrize("mode", ["paper", "reference"])
+def test_mobilitybench_rescore_report_html_export(tmp_path: Path, mode: str) -> None:
+    data, raw = _mobility_csv(tmp_path), _raw_results(tmp_path)
+    res = runner.invoke(app, ["rescore", "mobilitybench", str(raw), "--data", str(data), "--mode", mode,
+                              "-O", "similarity=jaccard", "--out", str(tmp_path / "runs")])
+    assert res.exit_code == 0, res.output
+    (run,) = (tmp_path / "runs").iterdir()
+    by_id = {r.episode_id: r for r in read_results(run / "results.sqlite")}
+    weather, poi = by_id["case_1"], by_id["case_2"]
+    assert weather.tags["mode"] == mode and weather.scores["DR"] == 1.0
+    assert weather.scores["reference:TS_R"] == 1.0
+    # the reference's efficiency: planner and reporter as given, the worker's lone total split 70/30
+    assert weather.scores["reference:IT"] == 100 + 35 + 30 and weather.scores["reference:OT"] == 20 + 15 + 10
+    assert weather.scores["paper:IE"] is None  # the upstream planner writes no constraint object
+    assert poi.status == "failed" and poi.error_category == "engine_error"
+    assert poi.scores["reference:FPR"] is None  # an errored case drops out of the reference's answer table
+    rep = runner.invoke(app, ["report", str(run), "--html"])
+    assert rep.exit_code == 0, rep.output
+    assert "upstream-model" in rep.output and (run / "report.html").is_file()
+    exp = runner.invoke(app, ["export", str(run), "--format", "csv", "--out", str(tmp_path / "e.csv")])
+    assert exp.exit_code == 0, exp.output
+    assert len((tmp_path / "e.csv").read_text(encoding="utf-8").strip().splitlines()) == 3
+
+
+def test_mobilitybench_unknown_case_is_refused(tmp_path: Path) -> None:
+    data = _mobility_csv(tmp_path)
+    raw = _write(tmp_path / "raw_results.json", [{"case_id": "case_9"}])
+    with pytest.raises(RescoreError, match=re.escape("raw_results.json: record 0, field case_id: 'case_9'")):
+        rescore(RescoreOptions(benchmark="mobilitybench", predictions=[raw], data=data,
+                               options={"similarity": "jaccard"}, out=tmp_path / "runs"))
+
+
+def test_mobilitybench_without_tool_results_paper_delivery_is_not_measured(tmp_path: Path) -> None:
+    data, raw = _mobility_csv(tmp_path), _raw_results(tmp_path)
+    rows = json.loads(raw.read_text(encoding="utf-8"))
+    del rows[0]["worker_output"][0]["tool_results"]
+    _write(raw, rows)
+    run = rescore(RescoreOptions(benchmark="mobilitybench", predictions=[raw], data=data,
+                                 options={"similarity": "jaccard"}, out=tmp_path / "runs"))
+    weather = next(r for r in read_results(run / "results.sqlite") if r.episode_id == "case_1")
+    assert weather.scores["paper:DR"] is None and weather.scores["paper:FPR"] is None
+    assert weather.scores["reference:DR"] == 1.0  # the reference reads the answer text only
