@@ -228,7 +228,7 @@ def blocks(text: str, start: str, end: str, *, fold: bool = False) -> list[tuple
     """Non-overlapping ``start ... end`` spans, leftmost first, as (body start, body end, closed); the last may be
     unclosed (body to the end of text). ``fold`` matches the tags ASCII case-insensitively. Linear: one
     ``find`` per tag, never a scan from every position."""
-    hay = _ascii_lower(text) if fold else text
+    hay = ascii_lower(text) if fold else text
     if fold:
         start, end = start.lower(), end.lower()
     out: list[tuple[int, int, bool]] = []
@@ -248,5 +248,5 @@ def blocks(text: str, start: str, end: str, *, fold: bool = False) -> list[tuple
 _UPPER = {c: c + 32 for c in range(65, 91)}
 
 
-def _ascii_lower(text: str) -> str:
+def ascii_lower(text: str) -> str:
     return text.translate(_UPPER)  # str.lower can change a string's length; this keeps offsets valid

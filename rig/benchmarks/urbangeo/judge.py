@@ -133,7 +133,7 @@ def parse_verdict(text: str, reason_max: float, answer_max: float = ANSWER_MAX) 
     unparsed verdict with a status saying why."""
     found = _VERDICT.findall(text or "")
     if not found:
-        if re.search(r"reason\s*:?\s*\*{0,2}\s*\[\[", text or "", re.I):
+        if re.search(r"reason\s*+:?\s*+\*{0,2}\s*+\[\[", text or "", re.I):  # possessive: linear
             return Verdict("malformed", detail="a verdict is there but not as reason:[[x]], answer:[[y]]")
         return Verdict("missing", detail="no reason:[[x]], answer:[[y]] line")
     if len({(r.strip(), a.strip()) for r, a, _ in found}) > 1:

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import ast
-import json
 import math
 import re
 import unicodedata
@@ -12,6 +11,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from rig.benchmarks.mobilitybench.lexicon import Lexicon
+from rig.decoding.safe import blocks, load_json
 
 
 def norm(text: Any) -> str:
@@ -48,17 +48,12 @@ def coords_in(text: str, lex: Lexicon) -> list[tuple[float, float]]:
     return out
 
 
-_FENCE = re.compile(r"```json\s*(.*?)```", re.DOTALL | re.IGNORECASE)
-
-
 def fenced_json(answer: str) -> dict[str, Any] | None:
-    m = _FENCE.search(answer or "")
-    if not m:
+    """The object in the first closed ```json fence (bounded loader; linear search)."""
+    found = [(a, b) for a, b, closed in blocks(answer or "", "```json", "```", fold=True) if closed]
+    if not found:
         return None
-    try:
-        v = json.loads(m.group(1))
-    except json.JSONDecodeError:
-        return None
+    v, _ = load_json(answer[found[0][0]:found[0][1]].strip())
     return v if isinstance(v, dict) else None
 
 
@@ -106,9 +101,11 @@ def repair_literal(text: Any) -> Any:
 
 
 
-_DIST_RX = re.compile(r"(\d+(?:[.,]\d+)?)\s*(km|kilomet(?:er|re)s?|公里|千米|m\b|met(?:er|re)s?|米)", re.IGNORECASE)
-_HOUR_RX = re.compile(r"(\d+(?:\.\d+)?)\s*(?:h\b|hours?|hrs?|小时)", re.IGNORECASE)
-_MIN_RX = re.compile(r"(\d+(?:\.\d+)?)\s*(?:min\b|mins\b|minutes?|分钟)", re.IGNORECASE)
+# (?<!...): a match failing inside a long digit run is not retried from each of its digits (quadratic)
+_DIST_RX = re.compile(r"(?<![\d.,])(\d+(?:[.,]\d+)?)\s*(km|kilomet(?:er|re)s?|公里|千米|m\b|met(?:er|re)s?|米)",
+                      re.IGNORECASE)
+_HOUR_RX = re.compile(r"(?<![\d.])(\d+(?:\.\d+)?)\s*(?:h\b|hours?|hrs?|小时)", re.IGNORECASE)
+_MIN_RX = re.compile(r"(?<![\d.])(\d+(?:\.\d+)?)\s*(?:min\b|mins\b|minutes?|分钟)", re.IGNORECASE)
 _CLOCK_RX = re.compile(r"\b(\d{1,2})[:.](\d{2})\s*(am|pm|a\.m\.|p\.m\.)?", re.IGNORECASE)
 
 
@@ -117,6 +114,8 @@ def stated_distances_m(text: str) -> list[float]:
     vals = []
     for (num, unit) in _DIST_RX.findall(text or ""):
         v = float(num.replace(",", "."))
+        if not math.isfinite(v):
+            continue
         u = unit.lower()
         vals.append(v * 1000 if u in ("km", "公里", "千米") or u.startswith("kilomet") else v)
     return vals
@@ -125,8 +124,8 @@ def stated_distances_m(text: str) -> list[float]:
 def stated_durations_s(text: str) -> list[float]:
     """Every duration the text states: minutes alone, hours alone, and "H hours M minutes" combined."""
     t = text or ""
-    mins = [(m.start(), float(m.group(1))) for m in _MIN_RX.finditer(t)]
-    hours = [(m.end(), float(m.group(1))) for m in _HOUR_RX.finditer(t)]
+    mins = [(m.start(), v) for m in _MIN_RX.finditer(t) if math.isfinite(v := float(m.group(1)))]
+    hours = [(m.end(), v) for m in _HOUR_RX.finditer(t) if math.isfinite(v := float(m.group(1)))]
     out = [v * 60 for _, v in mins] + [v * 3600 for _, v in hours]
     for end, h in hours:
         nxt = [v for start, v in mins if 0 <= start - end <= 8]
