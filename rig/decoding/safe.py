@@ -13,11 +13,13 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from typing import Any
 
 MAX_CHARS = 200_000  # far above any reply a benchmark asks for (tens of thousands of tokens)
+MAX_YAML_CHARS = 64_000  # the pure-Python YAML scanner reads about 1 character a microsecond
 MAX_DEPTH = 64
-MAX_NODES = 50_000
+MAX_NODES = 20_000
 MAX_ALIASES = 100
 MAX_INT_DIGITS = 64
 
@@ -195,20 +197,37 @@ def _loader() -> Any:
 
 def load_yaml(text: str) -> Result:
     """``(value, None)`` or ``(None, reason)``: one YAML document through the bounded safe loader above."""
-    err = too_long(text)
+    err = too_long(text, MAX_YAML_CHARS) or _flow_depth_error(text)
     if err:
         return None, err
     import yaml
 
-    loader = _loader()(text)
+    loader = None
     try:
+        loader = _loader()(text)  # the reader checks characters already here
         value = loader.get_single_data()
     except (yaml.YAMLError, RecursionError, ValueError, OverflowError, TypeError) as e:
         return None, "invalid YAML: " + " ".join(str(e).split())[:300]
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()
     err = check_value(value)
     return (None, f"invalid YAML: {err}") if err else (value, None)
+
+
+_QUOTED = re.compile(r'"(?:[^"\\]|\\.)*+"|\'(?:[^\']|\'\')*+\'')
+_BRACKET = re.compile(r"[\[\]{}]")
+
+
+def _flow_depth_error(text: str) -> str | None:
+    """PyYAML's scanner rechecks every open flow level at each token (quadratic in depth), so deep ``[[[`` is
+    refused before it runs. Brackets inside quoted strings do not count; the count can only over-estimate."""
+    depth = 0
+    for m in _BRACKET.finditer(_QUOTED.sub("", text)):
+        depth = depth + 1 if m.group() in "[{" else max(0, depth - 1)
+        if depth > MAX_DEPTH:
+            return f"invalid YAML: nested more than {MAX_DEPTH} deep"
+    return None
 
 
 def strip_fences(text: str) -> str:
