@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rig.benchmarks.urbangeo import geometry as G
-from rig.decoding.safe import ascii_lower, blocks
+from rig.decoding.safe import MAX_CHARS, ascii_lower, blocks
 from rig.maps.text import normalise_name
 
 ANSWER_MAX = 10.0
@@ -31,7 +31,7 @@ def parse_letter(text: str, letters: str, options: list[str] | None = None) -> s
     Accepted: the letter alone ("B", "(B)", "B."), the letter opening the reply followed by punctuation
     ("B. Kiasma", "B) ..."), "answer is B" / "answer: B", or (failing those) the full text of exactly one option.
     A bare letter followed by words ("A good choice is C") is not read as "A"."""
-    t = text.strip()
+    t = text[:MAX_CHARS].strip()  # a reply past any max_tokens is read only that far
     cls = f"[{letters}]"
     m = re.fullmatch(rf"[\(\[]?({cls})[\)\]\.:]?", t)
     if m:
@@ -62,6 +62,7 @@ class Sections:
 
 
 def sections(text: str) -> Sections:
+    text = text[:MAX_CHARS]
     reasons = [text[a:b] for a, b, closed in blocks(text, "<reason>", "</reason>", fold=True) if closed]
     answers = [text[a:b] for a, b, closed in blocks(text, "<answer>", "</answer>", fold=True) if closed]
     reason = reasons[-1].strip() if reasons else None
@@ -243,6 +244,7 @@ def route_in_order(answer: str | None, streets: list[str]) -> float:
 def program_answer(task: str, answer: str | None, truth: dict[str, Any],
                    facts: dict[str, Any]) -> tuple[float | None, dict[str, Any]]:
     """The programmatic answer score of a task (None for the judge-scored tasks) and what was read."""
+    answer = answer[:MAX_CHARS] if answer else answer
     if task == "DS":
         return score_distance(answer, truth["km"])
     if task == "DR":

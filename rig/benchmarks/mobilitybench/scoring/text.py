@@ -1,5 +1,6 @@
 """Reading answer text: normalised words, stated distances / durations / clock times, coordinates written as
-"lon,lat", fenced JSON blocks, and Python-literal cells cut at a spreadsheet's cell limit."""
+"lon,lat", fenced JSON blocks, and Python-literal cells cut at a spreadsheet's cell limit. Each reader of model
+text reads its first ``MAX_CHARS`` characters only, in linear time."""
 
 from __future__ import annotations
 
@@ -11,11 +12,11 @@ from collections.abc import Iterable
 from typing import Any
 
 from rig.benchmarks.mobilitybench.lexicon import Lexicon
-from rig.decoding.safe import blocks, load_json
+from rig.decoding.safe import MAX_CHARS, blocks, load_json
 
 
 def norm(text: Any) -> str:
-    t = unicodedata.normalize("NFKC", str(text)).casefold()
+    t = unicodedata.normalize("NFKC", str(text)[:MAX_CHARS]).casefold()
     t = re.sub(r"[\s\-_/,.;:!?'\"()\[\]{}]+", " ", t).strip()
     return re.sub(r"^(the|a|an) ", "", t)
 
@@ -40,6 +41,7 @@ COORD_RX = re.compile(r"(\d{2,3}\.\d+),\s*(\d{1,2}\.\d+)")
 
 def coords_in(text: str, lex: Lexicon) -> list[tuple[float, float]]:
     """(lon, lat) pairs written as "lon,lat" in text, inside the lexicon's plausible range."""
+    text = (text or "")[:MAX_CHARS]
     out = []
     for a, b in COORD_RX.findall(text or ""):
         lon, lat = float(a), float(b)
@@ -50,6 +52,7 @@ def coords_in(text: str, lex: Lexicon) -> list[tuple[float, float]]:
 
 def fenced_json(answer: str) -> dict[str, Any] | None:
     """The object in the first closed ```json fence (bounded loader; linear search)."""
+    answer = (answer or "")[:MAX_CHARS]
     found = [(a, b) for a, b, closed in blocks(answer or "", "```json", "```", fold=True) if closed]
     if not found:
         return None
@@ -111,6 +114,7 @@ _CLOCK_RX = re.compile(r"\b(\d{1,2})[:.](\d{2})\s*(am|pm|a\.m\.|p\.m\.)?", re.IG
 
 def stated_distances_m(text: str) -> list[float]:
     """Every distance the text states, in metres."""
+    text = (text or "")[:MAX_CHARS]
     vals = []
     for (num, unit) in _DIST_RX.findall(text or ""):
         v = float(num.replace(",", "."))
@@ -123,7 +127,7 @@ def stated_distances_m(text: str) -> list[float]:
 
 def stated_durations_s(text: str) -> list[float]:
     """Every duration the text states: minutes alone, hours alone, and "H hours M minutes" combined."""
-    t = text or ""
+    t = (text or "")[:MAX_CHARS]
     mins = [(m.start(), v) for m in _MIN_RX.finditer(t) if math.isfinite(v := float(m.group(1)))]
     hours = [(m.end(), v) for m in _HOUR_RX.finditer(t) if math.isfinite(v := float(m.group(1)))]
     out = [v * 60 for _, v in mins] + [v * 3600 for _, v in hours]
@@ -135,6 +139,7 @@ def stated_durations_s(text: str) -> list[float]:
 
 
 def stated_clocks_min(text: str) -> list[int]:
+    text = (text or "")[:MAX_CHARS]
     out = []
     for h, m, ampm in _CLOCK_RX.findall(text or ""):
         hh, mm = int(h), int(m)
