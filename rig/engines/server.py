@@ -125,13 +125,41 @@ def _stop_group(proc: subprocess.Popen, grace_s: float, log: Path | None) -> Non
             log.unlink(missing_ok=True)
 
 
+def listen_addresses(port: int, proc_net: Path = Path("/proc/net")) -> list[str] | None:
+    """The local addresses with a TCP socket listening on ``port`` in this network namespace, from the kernel's own
+    table (``/proc/net/tcp`` and ``tcp6``); None where there is no such table (not Linux)."""
+    found: list[str] | None = None
+    for name in ("tcp", "tcp6"):
+        try:
+            lines = (proc_net / name).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        found = found if found is not None else []
+        for line in lines:
+            fields = line.split()
+            if len(fields) < 4 or fields[3] != "0A":  # 0A: LISTEN
+                continue
+            addr_hex, port_hex = fields[1].split(":")
+            if int(port_hex, 16) != port:
+                continue
+            raw = bytes.fromhex(addr_hex)
+            # The kernel prints each 32-bit word of the address in host (little-endian) order.
+            raw = b"".join(raw[i:i + 4][::-1] for i in range(0, len(raw), 4))
+            found.append(str(ipaddress.ip_address(raw)))
+    return found
+
+
 class LocalServer:
-    """One server subprocess on loopback. ``start`` waits for ``GET ready_path`` to answer 200."""
+    """One server subprocess on loopback. ``start`` waits for ``GET ready_path`` to answer 200, then checks in the
+    kernel's socket table that the server listens on loopback only; a server listening on any other address (a
+    command that binds 0.0.0.0) is stopped and refused."""
 
     def __init__(self, argv: list[str], *, host: str = "127.0.0.1", port: int, ready_path: str = "/v1/models",
                  ready_timeout_s: float = 120.0, stop_grace_s: float = 10.0, name: str = "server") -> None:
         if not argv:
             raise EngineError(f"{name}: empty command")
+        if not is_loopback_host(host):
+            raise EngineError(f"{name}: host {host!r} is not loopback; a local server listens on 127.0.0.1 only")
         self.argv = argv
         self.host, self.port = host, port
         self.ready_path = ready_path
@@ -184,6 +212,16 @@ class LocalServer:
         # If close() is never awaited (crash, forgotten engine), the server still dies with this process.
         self._finalizer = weakref.finalize(self, _stop_group, self.proc, 2.0, self.log_path)
         await self._wait_ready()
+        await self._check_loopback_only()
+
+    async def _check_loopback_only(self) -> None:
+        addrs = listen_addresses(self.port)
+        exposed = sorted({a for a in addrs or [] if not ipaddress.ip_address(a).is_loopback})
+        if exposed:
+            await self.stop()
+            raise EngineError(f"{self.name} listens on {', '.join(exposed)} port {self.port}, not only on loopback "
+                              f"(command: {shlex.join(self.argv)}); it was stopped. Bind it to 127.0.0.1: pass "
+                              "the server's host option with {host}, e.g. --host {host}")
 
     async def _wait_ready(self) -> None:
         assert self.proc is not None

@@ -3,23 +3,18 @@
 
 from __future__ import annotations
 
-import json
-import re
 from typing import Any
 
+from rig.decoding.safe import blocks, check_value, load_json, too_long
 from rig.records import ParsedCall, ParseStatus
-
-_TAGGED_CALL = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|$)", re.DOTALL)
-_FENCE = re.compile(r"^```(?:json)?\s*(.*?)\s*```$", re.DOTALL)
 
 
 def parse_arguments(value: Any) -> dict[str, Any] | None:
     """A call's arguments, given as an object or as JSON text (OpenAI style); None unless they are an object."""
     if isinstance(value, str):
-        try:
-            value = json.loads(value)
-        except json.JSONDecodeError:
-            return None
+        value, _ = load_json(value)
+    elif check_value(value) is not None:  # a server's parsed arguments get the same bounds as text
+        return None
     return value if isinstance(value, dict) else None
 
 
@@ -33,26 +28,25 @@ def _call_from_obj(obj: Any) -> ParsedCall | None:
 def calls_from_text(text: str) -> tuple[list[ParsedCall], ParseStatus] | None:
     """Tool calls a server left in the message text: ``<tool_call>{json}</tool_call>`` (Hermes/Qwen) or a bare JSON
     object / list of objects with ``name`` and ``arguments``. None when the text does not look like a call."""
-    tagged = _TAGGED_CALL.findall(text)
+    if too_long(text):
+        return [], "parse_error"
+    tagged = [text[a:b].strip() for a, b, _ in blocks(text, "<tool_call>", "</tool_call>")]
     if tagged:
         calls: list[ParsedCall] = []
         for body in tagged:
-            try:
-                call = _call_from_obj(json.loads(body))
-            except json.JSONDecodeError:
-                call = None
+            value, err = load_json(body)
+            call = None if err else _call_from_obj(value)
             if call is None:
                 return calls, "parse_error"
             calls.append(call)
         return calls, "ok"
     stripped = text.strip()
-    m = _FENCE.match(stripped)
-    stripped = m.group(1) if m else stripped
+    if stripped.startswith("```") and stripped.endswith("```") and len(stripped) >= 6:
+        stripped = stripped[3:-3].removeprefix("json").strip()
     if not stripped.startswith(("{", "[")):
         return None
-    try:
-        value = json.loads(stripped)
-    except json.JSONDecodeError:
+    value, err = load_json(stripped)
+    if err:
         return None
     items = value if isinstance(value, list) else [value]
     parsed = [_call_from_obj(x) for x in items]

@@ -9,12 +9,22 @@ from __future__ import annotations
 
 import re
 
-_THINK = re.compile(r"<think>.*?</think>", flags=re.DOTALL)
+from rig.decoding.safe import blocks
+
 MAX_THINK_CHARS = 4000  # a bound, so a grammar-constrained model cannot think until max_tokens
 
 
 def strip_thinking(text: str) -> str:
-    text = _THINK.sub("", text)
+    """Remove every closed ``<think>...</think>`` block (leftmost first), then anything up to a stray
+    ``</think>``. Linear in the text: an unclosed ``<think>`` ends the search instead of being retried."""
+    kept = []
+    pos = 0
+    for body_start, body_end, closed in blocks(text, "<think>", "</think>"):
+        if not closed:
+            break
+        kept.append(text[pos:body_start - len("<think>")])
+        pos = body_end + len("</think>")
+    text = "".join(kept) + text[pos:]
     return text.split("</think>", 1)[-1].lstrip() if "</think>" in text else text.lstrip()
 
 

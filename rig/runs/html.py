@@ -192,7 +192,9 @@ def html_report(run_dirs: list[Path]) -> str:
         '<button onclick="go(1)">next</button></div><table><thead><tr><th>benchmark</th><th>episode</th>'
         '<th>tags</th><th>headline</th><th>scores</th><th>status</th><th>error</th></tr></thead>'
         '<tbody id="ep_body"></tbody></table>')
-    data = json.dumps({"prompts": prompt_text, "episodes": episodes}, ensure_ascii=False).replace("</", "<\\/")
+    # Every "<" as \u003c (JSON.parse reads it back): "</script>", "<!--" and "<script" cannot end the block or
+    # switch the HTML parser into a script-data escape state that swallows the rest of the page.
+    data = json.dumps({"prompts": prompt_text, "episodes": episodes}, ensure_ascii=False).replace("<", "\\u003c")
     return (f'<!doctype html><html><head><meta charset="utf-8">'
             f'<meta http-equiv="Content-Security-Policy" content="{CSP}"><title>rig report</title>'
             f'<style>{CSS}</style></head>'

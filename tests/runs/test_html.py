@@ -43,11 +43,11 @@ def test_html_renders_in_headless_chromium(tmp_path: Path) -> None:
     run_dir = make_run(tmp_path)
     page = tmp_path / "report.html"
     page.write_text(html_report([run_dir]))
-    base = ["unshare", "-n", CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-extensions",
-            "--disable-background-networking", "--disable-component-update", "--disable-sync",
+    base = ["unshare", "-n", CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+            "--disable-extensions", "--disable-background-networking", "--disable-component-update", "--disable-sync",
             f"--user-data-dir={tmp_path / 'profile'}"]
-    dom = subprocess.run(base + ["--enable-logging=stderr", "--v=0", "--dump-dom",
-                                 page.as_uri()], capture_output=True, text=True, timeout=120)
+    dom = subprocess.run([*base, "--enable-logging=stderr", "--v=0", "--dump-dom", page.as_uri()],
+                         capture_output=True, text=True, timeout=120)
     assert dom.returncode == 0, dom.stderr[-2000:]
     body = re.search(r'<tbody id="ep_body">(.*?)</tbody>', dom.stdout, re.S).group(1)
     assert body.count("<tr>") == 32  # the script rendered every episode row (one page)
@@ -57,6 +57,49 @@ def test_html_renders_in_headless_chromium(tmp_path: Path) -> None:
     assert not [ln for ln in console if "Error" in ln or "Uncaught" in ln or "Content Security Policy" in ln], console
     assert "Content-Security-Policy" in page.read_text() and "default-src 'none'" in page.read_text()
     shot = tmp_path / "shot.png"
-    subprocess.run(base + [f"--screenshot={shot}", "--window-size=1400,2400", page.as_uri()], capture_output=True,
+    subprocess.run([*base, f"--screenshot={shot}", "--window-size=1400,2400", page.as_uri()], capture_output=True,
                    timeout=120)
     assert shot.exists() and shot.stat().st_size > 20_000  # a real rendering, not a blank page
+
+
+def test_markup_in_replies_cannot_break_the_episode_data(tmp_path: Path) -> None:
+    """A reply holding ``<!--<script>`` (or ``</script>``) inside the JSON block must not end or comment out the
+    block: every ``<`` in it is written as ``\\u003c``."""
+    from tests.fakes import FakeEngine
+
+    from .test_report import _build_fake
+    from .test_runner import oracle
+
+    hostile = "<!--<script> </script><!-- -->"
+    bench = _build_fake(None)[2]
+    run_dir = make_run(tmp_path, engine=FakeEngine(lambda req: hostile + oracle(bench)(req), delay=0.002))
+    html = html_report([run_dir])
+    block = re.search(r'<script type="application/json" id="episodes">(.*?)</script>', html, re.S).group(1)
+    assert "<" not in block
+    data = json.loads(block)
+    assert len(data["episodes"]) == 32
+    assert all(g["text"].startswith(hostile) for e in data["episodes"] for g in e["gens"])
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium package is not installed")
+@pytest.mark.skipif(not _can_isolate(), reason="unshare -n is not permitted here; Chromium is not run un-isolated")
+def test_markup_in_replies_renders_every_row_in_chromium(tmp_path: Path) -> None:
+    from tests.fakes import FakeEngine
+
+    from .test_report import _build_fake
+    from .test_runner import oracle
+
+    bench = _build_fake(None)[2]
+    run_dir = make_run(tmp_path, engine=FakeEngine(lambda req: "<!--<script>" + oracle(bench)(req), delay=0.002))
+    page = tmp_path / "report.html"
+    page.write_text(html_report([run_dir]))
+    cmd = ["unshare", "-n", CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+           "--disable-extensions", "--disable-background-networking", "--disable-component-update", "--disable-sync",
+           f"--user-data-dir={tmp_path / 'profile'}", "--enable-logging=stderr", "--v=0", "--dump-dom", page.as_uri()]
+    dom = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    body = re.search(r'<tbody id="ep_body">(.*?)</tbody>', dom.stdout, re.S).group(1)
+    assert body.count("<tr>") == 32 and "32 episodes match" in dom.stdout
+    assert "&lt;!--&lt;script&gt;" in body  # the reply is shown as text
+    console = [ln for ln in dom.stderr.splitlines() if "CONSOLE" in ln]
+    assert not [ln for ln in console if "Error" in ln or "Uncaught" in ln or "Content Security Policy" in ln], console

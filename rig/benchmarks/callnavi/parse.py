@@ -3,23 +3,17 @@
 Syntax validity follows the paper: the answer parses into an object. Like the upstream direct parse,
 code fences are stripped and a Python-style single-quoted dict is accepted (by swapping quotes); unlike
 it, valid JSON is tried first, so an apostrophe inside a JSON string is not a syntax error.
-YAML goes through ``yaml.safe_load`` only, and must give a mapping (or list, for routing): a bare string
-is what safe_load returns for prose, and is not a valid answer.
+YAML goes through the bounded safe loader of ``rig.decoding.safe`` only, and must give a mapping (or list, for
+routing): a bare string is what a YAML loader returns for prose, and is not a valid answer.
 """
 
 from __future__ import annotations
 
-import json
-import re
 from typing import Any
 
-import yaml
+from rig.decoding.safe import load_json, load_yaml, strip_fences
 
-_FENCE = re.compile(r"^\s*```[a-zA-Z]*\s*\n?|\n?\s*```\s*$")
-
-
-def strip_fences(text: str) -> str:
-    return _FENCE.sub("", text.strip()).strip()
+__all__ = ["parse_answer", "strip_fences"]
 
 
 def parse_answer(text: str, fmt: str, expect: type) -> tuple[Any, str | None]:
@@ -28,21 +22,17 @@ def parse_answer(text: str, fmt: str, expect: type) -> tuple[Any, str | None]:
     if not body:
         return None, "empty_output"
     if fmt == "yaml":
-        try:
-            value = yaml.safe_load(body)
-        except yaml.YAMLError as e:
-            return None, f"yaml_error: {str(e).splitlines()[0]}"
-    else:
-        value, err = None, None
-        for candidate in (body, body.replace("'", '"')):
-            try:
-                value = json.loads(candidate)
-                err = None
-                break
-            except json.JSONDecodeError as e:
-                err = f"json_error: {e.msg} at line {e.lineno} column {e.colno}"
+        value, err = load_yaml(body)
         if err:
-            return None, err
+            return None, "yaml_error: " + err.removeprefix("invalid YAML: ")
+    else:
+        value, err = load_json(body)
+        if err:
+            swapped, err2 = load_json(body.replace("'", '"'))
+            if err2 is None:
+                value, err = swapped, None
+            else:
+                return None, "json_error: " + err2.removeprefix("invalid JSON: ")
     if not isinstance(value, expect):
         return None, f"not_a_{expect.__name__}: got {type(value).__name__}"
     return value, None

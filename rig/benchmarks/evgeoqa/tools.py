@@ -16,6 +16,7 @@ from __future__ import annotations
 import inspect
 import math
 import re
+import reprlib
 from collections import Counter
 from types import SimpleNamespace
 from typing import Any, Literal
@@ -38,7 +39,7 @@ MAX_MOVE_M = 100_000.0
 _DIRECTIONS = {"N": "N", "NORTH": "N", "S": "S", "SOUTH": "S", "E": "E", "EAST": "E", "W": "W", "WEST": "W"}
 _UNITS = {"": 1.0, "m": 1.0, "meter": 1.0, "meters": 1.0, "metre": 1.0, "metres": 1.0, "km": 1000.0,
           "kilometer": 1000.0, "kilometers": 1000.0, "kilometre": 1000.0, "kilometres": 1000.0}
-_DISTANCE_RE = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*([a-zA-Z]*)\s*$")
+_DISTANCE_RE = re.compile(r"^\s*+([0-9]++(?:\.[0-9]++)?)\s*+([a-zA-Z]*+)\s*+$")  # possessive: linear time
 
 
 def tool_specs(setting: Setting) -> list[ToolSpec]:
@@ -134,8 +135,11 @@ class GeoRoverExecutor(Toolkit):
                 raise ArgError(f"{field}: {value[:40]!r} is not [lon, lat]") from None
         if (not isinstance(value, (list, tuple)) or len(value) != 2
                 or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in value)):
-            raise ArgError(f"{field}: expected [lon, lat] (two numbers), got {str(value)[:60]}")
-        lon, lat = float(value[0]), float(value[1])
+            raise ArgError(f"{field}: expected [lon, lat] (two numbers), got {reprlib.repr(value)}")
+        try:
+            lon, lat = float(value[0]), float(value[1])
+        except OverflowError:  # an integer too large for a float
+            lon = lat = math.inf
         if not (math.isfinite(lat) and math.isfinite(lon)):
             raise ArgError(f"{field}: coordinates must be finite numbers")
         ext = self.world.extent
@@ -161,7 +165,10 @@ class GeoRoverExecutor(Toolkit):
         if isinstance(value, bool):
             raise ArgError("distance: expected meters as a number")
         if isinstance(value, (int, float)):
-            d = float(value)
+            try:
+                d = float(value)
+            except OverflowError:
+                raise ArgError(f"distance: a number too large (at most {MAX_MOVE_M:.0f} meters)") from None
         elif isinstance(value, str):
             m = _DISTANCE_RE.match(value)
             if not m or m.group(2).lower() not in _UNITS:
@@ -170,7 +177,7 @@ class GeoRoverExecutor(Toolkit):
         else:
             raise ArgError("distance: expected meters as a number")
         if not (math.isfinite(d) and 0 < d <= MAX_MOVE_M):
-            raise ArgError(f"distance: {value!r} must be more than 0 and at most {MAX_MOVE_M:.0f} meters")
+            raise ArgError(f"distance: {reprlib.repr(value)} must be more than 0 and at most {MAX_MOVE_M:.0f} meters")
         return d
 
     # -- tools -------------------------------------------------------------------------------------------

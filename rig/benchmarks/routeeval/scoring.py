@@ -9,6 +9,7 @@ mismatch over 50% is an error, not a success.
 from __future__ import annotations
 
 import math
+import reprlib
 from typing import Any
 
 PERFECT = 0.95  # Table 2 caption: perfect routes have accuracy >= 0.95
@@ -62,8 +63,13 @@ def check_call(args: Any, max_waypoints: int, address_max: int) -> tuple[str | N
     if missing:
         return "tool_calling_failure", f"missing argument(s): {', '.join(missing)}", {}
     est = args["estimated_distance"]
-    if isinstance(est, bool) or not isinstance(est, (int, float)) or not math.isfinite(est):
-        return "tool_calling_failure", f"estimated_distance is not a number: {est!r}", {}
+    try:  # float() of a huge integer overflows; repr of one over 4,300 digits raises
+        finite = not isinstance(est, bool) and isinstance(est, (int, float)) and math.isfinite(float(est))
+    except OverflowError:
+        finite = False
+    if not finite:
+        shown = reprlib.repr(est) if not isinstance(est, int) else f"an integer of {est.bit_length()} bits"
+        return "tool_calling_failure", f"estimated_distance is not a finite number: {shown}", {}
     rt = normalise_route_type(args["route_type"])
     if rt is None:
         why = f"route_type {args['route_type']!r} is not loop, out-and-back or point-to-point"

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rig.decoding.constraint import Constraint
+from rig.decoding.safe import MAX_CHARS
 from rig.engines.base import Engine
 from rig.records import ChatRequest, Generation, Message, Sampling
 
@@ -131,9 +132,10 @@ def parse_verdict(text: str, reason_max: float, answer_max: float = ANSWER_MAX) 
 
     Strict: numbers only inside the brackets, within 0..max; several verdicts must agree; anything else is an
     unparsed verdict with a status saying why."""
-    found = _VERDICT.findall(text or "")
+    text = (text or "")[:MAX_CHARS]
+    found = _VERDICT.findall(text)
     if not found:
-        if re.search(r"reason\s*:?\s*\*{0,2}\s*\[\[", text or "", re.I):
+        if re.search(r"reason\s*+:?\s*+\*{0,2}\s*+\[\[", text or "", re.I):  # possessive: linear
             return Verdict("malformed", detail="a verdict is there but not as reason:[[x]], answer:[[y]]")
         return Verdict("missing", detail="no reason:[[x]], answer:[[y]] line")
     if len({(r.strip(), a.strip()) for r, a, _ in found}) > 1:

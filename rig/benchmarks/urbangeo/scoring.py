@@ -9,11 +9,14 @@ what it read, so a report can show why.
 
 from __future__ import annotations
 
+import math
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 from rig.benchmarks.urbangeo import geometry as G
+from rig.decoding.safe import MAX_CHARS, ascii_lower, blocks
 from rig.maps.text import normalise_name
 
 ANSWER_MAX = 10.0
@@ -28,7 +31,7 @@ def parse_letter(text: str, letters: str, options: list[str] | None = None) -> s
     Accepted: the letter alone ("B", "(B)", "B."), the letter opening the reply followed by punctuation
     ("B. Kiasma", "B) ..."), "answer is B" / "answer: B", or (failing those) the full text of exactly one option.
     A bare letter followed by words ("A good choice is C") is not read as "A"."""
-    t = text.strip()
+    t = text[:MAX_CHARS].strip()  # a reply past any max_tokens is read only that far
     cls = f"[{letters}]"
     m = re.fullmatch(rf"[\(\[]?({cls})[\)\]\.:]?", t)
     if m:
@@ -36,7 +39,8 @@ def parse_letter(text: str, letters: str, options: list[str] | None = None) -> s
     m = re.match(rf"[\(\[]?({cls})(?:[\)\]\.:]|\s*$)", t)
     if m:
         return m.group(1)
-    m = re.search(rf"\banswer\b(?:\s+is)?\s*[:\-]?\s*(?:option\s+)?[\(\[]?({cls})\b", t, re.I)
+    # possessive quantifiers: "answer" and a long run of spaces is one pass, not a retry per split of the run
+    m = re.search(rf"\banswer\b(?:\s++is)?\s*+[:\-]?\s*+(?:option\s++)?[\(\[]?({cls})\b", t, re.I)
     if m:
         return m.group(1)
     if options:
@@ -58,27 +62,46 @@ class Sections:
 
 
 def sections(text: str) -> Sections:
-    reasons = re.findall(r"<reason>(.*?)</reason>", text, re.S | re.I)
-    answers = re.findall(r"<answer>(.*?)</answer>", text, re.S | re.I)
+    text = text[:MAX_CHARS]
+    reasons = [text[a:b] for a, b, closed in blocks(text, "<reason>", "</reason>", fold=True) if closed]
+    answers = [text[a:b] for a, b, closed in blocks(text, "<answer>", "</answer>", fold=True) if closed]
     reason = reasons[-1].strip() if reasons else None
     if answers:
         return Sections(reason, answers[-1].strip(), "ok")
-    i = text.lower().rfind("<answer>")
+    i = ascii_lower(text).rfind("<answer>")
     if i >= 0:
         return Sections(reason, text[i + len("<answer>"):].strip(), "unclosed")
     return Sections(reason, None, "missing")
 
 
+_NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
+
+
+def _numbers(text: str, unit: re.Pattern[str] | None = None) -> Iterator[tuple[float, re.Match[str] | None]]:
+    """Each finite number in ``text`` and the ``unit`` match right after it. One left-to-right pass (a search for
+    number-then-unit from every position is quadratic on a long digit run); a number too long to be finite is
+    skipped, not read as infinity."""
+    for m in _NUMBER.finditer(text):
+        v = float(m.group())
+        if math.isfinite(v):
+            yield v, unit.match(text, m.end()) if unit else None
+
+
 # ---- Distance ------------------------------------------------------------------------------------------------------
 
 
+_KM_UNIT = re.compile(r"\s*+(km|kilomet(?:er|re)s?|m|met(?:er|re)s?)\b", re.I)
+_DEG_UNIT = re.compile(r"\s*+(?:°|deg)", re.I)
+
+
 def parse_km(answer: str) -> float | None:
-    m = re.search(r"(-?\d+(?:\.\d+)?)\s*(km|kilomet(?:er|re)s?|m|met(?:er|re)s?)\b", answer.replace(",", ""), re.I)
-    if m:
-        v = float(m.group(1))
-        return v / 1000.0 if m.group(2).lower().startswith("m") else v
-    m = re.search(r"-?\d+(?:\.\d+)?", answer.replace(",", ""))
-    return float(m.group()) if m else None
+    """The first number with a distance unit (metres converted), else the first number."""
+    first = None
+    for v, unit in _numbers(answer.replace(",", ""), _KM_UNIT):
+        if unit:
+            return v / 1000.0 if unit.group(1).lower().startswith("m") else v
+        first = v if first is None else first
+    return first
 
 
 def score_distance(answer: str | None, truth_km: float) -> tuple[float, dict[str, Any]]:
@@ -113,9 +136,16 @@ def parse_cardinal(answer: str) -> str | None:
 
 
 def parse_bearing(answer: str) -> float | None:
-    m = re.search(r"bearing[^0-9\-]{0,30}(-?\d+(?:\.\d+)?)", answer, re.I) or \
-        re.search(r"(-?\d+(?:\.\d+)?)\s*(?:°|deg)", answer, re.I) or re.search(r"-?\d+(?:\.\d+)?", answer)
-    return float(m.group(1) if m.groups() else m.group()) if m else None
+    """The number after "bearing", else the first number in degrees, else the first number (finite only)."""
+    m = re.search(r"bearing[^0-9\-]{0,30}(-?\d+(?:\.\d+)?)", answer, re.I)
+    if m and math.isfinite(float(m.group(1))):
+        return float(m.group(1))
+    first = None
+    for v, unit in _numbers(answer, _DEG_UNIT):
+        if unit:
+            return v
+        first = v if first is None else first
+    return first
 
 
 def score_direction(answer: str | None, truth_bearing: float) -> tuple[float, dict[str, Any]]:
@@ -214,6 +244,7 @@ def route_in_order(answer: str | None, streets: list[str]) -> float:
 def program_answer(task: str, answer: str | None, truth: dict[str, Any],
                    facts: dict[str, Any]) -> tuple[float | None, dict[str, Any]]:
     """The programmatic answer score of a task (None for the judge-scored tasks) and what was read."""
+    answer = answer[:MAX_CHARS] if answer else answer
     if task == "DS":
         return score_distance(answer, truth["km"])
     if task == "DR":

@@ -1,10 +1,10 @@
 """Reading answer text: normalised words, stated distances / durations / clock times, coordinates written as
-"lon,lat", fenced JSON blocks, and Python-literal cells cut at a spreadsheet's cell limit."""
+"lon,lat", fenced JSON blocks, and Python-literal cells cut at a spreadsheet's cell limit. Each reader of model
+text reads its first ``MAX_CHARS`` characters only, in linear time."""
 
 from __future__ import annotations
 
 import ast
-import json
 import math
 import re
 import unicodedata
@@ -12,10 +12,11 @@ from collections.abc import Iterable
 from typing import Any
 
 from rig.benchmarks.mobilitybench.lexicon import Lexicon
+from rig.decoding.safe import MAX_CHARS, blocks, load_json
 
 
 def norm(text: Any) -> str:
-    t = unicodedata.normalize("NFKC", str(text)).casefold()
+    t = unicodedata.normalize("NFKC", str(text)[:MAX_CHARS]).casefold()
     t = re.sub(r"[\s\-_/,.;:!?'\"()\[\]{}]+", " ", t).strip()
     return re.sub(r"^(the|a|an) ", "", t)
 
@@ -40,6 +41,7 @@ COORD_RX = re.compile(r"(\d{2,3}\.\d+),\s*(\d{1,2}\.\d+)")
 
 def coords_in(text: str, lex: Lexicon) -> list[tuple[float, float]]:
     """(lon, lat) pairs written as "lon,lat" in text, inside the lexicon's plausible range."""
+    text = (text or "")[:MAX_CHARS]
     out = []
     for a, b in COORD_RX.findall(text or ""):
         lon, lat = float(a), float(b)
@@ -48,17 +50,13 @@ def coords_in(text: str, lex: Lexicon) -> list[tuple[float, float]]:
     return out
 
 
-_FENCE = re.compile(r"```json\s*(.*?)```", re.DOTALL | re.IGNORECASE)
-
-
 def fenced_json(answer: str) -> dict[str, Any] | None:
-    m = _FENCE.search(answer or "")
-    if not m:
+    """The object in the first closed ```json fence (bounded loader; linear search)."""
+    answer = (answer or "")[:MAX_CHARS]
+    found = [(a, b) for a, b, closed in blocks(answer or "", "```json", "```", fold=True) if closed]
+    if not found:
         return None
-    try:
-        v = json.loads(m.group(1))
-    except json.JSONDecodeError:
-        return None
+    v, _ = load_json(answer[found[0][0]:found[0][1]].strip())
     return v if isinstance(v, dict) else None
 
 
@@ -106,17 +104,22 @@ def repair_literal(text: Any) -> Any:
 
 
 
-_DIST_RX = re.compile(r"(\d+(?:[.,]\d+)?)\s*(km|kilomet(?:er|re)s?|公里|千米|m\b|met(?:er|re)s?|米)", re.IGNORECASE)
-_HOUR_RX = re.compile(r"(\d+(?:\.\d+)?)\s*(?:h\b|hours?|hrs?|小时)", re.IGNORECASE)
-_MIN_RX = re.compile(r"(\d+(?:\.\d+)?)\s*(?:min\b|mins\b|minutes?|分钟)", re.IGNORECASE)
+# (?<!...): a match failing inside a long digit run is not retried from each of its digits (quadratic)
+_DIST_RX = re.compile(r"(?<![\d.,])(\d+(?:[.,]\d+)?)\s*(km|kilomet(?:er|re)s?|公里|千米|m\b|met(?:er|re)s?|米)",
+                      re.IGNORECASE)
+_HOUR_RX = re.compile(r"(?<![\d.])(\d+(?:\.\d+)?)\s*(?:h\b|hours?|hrs?|小时)", re.IGNORECASE)
+_MIN_RX = re.compile(r"(?<![\d.])(\d+(?:\.\d+)?)\s*(?:min\b|mins\b|minutes?|分钟)", re.IGNORECASE)
 _CLOCK_RX = re.compile(r"\b(\d{1,2})[:.](\d{2})\s*(am|pm|a\.m\.|p\.m\.)?", re.IGNORECASE)
 
 
 def stated_distances_m(text: str) -> list[float]:
     """Every distance the text states, in metres."""
+    text = (text or "")[:MAX_CHARS]
     vals = []
     for (num, unit) in _DIST_RX.findall(text or ""):
         v = float(num.replace(",", "."))
+        if not math.isfinite(v):
+            continue
         u = unit.lower()
         vals.append(v * 1000 if u in ("km", "公里", "千米") or u.startswith("kilomet") else v)
     return vals
@@ -124,9 +127,9 @@ def stated_distances_m(text: str) -> list[float]:
 
 def stated_durations_s(text: str) -> list[float]:
     """Every duration the text states: minutes alone, hours alone, and "H hours M minutes" combined."""
-    t = text or ""
-    mins = [(m.start(), float(m.group(1))) for m in _MIN_RX.finditer(t)]
-    hours = [(m.end(), float(m.group(1))) for m in _HOUR_RX.finditer(t)]
+    t = (text or "")[:MAX_CHARS]
+    mins = [(m.start(), v) for m in _MIN_RX.finditer(t) if math.isfinite(v := float(m.group(1)))]
+    hours = [(m.end(), v) for m in _HOUR_RX.finditer(t) if math.isfinite(v := float(m.group(1)))]
     out = [v * 60 for _, v in mins] + [v * 3600 for _, v in hours]
     for end, h in hours:
         nxt = [v for start, v in mins if 0 <= start - end <= 8]
@@ -136,6 +139,7 @@ def stated_durations_s(text: str) -> list[float]:
 
 
 def stated_clocks_min(text: str) -> list[int]:
+    text = (text or "")[:MAX_CHARS]
     out = []
     for h, m, ampm in _CLOCK_RX.findall(text or ""):
         hh, mm = int(h), int(m)

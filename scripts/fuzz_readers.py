@@ -1,0 +1,80 @@
+"""Fuzz every reader of model output with N random replies each and print a markdown table.
+
+    python3 scripts/fuzz_readers.py [--n 10000] [--seed 0] [--bound 1.0] [--reader NAME]
+
+Replies are drawn from a seeded mix: random Unicode, concatenations of JSON/YAML/tag fragments, one fragment
+repeated up to 40,000 times, and the issue-18 regression replies. A reply fails when the reader raises (it
+would be recorded as an engine crash) or takes longer than --bound seconds. Exit 1 on any failure."""
+
+from __future__ import annotations
+
+import argparse
+import random
+import sys
+import time
+import traceback
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from tests.decoding.test_readers_fuzz import _PIECES
+from tests.readers import READERS, REGRESSIONS
+
+
+def replies(n: int, seed: int) -> list[str]:
+    rng = random.Random(seed)
+    out = list(REGRESSIONS)
+    while len(out) < n:
+        kind = rng.random()
+        if kind < 0.3:
+            out.append("".join(chr(rng.choice((rng.randint(0, 127), rng.randint(0, 0x2FFF), rng.randint(0, 0x10FFFF))))
+                               for _ in range(rng.randint(0, 400))))
+        elif kind < 0.8:
+            out.append("".join(rng.choice(_PIECES) for _ in range(rng.randint(1, 200))))
+        else:
+            piece = rng.choice(_PIECES)  # up to 200,000 characters: past any reply max_tokens allows
+            out.append(piece * rng.randint(1, max(1, 200_000 // len(piece))))
+    return out[:n]
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--n", type=int, default=10_000)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--bound", type=float, default=1.0, help="seconds one reply may take")
+    ap.add_argument("--reader", choices=sorted(READERS), action="append")
+    a = ap.parse_args()
+    texts = replies(a.n, a.seed)
+    names = a.reader or list(READERS)
+    rows, bad = [], 0
+    for name in names:
+        read = READERS[name]
+        read("warm-up")  # imports happen on first use
+        failures, format_errors, worst, total, first = 0, 0, 0.0, 0.0, ""
+        for i, text in enumerate(texts):
+            t0 = time.perf_counter()
+            try:
+                if read(text) is not None:
+                    format_errors += 1
+            except Exception:
+                failures += 1
+                first = first or traceback.format_exc(limit=3)
+            dt = time.perf_counter() - t0
+            if dt > a.bound:
+                failures += 1
+                first = first or f"{dt:.2f}s on reply {i} ({len(text)} chars): {text[:60]!r}"
+            worst, total = max(worst, dt), total + dt
+            if i % 1000 == 999:
+                print(f"  {name}: {i + 1}/{len(texts)}", file=sys.stderr, end="\r")
+        rows.append((name, len(texts), failures, format_errors, worst * 1000, total / len(texts) * 1000))
+        bad += failures
+        if first:
+            print(f"{name}: first failure:\n{first}", file=sys.stderr)
+    print("| reader | inputs | failures | format errors | max ms | mean ms |\n|---|---:|---:|---:|---:|---:|")
+    for name, n, f, fe, mx, mean in rows:
+        print(f"| {name} | {n} | {f} | {fe} | {mx:.1f} | {mean:.2f} |")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
