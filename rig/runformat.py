@@ -48,6 +48,10 @@ class NewerFormatError(ValueError):
     """A run file written by a newer rig than this one; str() names the file and both versions."""
 
 
+class RunFileError(ValueError):
+    """A run file that is missing or damaged; str() names the file and what is wrong with it."""
+
+
 def check_version(path: Path, found: int, newest: int) -> None:
     if found > newest:
         raise NewerFormatError(f"{path} was written by a newer rig (format {found}; this rig reads up to {newest}): "
@@ -73,6 +77,40 @@ def connect_results(path: Path) -> sqlite3.Connection:
     return conn
 
 
+def connect_results_readonly(path: Path) -> sqlite3.Connection:
+    """Open an existing results database for reading only: never creates one, never writes (a read-only run folder
+    works), and a missing, empty or damaged file is a RunFileError naming it."""
+    path = Path(path)
+    if not path.is_file():
+        raise RunFileError(f"{path}: not found (the run stored no results, or the file was moved)")
+    uri = path.resolve().as_uri()
+    conn = None
+    try:
+        try:
+            conn = sqlite3.connect(f"{uri}?mode=ro", uri=True, check_same_thread=False)
+            conn.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
+        except sqlite3.OperationalError:
+            # A WAL database needs its -shm file; in a read-only folder without one, read the file as immutable
+            # (no process can be writing to a folder it cannot write).
+            if conn is not None:
+                conn.close()
+            conn = sqlite3.connect(f"{uri}?immutable=1", uri=True, check_same_thread=False)
+        check_version(path, conn.execute("PRAGMA user_version").fetchone()[0] or 1, RESULTS_SCHEMA_VERSION)
+        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        if not {"results", "generations"} <= tables:
+            raise RunFileError(f"{path}: not a rig results database (no results table; empty or damaged file)")
+        conn.execute("SELECT COUNT(*) FROM results").fetchone()
+    except sqlite3.DatabaseError as e:
+        if conn is not None:
+            conn.close()
+        raise RunFileError(f"{path}: damaged results database ({e})") from None
+    except BaseException:
+        if conn is not None:
+            conn.close()
+        raise
+    return conn
+
+
 def select_results(conn: sqlite3.Connection, benchmark: str | None = None) -> list[EpisodeResult]:
     q = "SELECT record FROM results"
     args: tuple = ()
@@ -80,12 +118,16 @@ def select_results(conn: sqlite3.Connection, benchmark: str | None = None) -> li
         q += " WHERE benchmark = ?"
         args = (benchmark,)
     q += " ORDER BY benchmark, episode_id, repeat"
-    return [EpisodeResult.model_validate_json(r[0]) for r in conn.execute(q, args)]
+    try:
+        return [EpisodeResult.model_validate_json(r[0]) for r in conn.execute(q, args)]
+    except (sqlite3.DatabaseError, ValueError) as e:
+        name = conn.execute("PRAGMA database_list").fetchone()[2]
+        raise RunFileError(f"{name}: damaged results database ({str(e).splitlines()[0]})") from None
 
 
 def read_results(path: Path, benchmark: str | None = None) -> list[EpisodeResult]:
-    """Every stored result (of one benchmark), in key order."""
-    conn = connect_results(path)
+    """Every stored result (of one benchmark), in key order; the file is opened read-only."""
+    conn = connect_results_readonly(path)
     try:
         return select_results(conn, benchmark)
     finally:
