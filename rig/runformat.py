@@ -79,27 +79,38 @@ def connect_results(path: Path) -> sqlite3.Connection:
 
 def connect_results_readonly(path: Path) -> sqlite3.Connection:
     """Open an existing results database for reading only: never creates one, never writes (a read-only run folder
-    works), and a missing, empty or damaged file is a RunFileError naming it."""
+    works, and reading leaves the folder as it was), and a missing, empty or damaged file is a RunFileError naming it.
+    """
     path = Path(path)
     if not path.is_file():
         raise RunFileError(f"{path}: not found (the run stored no results, or the file was moved)")
-    uri = path.resolve().as_uri()
+    with path.open("rb") as f:
+        head = f.read(100)
+    if not head:
+        raise RunFileError(f"{path}: empty file (not a results database)")
+    if len(head) < 100 or not head.startswith(b"SQLite format 3\x00"):
+        raise RunFileError(f"{path}: not an SQLite database (damaged or overwritten)")
+    # The version is read from the file header, so a newer file is refused before SQLite touches it.
+    check_version(path, int.from_bytes(head[60:64], "big") or 1, RESULTS_SCHEMA_VERSION)
+    wal = path.with_name(path.name + "-wal")
+    pending = wal.exists() and wal.stat().st_size > 0
+    # Without a WAL holding commits, the file alone is the whole database: read it as immutable, which creates no
+    # -wal/-shm files. With one (a run in progress, or killed), SQLite must read it: plain read-only mode.
+    uri = path.resolve().as_uri() + ("?mode=ro" if pending else "?immutable=1")
     conn = None
     try:
-        try:
-            conn = sqlite3.connect(f"{uri}?mode=ro", uri=True, check_same_thread=False)
-            conn.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
-        except sqlite3.OperationalError:
-            # A WAL database needs its -shm file; in a read-only folder without one, read the file as immutable
-            # (no process can be writing to a folder it cannot write).
-            if conn is not None:
-                conn.close()
-            conn = sqlite3.connect(f"{uri}?immutable=1", uri=True, check_same_thread=False)
-        check_version(path, conn.execute("PRAGMA user_version").fetchone()[0] or 1, RESULTS_SCHEMA_VERSION)
+        conn = sqlite3.connect(uri, uri=True, check_same_thread=False)
         tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
         if not {"results", "generations"} <= tables:
-            raise RunFileError(f"{path}: not a rig results database (no results table; empty or damaged file)")
+            raise RunFileError(f"{path}: not a rig results database (no results table)")
         conn.execute("SELECT COUNT(*) FROM results").fetchone()
+    except sqlite3.OperationalError as e:
+        if conn is not None:
+            conn.close()
+        if pending:
+            raise RunFileError(f"{path}: cannot read the commits pending in {wal.name} ({e}); open the run once "
+                               "where its folder is writable") from None
+        raise RunFileError(f"{path}: damaged results database ({e})") from None
     except sqlite3.DatabaseError as e:
         if conn is not None:
             conn.close()

@@ -41,7 +41,7 @@ def _clean_str(s: str) -> str:
 
 def sanitize(value: Any, reasons: set[str], depth: int = 0, seen: frozenset[int] = frozenset()) -> Any:
     """``value`` as plain JSON data (dicts, lists, str, finite numbers, bool, None); each change adds a reason."""
-    if value is None or isinstance(value, bool) or isinstance(value, int):
+    if value is None or isinstance(value, (bool, int)):
         return value
     if isinstance(value, float):
         if math.isfinite(value):
