@@ -7,7 +7,6 @@ import time
 from pathlib import Path
 
 import typer
-from click.core import ParameterSource
 from rich.console import Console
 from rich.table import Table as RichTable
 
@@ -108,7 +107,8 @@ def bench(
         model = DEFAULT_MODEL
     # Only the flags given on the command line are passed: --resume takes the others from the run's record, and
     # compares the given ones with it (with or without --model).
-    given = {p for p in ctx.params if ctx.get_parameter_source(p) not in (ParameterSource.DEFAULT, None)}
+    # (by name: typer carries its own copy of click's ParameterSource)
+    given = {p for p in ctx.params if getattr(ctx.get_parameter_source(p), "name", "DEFAULT") != "DEFAULT"}
     if "tool_mode" not in given and "decode" in given:
         given.add("tool_mode")  # implied by --decode
     if opts or fmt or decode != "none":
@@ -120,7 +120,7 @@ def bench(
     given = {names.get(g, g) for g in given}
     if resume is None:
         given = set(values)
-    bo = BenchOptions(**{k: v for k, v in values.items() if k in given or k in ("out", "resume", "model")})
+    bo = BenchOptions.model_validate({k: v for k, v in values.items() if k in given or k in ("out", "resume")})
     columns = [TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                TextColumn("{task.fields[rate]}"), TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn()]
     prog = Progress(*columns, console=err, transient=False)

@@ -219,6 +219,8 @@ def run_bench(opts: BenchOptions, progress: Callable[[int, int], Any] | None = N
             lock.release()
             raise
         opts = resume_options(opts, old)
+    if opts.model is None:
+        raise BenchError("--model is required (see `rig models`)")
     try:
         spec, weights, chosen, cfg, skipped = _build(opts)
         if opts.resume:
