@@ -329,12 +329,14 @@ def _run(opts: BenchOptions, spec: ModelSpec, weights: str, chosen: list[tuple[B
     prev = signal.getsignal(signal.SIGTERM)
     # Outside the event loop (before it starts) SIGTERM stops the run like Ctrl-C does.
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
-    manifest.status = "failed"  # until the run ends one way or the other: a failed load is not left "running"
     try:
         finished = asyncio.run(go())
         manifest.status = "finished" if finished else "interrupted"
     except KeyboardInterrupt:
         manifest.status = "interrupted"
+    except BaseException:
+        manifest.status = "failed"  # a failed load or a broken run is not left "running"
+        raise
     finally:
         signal.signal(signal.SIGTERM, prev)
         gpu = sampler.stop()
