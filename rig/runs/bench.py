@@ -9,6 +9,7 @@ import os
 import random
 import signal
 import sqlite3
+import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -289,8 +290,11 @@ def _run(opts: BenchOptions, spec: ModelSpec, weights: str, chosen: list[tuple[B
                 say("still waiting for the engine call in flight to return")
             stopping.append(signum)
 
+        handled = []
         for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, on_signal, sig)
+            with contextlib.suppress(ValueError, RuntimeError):  # only the main thread can take signals
+                loop.add_signal_handler(sig, on_signal, sig)
+                handled.append(sig)
         engine = None
         try:
             engine = create_engine(spec, weights, gpu=opts.gpu)
@@ -323,12 +327,13 @@ def _run(opts: BenchOptions, spec: ModelSpec, weights: str, chosen: list[tuple[B
             if engine is not None:
                 manifest.engine_info = engine.describe()
                 await _uncancellable(engine.close())
-            for sig in (signal.SIGINT, signal.SIGTERM):
+            for sig in handled:
                 loop.remove_signal_handler(sig)
 
     prev = signal.getsignal(signal.SIGTERM)
-    # Outside the event loop (before it starts) SIGTERM stops the run like Ctrl-C does.
-    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+    main_thread = threading.current_thread() is threading.main_thread()
+    if main_thread:  # outside the event loop (before it starts) SIGTERM stops the run like Ctrl-C does
+        signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
     try:
         finished = asyncio.run(go())
         manifest.status = "finished" if finished else "interrupted"
@@ -338,7 +343,8 @@ def _run(opts: BenchOptions, spec: ModelSpec, weights: str, chosen: list[tuple[B
         manifest.status = "failed"  # a failed load or a broken run is not left "running"
         raise
     finally:
-        signal.signal(signal.SIGTERM, prev)
+        if main_thread:
+            signal.signal(signal.SIGTERM, prev)
         gpu = sampler.stop()
         with contextlib.suppress(sqlite3.Error):  # telemetry only; the results are already committed
             store.write_gpu_samples(gpu.samples)
