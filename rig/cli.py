@@ -88,6 +88,7 @@ def bench(
     from rig.runformat import NewerFormatError, RunFileError
     from rig.runs.bench import BenchError, BenchOptions, run_bench
     from rig.runs.report import report_markdown
+    from rig.runs.store import open_manifest
 
     if decode not in ("none", "json", "yaml"):
         _fail(f"--decode {decode!r}: choose none, json or yaml")
@@ -136,13 +137,16 @@ def bench(
         prog.update(state["task"], completed=done, total=total, rate=rate)
 
     try:
-        run_dir = run_bench(bo, progress=progress, on_event=lambda m: err.print(m, highlight=False))
+        # soft_wrap: a printed --resume command must stay one line to be copied
+        run_dir = run_bench(bo, progress=progress, on_event=lambda m: err.print(m, highlight=False, soft_wrap=True))
     except (RegistryError, DataError, BenchError, MissingExtra, EngineError, KeyError, NewerFormatError,
             RunFileError) as e:
         prog.stop()
         _fail(str(e).strip("'\""))
     prog.stop()
-    err.print(f"results: {run_dir}", highlight=False)
+    err.print(f"results: {run_dir}", highlight=False, soft_wrap=True)
+    if open_manifest(run_dir).status == "interrupted":
+        raise typer.Exit(130)  # the shell's code for a stopped command: scripts must not take it as finished
     if report:
         md = report_markdown(run_dir)
         (run_dir / "report.md").write_text(md)

@@ -88,7 +88,7 @@ def test_kills_and_sigterm_then_resume_equal_an_uninterrupted_run(tmp_path: Path
     wait_for(ev, "call", ev.read_text().split().count("call") + 1)
     p.send_signal(signal.SIGTERM)
     _, err = p.communicate(timeout=60)
-    assert p.returncode == 0, err
+    assert p.returncode == 130, err
     assert "engine closed while a call" not in err
     assert f"rig bench --resume {rid}" in err
     assert json.loads((run_dir / "manifest.json").read_text())["status"] == "interrupted"
@@ -132,6 +132,6 @@ def test_sigint_stops_cleanly_too(tmp_path: Path) -> None:
     wait_for(ev, "call", 2)
     p.send_signal(signal.SIGINT)
     _, err = p.communicate(timeout=60)
-    assert p.returncode == 0, err
+    assert p.returncode == 130, err
     assert "interrupted; resume with: rig bench --resume" in err
     assert json.loads((only_run(out) / "manifest.json").read_text())["status"] == "interrupted"
