@@ -5,7 +5,6 @@ from __future__ import annotations
 import sys
 import time
 from pathlib import Path
-from typing import Optional
 
 import typer
 from rich.console import Console
@@ -45,29 +44,31 @@ def _tool_mode(tool_mode: str | None, decode: str) -> str:
 
 @app.command()
 def bench(
-    model: Optional[str] = typer.Option(None, "--model", "-m",
-                                        help="Model from models.yaml (see `rig models`); default: the embedded gemma3-270m."),
-    benchmark: Optional[str] = typer.Option(None, "--benchmark", "-b",
+    ctx: typer.Context,
+    model: str | None = typer.Option(None, "--model", "-m", help="Model from models.yaml (see `rig models`); "
+                                                                  "default: the embedded gemma3-270m."),
+    benchmark: str | None = typer.Option(None, "--benchmark", "-b",
                                             help="Benchmark to run (default: every benchmark with data available)."),
-    gpu: Optional[int] = typer.Option(None, "--gpu", help="GPU ordinal; CPU when omitted."),
-    limit: Optional[int] = typer.Option(None, "--limit", min=1, help="Run a seeded sample of N questions."),
+    gpu: int | None = typer.Option(None, "--gpu", help="GPU ordinal; CPU when omitted."),
+    limit: int | None = typer.Option(None, "--limit", min=1, help="Run a seeded sample of N questions."),
     repeats: int = typer.Option(1, "--repeats", "-k", min=1, help="Runs per episode (stability scores need k > 1)."),
-    data: Optional[Path] = typer.Option(None, "--data", help="Benchmark data folder (default: the embedded sample)."),
+    data: Path | None = typer.Option(None, "--data", help="Benchmark data folder (default: the embedded sample)."),
     out_dir: Path = typer.Option(Path("runs"), "--out", help="Where run folders go."),
-    resume: Optional[str] = typer.Option(None, "--resume", help="Run id to resume; finished episodes are skipped."),
-    fmt: Optional[str] = typer.Option(None, "--format", help="Answer format for CallNavi: json or yaml."),
+    resume: str | None = typer.Option(None, "--resume", help="Run id to resume; finished episodes are skipped."),
+    fmt: str | None = typer.Option(None, "--format", help="Answer format for CallNavi: json or yaml."),
     decode: str = typer.Option("none", "--decode", help="Constrain output: none, json or yaml."),
-    tool_mode: Optional[str] = typer.Option(None, "--tool-mode",
+    tool_mode: str | None = typer.Option(None, "--tool-mode",
                                             help="How tools are offered: native, prompt, json or yaml (constrained "
                                                  "calls); default: the --decode format, else prompt."),
     option: list[str] = typer.Option([], "--option", "-O", help="Benchmark option key=value (e.g. task=routing); "
                                                                  "`rig benchmarks` lists each benchmark's options."),
     concurrency: int = typer.Option(1, "--concurrency", "-c", min=1, help="Episodes in flight."),
     order: str = typer.Option("grouped", "--order", help="grouped (shared prompt prefixes together) or shuffled."),
-    temperature: Optional[float] = typer.Option(None, "--temperature", help="Override the model's temperature."),
-    seed: Optional[int] = typer.Option(None, "--seed", help="Override the model's seed."),
-    max_tokens: Optional[int] = typer.Option(None, "--max-tokens", min=1, help="Override the model's max_tokens."),
-    models_file: Optional[Path] = typer.Option(None, "--models", help="models.yaml to use."),
+    temperature: float | None = typer.Option(None, "--temperature", min=0.0,
+                                                help="Override the model's temperature."),
+    seed: int | None = typer.Option(None, "--seed", help="Override the model's seed."),
+    max_tokens: int | None = typer.Option(None, "--max-tokens", min=1, help="Override the model's max_tokens."),
+    models_file: Path | None = typer.Option(None, "--models", help="models.yaml to use."),
     report: bool = typer.Option(True, "--report/--no-report", help="Print the report at the end."),
 ) -> None:
     """Run a benchmark on a local model and print its report."""
@@ -84,9 +85,10 @@ def bench(
     from rig.engines import MissingExtra
     from rig.engines.base import EngineError
     from rig.registry import RegistryError
-    from rig.runformat import NewerFormatError
+    from rig.runformat import NewerFormatError, RunFileError
     from rig.runs.bench import BenchError, BenchOptions, run_bench
     from rig.runs.report import report_markdown
+    from rig.runs.store import open_manifest
 
     if decode not in ("none", "json", "yaml"):
         _fail(f"--decode {decode!r}: choose none, json or yaml")
@@ -102,14 +104,24 @@ def bench(
         opts[fmt_key] = fmt
     elif decode != "none" and fmt_key is not None:
         opts.setdefault(fmt_key, decode)
-    if resume and not model and (option or fmt):
-        _fail("--resume without --model reuses the recorded options; do not pass --format/--option")
     if model is None and resume is None:
         model = DEFAULT_MODEL
-    bo = BenchOptions(model=model, benchmark=benchmark, gpu=gpu, limit=limit, repeats=repeats, data=data,
-                      out=out_dir, resume=resume, decode=decode, tool_mode=tool_mode, options=opts,
-                      concurrency=concurrency, order=order, models_file=models_file, temperature=temperature,
-                      seed=seed, max_tokens=max_tokens)
+    # Only the flags given on the command line are passed: --resume takes the others from the run's record, and
+    # compares the given ones with it (with or without --model).
+    # (by name: typer carries its own copy of click's ParameterSource)
+    given = {p for p in ctx.params if getattr(ctx.get_parameter_source(p), "name", "DEFAULT") != "DEFAULT"}
+    if "tool_mode" not in given and "decode" in given:
+        given.add("tool_mode")  # implied by --decode
+    if opts or fmt or decode != "none":
+        given.add("options")
+    values = dict(model=model, benchmark=benchmark, gpu=gpu, limit=limit, repeats=repeats, data=data, out=out_dir,
+                  resume=resume, decode=decode, tool_mode=tool_mode, options=opts, concurrency=concurrency,
+                  order=order, models_file=models_file, temperature=temperature, seed=seed, max_tokens=max_tokens)
+    names = {"out_dir": "out", "option": "options", "fmt": "options"}
+    given = {names.get(g, g) for g in given}
+    if resume is None:
+        given = set(values)
+    bo = BenchOptions.model_validate({k: v for k, v in values.items() if k in given or k in ("out", "resume")})
     columns = [TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                TextColumn("{task.fields[rate]}"), TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn()]
     prog = Progress(*columns, console=err, transient=False)
@@ -125,12 +137,16 @@ def bench(
         prog.update(state["task"], completed=done, total=total, rate=rate)
 
     try:
-        run_dir = run_bench(bo, progress=progress, on_event=lambda m: err.print(m, highlight=False))
-    except (RegistryError, DataError, BenchError, MissingExtra, EngineError, KeyError, NewerFormatError) as e:
+        # soft_wrap: a printed --resume command must stay one line to be copied
+        run_dir = run_bench(bo, progress=progress, on_event=lambda m: err.print(m, highlight=False, soft_wrap=True))
+    except (RegistryError, DataError, BenchError, MissingExtra, EngineError, KeyError, NewerFormatError,
+            RunFileError) as e:
         prog.stop()
         _fail(str(e).strip("'\""))
     prog.stop()
-    err.print(f"results: {run_dir}", highlight=False)
+    err.print(f"results: {run_dir}", highlight=False, soft_wrap=True)
+    if open_manifest(run_dir).status == "interrupted":
+        raise typer.Exit(130)  # the shell's code for a stopped command: scripts must not take it as finished
     if report:
         md = report_markdown(run_dir)
         (run_dir / "report.md").write_text(md)
@@ -142,10 +158,10 @@ def report(
     run: list[Path] = typer.Argument(..., help="Run directories (runs/<id>)."),
     html: bool = typer.Option(False, "--html", help="Write one self-contained HTML file."),
     md: bool = typer.Option(True, "--md/--no-md", help="Print markdown tables."),
-    to: Optional[Path] = typer.Option(None, "--out", help="HTML output path (default: report.html in the first run)."),
+    to: Path | None = typer.Option(None, "--out", help="HTML output path (default: report.html in the first run)."),
 ) -> None:
     """Report runs: tables in the papers' layouts, latency, tokens, memory; --html for plots and an episode browser."""
-    from rig.runformat import NewerFormatError
+    from rig.runformat import NewerFormatError, RunFileError
     from rig.runs.report import report_markdown
 
     for r in run:
@@ -155,16 +171,28 @@ def report(
         if md:
             for r in run:
                 text = report_markdown(r)
-                (r / "report.md").write_text(text)
+                _write_beside(r / "report.md", text)
                 sys.stdout.write(text + "\n")
         if html:
             from rig.runs.html import html_report
 
             path = to or run[0] / "report.html"
-            path.write_text(html_report(run))
+            page = html_report(run)
+            try:
+                path.write_text(page)
+            except OSError as e:
+                _fail(f"--out {path}: cannot write ({e.strerror})")
             err.print(f"wrote {path}")
-    except NewerFormatError as e:
+    except (NewerFormatError, RunFileError) as e:
         _fail(str(e))
+
+
+def _write_beside(path: Path, text: str) -> None:
+    """A copy of the report in the run folder; a read-only run folder only loses the copy."""
+    try:
+        path.write_text(text)
+    except OSError as e:
+        err.print(f"note: {path} not written ({e.strerror})", highlight=False)
 
 
 def _mount_maps() -> None:
@@ -181,7 +209,7 @@ app.add_typer(models_app, name="models")
 
 @models_app.callback()
 def models(ctx: typer.Context,
-           models_file: Optional[Path] = typer.Option(None, "--models", help="models.yaml to use.")) -> None:
+           models_file: Path | None = typer.Option(None, "--models", help="models.yaml to use.")) -> None:
     """List the model registry and whether each model's weights are present."""
     if ctx.invoked_subcommand:
         return
@@ -195,7 +223,7 @@ def models(ctx: typer.Context,
     for c in ("name", "engine", "quant", "ctx", "weights", "present"):
         t.add_column(c)
     for name, spec in reg.models.items():
-        ok, detail = weights_present(spec, reg.path)
+        ok, _detail = weights_present(spec, reg.path)
         default = " (default)" if reg.defaults.get(spec.base) == name else ""
         t.add_row(name + default, spec.engine, spec.quantization, str(spec.context_length),
                   f"{spec.weights.kind}: {spec.weights.ref}", "yes" if ok else "[red]no[/]")
@@ -206,9 +234,9 @@ def models(ctx: typer.Context,
 def quantize(
     model: str = typer.Argument(..., help="Source model (a llama.cpp GGUF entry of models.yaml)."),
     to: str = typer.Option(..., "--to", help="Target quantization, e.g. q4_0, q8_0, q5_k_m."),
-    out_path: Optional[Path] = typer.Option(None, "--out", help="Output .gguf (default: weights/<name>.gguf)."),
-    name: Optional[str] = typer.Option(None, "--name", help="Name of the new models.yaml entry."),
-    models_file: Optional[Path] = typer.Option(None, "--models", help="models.yaml to read and append to."),
+    out_path: Path | None = typer.Option(None, "--out", help="Output .gguf (default: weights/<name>.gguf)."),
+    name: str | None = typer.Option(None, "--name", help="Name of the new models.yaml entry."),
+    models_file: Path | None = typer.Option(None, "--models", help="models.yaml to read and append to."),
     register: bool = typer.Option(True, "--register/--no-register", help="Append the new entry to models.yaml."),
 ) -> None:
     """Make a new GGUF variant with llama.cpp's quantize API and register it."""
@@ -272,17 +300,17 @@ def convert(
 def compare(
     models_: list[str] = typer.Argument(..., metavar="MODEL...", help="Two or more models; the first is the baseline."),
     benchmark: str = typer.Option("callnavi", "--benchmark", "-b"),
-    limit: Optional[int] = typer.Option(None, "--limit", min=1),
+    limit: int | None = typer.Option(None, "--limit", min=1),
     repeats: int = typer.Option(1, "--repeats", "-k", min=1),
-    data: Optional[Path] = typer.Option(None, "--data"),
+    data: Path | None = typer.Option(None, "--data"),
     out_dir: Path = typer.Option(Path("runs"), "--out"),
-    gpu: Optional[int] = typer.Option(None, "--gpu"),
+    gpu: int | None = typer.Option(None, "--gpu"),
     decode: str = typer.Option("none", "--decode"),
-    tool_mode: Optional[str] = typer.Option(None, "--tool-mode", help="Default: the --decode format, else prompt."),
+    tool_mode: str | None = typer.Option(None, "--tool-mode", help="Default: the --decode format, else prompt."),
     option: list[str] = typer.Option([], "--option", "-O"),
     seed: int = typer.Option(0, "--seed", help="One seed for every variant, so episodes and sampling match."),
-    max_tokens: Optional[int] = typer.Option(None, "--max-tokens", min=1),
-    models_file: Optional[Path] = typer.Option(None, "--models"),
+    max_tokens: int | None = typer.Option(None, "--max-tokens", min=1),
+    models_file: Path | None = typer.Option(None, "--models"),
 ) -> None:
     """Run the same episodes on each model in its own process and compare them, paired."""
     from rig.runs.bench import BenchError, BenchOptions
@@ -329,8 +357,8 @@ def benchmarks_cmd(name: str | None = typer.Argument(None, help="One benchmark (
 
 
 @app.command()
-def doctor(data: Optional[Path] = typer.Option(None, "--data", help="CallNavi data folder to check."),
-           models_file: Optional[Path] = typer.Option(None, "--models")) -> None:
+def doctor(data: Path | None = typer.Option(None, "--data", help="CallNavi data folder to check."),
+           models_file: Path | None = typer.Option(None, "--models")) -> None:
     """Check engines, GPUs, the offline guard, data and weights."""
     from rig.doctor import run_checks
 
@@ -362,7 +390,8 @@ def runs(root: Path = typer.Argument(Path("runs"), help="Folder holding run fold
 @app.command("export")
 def export_cmd(run: Path = typer.Argument(..., help="Run directory."),
                fmt: str = typer.Option("csv", "--format", help="csv, jsonl or parquet."),
-               to: Optional[Path] = typer.Option(None, "--out", help="Output file (default: inside the run folder).")) -> None:
+               to: Path | None = typer.Option(None, "--out",
+                                              help="Output file (default: inside the run folder).")) -> None:
     """Write per-episode rows joined with their telemetry."""
     from rig.runs.export import export
 
@@ -372,6 +401,8 @@ def export_cmd(run: Path = typer.Argument(..., help="Run directory."),
         path = export(run, fmt, to)
     except (ValueError, RuntimeError) as e:
         _fail(str(e))
+    except OSError as e:
+        _fail(f"--out {e.filename or to}: cannot write the export ({e.strerror})")
     err.print(f"wrote {path}")
 
 bundle_app = typer.Typer(help="Carry rig, weights, data and map packs to a machine with no network, verified.",

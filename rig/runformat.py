@@ -48,6 +48,10 @@ class NewerFormatError(ValueError):
     """A run file written by a newer rig than this one; str() names the file and both versions."""
 
 
+class RunFileError(ValueError):
+    """A run file that is missing or damaged; str() names the file and what is wrong with it."""
+
+
 def check_version(path: Path, found: int, newest: int) -> None:
     if found > newest:
         raise NewerFormatError(f"{path} was written by a newer rig (format {found}; this rig reads up to {newest}): "
@@ -73,6 +77,51 @@ def connect_results(path: Path) -> sqlite3.Connection:
     return conn
 
 
+def connect_results_readonly(path: Path) -> sqlite3.Connection:
+    """Open an existing results database for reading only: never creates one, never writes (a read-only run folder
+    works, and reading leaves the folder as it was), and a missing, empty or damaged file is a RunFileError naming it.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise RunFileError(f"{path}: not found (the run stored no results, or the file was moved)")
+    with path.open("rb") as f:
+        head = f.read(100)
+    if not head:
+        raise RunFileError(f"{path}: empty file (not a results database)")
+    if len(head) < 100 or not head.startswith(b"SQLite format 3\x00"):
+        raise RunFileError(f"{path}: not an SQLite database (damaged or overwritten)")
+    # The version is read from the file header, so a newer file is refused before SQLite touches it.
+    check_version(path, int.from_bytes(head[60:64], "big") or 1, RESULTS_SCHEMA_VERSION)
+    wal = path.with_name(path.name + "-wal")
+    pending = wal.exists() and wal.stat().st_size > 0
+    # Without a WAL holding commits, the file alone is the whole database: read it as immutable, which creates no
+    # -wal/-shm files. With one (a run in progress, or killed), SQLite must read it: plain read-only mode.
+    uri = path.resolve().as_uri() + ("?mode=ro" if pending else "?immutable=1")
+    conn = None
+    try:
+        conn = sqlite3.connect(uri, uri=True, check_same_thread=False)
+        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        if not {"results", "generations"} <= tables:
+            raise RunFileError(f"{path}: not a rig results database (no results table)")
+        conn.execute("SELECT COUNT(*) FROM results").fetchone()
+    except sqlite3.OperationalError as e:
+        if conn is not None:
+            conn.close()
+        if pending:
+            raise RunFileError(f"{path}: cannot read the commits pending in {wal.name} ({e}); open the run once "
+                               "where its folder is writable") from None
+        raise RunFileError(f"{path}: damaged results database ({e})") from None
+    except sqlite3.DatabaseError as e:
+        if conn is not None:
+            conn.close()
+        raise RunFileError(f"{path}: damaged results database ({e})") from None
+    except BaseException:
+        if conn is not None:
+            conn.close()
+        raise
+    return conn
+
+
 def select_results(conn: sqlite3.Connection, benchmark: str | None = None) -> list[EpisodeResult]:
     q = "SELECT record FROM results"
     args: tuple = ()
@@ -80,12 +129,16 @@ def select_results(conn: sqlite3.Connection, benchmark: str | None = None) -> li
         q += " WHERE benchmark = ?"
         args = (benchmark,)
     q += " ORDER BY benchmark, episode_id, repeat"
-    return [EpisodeResult.model_validate_json(r[0]) for r in conn.execute(q, args)]
+    try:
+        return [EpisodeResult.model_validate_json(r[0]) for r in conn.execute(q, args)]
+    except (sqlite3.DatabaseError, ValueError) as e:
+        name = conn.execute("PRAGMA database_list").fetchone()[2]
+        raise RunFileError(f"{name}: damaged results database ({str(e).splitlines()[0]})") from None
 
 
 def read_results(path: Path, benchmark: str | None = None) -> list[EpisodeResult]:
-    """Every stored result (of one benchmark), in key order."""
-    conn = connect_results(path)
+    """Every stored result (of one benchmark), in key order; the file is opened read-only."""
+    conn = connect_results_readonly(path)
     try:
         return select_results(conn, benchmark)
     finally:

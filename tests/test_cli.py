@@ -23,3 +23,95 @@ def test_bad_tool_mode_exits_2_naming_the_flag() -> None:
 def test_format_on_a_benchmark_without_one_is_refused() -> None:
     r = CliRunner().invoke(app, ["bench", "-b", "routeeval", "--format", "yaml"])
     assert r.exit_code == 2 and "CallNavi's answer format" in r.output
+
+
+# --- bad input is a message naming the flag or file, exit 2, before any model loads (issue 18) -------------------
+
+FAKE_MODELS = ("models:\n  fake:\n    engine: llamacpp\n    weights: {file: w.gguf}\n    quantization: none\n"
+               "    context_length: 4096\n")
+
+
+def _fake_registry(tmp_path):  # type: ignore[no-untyped-def]
+    (tmp_path / "models.yaml").write_text(FAKE_MODELS)
+    (tmp_path / "w.gguf").write_bytes(b"")
+    return ["--models", str(tmp_path / "models.yaml"), "--model", "fake"]
+
+
+@pytest.fixture
+def fake_engine(monkeypatch):  # type: ignore[no-untyped-def]
+    from rig.runs import bench
+    from tests.runs.killable import ThreadedFakeEngine
+
+    monkeypatch.setenv("KILLABLE_DELAY", "0")
+    monkeypatch.setattr(bench, "create_engine", lambda spec, weights, gpu=None: ThreadedFakeEngine(spec, weights))
+
+
+@pytest.mark.parametrize(("flags", "says"), [
+    (["--order", "random"], "--order 'random'"),
+    (["--temperature", "-1"], "--temperature"),
+    (["--resume", "../elsewhere/RID"], "--resume '../elsewhere/RID'"),
+])
+def test_bad_flags_exit_2_before_anything_is_written(tmp_path, flags, says) -> None:  # type: ignore[no-untyped-def]
+    out = tmp_path / "runs"
+    r = CliRunner().invoke(app, ["bench", *_fake_registry(tmp_path), "-b", "callnavi", "--out", str(out), *flags])
+    assert r.exit_code == 2 and says in r.output, r.output
+    assert not out.exists()
+
+
+def test_out_on_a_file_or_under_one_is_refused(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    (tmp_path / "afile").write_text("")
+    for out, says in ((tmp_path / "afile", "is a file"), (tmp_path / "afile" / "sub", "cannot create the run folder")):
+        r = CliRunner().invoke(app, ["bench", *_fake_registry(tmp_path), "-b", "callnavi", "--out", str(out)])
+        assert r.exit_code == 2 and f"--out {out}" in r.output and says in r.output, r.output
+
+
+@pytest.mark.parametrize(("damage", "says"), [("bytes", "not UTF-8 text"), ("folder", "is a folder")])
+def test_an_unreadable_questions_file_is_named(tmp_path, damage, says) -> None:  # type: ignore[no-untyped-def]
+    import shutil
+
+    from rig.benchmarks.callnavi.benchmark import CallNavi
+
+    data = tmp_path / "data"
+    shutil.copytree(CallNavi().data, data)
+    q = data / "Questions" / "maps.json"
+    if damage == "bytes":
+        q.write_bytes(b'[{"question": "caf\xe9"}]')
+    else:
+        q.unlink()
+        q.mkdir()
+    r = CliRunner().invoke(app, ["bench", *_fake_registry(tmp_path), "-b", "callnavi", "--data", str(data),
+                                 "--out", str(tmp_path / "runs")])
+    assert r.exit_code == 2 and f"{q}: {says}" in r.output, r.output
+
+
+def test_a_failed_load_marks_the_run_failed(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import json
+
+    pytest.importorskip("llama_cpp")
+    out = tmp_path / "runs"
+    r = CliRunner().invoke(app, ["bench", *_fake_registry(tmp_path), "-b", "callnavi", "--limit", "1",
+                                 "--out", str(out)])
+    assert r.exit_code == 2 and "could not load" in r.output, r.output
+    (run_dir,) = out.iterdir()
+    assert json.loads((run_dir / "manifest.json").read_text())["status"] == "failed"
+
+
+@pytest.mark.parametrize("with_model", [False, True])
+@pytest.mark.parametrize("flags", [["--max-tokens", "7"], ["--limit", "3"], ["--repeats", "2"],
+                                   ["--temperature", "0.5"], ["--decode", "json"]])
+def test_resume_refuses_changed_flags_with_or_without_model(tmp_path, fake_engine, flags,  # type: ignore[no-untyped-def]
+                                                            with_model) -> None:
+    reg = _fake_registry(tmp_path)
+    out = tmp_path / "runs"
+    r = CliRunner().invoke(app, ["bench", *reg, "-b", "callnavi", "-O", "task=routing", "--limit", "2", "--out",
+                                 str(out), "--no-report"])
+    assert r.exit_code == 0, r.output
+    (run_dir,) = out.iterdir()
+    base = ["bench", "--models", reg[1], *(reg[2:] if with_model else []), "--resume", run_dir.name, "--out", str(out)]
+    r = CliRunner().invoke(app, [*base, *flags, "--no-report"])
+    assert r.exit_code == 2 and "configuration changed" in r.output, r.output
+    field = {"--max-tokens": "max_tokens", "--limit": "limit", "--repeats": "repeats", "--temperature": "temperature",
+             "--decode": "decode"}[flags[0]]
+    assert f"{field}:" in r.output
+    r = CliRunner().invoke(app, [*base, "--no-report"])  # unchanged: resumes
+    assert r.exit_code == 0, r.output

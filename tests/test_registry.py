@@ -41,7 +41,8 @@ models:
         (GOOD.replace("{file: w.gguf}", "{file: w.gguf, dir: x}"), "models.m.weights"),
         ("models: [1, 2]", "top-level mapping 'models:'"),
         ("models:\n  m: {engine: [", "not valid YAML"),
-        (GOOD + "    variants: {q8: {quantisation: q8_0}}\n", "models.m.variants.q8: unknown field(s) ['quantisation']"),
+        (GOOD + "    variants: {q8: {quantisation: q8_0}}\n",
+         "models.m.variants.q8: unknown field(s) ['quantisation']"),
     ],
 )
 def test_bad_registry_names_file_entry_and_field(tmp_path: Path, text: str, needle: str) -> None:
@@ -81,3 +82,38 @@ def test_cli_exit_code_2_on_missing_weights(tmp_path: Path) -> None:
     assert "models.m.weights.file" in r.output
     r = CliRunner().invoke(app, ["bench", "--model", "nope", "--models", str(p)])
     assert r.exit_code == 2 and "no model named 'nope'" in r.output
+
+
+def test_an_entry_without_engine_says_it_is_missing(tmp_path: Path) -> None:
+    p = write(tmp_path, "models:\n  m:\n    weights: {file: w.gguf}\n    quantization: q4\n    context_length: 8\n")
+    with pytest.raises(RegistryError, match=r"models\.m\.engine: missing; choose one of") as e:
+        load_registry(p)
+    assert "None" not in str(e.value)
+
+
+@pytest.mark.parametrize(("package", "says"), [
+    ("os", "not a GGUF weights package"),  # an installed module that is not a weights package: never imported
+    ("antigravity", "not a GGUF weights package"),
+    ("json.decoder_gguf", "not a GGUF weights package"),
+    ("no_such_thing_gguf", "is not installed"),
+])
+def test_weights_package_must_be_a_gguf_package(tmp_path: Path, package: str, says: str) -> None:
+    import sys
+
+    p = write(tmp_path, f"models:\n  m:\n    engine: llamacpp\n    weights: {{package: {package}}}\n"
+                        "    quantization: q4\n    context_length: 8\n")
+    reg = load_registry(p)
+    sys.modules.pop("antigravity", None)
+    with pytest.raises(RegistryError, match=rf"models\.m\.weights\.package: .*{says}"):
+        resolve_weights(reg.get("m"), reg.path)
+    assert "antigravity" not in sys.modules
+
+
+def test_a_gguf_named_package_without_a_gguf_is_refused(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    (tmp_path / "fake_weights_gguf.py").write_text("MODEL_NAME = 'x.txt'\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    p = write(tmp_path, "models:\n  m:\n    engine: llamacpp\n    weights: {package: fake_weights_gguf}\n"
+                        "    quantization: q4\n    context_length: 8\n")
+    reg = load_registry(p)
+    with pytest.raises(RegistryError, match="does not expose a GGUF"):
+        resolve_weights(reg.get("m"), reg.path)

@@ -3,10 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import fcntl
+import os
 import random
 import signal
+import sqlite3
+import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +28,7 @@ from rig.registry import ModelSpec, default_registry_path, load_registry, resolv
 from rig.runs.config import BenchmarkInfo, RunConfig
 from rig.runs.manifest import RunManifest, git_revision, host_info, new_run_id, package_versions
 from rig.runs.runner import plan, run_items
-from rig.runs.store import Store
+from rig.runs.store import Store, open_manifest
 from rig.telemetry.gpu import GpuSampler
 
 
@@ -130,91 +136,221 @@ def _diff(a: Any, b: Any, path: str = "") -> list[str]:
     return [] if a == b else [f"{path}: {a!r} -> {b!r}"]
 
 
+ORDERS = ("grouped", "shuffled")
+
+
+def _check_flags(opts: BenchOptions) -> None:
+    """Flag problems, found before anything is loaded or written."""
+    if opts.order not in ORDERS and opts.order != "given":
+        raise BenchError(f"--order {opts.order!r}: choose {' or '.join(ORDERS)}")
+    if opts.temperature is not None and opts.temperature < 0:
+        raise BenchError(f"--temperature {opts.temperature}: must be 0 or more")
+    if opts.resume is not None and (not opts.resume or opts.resume in (".", "..") or "/" in opts.resume
+                                    or os.sep in opts.resume):
+        raise BenchError(f"--resume {opts.resume!r}: give a run id (a folder name inside --out {opts.out})")
+    if opts.out.exists() and not opts.out.is_dir():
+        raise BenchError(f"--out {opts.out}: is a file, not a folder")
+
+
+# Fields of BenchOptions that --resume takes from the run's record unless they are given explicitly.
+RECORDED = ("model", "benchmark", "data", "options", "limit", "repeats", "decode", "tool_mode", "gpu", "temperature",
+            "seed", "max_tokens", "order")
+
+
+def resume_options(opts: BenchOptions, old: RunManifest) -> BenchOptions:
+    """``opts`` with every field it does not set explicitly taken from the run's record. Explicit fields (with or
+    without --model) are kept, so a changed one makes the configuration differ and the resume is refused."""
+    c = old.config
+    bs = c.benchmarks
+    single = len(bs) == 1
+    recorded: dict[str, Any] = dict(
+        model=c.model.name, benchmark=bs[0].name if single else None,
+        data=Path(bs[0].data_path) if single else None,
+        options=bs[0].options if single else {f"{b.name}.{k}": v for b in bs for k, v in b.options.items()},
+        limit=c.limit, repeats=c.repeats, decode=c.decode, tool_mode=c.tool_mode, gpu=c.gpu,
+        temperature=c.temperature, seed=c.seed, max_tokens=c.max_tokens, order=old.order)
+    given = opts.model_fields_set
+    update = {k: v for k, v in recorded.items() if k not in given}
+    if "options" in given:  # given options change the recorded ones; the rest stay as recorded
+        update["options"] = {**recorded["options"], **opts.options}
+    return opts.model_copy(update=update)
+
+
+class RunLock:
+    """An exclusive lock on a run folder for as long as one process runs it (released by the kernel on any exit,
+    SIGKILL included), so two processes never run the same episodes."""
+
+    def __init__(self, run_dir: Path) -> None:
+        self.path = run_dir / "run.lock"
+        try:
+            self.fd: int | None = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as e:
+            raise BenchError(f"{self.path}: cannot create the run lock ({e.strerror})") from None
+        try:
+            fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            holder = os.pread(self.fd, 32, 0).decode(errors="replace").strip() or "unknown"
+            os.close(self.fd)
+            self.fd = None
+            raise BenchError(f"{run_dir}: another rig process (pid {holder}) is running this run; wait for it to end "
+                             "or stop it first") from None
+        os.ftruncate(self.fd, 0)
+        os.pwrite(self.fd, str(os.getpid()).encode(), 0)
+
+    def release(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+
+
 def run_bench(opts: BenchOptions, progress: Callable[[int, int], Any] | None = None,
               on_event: Callable[[str], None] | None = None) -> Path:
     """Run (or resume) benchmarks on one model, in one run with one manifest; return the run directory."""
     offline.install()
     say = on_event or (lambda _m: None)
+    _check_flags(opts)
+    lock = None
     if opts.resume:
         run_dir = opts.out / opts.resume
         if not (run_dir / "manifest.json").exists():
             raise BenchError(f"--resume {opts.resume}: {run_dir / 'manifest.json'} not found")
-        old = RunManifest.read(run_dir)
-        Store(run_dir / "results.sqlite").close()  # refuses a results database from a newer rig before any write
-        if opts.model is None:  # resume exactly as recorded
-            bs = old.config.benchmarks
-            single = len(bs) == 1
-            opts = opts.model_copy(update=dict(
-                model=old.config.model.name, benchmark=bs[0].name if single else None,
-                data=Path(bs[0].data_path) if single else None,
-                options=bs[0].options if single else {f"{b.name}.{k}": v for b in bs for k, v in b.options.items()},
-                limit=old.config.limit, repeats=old.config.repeats, decode=old.config.decode,
-                tool_mode=old.config.tool_mode, gpu=old.config.gpu, temperature=old.config.temperature,
-                seed=old.config.seed, max_tokens=old.config.max_tokens, order=old.order))
+        lock = RunLock(run_dir)
+        try:
+            old = open_manifest(run_dir)
+            Store(run_dir / "results.sqlite").close()  # refuses a results database from a newer rig before any write
+        except BaseException:
+            lock.release()
+            raise
+        opts = resume_options(opts, old)
     if opts.model is None:
         raise BenchError("--model is required (see `rig models`)")
-    spec, weights, chosen, cfg, skipped = _build(opts)
+    try:
+        spec, weights, chosen, cfg, skipped = _build(opts)
+        if opts.resume:
+            if cfg.digest() != old.config_hash:
+                changes = _diff(old.config.model_dump(mode="json"), cfg.model_dump(mode="json"))
+                raise BenchError(f"--resume {opts.resume}: the configuration changed since the run started, refusing "
+                                 "to mix results:\n  " + "\n  ".join(changes[:10]))
+            manifest = old
+            manifest.status = "running"
+        else:
+            run_id = new_run_id(spec.name, "+".join(b.name for b, _ in chosen))
+            run_dir = opts.out / run_id
+            try:
+                run_dir.mkdir(parents=True, exist_ok=False)
+            except OSError as e:
+                raise BenchError(f"--out {opts.out}: cannot create the run folder {run_dir} ({e.strerror})") from None
+            lock = RunLock(run_dir)
+            manifest = RunManifest(run_id=run_id, config_hash=cfg.digest(), config=cfg, git_revision=git_revision(),
+                                   host=host_info(), started_at=time.time(), concurrency=opts.concurrency,
+                                   order=opts.order,
+                                   bundle_id=bundle_id_for(opts.models_file or default_registry_path()))
+        try:
+            manifest.write(run_dir)
+        except OSError as e:
+            raise BenchError(f"--out {opts.out}: cannot write {run_dir / 'manifest.json'} ({e.strerror})") from None
+    except BaseException:
+        if lock is not None:
+            lock.release()
+        raise
     for line in skipped:
         say(f"skipped {line}")
-    if opts.resume:
-        if cfg.digest() != old.config_hash:
-            changes = _diff(old.config.model_dump(mode="json"), cfg.model_dump(mode="json"))
-            raise BenchError(f"--resume {opts.resume}: the configuration changed since the run started, refusing to "
-                             "mix results:\n  " + "\n  ".join(changes[:10]))
-        manifest = old
-        manifest.status = "running"
-    else:
-        run_id = new_run_id(spec.name, "+".join(b.name for b, _ in chosen))
-        run_dir = opts.out / run_id
-        run_dir.mkdir(parents=True, exist_ok=False)
-        manifest = RunManifest(run_id=run_id, config_hash=cfg.digest(), config=cfg, git_revision=git_revision(),
-                               host=host_info(), started_at=time.time(), concurrency=opts.concurrency,
-                               order=opts.order, bundle_id=bundle_id_for(opts.models_file or default_registry_path()))
-    manifest.write(run_dir)
+    try:
+        return _run(opts, spec, weights, chosen, manifest, run_dir, progress, say)
+    finally:
+        if lock is not None:
+            lock.release()
+
+
+def _run(opts: BenchOptions, spec: ModelSpec, weights: str, chosen: list[tuple[Benchmark, list[Episode]]],
+         manifest: RunManifest, run_dir: Path, progress: Callable[[int, int], Any] | None,
+         say: Callable[[str], None]) -> Path:
     say(f"run {manifest.run_id}: {spec.name} on " + ", ".join(f"{b.name} ({len(e)} episodes)" for b, e in chosen)
         + f" x {opts.repeats} repeats")
     store = Store(run_dir / "results.sqlite")
     sampler = GpuSampler(opts.gpu)
     sampler.start()
-    engine = create_engine(spec, weights, gpu=opts.gpu)
     items = plan(chosen, opts.repeats, order=opts.order, seed=spec.sampling.seed)
     ctx = RunContext(sampling=spec.sampling, decode=opts.decode, tool_mode=opts.tool_mode)
+    resume_hint = f"rig bench --resume {manifest.run_id} --out {opts.out}"
 
-    async def go() -> None:
-        t = time.perf_counter()
-        await engine.load()
-        if manifest.load_time_s is None:
-            manifest.load_time_s = time.perf_counter() - t
-        sampler.mark_loaded()
-        manifest.versions = package_versions() | engine.versions()
-        manifest.write(run_dir)
-        done = [len(store.done_keys())]
-        if progress:
-            progress(done[0], len(items))
+    async def go() -> bool:
+        """Run to the end (True) or until SIGINT/SIGTERM (False). A signal abandons the episodes in flight (they
+        are not stored, so --resume reruns them) but waits for the engine call in flight to return before the
+        engine is closed: closing llama.cpp under a decoding thread crashes the process."""
+        loop = asyncio.get_running_loop()
+        main = asyncio.current_task()
+        assert main is not None
+        executor = ThreadPoolExecutor(thread_name_prefix="rig-engine")
+        loop.set_default_executor(executor)  # engine calls run here (asyncio.to_thread)
+        stopping: list[int] = []
 
-        def tick(_res: Any) -> None:
-            done[0] += 1
+        def on_signal(signum: int) -> None:
+            if not stopping:
+                say(f"{signal.Signals(signum).name}: stopping; episodes in flight are abandoned and rerun on resume")
+                main.cancel()
+            else:
+                say("still waiting for the engine call in flight to return")
+            stopping.append(signum)
+
+        handled = []
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            with contextlib.suppress(ValueError, RuntimeError):  # only the main thread can take signals
+                loop.add_signal_handler(sig, on_signal, sig)
+                handled.append(sig)
+        engine = None
+        try:
+            engine = create_engine(spec, weights, gpu=opts.gpu)
+            t = time.perf_counter()
+            await engine.load()
+            if manifest.load_time_s is None:
+                manifest.load_time_s = time.perf_counter() - t
+            sampler.mark_loaded()
+            manifest.versions = package_versions() | engine.versions()
+            manifest.write(run_dir)
+            done = [len(store.done_keys())]
             if progress:
                 progress(done[0], len(items))
 
-        try:
+            def tick(_res: Any) -> None:
+                done[0] += 1
+                if progress:
+                    progress(done[0], len(items))
+
             await run_items(items, engine, store, ctx, concurrency=opts.concurrency, on_done=tick)
+            return True
+        except asyncio.CancelledError:
+            if not stopping:
+                raise
+            return False
         finally:
-            manifest.engine_info = engine.describe()
-            await engine.close()
+            # Calls abandoned by a cancel still run in their threads: wait for them on a fresh executor's thread.
+            loop.set_default_executor(ThreadPoolExecutor(thread_name_prefix="rig-close"))
+            await _uncancellable(asyncio.to_thread(executor.shutdown, wait=True))
+            if engine is not None:
+                manifest.engine_info = engine.describe()
+                await _uncancellable(engine.close())
+            for sig in handled:
+                loop.remove_signal_handler(sig)
 
     prev = signal.getsignal(signal.SIGTERM)
-    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+    main_thread = threading.current_thread() is threading.main_thread()
+    if main_thread:  # outside the event loop (before it starts) SIGTERM stops the run like Ctrl-C does
+        signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
     try:
-        asyncio.run(go())
-        manifest.status = "finished"
+        finished = asyncio.run(go())
+        manifest.status = "finished" if finished else "interrupted"
     except KeyboardInterrupt:
         manifest.status = "interrupted"
-        say(f"interrupted; resume with: rig bench --resume {manifest.run_id} --out {opts.out}")
+    except BaseException:
+        manifest.status = "failed"  # a failed load or a broken run is not left "running"
+        raise
     finally:
-        signal.signal(signal.SIGTERM, prev)
+        if main_thread:
+            signal.signal(signal.SIGTERM, prev)
         gpu = sampler.stop()
-        store.write_gpu_samples(gpu.samples)
+        with contextlib.suppress(sqlite3.Error):  # telemetry only; the results are already committed
+            store.write_gpu_samples(gpu.samples)
         gpu.samples = []  # kept in the store, not the manifest
         manifest.gpu_memory = gpu
         from rig.telemetry.process import peak_rss_bytes
@@ -223,4 +359,19 @@ def run_bench(opts: BenchOptions, progress: Callable[[int, int], Any] | None = N
         manifest.finished_at = time.time()
         manifest.write(run_dir)
         store.close()
+        if manifest.status == "interrupted":
+            say(f"interrupted; resume with: {resume_hint}")
+        elif manifest.status == "failed":
+            say(f"run {manifest.run_id} failed; after fixing the cause, resume with: {resume_hint}")
     return run_dir
+
+
+async def _uncancellable(aw: Any) -> Any:
+    """Await ``aw`` to the end even if this task is cancelled again meanwhile (a second Ctrl-C)."""
+    task = asyncio.ensure_future(aw)
+    while True:
+        try:
+            return await asyncio.shield(task)
+        except asyncio.CancelledError:
+            if task.done():
+                return task.result()

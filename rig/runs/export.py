@@ -10,8 +10,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from rig.runs.manifest import RunManifest
-from rig.runs.store import Store
+from rig.runformat import RunFileError
+from rig.runs.store import Store, open_manifest
 from rig.runs.summary import total
 
 
@@ -29,14 +29,18 @@ def list_runs(root: Path) -> list[RunRow]:
     rows = []
     for d in sorted(root.glob("*/manifest.json")):
         try:
-            man = RunManifest.read(d.parent)
+            man = open_manifest(d.parent)
         except (ValueError, OSError):
             continue  # not a run folder (e.g. a compare folder) or an unreadable manifest
-        store = Store(d.parent / "results.sqlite")
         try:
-            done = store.count()
-        finally:
-            store.close()
+            store = Store(d.parent / "results.sqlite", readonly=True)
+        except RunFileError:
+            done = 0  # no results stored yet, or a damaged file that `rig report` names
+        else:
+            try:
+                done = store.count()
+            finally:
+                store.close()
         total = sum(b.episodes for b in man.config.benchmarks) * man.config.repeats
         status = man.status if not (man.status == "running" and done < total) else "running or crashed"
         rows.append(RunRow(run_id=man.run_id, model=man.config.model.name,
@@ -47,8 +51,8 @@ def list_runs(root: Path) -> list[RunRow]:
 
 def episode_rows(run_dir: Path) -> list[dict[str, Any]]:
     """One flat row per (episode, repeat): scores, status, summed tokens, first/last timings."""
-    man = RunManifest.read(run_dir)
-    store = Store(run_dir / "results.sqlite")
+    man = open_manifest(run_dir)
+    store = Store(run_dir / "results.sqlite", readonly=True)
     try:
         results = store.results()
     finally:

@@ -13,10 +13,9 @@ from typing import Any
 
 from rig.benchmarks import benchmark_tables, recorded_prompts
 from rig.benchmarks.base import Table
-from rig.runs.manifest import RunManifest
 from rig.runs.plots import scatter_svg
 from rig.runs.report import NM, ci_table, fmt, telemetry_table
-from rig.runs.store import Store
+from rig.runs.store import Store, open_manifest
 from rig.runs.summary import benchmark_of, summarize
 
 CLIP_HEAD, CLIP_TAIL = 300, 900
@@ -113,8 +112,8 @@ def html_report(run_dirs: list[Path]) -> str:
     pareto: list[tuple[str, float | None, float, float]] = []  # (model, latency p50, accuracy, peak memory GiB)
     prompt_text: dict[str, str] = {}  # one copy per episode, shared by its repeats
     for run_dir in run_dirs:
-        man = RunManifest.read(run_dir)
-        store = Store(run_dir / "results.sqlite")
+        man = open_manifest(run_dir)
+        store = Store(run_dir / "results.sqlite", readonly=True)
         try:
             cfg, spec = man.config, man.config.model
             gpu = man.gpu_memory

@@ -10,8 +10,7 @@ from typing import Any
 
 from rig.benchmarks import benchmark_tables
 from rig.benchmarks.base import Table
-from rig.runs.manifest import RunManifest
-from rig.runs.store import Store
+from rig.runs.store import Store, open_manifest
 from rig.runs.summary import RunSummary, benchmark_of, summarize
 
 NM = "not measured"
@@ -79,8 +78,8 @@ def report_markdown(run_dir: Path) -> str:
     run_dir = Path(run_dir)
     if not (run_dir / "manifest.json").exists():
         raise FileNotFoundError(f"{run_dir}: no manifest.json (is this a run directory?)")
-    man = RunManifest.read(run_dir)
-    store = Store(run_dir / "results.sqlite")
+    man = open_manifest(run_dir)
+    store = Store(run_dir / "results.sqlite", readonly=True)
     try:
         cfg = man.config
         spec = cfg.model

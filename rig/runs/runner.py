@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from rig.benchmarks.base import Benchmark, RunContext
 from rig.engines.base import Engine
 from rig.records import Episode, EpisodeResult
-from rig.runs.store import Store
+from rig.runs.store import DuplicateResult, Store
 
 
 @dataclass
@@ -88,8 +88,7 @@ async def run_items(
                 it = queue.get_nowait()
             except asyncio.QueueEmpty:
                 return
-            res = await _run_one(it, engine, ctx)
-            store.write(res)
+            res = _store(store, it, await _run_one(it, engine, ctx))
             stats.done += 1
             if res.status == "failed":
                 stats.failed += 1
@@ -124,3 +123,19 @@ async def _run_one(it: WorkItem, engine: Engine, ctx: RunContext) -> EpisodeResu
     res.started_at = res.started_at or started
     res.finished_at = time.time()
     return res
+
+
+def _store(store: Store, it: WorkItem, res: EpisodeResult) -> EpisodeResult:
+    """Store one result; a failure to store it (after the store's own sanitizing) is recorded as that episode's
+    failure, so that one result can never stop the run. A duplicate key is a real conflict and is raised."""
+    try:
+        return store.write(res)
+    except DuplicateResult:
+        raise
+    except Exception as e:
+        failed = EpisodeResult(
+            benchmark=it.benchmark.name, episode_id=it.episode.id, repeat=it.repeat, tags=it.episode.tags,
+            status="failed", error_category="store_error", started_at=res.started_at, finished_at=res.finished_at,
+            error=f"the result could not be stored: {type(e).__name__}: {str(e)[:500]}",
+        )
+        return store.write(failed)

@@ -56,8 +56,9 @@ def test_sigkill_then_resume_equals_uninterrupted(tmp_path: Path, embedded_weigh
     assert manifest["status"] == "running"  # killed: never marked finished
 
     # resuming with a changed config is refused
-    bad = subprocess.run([sys.executable, "-m", "rig.cli", "bench", "--model", "gemma3-270m", *ARGS[:-2], "--max-tokens", "25",
-                          "--resume", run_dir.name, "--out", str(out)], capture_output=True, text=True)
+    bad = subprocess.run([sys.executable, "-m", "rig.cli", "bench", "--model", "gemma3-270m", *ARGS[:-2],
+                          "--max-tokens", "25", "--resume", run_dir.name, "--out", str(out)],
+                         capture_output=True, text=True)
     assert bad.returncode == 2 and "configuration changed" in bad.stderr
 
     r = subprocess.run([sys.executable, "-m", "rig.cli", "bench", "--resume", run_dir.name, "--out", str(out),
@@ -72,3 +73,81 @@ def test_sigkill_then_resume_equals_uninterrupted(tmp_path: Path, embedded_weigh
     full.wait(timeout=300)
     full_dir = next((tmp_path / "full").iterdir())
     assert rows(full_dir) == resumed  # same episodes, same (greedy) answers
+
+
+def killable(out: Path, *args: str, events: Path | None = None, commit_delay: float = 0.0) -> subprocess.Popen:
+    """The real `rig bench` (real engine) through tests/runs/killable.py, which can slow each commit down."""
+    from tests.conftest import REPO
+
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    env.pop("KILLABLE_FAKE", None)
+    if events is not None:
+        env["KILLABLE_EVENTS"] = str(events)
+    if commit_delay:
+        env["KILLABLE_COMMIT_DELAY"] = str(commit_delay)
+    return subprocess.Popen([sys.executable, "-m", "tests.runs.killable", "bench", *args, "--out", str(out)], cwd=REPO,
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _until(cond, timeout: float = 300) -> None:  # type: ignore[no-untyped-def]
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if cond():
+            return
+        time.sleep(0.05)
+    raise AssertionError("timed out")
+
+
+def _count(run_dir: Path) -> int:
+    try:
+        return len(rows(run_dir))
+    except sqlite3.Error:
+        return 0
+
+
+def test_kills_at_load_mid_episode_mid_commit_and_sigterm_then_resume(tmp_path: Path, embedded_weights: str) -> None:
+    args = ["--benchmark", "callnavi", "--limit", "6", "-O", "task=routing", "--no-report", "--max-tokens", "16"]
+    out, ev = tmp_path / "runs", tmp_path / "events"
+    # SIGKILL during the model load: the manifest exists, the engine versions are not recorded yet
+    p = killable(out, *args)
+    _until(lambda: any(out.glob("*/manifest.json")) if out.exists() else False)
+    p.kill()
+    p.wait()
+    (run_dir,) = list(out.iterdir())
+    assert json.loads((run_dir / "manifest.json").read_text())["versions"] == {}
+    resume = ["--resume", run_dir.name]
+    # SIGKILL mid-episode: once one more episode is stored, a little into the next one
+    p = killable(out, *resume)
+    n = _count(run_dir)
+    _until(lambda: _count(run_dir) > n)
+    time.sleep(0.3)
+    p.kill()
+    p.wait()
+    # SIGKILL mid-commit: the rows are inserted, COMMIT is waiting
+    p = killable(out, *resume, events=ev, commit_delay=2.0)
+    _until(lambda: ev.exists() and "commit" in ev.read_text())
+    time.sleep(0.2)
+    p.kill()
+    p.wait()
+    # SIGTERM mid-episode: a clean stop while llama.cpp decodes in its thread (it segfaulted before)
+    p = killable(out, *resume)
+    n = _count(run_dir)
+    _until(lambda: _count(run_dir) > n)
+    time.sleep(0.1)
+    p.send_signal(signal.SIGTERM)
+    _, err = p.communicate(timeout=120)
+    assert p.returncode == 130, err[-3000:]  # stopped, not finished (a segfault was -11)
+    assert f"resume with: rig bench --resume {run_dir.name}" in err
+    assert json.loads((run_dir / "manifest.json").read_text())["status"] == "interrupted"
+    # to the end
+    r = subprocess.run([sys.executable, "-m", "rig.cli", "bench", *resume, "--out", str(out), "--no-report"],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    resumed = rows(run_dir)
+    keys = [(e, rep) for e, rep, _ in resumed]
+    assert len(keys) == len(set(keys))
+    assert json.loads((run_dir / "manifest.json").read_text())["status"] == "finished"
+    full = subprocess.run([sys.executable, "-m", "rig.cli", "bench", *args, "--out", str(tmp_path / "full")],
+                          capture_output=True, text=True, timeout=300)
+    assert full.returncode == 0, full.stderr
+    assert rows(next((tmp_path / "full").iterdir())) == resumed  # zero lost, zero duplicated, same outputs

@@ -1,0 +1,137 @@
+"""Signals, kills and a second process on a run: a fake engine whose calls run in threads, in a real `rig bench`
+subprocess (tests/runs/killable.py). The same scenario on the real model is in test_resume.py."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from tests.conftest import REPO
+
+MODELS = "models:\n  fake:\n    engine: llamacpp\n    weights: {file: w.gguf}\n    quantization: none\n" \
+         "    context_length: 4096\n"
+ARGS = ["--model", "fake", "--benchmark", "callnavi", "-O", "task=routing", "--limit", "6", "--no-report"]
+
+
+def start(tmp: Path, out: Path, *args: str, events: Path | None = None, commit_delay: float = 0.0,
+          resume: str | None = None, delay: float = 0.15) -> subprocess.Popen:
+    env = dict(os.environ, KILLABLE_FAKE="1", PYTHONPATH=str(REPO), KILLABLE_DELAY=str(delay))
+    if events is not None:
+        env["KILLABLE_EVENTS"] = str(events)
+    if commit_delay:
+        env["KILLABLE_COMMIT_DELAY"] = str(commit_delay)
+    cmd = [sys.executable, "-m", "tests.runs.killable", "bench", "--models", str(tmp / "models.yaml"),
+           "--out", str(out)]
+    cmd += ["--resume", resume] if resume else list(args)
+    return subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def setup(tmp: Path) -> None:
+    (tmp / "models.yaml").write_text(MODELS)
+    (tmp / "w.gguf").write_bytes(b"")
+
+
+def wait_for(events: Path, name: str, count: int = 1, timeout: float = 60) -> None:
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if events.exists() and events.read_text().split().count(name) >= count:
+            return
+        time.sleep(0.02)
+    raise AssertionError(f"no {count} x {name!r} event in {timeout}s")
+
+
+def rows(run_dir: Path) -> list[tuple]:
+    con = sqlite3.connect(f"{(run_dir / 'results.sqlite').resolve().as_uri()}?mode=ro", uri=True)
+    try:
+        out = [(b, e, r, s, json.loads(rec)["generations"][0]["text"]) for b, e, r, s, rec in con.execute(
+            "SELECT benchmark, episode_id, repeat, scores, record FROM results ORDER BY benchmark, episode_id, repeat")]
+    finally:
+        con.close()
+    return out
+
+
+def only_run(out: Path) -> Path:
+    dirs = [d for d in out.iterdir() if (d / "manifest.json").exists()]
+    assert len(dirs) == 1, dirs
+    return dirs[0]
+
+
+def test_kills_and_sigterm_then_resume_equal_an_uninterrupted_run(tmp_path: Path) -> None:
+    setup(tmp_path)
+    out, ev = tmp_path / "runs", tmp_path / "events"
+    # 1. SIGKILL during the model load (the run folder exists, nothing stored)
+    p = start(tmp_path, out, *ARGS, events=ev)
+    wait_for(ev, "load")
+    p.kill()
+    p.wait()
+    run_dir = only_run(out)
+    rid = run_dir.name
+    # 2. SIGKILL mid-episode (an engine call in its thread)
+    p = start(tmp_path, out, resume=rid, events=ev)
+    wait_for(ev, "call", 3)
+    p.kill()
+    p.wait()
+    # 3. SIGKILL mid-commit (rows inserted, COMMIT not yet run)
+    p = start(tmp_path, out, resume=rid, events=ev, commit_delay=0.5)
+    wait_for(ev, "commit", 2)
+    p.kill()
+    p.wait()
+    stored = rows(run_dir)
+    # 4. SIGTERM while a call is in its thread: clean stop, no abort, interrupted, resume hint
+    p = start(tmp_path, out, resume=rid, events=ev)
+    wait_for(ev, "call", ev.read_text().split().count("call") + 1)
+    p.send_signal(signal.SIGTERM)
+    _, err = p.communicate(timeout=60)
+    assert p.returncode == 130, err
+    assert "engine closed while a call" not in err
+    assert f"rig bench --resume {rid}" in err
+    assert json.loads((run_dir / "manifest.json").read_text())["status"] == "interrupted"
+    assert len(rows(run_dir)) >= len(stored)
+    # 5. resume to the end
+    p = start(tmp_path, out, resume=rid)
+    _, err = p.communicate(timeout=120)
+    assert p.returncode == 0, err
+    resumed = rows(run_dir)
+    keys = [r[:3] for r in resumed]
+    assert len(keys) == len(set(keys))
+    assert json.loads((run_dir / "manifest.json").read_text())["status"] == "finished"
+
+    full_out = tmp_path / "full"
+    p = start(tmp_path, full_out, *ARGS)
+    _, err = p.communicate(timeout=120)
+    assert p.returncode == 0, err
+    assert resumed == rows(only_run(full_out))  # nothing lost, nothing duplicated, same outputs and scores
+
+
+def test_a_second_process_on_the_same_run_is_refused(tmp_path: Path) -> None:
+    setup(tmp_path)
+    out, ev = tmp_path / "runs", tmp_path / "events"
+    first = start(tmp_path, out, *ARGS, events=ev, delay=5.0)
+    try:
+        wait_for(ev, "call")
+        rid = only_run(out).name
+        second = start(tmp_path, out, resume=rid)
+        _, err = second.communicate(timeout=60)
+        assert second.returncode == 2
+        assert "another rig process" in err and f"pid {first.pid}" in err
+    finally:
+        first.kill()
+        first.wait()
+
+
+def test_sigint_stops_cleanly_too(tmp_path: Path) -> None:
+    setup(tmp_path)
+    out, ev = tmp_path / "runs", tmp_path / "events"
+    p = start(tmp_path, out, *ARGS, events=ev)
+    wait_for(ev, "call", 2)
+    p.send_signal(signal.SIGINT)
+    _, err = p.communicate(timeout=60)
+    assert p.returncode == 130, err
+    assert "interrupted; resume with: rig bench --resume" in err
+    assert json.loads((only_run(out) / "manifest.json").read_text())["status"] == "interrupted"
