@@ -47,6 +47,29 @@ class BenchOptions(BaseModel):
     temperature: float | None = None
     seed: int | None = None
     max_tokens: int | None = None
+    shard: str | None = None  # "i/N" (0-based): run only shard i of N of the selected questions
+
+
+def shard_of(episodes: list[Episode], shard: str | None) -> list[Episode]:
+    """Shard i of N of the selected questions (every N-th question from i, all tasks of a question together), so the
+    N shards of one selection partition it exactly."""
+    if shard is None:
+        return episodes
+    i, n = parse_shard(shard)
+    units = list(dict.fromkeys(e.tags.get("question", e.id) for e in episodes))
+    keep = set(units[i::n])
+    return [e for e in episodes if e.tags.get("question", e.id) in keep]
+
+
+def parse_shard(shard: str) -> tuple[int, int]:
+    head, _, tail = shard.partition("/")
+    try:
+        i, n = int(head), int(tail)
+    except ValueError:
+        raise BenchError(f"--shard {shard!r}: expected I/N with 0 <= I < N, e.g. 0/2") from None
+    if not 0 <= i < n:
+        raise BenchError(f"--shard {shard!r}: expected I/N with 0 <= I < N, e.g. 0/2")
+    return i, n
 
 
 def select(episodes: list[Episode], limit: int | None, seed: int) -> list[Episode]:
@@ -95,7 +118,7 @@ def _build(opts: BenchOptions) -> tuple[ModelSpec, str, list[tuple[Benchmark, li
         bench_opts = routed[name]
         try:
             bench = get_benchmark_class(name)(opts.data, bench_opts)
-            episodes = select(bench.episodes(), opts.limit, spec.sampling.seed)
+            episodes = shard_of(select(bench.episodes(), opts.limit, spec.sampling.seed), opts.shard)
         except DataError as e:
             if opts.benchmark:  # asked for by name: its data problem is the user's to fix
                 raise
@@ -115,7 +138,7 @@ def _build(opts: BenchOptions) -> tuple[ModelSpec, str, list[tuple[Benchmark, li
     s = spec.sampling
     cfg = RunConfig(model=spec, benchmarks=infos, repeats=opts.repeats, limit=opts.limit, decode=opts.decode,
                     tool_mode=opts.tool_mode, seed=s.seed, temperature=s.temperature, max_tokens=s.max_tokens,
-                    gpu=opts.gpu)
+                    gpu=opts.gpu, shard=opts.shard)
     return spec, weights, chosen, cfg, skipped
 
 
@@ -148,7 +171,7 @@ def run_bench(opts: BenchOptions, progress: Callable[[int, int], Any] | None = N
                 options=bs[0].options if single else {f"{b.name}.{k}": v for b in bs for k, v in b.options.items()},
                 limit=old.config.limit, repeats=old.config.repeats, decode=old.config.decode,
                 tool_mode=old.config.tool_mode, gpu=old.config.gpu, temperature=old.config.temperature,
-                seed=old.config.seed, max_tokens=old.config.max_tokens, order=old.order))
+                seed=old.config.seed, max_tokens=old.config.max_tokens, order=old.order, shard=old.config.shard))
     if opts.model is None:
         raise BenchError("--model is required (see `rig models`)")
     spec, weights, chosen, cfg, skipped = _build(opts)
