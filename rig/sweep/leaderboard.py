@@ -18,6 +18,11 @@ COLUMNS = ["Model", "Quant", "Benchmark", "Decode", "Tool mode", "Samples", "Sco
            "E2E p50 (s)", "E2E p95 (s)", "Completion tokens", "Peak memory (GiB)", "Memory", "Load (s)", "Cell"]
 
 
+def _bench(c: Cell) -> str:
+    """The benchmark with its options, which tell two cells of one benchmark apart."""
+    return " ".join([c.benchmark, *(f"{k}={v}" for k, v in sorted(c.options.items()))])
+
+
 def _mode(c: Cell) -> tuple[str, str, str, str]:
     """What must match for two cells to be paired: all but the model."""
     return (c.benchmark, repr(sorted(c.options.items())), c.decode, c.tool_mode)
@@ -30,11 +35,11 @@ def leaderboard(cells: list[Cell], runs: dict[str, str | None], baseline: str) -
     for c in cells:
         s = sums.get(c.key)
         if s is None:
-            failed.append([c.model, c.benchmark, c.decode, c.tool_mode, c.key])
+            failed.append([c.model, _bench(c), c.decode, c.tool_mode, c.key])
             continue
         h = s.headline or HeadlineScore(samples=0)
         on_gpu = s.gpu_peak_bytes is not None
-        rows.append([s.model, s.quantization, c.benchmark, c.decode, c.tool_mode, h.samples, h.mean, h.low, h.high,
+        rows.append([s.model, s.quantization, _bench(c), c.decode, c.tool_mode, h.samples, h.mean, h.low, h.high,
                      s.e2e_p50_s, s.e2e_p95_s, s.completion_tokens_mean,
                      gib(s.gpu_peak_bytes if on_gpu else s.peak_rss_bytes), "GPU" if on_gpu else "RSS",
                      s.load_time_s, c.key])
@@ -47,7 +52,7 @@ def leaderboard(cells: list[Cell], runs: dict[str, str | None], baseline: str) -
         hb, hc = sums[b.key].headline, sums[c.key].headline
         bs, cs = (hb.by_episode() if hb else {}), (hc.by_episode() if hc else {})
         keys = sorted(set(bs) & set(cs))
-        diff_rows.append([c.model, c.benchmark, c.decode, c.tool_mode, *paired(bs, cs, keys)])
+        diff_rows.append([c.model, _bench(c), c.decode, c.tool_mode, *paired(bs, cs, keys)])
     tables = [
         Table(title="Leaderboard", columns=COLUMNS, rows=rows,
               note="Score = the benchmark's headline per-episode score with its 95% bootstrap CI, from each run's "

@@ -107,7 +107,7 @@ def _write_state(jdir: Path, st: JobState) -> None:
 
 
 def attempt(cell: Cell, jdir: Path, shard: int, shards: int, num_gpus: float, entry: Sequence[str],
-            devices: list[str] | None = None) -> Attempt:
+            devices: list[str] | None = None, cwd: str | None = None) -> Attempt:
     """One `rig bench` process for one shard of a cell, resuming the run already in `jdir` if there is one.
     `devices`: the GPUs the local scheduler gave this cell (Ray sets CUDA_VISIBLE_DEVICES for its tasks itself)."""
     jdir.mkdir(parents=True, exist_ok=True)
@@ -123,7 +123,9 @@ def attempt(cell: Cell, jdir: Path, shard: int, shards: int, num_gpus: float, en
         env = os.environ.copy()
         if devices:
             env["CUDA_VISIBLE_DEVICES"] = ",".join(devices)
-        proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env)
+        # the driver's folder where it exists here, so a worker runs the same rig checkout as the driver
+        proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env,
+                                cwd=cwd if cwd and Path(cwd).is_dir() else None)
         st.status, st.node, st.pid = "running", node, proc.pid
         st.resumed += prev is not None
         _write_state(jdir, st)
@@ -157,16 +159,16 @@ def _unpack(blob: bytes, d: Path) -> None:
 
 
 def _ray_attempt(cell: Cell, jdir: str, shard: int, shards: int, num_gpus: float, entry: Sequence[str],
-                 ship: bool, shipped: bytes | None) -> tuple[Attempt, bytes | None]:
+                 ship: bool, shipped: bytes | None, cwd: str) -> tuple[Attempt, bytes | None]:
     """Runs on a Ray worker. With `ship` there is no shared output path: the job folder (`shipped`, None on a first
     attempt) travels to the worker and back as a tarball; otherwise the worker writes straight into `jdir`."""
     if not ship:
-        return attempt(cell, Path(jdir), shard, shards, num_gpus, entry), None
+        return attempt(cell, Path(jdir), shard, shards, num_gpus, entry, cwd=cwd), None
     with tempfile.TemporaryDirectory(prefix="rig-cell-") as tmp:
         local = Path(tmp) / "job"
         if shipped:
             _unpack(shipped, local)
-        res = attempt(cell, local, shard, shards, num_gpus, entry)
+        res = attempt(cell, local, shard, shards, num_gpus, entry, cwd=cwd)
         return res, _pack(local)
 
 
@@ -200,6 +202,7 @@ def run_sweep(spec: SweepSpec, cells: list[Cell], out: Path, *, parallel: int | 
     """Run every cell (and shard) not yet finished under `out`; retry the ones whose process died; merge shards."""
     from rig.sweep.merge import merge_runs
 
+    out = out.resolve()  # the cells' processes and Ray workers run in other folders
     out.mkdir(parents=True, exist_ok=True)
     shards = spec.shards
     jobs: list[tuple[Cell, int, Path, JobState]] = []
@@ -224,8 +227,9 @@ def run_sweep(spec: SweepSpec, cells: list[Cell], out: Path, *, parallel: int | 
         import ray as ray_mod
 
         if not ray_mod.is_initialized():
-            ray_mod.init(address=None if ray == "local" else ray, include_dashboard=False,
-                         log_to_driver=False, configure_logging=False)
+            # "local": a one-machine cluster on loopback (no network needed); "auto" or an address: join a cluster
+            local = {"address": "local", "_node_ip_address": "127.0.0.1"} if ray == "local" else {"address": ray}
+            ray_mod.init(**local, include_dashboard=False, log_to_driver=False, configure_logging=False)
         task = ray_mod.remote(max_retries=0)(_ray_attempt)
         opts: dict[str, Any] = {"num_cpus": res.num_cpus, "num_gpus": res.num_gpus}
         if res.memory_gb:
@@ -233,7 +237,7 @@ def run_sweep(spec: SweepSpec, cells: list[Cell], out: Path, *, parallel: int | 
 
         def submit(c: Cell, s: int, jd: Path) -> Future[tuple[Attempt, bytes | None]]:
             blob = _pack(jd) if ship else None
-            ref = task.options(**opts).remote(c, str(jd), s, shards, res.num_gpus, list(entry), ship, blob)
+            ref = task.options(**opts).remote(c, str(jd), s, shards, res.num_gpus, list(entry), ship, blob, os.getcwd())
             return ref.future()
         width = len(todo) or 1  # Ray queues tasks until the cluster has their resources
     else:
