@@ -228,7 +228,8 @@ def run_sweep(spec: SweepSpec, cells: list[Cell], out: Path, *, parallel: int | 
 
         if not ray_mod.is_initialized():
             # "local": a one-machine cluster on loopback (no network needed); "auto" or an address: join a cluster
-            local = {"address": "local", "_node_ip_address": "127.0.0.1"} if ray == "local" else {"address": ray}
+            local: dict[str, Any] = ({"address": "local", "_node_ip_address": "127.0.0.1"} if ray == "local"
+                                     else {"address": ray})
             ray_mod.init(**local, include_dashboard=False, log_to_driver=False, configure_logging=False)
         task = ray_mod.remote(max_retries=0)(_ray_attempt)
         opts: dict[str, Any] = {"num_cpus": res.num_cpus, "num_gpus": res.num_gpus}
