@@ -4,12 +4,15 @@ manifest, resume), only the engine answers instantly after FAKE_DELAY seconds. R
 from __future__ import annotations
 
 import os
+import signal
 import sys
 
 from tests.fakes import FakeEngine
 
 
 def _fake_engine(spec, weights, *, gpu=None):  # type: ignore[no-untyped-def]
+    if spec.name == os.environ.get("FAKE_CRASH_MODEL"):  # a cell whose process dies every time
+        os.kill(os.getpid(), signal.SIGKILL)
     # The answer depends on the prompt only, so two runs of the same episodes score alike.
     eng = FakeEngine(lambda req: str(len(req.messages[-1].content) % 3), delay=float(os.environ.get("FAKE_DELAY", "0")))
     eng.spec = spec
