@@ -16,6 +16,7 @@ import sqlite3
 import subprocess
 import tarfile
 import tempfile
+import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from pathlib import Path
@@ -43,6 +44,7 @@ class JobState(BaseModel):
     node: str | None = None
     pid: int | None = None
     run_id: str | None = None
+    wall_s: float | None = None  # the last attempt, as the driver saw it: submit to result
     errors: list[str] = Field(default_factory=list)
 
     @property
@@ -260,6 +262,7 @@ def run_sweep(spec: SweepSpec, cells: list[Cell], out: Path, *, parallel: int | 
 
     running: dict[Future[tuple[Attempt, bytes | None]], tuple[Cell, int, Path, JobState]] = {}
     queue = list(todo)
+    started: dict[int, float] = {}
 
     def report() -> None:
         if on_update:
@@ -275,11 +278,13 @@ def run_sweep(spec: SweepSpec, cells: list[Cell], out: Path, *, parallel: int | 
                 st.status = "running"
                 st.attempts += 1
                 _write_state(jd, st)
+                started[id(st)] = time.perf_counter()
                 running[submit(c, s, jd)] = (c, s, jd, st)
             report()
             done, _ = wait(list(running), timeout=1.0, return_when=FIRST_COMPLETED)
             for fut in done:
                 c, s, jd, st = running.pop(fut)
+                st.wall_s = time.perf_counter() - started[id(st)]
                 free_gpus.extend(held.pop(id(fut), []))
                 try:
                     a, blob = fut.result()
