@@ -45,6 +45,7 @@ class JobState(BaseModel):
     pid: int | None = None
     run_id: str | None = None
     wall_s: float | None = None  # the last attempt, as the driver saw it: submit to result
+    process_s: float | None = None  # the last attempt's `rig bench` process alone (wall_s - process_s: scheduling)
     errors: list[str] = Field(default_factory=list)
 
     @property
@@ -57,6 +58,7 @@ class Attempt(BaseModel):
     finished: bool
     run_id: str | None
     node: str
+    process_s: float | None = None
     error: str | None = None
 
 
@@ -126,12 +128,14 @@ def attempt(cell: Cell, jdir: Path, shard: int, shards: int, num_gpus: float, en
         if devices:
             env["CUDA_VISIBLE_DEVICES"] = ",".join(devices)
         # the driver's folder where it exists here, so a worker runs the same rig checkout as the driver
+        t0 = time.perf_counter()
         proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env,
                                 cwd=cwd if cwd and Path(cwd).is_dir() else None)
         st.status, st.node, st.pid = "running", node, proc.pid
         st.resumed += prev is not None
         _write_state(jdir, st)
         rc = proc.wait()
+        process_s = time.perf_counter() - t0
     run = run_folder(jdir)
     done = run is not None and RunManifest.read(run).status == "finished"
     err = None
@@ -139,7 +143,8 @@ def attempt(cell: Cell, jdir: Path, shard: int, shards: int, num_gpus: float, en
         tail = (jdir / "bench.log").read_text(errors="replace").strip().splitlines()[-3:]
         why = f"killed by signal {-rc}" if rc < 0 else f"exit {rc}" if rc else "run not finished"
         err = why + (": " + " | ".join(tail) if tail else "")
-    return Attempt(returncode=rc, finished=done, run_id=run.name if run else None, node=node, error=err)
+    return Attempt(returncode=rc, finished=done, run_id=run.name if run else None, node=node, process_s=process_s,
+                   error=err)
 
 
 # ---- Ray: the same attempt as a task, with the cell's resources ------------------------------------------------
@@ -296,7 +301,7 @@ def run_sweep(spec: SweepSpec, cells: list[Cell], out: Path, *, parallel: int | 
                 disk = _read_state(jd)
                 if disk is not None:  # the attempt's own record (pid, node, resumed count)
                     st.pid, st.node, st.resumed = disk.pid, disk.node, disk.resumed
-                st.run_id = a.run_id or st.run_id
+                st.run_id, st.process_s = a.run_id or st.run_id, a.process_s
                 if a.finished:
                     st.status = "done"
                 elif a.returncode == 2 or st.attempts > spec.max_retries:
