@@ -54,6 +54,29 @@ class BenchOptions(BaseModel):
     temperature: float | None = None
     seed: int | None = None
     max_tokens: int | None = None
+    shard: str | None = None  # "i/N" (0-based): run only shard i of N of the selected questions
+
+
+def shard_of(episodes: list[Episode], shard: str | None) -> list[Episode]:
+    """Shard i of N of the selected questions (every N-th question from i, all tasks of a question together), so the
+    N shards of one selection partition it exactly."""
+    if shard is None:
+        return episodes
+    i, n = parse_shard(shard)
+    units = list(dict.fromkeys(e.tags.get("question", e.id) for e in episodes))
+    keep = set(units[i::n])
+    return [e for e in episodes if e.tags.get("question", e.id) in keep]
+
+
+def parse_shard(shard: str) -> tuple[int, int]:
+    head, _, tail = shard.partition("/")
+    try:
+        i, n = int(head), int(tail)
+    except ValueError:
+        raise BenchError(f"--shard {shard!r}: expected I/N with 0 <= I < N, e.g. 0/2") from None
+    if not 0 <= i < n:
+        raise BenchError(f"--shard {shard!r}: expected I/N with 0 <= I < N, e.g. 0/2")
+    return i, n
 
 
 def select(episodes: list[Episode], limit: int | None, seed: int) -> list[Episode]:
@@ -103,7 +126,7 @@ def _build(opts: BenchOptions) -> tuple[ModelSpec, str, list[tuple[Benchmark, li
         bench_opts = routed[name]
         try:
             bench = get_benchmark_class(name)(opts.data, bench_opts)
-            episodes = select(bench.episodes(), opts.limit, spec.sampling.seed)
+            episodes = shard_of(select(bench.episodes(), opts.limit, spec.sampling.seed), opts.shard)
         except DataError as e:
             if opts.benchmark:  # asked for by name: its data problem is the user's to fix
                 raise
@@ -123,7 +146,7 @@ def _build(opts: BenchOptions) -> tuple[ModelSpec, str, list[tuple[Benchmark, li
     s = spec.sampling
     cfg = RunConfig(model=spec, benchmarks=infos, repeats=opts.repeats, limit=opts.limit, decode=opts.decode,
                     tool_mode=opts.tool_mode, seed=s.seed, temperature=s.temperature, max_tokens=s.max_tokens,
-                    gpu=opts.gpu)
+                    gpu=opts.gpu, shard=opts.shard)
     return spec, weights, chosen, cfg, skipped
 
 
@@ -168,7 +191,8 @@ def resume_options(opts: BenchOptions, old: RunManifest) -> BenchOptions:
         data=Path(bs[0].data_path) if single else None,
         options=bs[0].options if single else {f"{b.name}.{k}": v for b in bs for k, v in b.options.items()},
         limit=c.limit, repeats=c.repeats, decode=c.decode, tool_mode=c.tool_mode, gpu=c.gpu,
-        temperature=c.temperature, seed=c.seed, max_tokens=c.max_tokens, order=old.order)
+        temperature=c.temperature, seed=c.seed, max_tokens=c.max_tokens, order=old.order,
+        shard=c.shard)
     given = opts.model_fields_set
     update = {k: v for k, v in recorded.items() if k not in given}
     if "options" in given:  # given options change the recorded ones; the rest stay as recorded

@@ -43,7 +43,8 @@ def bench_argv(model: str, o: BenchOptions, out: Path) -> list[str]:
             "--repeats", str(o.repeats), "--decode", o.decode, "--tool-mode", o.tool_mode,
             "--concurrency", str(o.concurrency)]
     for flag, val in (("--limit", o.limit), ("--data", o.data), ("--gpu", o.gpu), ("--max-tokens", o.max_tokens),
-                      ("--temperature", o.temperature), ("--models", o.models_file)):
+                      ("--temperature", o.temperature), ("--models", o.models_file), ("--shard", o.shard),
+                      ("--resume", o.resume), ("--order", o.order)):
         if val is not None:
             argv += [flag, str(val)]
     for k, v in o.options.items():
@@ -71,7 +72,7 @@ def run_compare(models: list[str], opts: BenchOptions,
     return cdir, run_dirs
 
 
-def _summary(run_dir: Path) -> RunSummary:
+def run_summary(run_dir: Path) -> RunSummary:
     """The variant's first (in practice only) benchmark, with its headline score per episode for pairing."""
     man = RunManifest.read(run_dir)
     b = man.config.benchmarks[0]
@@ -83,13 +84,25 @@ def _summary(run_dir: Path) -> RunSummary:
     return summarize(man, results, b, benchmark_of(b).headline)
 
 
-def _gib(b: int | None) -> float | None:
+def gib(b: int | None) -> float | None:
     return None if b is None else b / 2**30
+
+
+def paired(base: dict[tuple[str, int], float], other: dict[tuple[str, int], float],
+           keys: list[tuple[str, int]]) -> list[float | int | None]:
+    """Paired samples, mean difference (other - base) with its bootstrap CI, flips to correct, flips to wrong."""
+    a, b = [base[k] for k in keys], [other[k] for k in keys]
+    d = lo = hi = None
+    if len(keys) >= 2:
+        d, lo, hi = paired_diff_ci(a, b)
+    worse = sum(1 for x, y in zip(a, b, strict=True) if x >= 0.5 > y)
+    better = sum(1 for x, y in zip(a, b, strict=True) if x < 0.5 <= y)
+    return [len(keys), d, lo, hi, better, worse]
 
 
 def compare_report(run_dirs: list[Path]) -> tuple[str, dict[str, str]]:
     """Markdown and SVG plots (name -> svg text) for runs of the same benchmark."""
-    sums = [_summary(d) for d in run_dirs]
+    sums = [run_summary(d) for d in run_dirs]
     scores = [s.headline.by_episode() if s.headline else {} for s in sums]
     base = scores[0]
     common = set(base).intersection(*[set(s) for s in scores[1:]])
@@ -103,16 +116,10 @@ def compare_report(run_dirs: list[Path]) -> tuple[str, dict[str, str]]:
         rows.append([s.model, s.quantization, h.samples, h.mean, h.low, h.high, s.e2e_p50_s, s.e2e_p95_s,
                      s.ttft_p50_s, s.decode_tps_median, s.completion_tokens_mean,
                      NM if s.cut_share is None else s.cut_share,
-                     NM if s.gpu_peak_bytes is None else _gib(s.gpu_peak_bytes),
-                     _gib(s.peak_rss_bytes), s.load_time_s])
+                     NM if s.gpu_peak_bytes is None else gib(s.gpu_peak_bytes),
+                     gib(s.peak_rss_bytes), s.load_time_s])
     for s, sc in list(zip(sums, scores, strict=True))[1:]:
-        a, b = [base[k] for k in keys], [sc[k] for k in keys]
-        d = lo = hi = None
-        if len(keys) >= 2:
-            d, lo, hi = paired_diff_ci(a, b)
-        worse = sum(1 for x, y in zip(a, b, strict=True) if x >= 0.5 > y)
-        better = sum(1 for x, y in zip(a, b, strict=True) if x < 0.5 <= y)
-        diff_rows.append([s.model, len(keys), d, lo, hi, better, worse])
+        diff_rows.append([s.model, *paired(base, sc, keys)])
     t1 = Table(title="Variants", columns=["Model", "Quant", "Samples", "Accuracy", "CI low", "CI high",
                                           "E2E p50 (s)", "E2E p95 (s)", "TTFT p50 (s)", "Decode tok/s",
                                           "Completion tokens", "Cut at max_tokens", "GPU peak (GiB)", "RSS peak (GiB)",
@@ -129,7 +136,7 @@ def compare_report(run_dirs: list[Path]) -> tuple[str, dict[str, str]]:
         "pareto_latency.svg": scatter_svg([(s.model, s.e2e_p50_s, a) for s, a in zip(sums, acc, strict=True)],
                                           "end-to-end latency p50 (s)", "accuracy", "Accuracy against latency"),
         "pareto_memory.svg": scatter_svg(
-            [(s.model, _gib(s.gpu_peak_bytes if on_gpu else s.peak_rss_bytes), a)
+            [(s.model, gib(s.gpu_peak_bytes if on_gpu else s.peak_rss_bytes), a)
              for s, a in zip(sums, acc, strict=True)],
             mem_axis, "accuracy", "Accuracy against memory"),
     }

@@ -34,7 +34,10 @@ class RunConfig(BaseModel):
     temperature: float
     max_tokens: int
     gpu: int | None
+    shard: str | None = None  # "i/N": this run holds shard i of N of the episodes (rig sweep); None: all of them
 
     def digest(self) -> str:
-        blob = json.dumps(self.model_dump(mode="json"), sort_keys=True)
+        # An unsharded run leaves `shard` out, so hashes of runs made before shards existed still match on resume.
+        blob = json.dumps(self.model_dump(mode="json", exclude={"shard"} if self.shard is None else None),
+                          sort_keys=True)
         return hashlib.sha256(blob.encode()).hexdigest()[:16]

@@ -1,0 +1,75 @@
+"""`rig merge`: join the shards of one cell into one run folder, as if one process had run every episode.
+
+The merged manifest is the shards' common configuration with `shard` cleared and the episode counts summed, so its
+config hash is the hash an unsharded run of the same episodes has; results are copied row by row through the store,
+which refuses an (episode, repeat) stored twice.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from rig.runs.bench import BenchError, parse_shard
+from rig.runs.manifest import RunManifest, new_run_id
+from rig.runs.store import Store
+
+
+def merge_runs(shard_dirs: list[Path], out: Path) -> Path:
+    """Write one run folder under `out` from the run folders of shards 0..N-1 of one run; return it."""
+    if not shard_dirs:
+        raise BenchError("rig merge: no run folders given")
+    mans = [RunManifest.read(d) for d in shard_dirs]
+    loose = [str(d) for d, m in zip(shard_dirs, mans, strict=True) if m.config.shard is None]
+    if loose:
+        raise BenchError(f"rig merge: {', '.join(loose)}: not a shard (its manifest has no shard)")
+    shards = [m.config.shard or "" for m in mans]
+    parsed = sorted(parse_shard(s) for s in shards)
+    n = parsed[0][1]
+    if parsed != [(i, n) for i in range(n)]:
+        raise BenchError(f"rig merge: expected shards 0..{n - 1} of {n} once each, got {', '.join(sorted(shards))}")
+    unfinished = [str(d) for d, m in zip(shard_dirs, mans, strict=True) if m.status != "finished"]
+    if unfinished:
+        raise BenchError("rig merge: shard run(s) not finished (resume them first): " + ", ".join(unfinished))
+    first = mans[0]
+
+    def common(m: RunManifest) -> dict:
+        return m.config.model_dump(mode="json", exclude={"shard", "benchmarks"}) | {
+            "benchmarks": [b.model_dump(mode="json", exclude={"episodes"}) for b in m.config.benchmarks]}
+
+    for d, m in zip(shard_dirs, mans, strict=True):
+        if common(m) != common(first):
+            raise BenchError(f"rig merge: {d} was run with another configuration than {shard_dirs[0]}")
+    cfg = first.config.model_copy(deep=True)
+    cfg.shard = None
+    for i, b in enumerate(cfg.benchmarks):
+        b.episodes = sum(m.config.benchmarks[i].episodes for m in mans)
+    run_id = new_run_id(cfg.model.name, "+".join(b.name for b in cfg.benchmarks))
+    run_dir = out / run_id
+    run_dir.mkdir(parents=True, exist_ok=False)
+    loads = [m.load_time_s for m in mans if m.load_time_s is not None]
+    rss = [m.peak_rss_bytes for m in mans if m.peak_rss_bytes]
+    gpus = [m.gpu_memory for m in mans if m.gpu_memory is not None and m.gpu_memory.available]
+    manifest = first.model_copy(deep=True, update=dict(
+        run_id=run_id, config=cfg, config_hash=cfg.digest(), status="running",
+        started_at=min(m.started_at for m in mans),
+        # each shard loaded the model once in its own process; a single run would have loaded it once too
+        load_time_s=max(loads) if loads else None, peak_rss_bytes=max(rss) if rss else None,
+        gpu_memory=max(gpus, key=lambda g: g.peak_bytes or 0) if gpus else first.gpu_memory,
+        engine_info=first.engine_info | {"merged_from": [m.run_id for m in mans]}))
+    manifest.write(run_dir)
+    store = Store(run_dir / "results.sqlite")
+    try:
+        for d in shard_dirs:
+            src = Store(d / "results.sqlite")
+            try:
+                for r in src.results():
+                    store.write(r)
+            finally:
+                src.close()
+    finally:
+        store.close()
+    manifest.status = "finished"
+    manifest.finished_at = max((m.finished_at or time.time()) for m in mans)
+    manifest.write(run_dir)
+    return run_dir

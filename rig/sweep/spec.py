@@ -1,0 +1,159 @@
+"""The sweep file: a typed matrix of cells, validated before anything runs.
+
+A cell is one `rig bench` run (one model, one benchmark with its options, one decode and tool mode). Its folder is
+named from a hash of everything that defines it, so re-running the same sweep finds its cells again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from rig.runs.bench import BenchOptions
+
+
+class SweepError(Exception):
+    """Bad sweep input; str() names the file and field."""
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Resources(Strict):
+    """What one cell (one shard of it) asks of the machine or the Ray cluster."""
+
+    num_gpus: float = Field(default=0, ge=0)  # a tensor-parallel vLLM entry asks for several
+    num_cpus: float = Field(default=1, gt=0)
+    memory_gb: float | None = Field(default=None, gt=0)
+
+
+class BenchmarkEntry(Strict):
+    name: str
+    options: dict[str, Any] = Field(default_factory=dict)  # the benchmark's -O options
+    data: Path | None = None
+
+
+Decode = Literal["none", "json", "yaml"]
+ToolMode = Literal["native", "prompt", "json", "yaml"]
+
+
+class SweepSpec(Strict):
+    models: list[str] = Field(min_length=1)  # models.yaml entries, variants included ("name@label")
+    benchmarks: list[BenchmarkEntry] = Field(min_length=1)
+    decode: list[Decode] = Field(default_factory=lambda: list[Decode](["none"]), min_length=1)
+    tool_mode: list[ToolMode] = Field(default_factory=lambda: list[ToolMode](["prompt"]), min_length=1)
+    repeats: int = Field(1, ge=1)
+    limit: int | None = Field(None, ge=1)
+    seed: int = 0
+    max_tokens: int | None = Field(None, ge=1)
+    temperature: float | None = Field(None, ge=0)
+    models_file: Path | None = None  # relative to the sweep file
+    shards: int = Field(1, ge=1)
+    resources: Resources = Field(default_factory=lambda: Resources())
+    max_retries: int = Field(2, ge=0)  # re-runs of a cell whose process died, each resuming from its store
+    baseline: str | None = None  # the model whose cells the leaderboard pairs others against (default: the first)
+
+    @field_validator("benchmarks", mode="before")
+    @classmethod
+    def _bare_names(cls, v: Any) -> Any:
+        return [{"name": b} if isinstance(b, str) else b for b in v] if isinstance(v, list) else v
+
+
+class Cell(BaseModel):
+    """One run of the matrix; `key` names its folder."""
+
+    model: str
+    benchmark: str
+    options: dict[str, Any]
+    data: str | None
+    decode: str
+    tool_mode: str
+    repeats: int
+    limit: int | None
+    seed: int
+    max_tokens: int | None
+    temperature: float | None
+    models_file: str | None
+
+    @property
+    def key(self) -> str:
+        blob = json.dumps(self.model_dump(mode="json"), sort_keys=True)
+        name = f"{self.model}-{self.benchmark}-{self.decode}-{self.tool_mode}".replace("/", "_").replace("@", "_")
+        return f"{name}-{hashlib.sha256(blob.encode()).hexdigest()[:10]}"
+
+    def bench_options(self, out: Path, shard: str | None = None, resume: str | None = None,
+                      gpu: int | None = None) -> BenchOptions:
+        return BenchOptions(model=self.model, benchmark=self.benchmark, options=self.options,
+                            data=Path(self.data) if self.data else None, decode=self.decode, tool_mode=self.tool_mode,
+                            repeats=self.repeats, limit=self.limit, seed=self.seed, max_tokens=self.max_tokens,
+                            temperature=self.temperature,
+                            models_file=Path(self.models_file) if self.models_file else None, out=out, shard=shard,
+                            resume=resume, gpu=gpu)
+
+
+def _where(loc: tuple[Any, ...]) -> str:
+    out = ""
+    for p in loc:
+        out += f"[{p}]" if isinstance(p, int) else (f".{p}" if out else str(p))
+    return out
+
+
+def load_sweep(path: Path) -> tuple[SweepSpec, list[Cell]]:
+    """Read and check a sweep file: keys, models, benchmarks and their options; errors name the file and field."""
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except OSError as e:
+        raise SweepError(f"{path}: cannot read: {e.strerror}") from None
+    except yaml.YAMLError as e:
+        raise SweepError(f"{path}: not valid YAML: {e}") from None
+    if not isinstance(raw, dict):
+        raise SweepError(f"{path}: expected a mapping with models: and benchmarks:")
+    try:
+        spec = SweepSpec.model_validate(raw)
+    except ValidationError as e:
+        lines = [f"{path}: {_where(err['loc'])}: {err['msg']}" for err in e.errors()]
+        raise SweepError("\n".join(lines)) from None
+    base = path.resolve().parent
+    models_file = (base / spec.models_file) if spec.models_file else None
+    _check(path, spec, models_file, base)
+    cells = [Cell(model=m, benchmark=b.name, options=b.options, data=str(base / b.data) if b.data else None,
+                  decode=d, tool_mode=t, repeats=spec.repeats, limit=spec.limit, seed=spec.seed,
+                  max_tokens=spec.max_tokens, temperature=spec.temperature,
+                  models_file=str(models_file) if models_file else None)
+             for m, b, d, t in itertools.product(spec.models, spec.benchmarks, spec.decode, spec.tool_mode)]
+    return spec, cells
+
+
+def _check(path: Path, spec: SweepSpec, models_file: Path | None, base: Path) -> None:
+    from rig.benchmarks import BENCHMARKS, get_benchmark_class
+    from rig.benchmarks.base import DataError
+    from rig.registry import RegistryError, load_registry
+
+    try:
+        reg = load_registry(models_file)
+    except RegistryError as e:
+        raise SweepError(f"{path}: models_file: {e}") from None
+    for i, m in enumerate(spec.models):
+        try:
+            reg.get(m)
+        except RegistryError as e:
+            raise SweepError(f"{path}: models[{i}]: {e}") from None
+    if spec.baseline is not None and spec.baseline not in spec.models:
+        raise SweepError(f"{path}: baseline: {spec.baseline!r} is not one of models: {', '.join(spec.models)}")
+    for i, b in enumerate(spec.benchmarks):
+        if b.name not in BENCHMARKS:
+            raise SweepError(f"{path}: benchmarks[{i}].name: unknown benchmark {b.name!r}; "
+                             f"available: {', '.join(sorted(BENCHMARKS))}")
+        try:
+            get_benchmark_class(b.name).parse_options(b.options)
+        except DataError as e:
+            raise SweepError(f"{path}: benchmarks[{i}].options: {e}") from None
+        if b.data is not None and not (base / b.data).exists():
+            raise SweepError(f"{path}: benchmarks[{i}].data: {base / b.data} not found")

@@ -1,0 +1,29 @@
+"""`rig` with a fake engine, for sweep tests where the model is not the point: the real `rig bench` (options, store,
+manifest, resume), only the engine answers instantly after FAKE_DELAY seconds. Run as `python -m` this module."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+
+from tests.fakes import FakeEngine
+
+
+def _fake_engine(spec, weights, *, gpu=None):  # type: ignore[no-untyped-def]
+    if spec.name == os.environ.get("FAKE_CRASH_MODEL"):  # a cell whose process dies every time
+        os.kill(os.getpid(), signal.SIGKILL)
+    # The answer depends on the prompt only, so two runs of the same episodes score alike.
+    eng = FakeEngine(lambda req: str(len(req.messages[-1].content) % 3), delay=float(os.environ.get("FAKE_DELAY", "0")))
+    eng.spec = spec
+    return eng
+
+
+if __name__ == "__main__":
+    import rig.runs.bench as bench
+
+    bench.create_engine = _fake_engine  # type: ignore[assignment]
+    from rig.cli import main
+
+    sys.argv[0] = "rig"
+    main()

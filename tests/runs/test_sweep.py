@@ -1,0 +1,195 @@
+"""rig sweep without a model: the real `rig bench` in each cell's process, with a fake engine (tests/runs/
+sweep_fake_cell.py), so scheduling, resume, retries, shards and the leaderboard are tested in seconds."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from rig.runs.compare import run_summary
+from rig.runs.manifest import RunManifest
+from rig.runs.store import Store
+from rig.sweep.leaderboard import write_leaderboard
+from rig.sweep.run import JobState, job_dir, run_folder, run_sweep
+from rig.sweep.spec import load_sweep
+from tests.conftest import REPO
+
+FAKE = ("-m", "tests.runs.sweep_fake_cell")
+MODELS = """models:
+  fake-a: {engine: llamacpp, weights: {file: fake.gguf}, quantization: q4_k_m, context_length: 4096,
+           sampling: {temperature: 0.0, max_tokens: 16, seed: 0}}
+  fake-b: {engine: llamacpp, weights: {file: fake.gguf}, quantization: q4_0, context_length: 4096,
+           sampling: {temperature: 0.0, max_tokens: 16, seed: 0}}
+"""
+
+
+@pytest.fixture
+def sweep_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    (tmp_path / "fake.gguf").write_bytes(b"GGUF")
+    (tmp_path / "models.yaml").write_text(MODELS)
+    monkeypatch.chdir(REPO)  # the cells run `python -m tests.runs.sweep_fake_cell` from the repository
+    monkeypatch.setenv("FAKE_DELAY", "0.05")
+    return tmp_path
+
+
+def write(d: Path, text: str, name: str = "sweep.yaml") -> Path:
+    (d / name).write_text(text)
+    return d / name
+
+
+def stored(run: Path) -> list[tuple[str, int]]:
+    s = Store(run / "results.sqlite")
+    try:
+        return [(r.episode_id, r.repeat) for r in s.results()]
+    finally:
+        s.close()
+
+
+@pytest.mark.parametrize("text,where", [
+    ("models: [fake-a, nope]\nbenchmarks: [callnavi]\n", "models[1]"),
+    ("models: [fake-a]\nbenchmarks: [callnav]\n", "benchmarks[0].name"),
+    ("models: [fake-a]\nbenchmarks: [{name: callnavi, options: {taskk: routing}}]\n", "benchmarks[0].options"),
+    ("models: [fake-a]\nbenchmarks: [{name: callnavi, options: {task: both2}}]\n", "benchmarks[0].options"),
+    ("models: [fake-a]\nbenchmarks: [callnavi]\nrepeat: 2\n", "repeat"),
+    ("models: [fake-a]\nbenchmarks: [callnavi]\nresources: {num_gpu: 1}\n", "resources.num_gpu"),
+    ("models: [fake-a]\nbenchmarks: [callnavi]\ndecode: [xml]\n", "decode[0]"),
+    ("models: [fake-a]\nbenchmarks: [callnavi]\nbaseline: fake-b\n", "baseline"),
+])
+def test_bad_sweep_file_is_refused_before_anything_runs(sweep_dir: Path, text: str, where: str) -> None:
+    f = write(sweep_dir, text + "models_file: models.yaml\n")
+    r = subprocess.run([sys.executable, "-m", "rig.cli", "sweep", str(f), "--out", str(sweep_dir / "out")],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2, r.stderr
+    assert f"{f}: {where}:" in r.stderr
+    assert not (sweep_dir / "out").exists()
+
+
+def test_sweep_runs_each_cell_then_skips_finished_ones(sweep_dir: Path) -> None:
+    f = write(sweep_dir, "models: [fake-a, fake-b]\nbenchmarks:\n  - {name: callnavi, options: {task: routing}}\n"
+                         "  - {name: callnavi, options: {task: params}}\nlimit: 2\nmodels_file: models.yaml\n")
+    spec, cells = load_sweep(f)
+    out = sweep_dir / "out"
+    seen: list[str] = []  # statuses the live table was shown
+    res = run_sweep(spec, cells, out, entry=FAKE, on_update=lambda jobs, _o: seen.extend(j.status for j in jobs),
+                    say=lambda m: None)
+    assert res.failed == [] and len(res.cells) == 4
+    assert all(j.status == "done" and j.attempts == 1 for j in res.jobs)
+    assert "running" in seen and "pending" in seen  # the live table saw cells wait and run
+    runs = {k: Path(v) for k, v in res.cells.items() if v}
+    for c in cells:  # each cell in its own folder named from its hash, one run folder inside
+        assert runs[c.key].parent == out / "cells" / c.key
+        man = RunManifest.read(runs[c.key])
+        assert man.status == "finished" and man.config.model.name == c.model
+        assert man.config.benchmarks[0].options["task"] == c.options["task"] and man.config.limit == 2
+    md = write_leaderboard(out, cells, res.cells, "fake-a")
+    for c in cells:  # the leaderboard row is the run's own RunSummary, not a recomputation
+        s = run_summary(runs[c.key])
+        h = s.headline
+        assert h is not None and h.samples == 2
+        row = next(line for line in md.splitlines() if line.endswith(f"| {c.key} |"))
+        assert f"| {s.model} | {s.quantization} | callnavi task={c.options['task']} | none | prompt | 2 | " in row
+        assert f"| {h.mean:.3f} | {h.low:.3f} | {h.high:.3f} |" in row
+    assert "Paired differences against fake-a" in md and (out / "leaderboard.html").read_text().count("<svg") == 2
+    logs = {c.key: (out / "cells" / c.key / "bench.log").stat().st_size for c in cells}
+    again = run_sweep(spec, cells, out, entry=FAKE, say=lambda m: None)
+    assert again.cells == res.cells  # same run folders, nothing re-run
+    assert all(j.attempts == 1 for j in again.jobs)
+    assert logs == {c.key: (out / "cells" / c.key / "bench.log").stat().st_size for c in cells}
+
+
+def test_killed_cell_is_retried_and_resumed_without_loss_or_repeat(sweep_dir: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FAKE_DELAY", "0.4")
+    f = write(sweep_dir, "models: [fake-a]\nbenchmarks: [{name: callnavi, options: {task: routing}}]\nlimit: 6\n"
+                         "models_file: models.yaml\n")
+    spec, cells = load_sweep(f)
+    out = sweep_dir / "out"
+    jd = job_dir(out.resolve(), cells[0], 0, 1)
+    killed: list[int] = []
+
+    def killer() -> None:  # SIGKILL the cell's process once it has stored two episodes
+        deadline = time.time() + 120
+        while time.time() < deadline:
+            run = run_folder(jd) if jd.exists() else None
+            if run is not None and (run / "results.sqlite").exists() and len(stored(run)) >= 2:
+                pid = JobState.model_validate_json((jd / "job.json").read_text()).pid
+                assert pid is not None
+                os.kill(pid, signal.SIGKILL)
+                killed.append(pid)
+                return
+            time.sleep(0.05)
+
+    t = threading.Thread(target=killer)
+    t.start()
+    res = run_sweep(spec, cells, out, entry=FAKE, say=lambda m: None)
+    t.join()
+    assert killed, "the cell finished before it could be killed"
+    job = res.jobs[0]
+    assert job.status == "done" and job.attempts == 2 and job.resumed == 1
+    assert "killed by signal 9" in job.errors[0]
+    run = Path(res.cells[cells[0].key] or "")
+    keys = stored(run)
+    assert len(keys) == len(set(keys)) == 6  # every episode once: none lost, none run twice
+    assert RunManifest.read(run).status == "finished"
+
+
+def test_cell_that_keeps_dying_is_reported_and_the_sweep_goes_on(sweep_dir: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FAKE_CRASH_MODEL", "fake-b")
+    f = write(sweep_dir, "models: [fake-b, fake-a]\nbenchmarks: [{name: callnavi, options: {task: routing}}]\n"
+                         "limit: 1\nmax_retries: 1\nmodels_file: models.yaml\n")
+    spec, cells = load_sweep(f)
+    res = run_sweep(spec, cells, sweep_dir / "out", entry=FAKE, say=lambda m: None)
+    bad, good = res.jobs
+    assert bad.status == "failed" and bad.attempts == 2 and all("killed by signal 9" in e for e in bad.errors)
+    assert good.status == "done" and res.failed == [cells[0].key] and res.cells[cells[0].key] is None
+    md = write_leaderboard(sweep_dir / "out", cells, res.cells, "fake-b")
+    assert "### Failed cells" in md and cells[0].key in md.split("### Failed cells")[1]
+
+
+def test_two_shards_merged_equal_one_run(sweep_dir: Path) -> None:
+    body = "models: [fake-a]\nbenchmarks: [callnavi]\nlimit: 5\nrepeats: 2\nmodels_file: models.yaml\n"
+    one = load_sweep(write(sweep_dir, body, "one.yaml"))
+    two = load_sweep(write(sweep_dir, body + "shards: 2\n", "two.yaml"))
+    r1 = run_sweep(*one, sweep_dir / "one", entry=FAKE, say=lambda m: None)
+    r2 = run_sweep(*two, sweep_dir / "two", entry=FAKE, say=lambda m: None)
+    assert [j.name.endswith(f"[{i}/2]") for i, j in enumerate(r2.jobs, 1)] == [True, True]
+    single, merged = Path(r1.cells[one[1][0].key] or ""), Path(r2.cells[two[1][0].key] or "")
+    shard_runs = [run_folder(job_dir(sweep_dir / "two", two[1][0], i, 2)) for i in range(2)]
+    shard_keys = [set(stored(r)) for r in shard_runs if r is not None]
+    assert len(shard_keys) == 2 and shard_keys[0] and shard_keys[1] and not shard_keys[0] & shard_keys[1]
+
+    def per_episode(run: Path) -> dict:
+        s = Store(run / "results.sqlite")
+        try:
+            return {(r.episode_id, r.repeat): (r.status, r.scores, [g.text for g in r.generations])
+                    for r in s.results()}
+        finally:
+            s.close()
+
+    a, b = per_episode(single), per_episode(merged)
+    assert len(a) == 2 * len({e for e, _ in a}) and a == b
+    ma, mb = RunManifest.read(single), RunManifest.read(merged)
+    assert mb.config.shard is None and mb.config_hash == ma.config_hash  # the very configuration of a single run
+    from rig.runs.report import report_markdown
+
+    # the benchmark tables (all but the run's own timings) read the same
+    ta, tb = report_markdown(single), report_markdown(merged)
+    assert ta.split("| Measure |")[0].replace(ma.run_id, "") == tb.split("| Measure |")[0].replace(mb.run_id, "")
+
+
+def test_merge_refuses_an_incomplete_set_of_shards(sweep_dir: Path) -> None:
+    spec, cells = load_sweep(write(sweep_dir, "models: [fake-a]\nbenchmarks: [callnavi]\nlimit: 2\nshards: 2\n"
+                                              "models_file: models.yaml\n"))
+    run_sweep(spec, cells, sweep_dir / "out", entry=FAKE, say=lambda m: None)
+    shard0 = run_folder(job_dir(sweep_dir / "out", cells[0], 0, 2))
+    r = subprocess.run([sys.executable, "-m", "rig.cli", "merge", str(shard0), "--out", str(sweep_dir / "m")],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and "expected shards 0..0 of 2" not in r.stderr and "0..1 of 2" in r.stderr
