@@ -4,7 +4,10 @@ token streams part and whether the prompts were the same tokens.
 
 Each engine runs in its own interpreter, since vLLM's CPU build lives in a venv of its own:
 
-    python scripts/agree_engines.py --hf-dir DIR --vllm-python .venv-vllm/bin/python [--episodes 24]
+    python scripts/agree_engines.py --hf-dir DIR --vllm-python .venv-vllm/bin/python [--episodes 24] [--decode json]
+
+``--decode json`` constrains each answer to the episode's CallNavi schema (rig's GBNF on both engines: llama.cpp's
+grammar sampler, vLLM's xgrammar), as ``rig bench --decode json`` does.
 
 Writes benchmarks/results/engine_agreement.md.
 """
@@ -22,13 +25,15 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _episodes(n: int) -> list[Any]:
+def _episodes(n: int, decode: str) -> list[tuple[Any, Any]]:
+    """(episode, constraint) pairs: the constraint CallNavi itself builds for ``--decode``."""
     from rig.benchmarks.callnavi.benchmark import CallNavi
 
-    return CallNavi().episodes()[:n]
+    bench = CallNavi()
+    return [(ep, bench.constraint_for(ep, decode)) for ep in bench.episodes()[:n]]
 
 
-async def _side(engine: str, hf_dir: Path | None, n: int, max_tokens: int) -> list[dict]:
+async def _side(engine: str, hf_dir: Path | None, n: int, max_tokens: int, decode: str) -> list[dict]:
     """One engine's greedy outputs: prompt and completion token ids, text, finish reason."""
     from rig.engines import create_engine
     from rig.records import ChatRequest, Sampling
@@ -47,8 +52,9 @@ async def _side(engine: str, hf_dir: Path | None, n: int, max_tokens: int) -> li
     eng = create_engine(spec, weights)
     await eng.load()
     rows = []
-    for ep in _episodes(n):
-        req = ChatRequest(messages=ep.messages, sampling=Sampling(temperature=0.0, max_tokens=max_tokens, seed=0))
+    for ep, constraint in _episodes(n, decode):
+        req = ChatRequest(messages=ep.messages, constraint=constraint,
+                          sampling=Sampling(temperature=0.0, max_tokens=max_tokens, seed=0))
         gen = await eng.chat(req)
         if engine == "vllm":
             prompt = eng.tokenizer.encode(eng.render(req), add_special_tokens=False)
@@ -74,28 +80,32 @@ def main() -> None:
     ap.add_argument("--llama-python", default=sys.executable, help="interpreter with rig[llamacpp,embedded]")
     ap.add_argument("--episodes", type=int, default=24)
     ap.add_argument("--max-tokens", type=int, default=96)
+    ap.add_argument("--decode", choices=("none", "json"), default="none", help="constrain answers to the schema")
     ap.add_argument("--side", choices=("llamacpp", "vllm"), help=argparse.SUPPRESS)  # internal
     a = ap.parse_args()
     from rig import offline
 
     offline.install()
     if a.side:
-        print(json.dumps(asyncio.run(_side(a.side, a.hf_dir.resolve(), a.episodes, a.max_tokens))))
+        print(json.dumps(asyncio.run(_side(a.side, a.hf_dir.resolve(), a.episodes, a.max_tokens, a.decode))))
         return
     sides = {}
     for engine, py in (("llamacpp", a.llama_python), ("vllm", a.vllm_python)):
         out = subprocess.run([py, __file__, "--side", engine, "--hf-dir", str(a.hf_dir), "--episodes",
-                              str(a.episodes), "--max-tokens", str(a.max_tokens)],
-                             capture_output=True, text=True, check=True)
+                              str(a.episodes), "--max-tokens", str(a.max_tokens), "--decode", a.decode],
+                             capture_output=True, text=True)
+        if out.returncode:
+            raise SystemExit(f"{engine} side failed ({py}):\n{out.stderr[-3000:]}")
         sides[engine] = json.loads(out.stdout.strip().splitlines()[-1])
     rows = []
     for x, y in zip(sides["llamacpp"], sides["vllm"], strict=True):
         rows.append((x["id"], x["prompt"] == y["prompt"], x["text"] == y["text"], _diverge(x["out"], y["out"]),
                      len(x["out"]), len(y["out"]), x["finish"], y["finish"]))
     same = sum(r[2] for r in rows)
+    how = "constrained to the answer schema (`--decode json`)" if a.decode == "json" else "unconstrained"
     lines = ["# Cross-engine agreement: llama.cpp (GGUF Q4_K_M) vs vLLM (the same weights dequantized to bf16)", "",
              f"Written by `scripts/agree_engines.py`: {len(rows)} embedded CallNavi episodes, greedy, max_tokens "
-             f"{a.max_tokens}, one at a time on each engine.", "",
+             f"{a.max_tokens}, {how}, one at a time on each engine.", "",
              f"Identical outputs: **{same}/{len(rows)}**; identical prompt tokens: {sum(r[1] for r in rows)}/"
              f"{len(rows)}.", "",
              "| episode | same prompt | same text | first differing token | tokens llama.cpp / vLLM | finish |",
