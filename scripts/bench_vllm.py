@@ -122,7 +122,11 @@ async def _agents(eng: Any, a: argparse.Namespace) -> list[tuple[int, float, int
             t0 = time.perf_counter()
             res = await asyncio.gather(*(one(k, e) for k, e in enumerate(eps)))
             rows.append((in_flight, time.perf_counter() - t0, sum(r.status == "scored" for r in res)))
-            print(f"agents: {in_flight} in flight, {rows[-1][1]:.1f} s", file=sys.stderr, flush=True)
+            gens = [g for r in res for g in r.generations]
+            tok = {k: sum(getattr(g, k) or 0 for g in gens)
+                   for k in ("prompt_tokens", "cached_prompt_tokens", "completion_tokens")}
+            print(f"agents: {in_flight} in flight, {rows[-1][1]:.1f} s, {len(gens)} calls, {tok}",
+                  file=sys.stderr, flush=True)
     return rows
 
 
