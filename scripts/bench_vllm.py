@@ -7,6 +7,8 @@
    >= 0.9x the bare generated tokens/s (median of the per-run ratios).
 2. ``agents``: MobilityBench episodes (ReAct, greedy) through the rig's engine, all in flight vs one at a time,
    interleaved ``--runs`` times. Target: >= 4x faster with 8 in flight (the CPU target; a GPU should do far more).
+   Prefix caching is on here, as in a real agent run (each turn extends the last turn's prompt), and emptied before
+   every pass so no pass reuses another's prompts. ``--only`` runs one of the two in its own engine.
 
     python scripts/bench_vllm.py --hf-dir DIR                   # CPU: a folder from `rig models convert ... --to hf`
     python scripts/bench_vllm.py --model qwen3-8b-vllm --gpu 0   # GPU: a models.yaml vLLM entry
@@ -29,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
+LOADS: dict[str, list[float]] = {}  # section -> 1-minute load average at its start and end (the CPU is often shared)
 
 
 def _spec(a: argparse.Namespace):  # type: ignore[no-untyped-def]
@@ -45,8 +48,9 @@ def _spec(a: argparse.Namespace):  # type: ignore[no-untyped-def]
     else:
         spec = reg.get(a.model)
         weights = resolve_weights(spec, reg.path)
-    # Prefix caching off: the two throughput sides share one engine and would reuse each other's prompts.
-    args = {**spec.engine_args, "enable_prefix_caching": False, "max_num_seqs": max(a.prompts, a.episodes)}
+    # Throughput: prefix caching off, as the two sides share one engine and would reuse each other's prompts.
+    # Agents alone: on (without it every turn prefills the whole conversation again), emptied between passes.
+    args = {**spec.engine_args, "enable_prefix_caching": a.only == "agents", "max_num_seqs": max(a.prompts, a.episodes)}
     return spec.model_copy(update={"engine_args": args}), weights
 
 
@@ -109,6 +113,8 @@ async def _agents(eng: Any, a: argparse.Namespace) -> list[tuple[int, float, int
     for i in range(a.runs):
         for in_flight in ((1, a.episodes) if i % 2 == 0 else (a.episodes, 1)):
             sem = asyncio.Semaphore(in_flight)
+            if a.only == "agents":
+                await eng.engine.reset_prefix_cache()
 
             async def one(k: int, ep, sem: asyncio.Semaphore = sem):  # type: ignore[no-untyped-def]
                 async with sem:
@@ -117,6 +123,11 @@ async def _agents(eng: Any, a: argparse.Namespace) -> list[tuple[int, float, int
             t0 = time.perf_counter()
             res = await asyncio.gather(*(one(k, e) for k, e in enumerate(eps)))
             rows.append((in_flight, time.perf_counter() - t0, sum(r.status == "scored" for r in res)))
+            gens = [g for r in res for g in r.generations]
+            tok = {k: sum(getattr(g, k) or 0 for g in gens)
+                   for k in ("prompt_tokens", "cached_prompt_tokens", "completion_tokens")}
+            print(f"agents: {in_flight} in flight, {rows[-1][1]:.1f} s, {len(gens)} calls, {tok}",
+                  file=sys.stderr, flush=True)
     return rows
 
 
@@ -147,10 +158,18 @@ async def _main(a: argparse.Namespace) -> tuple[dict[str, list[float]], list[tup
     eng = create_engine(spec, weights, gpu=a.gpu)
     await eng.load()
     try:
-        tps = await _throughput(eng, a)
-        print(f"throughput rig/bare per run: {[round(r / b, 3) for r, b in zip(tps['rig'], tps['bare'], strict=True)]}",
-              file=sys.stderr, flush=True)
-        agents = await _agents(eng, a) if a.episodes > 1 else []
+        tps: dict[str, list[float]] = {"bare": [], "rig": []}
+        if a.only != "agents":
+            LOADS["throughput"] = [os.getloadavg()[0]]
+            tps = await _throughput(eng, a)
+            LOADS["throughput"].append(os.getloadavg()[0])
+            per_run = [round(r / b, 3) for r, b in zip(tps["rig"], tps["bare"], strict=True)]
+            print(f"throughput rig/bare per run: {per_run}", file=sys.stderr, flush=True)
+        agents = []
+        if a.episodes > 1 and a.only != "throughput":
+            LOADS["agents"] = [os.getloadavg()[0]]
+            agents = await _agents(eng, a)
+            LOADS["agents"].append(os.getloadavg()[0])
     finally:
         await eng.close()
     return tps, agents
@@ -169,6 +188,10 @@ def main() -> None:
     ap.add_argument("--agent-max-steps", type=int, default=3, help="turns per episode (MobilityBench max_steps)")
     ap.add_argument("--tool-mode", default="prompt", help="prompt for small models; native for hermes models")
     ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--only", choices=("throughput", "agents"), help="measure one target (the other section of the "
+                                                                      "results file is kept)")
+    ap.add_argument("--load", default="", help="the load conditions, written into the results file")
+    ap.add_argument("--out", type=Path, help="results file (default: benchmarks/results/vllm_<device>.md)")
     a = ap.parse_args()
     from rig import offline
 
@@ -182,25 +205,55 @@ def main() -> None:
     import vllm
 
     model = f"{a.base} converted (`--hf-dir`)" if a.hf_dir else a.model
-    lines = [f"# vLLM engine on {device}", "",
-             f"Written by `scripts/bench_vllm.py`; model {model}; vLLM {vllm.__version__}. Ratios of medians over "
-             f"{a.runs} interleaved runs on one loaded engine (prefix caching off).", "",
-             f"## Throughput: {a.prompts} CallNavi prompts, greedy, max_tokens {a.max_tokens}", "",
-             "| run | rig / bare generated tokens/s |", "|---|---|",
-             *[f"| {i + 1} | {x:.3f} |" for i, x in enumerate(ratios)],
-             "", f"Median rig / bare: **{statistics.median(ratios):.3f}x** (target >= 0.9).", ""]
+    head = [f"# vLLM engine on {device}", "",
+            f"Written by `scripts/bench_vllm.py`; model {model}; vLLM {vllm.__version__}. Ratios of medians over "
+            "interleaved runs on one loaded engine per section.", ""]
+    sections: dict[str, list[str]] = {}
+    if ratios:
+        sections["## Throughput"] = [
+            f"## Throughput: {a.prompts} CallNavi prompts, greedy, max_tokens {a.max_tokens}, prefix caching off", "",
+            _load("throughput", a.load), "",
+            "| run | rig / bare generated tokens/s |", "|---|---|",
+            *[f"| {i + 1} | {x:.3f} |" for i, x in enumerate(ratios)],
+            "", f"Median rig / bare: **{statistics.median(ratios):.3f}x** (target >= 0.9).", ""]
     if agents:
         t1 = statistics.median(w for f, w, _ in agents if f == 1)
         tn = statistics.median(w for f, w, _ in agents if f == a.episodes)
-        lines += [f"## Agents: {a.episodes} MobilityBench episodes (ReAct, {a.tool_mode} tools, greedy, "
-                  f"max_tokens {a.agent_max_tokens} per turn, at most {a.agent_max_steps} turns)", "",
-                  "| run | in flight | wall / median one-at-a-time wall | scored |", "|---|---|---|---|",
-                  *[f"| {i // 2 + 1} | {f} | {w / t1:.3f} | {s} |" for i, (f, w, s) in enumerate(agents)],
-                  "", f"Median speed-up, {a.episodes} in flight vs 1: **{t1 / tn:.2f}x** (target >= 4 on the CPU).",
-                  ""]
-    out = ROOT / "benchmarks" / "results" / f"vllm_{suffix}.md"
+        cache = "on, emptied before each pass" if a.only == "agents" else "off"
+        sections["## Agents"] = [
+            f"## Agents: {a.episodes} MobilityBench episodes (ReAct, {a.tool_mode} tools, greedy, "
+            f"max_tokens {a.agent_max_tokens} per turn, at most {a.agent_max_steps} turns), prefix caching {cache}", "",
+            _load("agents", a.load), "",
+            "| run | in flight | wall / median one-at-a-time wall | scored |", "|---|---|---|---|",
+            *[f"| {i // 2 + 1} | {f} | {w / t1:.3f} | {s} |" for i, (f, w, s) in enumerate(agents)],
+            "", f"Median speed-up, {a.episodes} in flight vs 1: **{t1 / tn:.2f}x** (target >= 4 on the CPU).", ""]
+    out = a.out or ROOT / "benchmarks" / "results" / f"vllm_{suffix}.md"
+    lines = head + [line for sec in _merge(out, sections).values() for line in sec]
     out.write_text("\n".join(lines))
     print("\n".join(lines))
+
+
+def _load(section: str, note: str) -> str:
+    start, end = LOADS[section]
+    return f"Load average (1 min) {start:.1f} at the start, {end:.1f} at the end" + (f"; {note}." if note else ".")
+
+
+def _merge(out: Path, new: dict[str, list[str]]) -> dict[str, list[str]]:
+    """The results file's sections (from each "## " heading to the next), with the measured ones replaced, so a
+    ``--only`` run keeps the other target's figures."""
+    old: dict[str, list[str]] = {}
+    key = None
+    if out.exists():
+        for line in out.read_text().splitlines():
+            if line.startswith("## "):
+                key = next((k for k in ("## Throughput", "## Agents") if line.startswith(k)), line)
+                old[key] = []
+            if key is not None:
+                old[key].append(line)
+    for k, v in new.items():
+        old[k] = v
+    order = ["## Throughput", "## Agents"]
+    return {k: old[k] for k in sorted(old, key=lambda k: order.index(k) if k in order else len(order))}
 
 
 if __name__ == "__main__":
