@@ -5,10 +5,10 @@ from __future__ import annotations
 import sys
 import time
 from pathlib import Path
-from typing import Optional
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table as RichTable
 
 app = typer.Typer(help="Offline evaluation rig for open LLMs on geospatial and tool-calling benchmarks.",
@@ -18,8 +18,15 @@ DEFAULT_MODEL = "gemma3-270m"  # the embedded model: runs on CPU with nothing bu
 out = Console()
 
 
+def say(msg: object, console: Console | None = None) -> None:
+    """Print plain text through rich: brackets in it (`pip install 'rig[mobility]'`, `x[0]`) are text, not markup
+    that rich would swallow. Every message that carries data (paths, errors, the library's `say` callbacks) goes
+    through here."""
+    (console or err).print(escape(str(msg)), highlight=False, soft_wrap=True)
+
+
 def _fail(msg: str, code: int = 2) -> None:
-    err.print(f"[bold red]error:[/] {msg}", highlight=False, soft_wrap=True)
+    err.print(f"[bold red]error:[/] {escape(msg)}", highlight=False, soft_wrap=True)
     raise typer.Exit(code)
 
 
@@ -45,29 +52,30 @@ def _tool_mode(tool_mode: str | None, decode: str) -> str:
 
 @app.command()
 def bench(
-    model: Optional[str] = typer.Option(None, "--model", "-m",
-                                        help="Model from models.yaml (see `rig models`); default: the embedded gemma3-270m."),
-    benchmark: Optional[str] = typer.Option(None, "--benchmark", "-b",
+    model: str | None = typer.Option(None, "--model", "-m",
+                                        help="Model from models.yaml (see `rig models`); default: the embedded "
+                                          "gemma3-270m."),
+    benchmark: str | None = typer.Option(None, "--benchmark", "-b",
                                             help="Benchmark to run (default: every benchmark with data available)."),
-    gpu: Optional[int] = typer.Option(None, "--gpu", help="GPU ordinal; CPU when omitted."),
-    limit: Optional[int] = typer.Option(None, "--limit", min=1, help="Run a seeded sample of N questions."),
+    gpu: int | None = typer.Option(None, "--gpu", help="GPU ordinal; CPU when omitted."),
+    limit: int | None = typer.Option(None, "--limit", min=1, help="Run a seeded sample of N questions."),
     repeats: int = typer.Option(1, "--repeats", "-k", min=1, help="Runs per episode (stability scores need k > 1)."),
-    data: Optional[Path] = typer.Option(None, "--data", help="Benchmark data folder (default: the embedded sample)."),
+    data: Path | None = typer.Option(None, "--data", help="Benchmark data folder (default: the embedded sample)."),
     out_dir: Path = typer.Option(Path("runs"), "--out", help="Where run folders go."),
-    resume: Optional[str] = typer.Option(None, "--resume", help="Run id to resume; finished episodes are skipped."),
-    fmt: Optional[str] = typer.Option(None, "--format", help="Answer format for CallNavi: json or yaml."),
+    resume: str | None = typer.Option(None, "--resume", help="Run id to resume; finished episodes are skipped."),
+    fmt: str | None = typer.Option(None, "--format", help="Answer format for CallNavi: json or yaml."),
     decode: str = typer.Option("none", "--decode", help="Constrain output: none, json or yaml."),
-    tool_mode: Optional[str] = typer.Option(None, "--tool-mode",
+    tool_mode: str | None = typer.Option(None, "--tool-mode",
                                             help="How tools are offered: native, prompt, json or yaml (constrained "
                                                  "calls); default: the --decode format, else prompt."),
     option: list[str] = typer.Option([], "--option", "-O", help="Benchmark option key=value (e.g. task=routing); "
                                                                  "`rig benchmarks` lists each benchmark's options."),
     concurrency: int = typer.Option(1, "--concurrency", "-c", min=1, help="Episodes in flight."),
     order: str = typer.Option("grouped", "--order", help="grouped (shared prompt prefixes together) or shuffled."),
-    temperature: Optional[float] = typer.Option(None, "--temperature", help="Override the model's temperature."),
-    seed: Optional[int] = typer.Option(None, "--seed", help="Override the model's seed."),
-    max_tokens: Optional[int] = typer.Option(None, "--max-tokens", min=1, help="Override the model's max_tokens."),
-    models_file: Optional[Path] = typer.Option(None, "--models", help="models.yaml to use."),
+    temperature: float | None = typer.Option(None, "--temperature", help="Override the model's temperature."),
+    seed: int | None = typer.Option(None, "--seed", help="Override the model's seed."),
+    max_tokens: int | None = typer.Option(None, "--max-tokens", min=1, help="Override the model's max_tokens."),
+    models_file: Path | None = typer.Option(None, "--models", help="models.yaml to use."),
     report: bool = typer.Option(True, "--report/--no-report", help="Print the report at the end."),
 ) -> None:
     """Run a benchmark on a local model and print its report."""
@@ -125,12 +133,12 @@ def bench(
         prog.update(state["task"], completed=done, total=total, rate=rate)
 
     try:
-        run_dir = run_bench(bo, progress=progress, on_event=lambda m: err.print(m, highlight=False))
+        run_dir = run_bench(bo, progress=progress, on_event=say)
     except (RegistryError, DataError, BenchError, MissingExtra, EngineError, KeyError, NewerFormatError) as e:
         prog.stop()
         _fail(str(e).strip("'\""))
     prog.stop()
-    err.print(f"results: {run_dir}", highlight=False)
+    say(f"results: {run_dir}")
     if report:
         md = report_markdown(run_dir)
         (run_dir / "report.md").write_text(md)
@@ -142,7 +150,7 @@ def report(
     run: list[Path] = typer.Argument(..., help="Run directories (runs/<id>)."),
     html: bool = typer.Option(False, "--html", help="Write one self-contained HTML file."),
     md: bool = typer.Option(True, "--md/--no-md", help="Print markdown tables."),
-    to: Optional[Path] = typer.Option(None, "--out", help="HTML output path (default: report.html in the first run)."),
+    to: Path | None = typer.Option(None, "--out", help="HTML output path (default: report.html in the first run)."),
 ) -> None:
     """Report runs: tables in the papers' layouts, latency, tokens, memory; --html for plots and an episode browser."""
     from rig.runformat import NewerFormatError
@@ -162,7 +170,7 @@ def report(
 
             path = to or run[0] / "report.html"
             path.write_text(html_report(run))
-            err.print(f"wrote {path}")
+            say(f"wrote {path}")
     except NewerFormatError as e:
         _fail(str(e))
 
@@ -181,7 +189,7 @@ app.add_typer(models_app, name="models")
 
 @models_app.callback()
 def models(ctx: typer.Context,
-           models_file: Optional[Path] = typer.Option(None, "--models", help="models.yaml to use.")) -> None:
+           models_file: Path | None = typer.Option(None, "--models", help="models.yaml to use.")) -> None:
     """List the model registry and whether each model's weights are present."""
     if ctx.invoked_subcommand:
         return
@@ -191,14 +199,15 @@ def models(ctx: typer.Context,
         reg = load_registry(models_file)
     except RegistryError as e:
         _fail(str(e))
-    t = RichTable(title=f"models ({reg.path})")
+    t = RichTable(title=escape(f"models ({reg.path})"))
     for c in ("name", "engine", "quant", "ctx", "weights", "present"):
         t.add_column(c)
     for name, spec in reg.models.items():
-        ok, detail = weights_present(spec, reg.path)
+        ok, _detail = weights_present(spec, reg.path)
         default = " (default)" if reg.defaults.get(spec.base) == name else ""
-        t.add_row(name + default, spec.engine, spec.quantization, str(spec.context_length),
-                  f"{spec.weights.kind}: {spec.weights.ref}", "yes" if ok else "[red]no[/]")
+        t.add_row(*(escape(str(c)) for c in (name + default, spec.engine, spec.quantization, spec.context_length,
+                                              f"{spec.weights.kind}: {spec.weights.ref}")),
+                  "yes" if ok else "[red]no[/]")
     out.print(t)
 
 
@@ -206,9 +215,9 @@ def models(ctx: typer.Context,
 def quantize(
     model: str = typer.Argument(..., help="Source model (a llama.cpp GGUF entry of models.yaml)."),
     to: str = typer.Option(..., "--to", help="Target quantization, e.g. q4_0, q8_0, q5_k_m."),
-    out_path: Optional[Path] = typer.Option(None, "--out", help="Output .gguf (default: weights/<name>.gguf)."),
-    name: Optional[str] = typer.Option(None, "--name", help="Name of the new models.yaml entry."),
-    models_file: Optional[Path] = typer.Option(None, "--models", help="models.yaml to read and append to."),
+    out_path: Path | None = typer.Option(None, "--out", help="Output .gguf (default: weights/<name>.gguf)."),
+    name: str | None = typer.Option(None, "--name", help="Name of the new models.yaml entry."),
+    models_file: Path | None = typer.Option(None, "--models", help="models.yaml to read and append to."),
     register: bool = typer.Option(True, "--register/--no-register", help="Append the new entry to models.yaml."),
 ) -> None:
     """Make a new GGUF variant with llama.cpp's quantize API and register it."""
@@ -226,10 +235,10 @@ def quantize(
         dst = out_path or Path("weights") / f"{new}.gguf"
         t = time.perf_counter()
         quantize_gguf(src, dst.resolve(), to)
-        err.print(f"wrote {dst} ({dst.stat().st_size / 2**20:.1f} MiB) in {time.perf_counter() - t:.1f}s")
+        say(f"wrote {dst} ({dst.stat().st_size / 2**20:.1f} MiB) in {time.perf_counter() - t:.1f}s")
         if register:
             append_entry(Path(path), new, variant_entry(spec, to, dst.resolve()))
-            err.print(f"added models.{new} to {path}")
+            say(f"added models.{new} to {path}")
     except (RegistryError, RuntimeError) as e:
         _fail(str(e))
 
@@ -238,17 +247,17 @@ def quantize(
 def compare(
     models_: list[str] = typer.Argument(..., metavar="MODEL...", help="Two or more models; the first is the baseline."),
     benchmark: str = typer.Option("callnavi", "--benchmark", "-b"),
-    limit: Optional[int] = typer.Option(None, "--limit", min=1),
+    limit: int | None = typer.Option(None, "--limit", min=1),
     repeats: int = typer.Option(1, "--repeats", "-k", min=1),
-    data: Optional[Path] = typer.Option(None, "--data"),
+    data: Path | None = typer.Option(None, "--data"),
     out_dir: Path = typer.Option(Path("runs"), "--out"),
-    gpu: Optional[int] = typer.Option(None, "--gpu"),
+    gpu: int | None = typer.Option(None, "--gpu"),
     decode: str = typer.Option("none", "--decode"),
-    tool_mode: Optional[str] = typer.Option(None, "--tool-mode", help="Default: the --decode format, else prompt."),
+    tool_mode: str | None = typer.Option(None, "--tool-mode", help="Default: the --decode format, else prompt."),
     option: list[str] = typer.Option([], "--option", "-O"),
     seed: int = typer.Option(0, "--seed", help="One seed for every variant, so episodes and sampling match."),
-    max_tokens: Optional[int] = typer.Option(None, "--max-tokens", min=1),
-    models_file: Optional[Path] = typer.Option(None, "--models"),
+    max_tokens: int | None = typer.Option(None, "--max-tokens", min=1),
+    models_file: Path | None = typer.Option(None, "--models"),
 ) -> None:
     """Run the same episodes on each model in its own process and compare them, paired."""
     from rig.runs.bench import BenchError, BenchOptions
@@ -259,11 +268,11 @@ def compare(
                       max_tokens=max_tokens,
                       models_file=models_file.resolve() if models_file else None)
     try:
-        cdir, runs = run_compare(models_, bo, say=lambda m: err.print(m, highlight=False))
+        cdir, runs = run_compare(models_, bo, say=say)
     except BenchError as e:
         _fail(str(e))
     md = write_compare(cdir, runs)
-    err.print(f"comparison: {cdir}")
+    say(f"comparison: {cdir}")
     sys.stdout.write(md + "\n")
 
 
@@ -286,7 +295,7 @@ def benchmarks_cmd(name: str | None = typer.Argument(None, help="One benchmark (
             if not readme.is_file():
                 _fail(f"{readme}: not found (--write-readmes works in a source checkout)")
             readme.write_text(with_options_table(readme.read_text(encoding="utf-8"), n), encoding="utf-8")
-            err.print(f"wrote {readme}", highlight=False)
+            say(f"wrote {readme}")
         return
     for n in names:
         about = (sys.modules[get_benchmark_class(n).__module__].__doc__ or "").strip().split("\n\n")[0]
@@ -295,8 +304,8 @@ def benchmarks_cmd(name: str | None = typer.Argument(None, help="One benchmark (
 
 
 @app.command()
-def doctor(data: Optional[Path] = typer.Option(None, "--data", help="CallNavi data folder to check."),
-           models_file: Optional[Path] = typer.Option(None, "--models")) -> None:
+def doctor(data: Path | None = typer.Option(None, "--data", help="CallNavi data folder to check."),
+           models_file: Path | None = typer.Option(None, "--models")) -> None:
     """Check engines, GPUs, the offline guard, data and weights."""
     from rig.doctor import run_checks
 
@@ -306,7 +315,7 @@ def doctor(data: Optional[Path] = typer.Option(None, "--data", help="CallNavi da
         t.add_column(c)
     for name, status, detail in rows:
         color = {"ok": "green", "warn": "yellow", "fail": "red", "skip": "dim"}[status]
-        t.add_row(name, f"[{color}]{status}[/]", detail)
+        t.add_row(escape(name), f"[{color}]{status}[/]", escape(detail))
     out.print(t)
     if any(s == "fail" for _, s, _ in rows):
         raise typer.Exit(1)
@@ -317,18 +326,20 @@ def runs(root: Path = typer.Argument(Path("runs"), help="Folder holding run fold
     """List runs: id, model, benchmarks, status, episodes done / total, when."""
     from rig.runs.export import list_runs
 
-    t = RichTable(title=f"runs in {root}")
+    t = RichTable(title=escape(f"runs in {root}"))
     for c in ("run id", "model", "benchmarks", "status", "done / total", "started"):
         t.add_column(c)
     for r in list_runs(root):
-        t.add_row(r.run_id, r.model, r.benchmarks, r.status, f"{r.done} / {r.total}", r.started)
+        t.add_row(*(escape(str(c)) for c in (r.run_id, r.model, r.benchmarks, r.status, f"{r.done} / {r.total}",
+                                             r.started)))
     out.print(t)
 
 
 @app.command("export")
 def export_cmd(run: Path = typer.Argument(..., help="Run directory."),
                fmt: str = typer.Option("csv", "--format", help="csv, jsonl or parquet."),
-               to: Optional[Path] = typer.Option(None, "--out", help="Output file (default: inside the run folder).")) -> None:
+               to: Path | None = typer.Option(None, "--out",
+                                              help="Output file (default: inside the run folder).")) -> None:
     """Write per-episode rows joined with their telemetry."""
     from rig.runs.export import export
 
@@ -338,7 +349,7 @@ def export_cmd(run: Path = typer.Argument(..., help="Run directory."),
         path = export(run, fmt, to)
     except (ValueError, RuntimeError) as e:
         _fail(str(e))
-    err.print(f"wrote {path}")
+    say(f"wrote {path}")
 
 
 def main() -> None:

@@ -23,3 +23,19 @@ def test_bad_tool_mode_exits_2_naming_the_flag() -> None:
 def test_format_on_a_benchmark_without_one_is_refused() -> None:
     r = CliRunner().invoke(app, ["bench", "-b", "routeeval", "--format", "yaml"])
     assert r.exit_code == 2 and "CallNavi's answer format" in r.output
+
+
+def test_messages_with_square_brackets_print_as_written() -> None:
+    # rich reads "[mobility]" as a markup tag and drops it unless the message is escaped
+    r = CliRunner().invoke(app, ["bench", "-O", "pip install 'rig[mobility]'"])
+    assert r.exit_code == 2 and "'rig[mobility]'" in r.output
+
+
+def test_library_messages_keep_their_brackets() -> None:
+    from rich.console import Console
+
+    from rig.cli import say
+
+    console = Console(record=True, width=200)
+    say("skipped mobilitybench: needs pip install 'rig[mobility]' ([bold]x[/bold])", console)
+    assert "pip install 'rig[mobility]' ([bold]x[/bold])" in console.export_text()
