@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 
 import typer
+from rich import box
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table as RichTable
@@ -76,7 +77,8 @@ def bench(
     seed: int | None = typer.Option(None, "--seed", help="Override the model's seed."),
     max_tokens: int | None = typer.Option(None, "--max-tokens", min=1, help="Override the model's max_tokens."),
     models_file: Path | None = typer.Option(None, "--models", help="models.yaml to use."),
-    report: bool = typer.Option(True, "--report/--no-report", help="Print the report at the end."),
+    report: bool = typer.Option(True, "--report/--no-report",
+                                help="Write report.md and report.html and print a one-screen summary."),
 ) -> None:
     """Run a benchmark on a local model and print its report."""
     from rich.progress import (
@@ -140,9 +142,29 @@ def bench(
     prog.stop()
     say(f"results: {run_dir}")
     if report:
-        md = report_markdown(run_dir)
-        (run_dir / "report.md").write_text(md)
-        sys.stdout.write(md + "\n")
+        from rig.runs.html import html_report
+
+        # The full tables go to files; the terminal gets one screen (a newcomer cannot read 200 lines of tables).
+        (run_dir / "report.md").write_text(report_markdown(run_dir))
+        (run_dir / "report.html").write_text(html_report([run_dir]))
+        print_screen(run_dir)
+
+
+def print_screen(run_dir: Path, console: Console | None = None) -> None:
+    """The run's one-screen summary: a row per benchmark from its RunSummary, then where the full report is."""
+    from rig.runs.screen import final_screen
+
+    table, lines = final_screen(run_dir)
+    t = RichTable(title=escape(table.title), caption=escape(table.note), title_justify="left",
+                  caption_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
+    for c in table.columns:
+        t.add_column(escape(c))
+    for row in table.rows:
+        t.add_row(*(escape(str(c)) for c in row))
+    console = console or out
+    console.print(t)
+    for line in lines:
+        say(line, console)
 
 
 @app.command()

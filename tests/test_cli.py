@@ -39,3 +39,25 @@ def test_library_messages_keep_their_brackets() -> None:
     console = Console(record=True, width=200)
     say("skipped mobilitybench: needs pip install 'rig[mobility]' ([bold]x[/bold])", console)
     assert "pip install 'rig[mobility]' ([bold]x[/bold])" in console.export_text()
+
+
+def test_final_screen_has_a_row_per_benchmark_within_40_lines(tmp_path) -> None:
+    import shutil
+    from pathlib import Path
+
+    from rich.console import Console
+
+    from rig.cli import print_screen
+    from rig.runs.screen import run_summaries
+
+    run = tmp_path / "run"
+    shutil.copytree(Path(__file__).parent / "runs" / "fixtures" / "run_before_issue17", run)
+    console = Console(record=True, width=80)
+    print_screen(run, console)
+    text = console.export_text()
+    assert len(text.splitlines()) <= 40
+    _man, sums = run_summaries(run)
+    assert [s.benchmark for s in sums] == ["callnavi", "evgeoqa", "mobilitybench", "routeeval", "urbangeo"]
+    for s in sums:  # each row shows its RunSummary's numbers, not recomputed ones
+        assert s.benchmark[:8] in text and f"{s.e2e_p50_s:.2f} s" in text
+    assert "report.md" in text and "--html" in text

@@ -36,6 +36,7 @@ PROGRAM_TASKS = ("DS", "DR", "RE", "PN", "PR")  # answer scored by program; NV a
 
 class UrbanGeoEval(Benchmark):
     name = "urbangeo"
+    headline_name = "MCQ / reasoning score"
     version = "1"
 
     class Options(BenchmarkOptions):
