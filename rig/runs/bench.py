@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import random
 import signal
 import time
@@ -169,6 +170,12 @@ def run_bench(opts: BenchOptions, progress: Callable[[int, int], Any] | None = N
                                host=host_info(), started_at=time.time(), concurrency=opts.concurrency,
                                order=opts.order)
     manifest.write(run_dir)
+    # Engines' native library logs ("rig.native") are kept in the run folder for debugging, off the terminal.
+    native = logging.getLogger("rig.native")
+    log_file = logging.FileHandler(run_dir / "engine.log", encoding="utf-8")
+    log_file.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
+    native.addHandler(log_file)
+    native.setLevel(logging.INFO)
     say(f"run {manifest.run_id}: {spec.name} on " + ", ".join(f"{b.name} ({len(e)} episodes)" for b, e in chosen)
         + f" x {opts.repeats} repeats")
     store = Store(run_dir / "results.sqlite")
@@ -221,4 +228,6 @@ def run_bench(opts: BenchOptions, progress: Callable[[int, int], Any] | None = N
         manifest.finished_at = time.time()
         manifest.write(run_dir)
         store.close()
+        native.removeHandler(log_file)
+        log_file.close()
     return run_dir
