@@ -20,8 +20,7 @@ def run_summaries(run_dir: Path) -> tuple[RunManifest, list[RunSummary]]:
     man = RunManifest.read(run_dir)
     store = Store(run_dir / "results.sqlite")
     try:
-        return man, [summarize(man, store.results(b.name), b, benchmark_of(b).headline)
-                     for b in man.config.benchmarks]
+        return man, [summarize(man, store.results(b.name), b, benchmark_of(b).headline) for b in man.config.benchmarks]
     finally:
         store.close()
 
@@ -54,11 +53,17 @@ def final_screen(run_dir: Path) -> tuple[Table, list[str]]:
     """The summary table and the lines under it (where report.md and the HTML report are, what to run next)."""
     man, sums = run_summaries(run_dir)
     cfg = man.config
-    title = (f"{man.run_id}: {cfg.model.name} ({cfg.model.quantization}), decode {cfg.decode}, "
-             f"tool mode {cfg.tool_mode}, {man.status}")
-    table = Table(title=title, columns=COLUMNS, rows=[summary_row(s) for s in sums],
-                  note="headline: mean per-episode score, 95% bootstrap CI; cut: replies stopped at max_tokens; "
-                       "latency: end-to-end per generation; memory: the run's peak")
+    title = (
+        f"{man.run_id}: {cfg.model.name} ({cfg.model.quantization}), decode {cfg.decode}, "
+        f"tool mode {cfg.tool_mode}, {man.status}"
+    )
+    table = Table(
+        title=title,
+        columns=COLUMNS,
+        rows=[summary_row(s) for s in sums],
+        note="headline: mean per-episode score, 95% bootstrap CI; cut: replies stopped at max_tokens; "
+        "latency: end-to-end per generation; memory: the run's peak",
+    )
     lines = [f"full tables: {run_dir / 'report.md'} (again with `rig report {run_dir}`)"]
     html = run_dir / "report.html"
     lines.append(f"dashboard: {html}" if html.exists() else f"dashboard: rig report {run_dir} --html")
