@@ -170,7 +170,8 @@ def print_screen(run_dir: Path, console: Console | None = None) -> None:
 @app.command()
 def report(
     run: list[Path] = typer.Argument(..., help="Run directories (runs/<id>)."),
-    html: bool = typer.Option(False, "--html", help="Write one self-contained HTML file."),
+    html: bool = typer.Option(False, "--html", help="Write one self-contained HTML file (dashboard, tables, episodes) "
+                                                    "and its figures beside it as SVG, PDF and PNG."),
     md: bool = typer.Option(True, "--md/--no-md", help="Print markdown tables."),
     to: Path | None = typer.Option(None, "--out", help="HTML output path (default: report.html in the first run)."),
 ) -> None:
@@ -191,8 +192,8 @@ def report(
             from rig.runs.html import html_report
 
             path = to or run[0] / "report.html"
-            path.write_text(html_report(run))
-            say(f"wrote {path}")
+            path.write_text(html_report(run, figures_dir=path.parent))
+            say(f"wrote {path} (its figures beside it as SVG, PDF and PNG)")
     except NewerFormatError as e:
         _fail(str(e))
 
@@ -310,7 +311,7 @@ def compare(
     except BenchError as e:
         _fail(str(e))
     md = write_compare(cdir, runs)
-    say(f"comparison: {cdir} (compare.md; figures as SVG, PDF and PNG)")
+    say(f"comparison: {cdir} (compare.md, compare.html; figures as SVG, PDF and PNG)")
     sys.stdout.write(md + "\n")
 
 

@@ -204,10 +204,13 @@ def compare_report(run_dirs: list[Path]) -> tuple[str, dict[str, Any]]:
 
 
 def write_compare(cdir: Path, run_dirs: list[Path]) -> str:
-    """compare.md and each figure as SVG, PDF and PNG in the comparison folder."""
+    """compare.md, compare.html and each figure as SVG, PDF and PNG in the comparison folder."""
+    from rig.runs.html import html_report
+
     md, figs = compare_report(run_dirs)
     for stem, fig in figs.items():
         save_figure(fig, cdir, stem)
     (cdir / "compare.md").write_text(md)
+    (cdir / "compare.html").write_text(html_report(run_dirs))  # the dashboard: the runs side by side
     return md
 

@@ -186,3 +186,15 @@ def save_figure(fig: Figure, folder: Path, stem: str, formats: Iterable[str] = F
         path.write_bytes(figure_bytes(fig, fmt))
         paths.append(path)
     return paths
+
+
+def line_plot(xs: list[float], ys: list[float], title: str, x_label: str, y_label: str) -> Figure:
+    fig = _figure(5.6, 2.4)
+    ax = fig.add_subplot()
+    ax.set_title(title, fontsize=11)
+    ax.set_xlabel(x_label)
+    ax.set_ylabel(y_label)
+    ax.plot(xs, ys, color=COLOR, linewidth=1)
+    ax.set_ylim(bottom=0)
+    ax.set_xlim(left=0)
+    return fig
