@@ -7,7 +7,9 @@ import time
 from pathlib import Path
 
 import typer
+from rich import box
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table as RichTable
 
 app = typer.Typer(help="Offline evaluation rig for open LLMs on geospatial and tool-calling benchmarks.",
@@ -17,8 +19,15 @@ DEFAULT_MODEL = "gemma3-270m"  # the embedded model: runs on CPU with nothing bu
 out = Console()
 
 
+def say(msg: object, console: Console | None = None) -> None:
+    """Print plain text through rich: brackets in it (`pip install 'rig[mobility]'`, `x[0]`) are text, not markup
+    that rich would swallow. Every message that carries data (paths, errors, the library's `say` callbacks) goes
+    through here."""
+    (console or err).print(escape(str(msg)), highlight=False, soft_wrap=True)
+
+
 def _fail(msg: str, code: int = 2) -> None:
-    err.print(f"[bold red]error:[/] {msg}", highlight=False, soft_wrap=True)
+    err.print(f"[bold red]error:[/] {escape(msg)}", highlight=False, soft_wrap=True)
     raise typer.Exit(code)
 
 
@@ -69,7 +78,8 @@ def bench(
     seed: int | None = typer.Option(None, "--seed", help="Override the model's seed."),
     max_tokens: int | None = typer.Option(None, "--max-tokens", min=1, help="Override the model's max_tokens."),
     models_file: Path | None = typer.Option(None, "--models", help="models.yaml to use."),
-    report: bool = typer.Option(True, "--report/--no-report", help="Print the report at the end."),
+    report: bool = typer.Option(True, "--report/--no-report",
+                                help="Write report.md and report.html and print a one-screen summary."),
     shard: str | None = typer.Option(None, "--shard", help="I/N: run only shard I (0-based) of N of the selected "
                                         "questions (rig sweep; join shards with rig merge)."),
 ) -> None:
@@ -140,7 +150,7 @@ def bench(
 
     try:
         # soft_wrap: a printed --resume command must stay one line to be copied
-        run_dir = run_bench(bo, progress=progress, on_event=lambda m: err.print(m, highlight=False, soft_wrap=True))
+        run_dir = run_bench(bo, progress=progress, on_event=lambda m: err.print(escape(m), highlight=False, soft_wrap=True))
     except (RegistryError, DataError, BenchError, MissingExtra, EngineError, KeyError, NewerFormatError,
             RunFileError) as e:
         prog.stop()
@@ -150,15 +160,36 @@ def bench(
     if open_manifest(run_dir).status == "interrupted":
         raise typer.Exit(130)  # the shell's code for a stopped command: scripts must not take it as finished
     if report:
-        md = report_markdown(run_dir)
-        (run_dir / "report.md").write_text(md)
-        sys.stdout.write(md + "\n")
+        from rig.runs.html import html_report
+
+        # The full tables go to files; the terminal gets one screen (a newcomer cannot read 200 lines of tables).
+        (run_dir / "report.md").write_text(report_markdown(run_dir))
+        (run_dir / "report.html").write_text(html_report([run_dir]))
+        print_screen(run_dir)
+
+
+def print_screen(run_dir: Path, console: Console | None = None) -> None:
+    """The run's one-screen summary: a row per benchmark from its RunSummary, then where the full report is."""
+    from rig.runs.screen import final_screen
+
+    table, lines = final_screen(run_dir)
+    t = RichTable(title=escape(table.title), caption=escape(table.note), title_justify="left",
+                  caption_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
+    for c in table.columns:
+        t.add_column(escape(c))
+    for row in table.rows:
+        t.add_row(*(escape(str(c)) for c in row))
+    console = console or out
+    console.print(t)
+    for line in lines:
+        say(line, console)
 
 
 @app.command()
 def report(
     run: list[Path] = typer.Argument(..., help="Run directories (runs/<id>)."),
-    html: bool = typer.Option(False, "--html", help="Write one self-contained HTML file."),
+    html: bool = typer.Option(False, "--html", help="Write one self-contained HTML file (dashboard, tables, episodes) "
+                                                    "and its figures beside it as SVG, PDF and PNG."),
     md: bool = typer.Option(True, "--md/--no-md", help="Print markdown tables."),
     to: Path | None = typer.Option(None, "--out", help="HTML output path (default: report.html in the first run)."),
 ) -> None:
@@ -179,12 +210,12 @@ def report(
             from rig.runs.html import html_report
 
             path = to or run[0] / "report.html"
-            page = html_report(run)
+            page = html_report(run, figures_dir=path.parent)
             try:
                 path.write_text(page)
             except OSError as e:
                 _fail(f"--out {path}: cannot write ({e.strerror})")
-            err.print(f"wrote {path}")
+            say(f"wrote {path} (its figures beside it as SVG, PDF and PNG)")
     except (NewerFormatError, RunFileError) as e:
         _fail(str(e))
 
@@ -221,14 +252,15 @@ def models(ctx: typer.Context,
         reg = load_registry(models_file)
     except RegistryError as e:
         _fail(str(e))
-    t = RichTable(title=f"models ({reg.path})")
+    t = RichTable(title=escape(f"models ({reg.path})"))
     for c in ("name", "engine", "quant", "ctx", "weights", "present"):
         t.add_column(c)
     for name, spec in reg.models.items():
         ok, _detail = weights_present(spec, reg.path)
         default = " (default)" if reg.defaults.get(spec.base) == name else ""
-        t.add_row(name + default, spec.engine, spec.quantization, str(spec.context_length),
-                  f"{spec.weights.kind}: {spec.weights.ref}", "yes" if ok else "[red]no[/]")
+        t.add_row(*(escape(str(c)) for c in (name + default, spec.engine, spec.quantization, spec.context_length,
+                                              f"{spec.weights.kind}: {spec.weights.ref}")),
+                  "yes" if ok else "[red]no[/]")
     out.print(t)
 
 
@@ -256,10 +288,10 @@ def quantize(
         dst = out_path or Path("weights") / f"{new}.gguf"
         t = time.perf_counter()
         quantize_gguf(src, dst.resolve(), to)
-        err.print(f"wrote {dst} ({dst.stat().st_size / 2**20:.1f} MiB) in {time.perf_counter() - t:.1f}s")
+        say(f"wrote {dst} ({dst.stat().st_size / 2**20:.1f} MiB) in {time.perf_counter() - t:.1f}s")
         if register:
             append_entry(Path(path), new, variant_entry(spec, to, dst.resolve()))
-            err.print(f"added models.{new} to {path}")
+            say(f"added models.{new} to {path}")
     except (RegistryError, RuntimeError) as e:
         _fail(str(e))
 
@@ -300,34 +332,50 @@ def convert(
 
 @app.command()
 def compare(
-    models_: list[str] = typer.Argument(..., metavar="MODEL...", help="Two or more models; the first is the baseline."),
+    models_: list[str] = typer.Argument(..., metavar="VARIANT...",
+                                        help="Models, or MODEL@decode=json,tool_mode=native variants; the first is "
+                                             "the baseline."),
     benchmark: str = typer.Option("callnavi", "--benchmark", "-b"),
     limit: int | None = typer.Option(None, "--limit", min=1),
     repeats: int = typer.Option(1, "--repeats", "-k", min=1),
     data: Path | None = typer.Option(None, "--data"),
     out_dir: Path = typer.Option(Path("runs"), "--out"),
     gpu: int | None = typer.Option(None, "--gpu"),
-    decode: str = typer.Option("none", "--decode"),
-    tool_mode: str | None = typer.Option(None, "--tool-mode", help="Default: the --decode format, else prompt."),
+    decode: str = typer.Option("none", "--decode",
+                               help="none, json or yaml; a list (none,json) runs every variant under each."),
+    tool_mode: str | None = typer.Option(None, "--tool-mode",
+                                         help="Default: the --decode format, else prompt; a list (prompt,json) runs "
+                                              "every variant under each."),
     option: list[str] = typer.Option([], "--option", "-O"),
     seed: int = typer.Option(0, "--seed", help="One seed for every variant, so episodes and sampling match."),
     max_tokens: int | None = typer.Option(None, "--max-tokens", min=1),
     models_file: Path | None = typer.Option(None, "--models"),
 ) -> None:
-    """Run the same episodes on each model in its own process and compare them, paired."""
+    """Run the same episodes on each variant (a model under a decode and tool mode) in its own process and compare
+    them, paired: `rig compare a b`, `rig compare gemma3-270m --decode none,json`."""
     from rig.runs.bench import BenchError, BenchOptions
-    from rig.runs.compare import run_compare, write_compare
+    from rig.runs.compare import expand_variants, run_compare, write_compare
 
-    bo = BenchOptions(benchmark=benchmark, limit=limit, repeats=repeats, data=data, out=out_dir, gpu=gpu,
-                      decode=decode, tool_mode=_tool_mode(tool_mode, decode), options=_parse_options(option), seed=seed,
-                      max_tokens=max_tokens,
-                      models_file=models_file.resolve() if models_file else None)
+    decodes = [d.strip() for d in decode.split(",") if d.strip()]
+    for d in decodes:
+        if d not in ("none", "json", "yaml"):
+            _fail(f"--decode {d!r}: choose none, json or yaml")
+    tool_modes = [_tool_mode(t.strip(), "none") for t in (tool_mode or "").split(",") if t.strip()]
     try:
-        cdir, runs = run_compare(models_, bo, say=lambda m: err.print(m, highlight=False))
+        # One value is the command's mode for every variant; a list makes it an axis of the comparison.
+        variants = expand_variants(models_, decodes if len(decodes) > 1 else None,
+                                   tool_modes if len(tool_modes) > 1 else None)
+        base_decode = decodes[0] if len(decodes) == 1 else "none"
+        base_tool = tool_modes[0] if len(tool_modes) == 1 else None
+        bo = BenchOptions(benchmark=benchmark, limit=limit, repeats=repeats, data=data, out=out_dir, gpu=gpu,
+                          decode=base_decode, tool_mode=_tool_mode(base_tool, base_decode),
+                          options=_parse_options(option), seed=seed, max_tokens=max_tokens,
+                          models_file=models_file.resolve() if models_file else None)
+        cdir, runs = run_compare(list(variants), bo, say=say)
     except BenchError as e:
         _fail(str(e))
     md = write_compare(cdir, runs)
-    err.print(f"comparison: {cdir}")
+    say(f"comparison: {cdir} (compare.md, compare.html; figures as SVG, PDF and PNG)")
     sys.stdout.write(md + "\n")
 
 
@@ -416,7 +464,7 @@ def benchmarks_cmd(name: str | None = typer.Argument(None, help="One benchmark (
             if not readme.is_file():
                 _fail(f"{readme}: not found (--write-readmes works in a source checkout)")
             readme.write_text(with_options_table(readme.read_text(encoding="utf-8"), n), encoding="utf-8")
-            err.print(f"wrote {readme}", highlight=False)
+            say(f"wrote {readme}")
         return
     for n in names:
         about = (sys.modules[get_benchmark_class(n).__module__].__doc__ or "").strip().split("\n\n")[0]
@@ -436,7 +484,7 @@ def doctor(data: Path | None = typer.Option(None, "--data", help="CallNavi data 
         t.add_column(c)
     for name, status, detail in rows:
         color = {"ok": "green", "warn": "yellow", "fail": "red", "skip": "dim"}[status]
-        t.add_row(name, f"[{color}]{status}[/]", detail)
+        t.add_row(escape(name), f"[{color}]{status}[/]", escape(detail))
     out.print(t)
     if any(s == "fail" for _, s, _ in rows):
         raise typer.Exit(1)
@@ -447,11 +495,12 @@ def runs(root: Path = typer.Argument(Path("runs"), help="Folder holding run fold
     """List runs: id, model, benchmarks, status, episodes done / total, when."""
     from rig.runs.export import list_runs
 
-    t = RichTable(title=f"runs in {root}")
+    t = RichTable(title=escape(f"runs in {root}"))
     for c in ("run id", "model", "benchmarks", "status", "done / total", "started"):
         t.add_column(c)
     for r in list_runs(root):
-        t.add_row(r.run_id, r.model, r.benchmarks, r.status, f"{r.done} / {r.total}", r.started)
+        t.add_row(*(escape(str(c)) for c in (r.run_id, r.model, r.benchmarks, r.status, f"{r.done} / {r.total}",
+                                             r.started)))
     out.print(t)
 
 
@@ -471,7 +520,7 @@ def export_cmd(run: Path = typer.Argument(..., help="Run directory."),
         _fail(str(e))
     except OSError as e:
         _fail(f"--out {e.filename or to}: cannot write the export ({e.strerror})")
-    err.print(f"wrote {path}")
+    say(f"wrote {path}")
 
 bundle_app = typer.Typer(help="Carry rig, weights, data and map packs to a machine with no network, verified.",
                          no_args_is_help=True)

@@ -115,6 +115,7 @@ class RunContext(BaseModel):
 
 class Benchmark(abc.ABC):
     name: ClassVar[str] = ""
+    headline_name: ClassVar[str] = "headline score"  # what `headline` measures, for one-line summaries
     version: ClassVar[str] = "0"
     Options: ClassVar[type[BenchmarkOptions]] = BenchmarkOptions  # a subclass declares its own (a nested class)
 

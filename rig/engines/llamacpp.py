@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import ctypes
+import logging
 import os
 import threading
 import time
@@ -47,6 +48,35 @@ def physical_cores(cpus: set[int] | None = None, sysfs: Path = Path("/sys/device
         except OSError:
             cores.add(str(cpu))
     return max(len(cores), 1)
+
+
+# llama.cpp's native log lines (model load, KV cache notes) go to the "rig.native" logger, never to the terminal:
+# `rig bench` writes that logger to the run folder's engine.log. llama-cpp-python's own callback prints llama.cpp
+# warnings to stderr even with verbose=False (it maps ggml's WARN level to ERROR).
+native_log = logging.getLogger("rig.native")
+_GGML_LEVELS = {1: logging.DEBUG, 2: logging.INFO, 3: logging.WARNING, 4: logging.ERROR}  # ggml_log_level; 5 = cont.
+_log_state: dict[str, Any] = {"callback": None, "level": logging.INFO}
+
+
+def route_native_logs() -> None:
+    """Install (once) a llama.cpp log callback that forwards every line to `native_log`."""
+    if _log_state["callback"] is not None:
+        return
+    import llama_cpp
+
+    @llama_cpp.llama_log_callback
+    def forward(level: int, text: bytes, _user: ctypes.c_void_p) -> None:
+        lvl = _log_state["level"] if level == 5 else _GGML_LEVELS.get(level, logging.INFO)
+        _log_state["level"] = lvl
+        line = text.decode("utf-8", "replace").rstrip("\n")
+        if line:
+            native_log.log(lvl, "%s", line)
+
+    native_log.propagate = False  # the run's log file handler is attached here, not to the root logger's stderr
+    if not native_log.handlers:
+        native_log.addHandler(logging.NullHandler())
+    _log_state["callback"] = forward  # kept alive: llama.cpp holds only the C pointer
+    llama_cpp.llama_log_set(forward, ctypes.c_void_p(0))
 
 
 class LlamaCppArgs(EngineArgs):
@@ -110,6 +140,7 @@ class LlamaCppEngine(Engine):
         from llama_cpp import Llama
         from llama_cpp.llama_chat_format import Jinja2ChatFormatter
 
+        route_native_logs()
         kwargs = self.args.llama_kwargs()
         kwargs.setdefault("n_threads", physical_cores())
         if self.gpu is not None:

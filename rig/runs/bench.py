@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import fcntl
+import logging
 import os
 import random
 import signal
@@ -289,6 +290,12 @@ def run_bench(opts: BenchOptions, progress: Callable[[int, int], Any] | None = N
 def _run(opts: BenchOptions, spec: ModelSpec, weights: str, chosen: list[tuple[Benchmark, list[Episode]]],
          manifest: RunManifest, run_dir: Path, progress: Callable[[int, int], Any] | None,
          say: Callable[[str], None]) -> Path:
+    # Engines' native library logs ("rig.native") are kept in the run folder for debugging, off the terminal.
+    native = logging.getLogger("rig.native")
+    log_file = logging.FileHandler(run_dir / "engine.log", encoding="utf-8")
+    log_file.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
+    native.addHandler(log_file)
+    native.setLevel(logging.INFO)
     say(f"run {manifest.run_id}: {spec.name} on " + ", ".join(f"{b.name} ({len(e)} episodes)" for b, e in chosen)
         + f" x {opts.repeats} repeats")
     store = Store(run_dir / "results.sqlite")
@@ -387,6 +394,8 @@ def _run(opts: BenchOptions, spec: ModelSpec, weights: str, chosen: list[tuple[B
             say(f"interrupted; resume with: {resume_hint}")
         elif manifest.status == "failed":
             say(f"run {manifest.run_id} failed; after fixing the cause, resume with: {resume_hint}")
+        native.removeHandler(log_file)
+        log_file.close()
     return run_dir
 
 

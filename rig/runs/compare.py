@@ -1,6 +1,9 @@
-"""`rig compare`: the same episodes on several model variants, each in its own process, paired.
+"""`rig compare`: the same episodes on several variants, each in its own process, paired.
 
-Each variant runs as a separate `rig bench` process so GPU memory is clean and measured from its own baseline.
+A variant is a model under a decode mode and a tool mode (`gemma3-270m@decode=json`, or every combination of the
+models and `--decode none,json` / `--tool-mode` lists), so the same model with and without constrained decoding is a
+comparison like two models are. Each variant runs as a separate `rig bench` process so GPU memory is clean and
+measured from its own baseline.
 The report pairs episodes by (episode id, repeat): accuracy with bootstrap CIs, paired differences against the
 first variant, per-sample flips, latency, tokens, memory, and Pareto plots.
 """
@@ -13,16 +16,21 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
 
 from rig.benchmarks.base import Table
 from rig.runs.bench import BenchError, BenchOptions
 from rig.runs.manifest import RunManifest
-from rig.runs.plots import scatter_svg
+from rig.runs.plots import PlotsUnavailable, Point, pareto_plot, save_figure
 from rig.runs.report import NM, table_md
 from rig.runs.store import Store
 from rig.runs.summary import HeadlineScore, RunSummary, benchmark_of, summarize
 from rig.scoring.stats import paired_diff_ci
 
+DECODES = ("none", "json", "yaml")
+TOOL_MODES = ("native", "prompt", "json", "yaml")
 
 def interpreter(model: str, o: BenchOptions) -> str:
     """The Python that runs a variant: ``RIG_PYTHON_<ENGINE>`` when set (vLLM's CPU build lives in a venv of its
@@ -36,40 +44,102 @@ def interpreter(model: str, o: BenchOptions) -> str:
     return os.environ.get(f"RIG_PYTHON_{engine.upper()}") or sys.executable
 
 
-def bench_argv(model: str, o: BenchOptions, out: Path) -> list[str]:
-    assert o.benchmark is not None  # run_compare refuses options without one
-    argv = [interpreter(model, o), "-m", "rig.cli", "bench", "--model", model, "--benchmark", o.benchmark,
+
+class Variant(BaseModel):
+    """One arm of a comparison: a model, and the decode / tool mode it runs under (None: the command's)."""
+
+    model: str
+    decode: str | None = None
+    tool_mode: str | None = None
+
+    @property
+    def label(self) -> str:
+        modes = [f"{k}={v}" for k, v in (("decode", self.decode), ("tool_mode", self.tool_mode)) if v is not None]
+        return self.model + ("@" + ",".join(modes) if modes else "")
+
+
+def parse_variant(spec: str) -> Variant:
+    """`MODEL` or `MODEL@decode=json,tool_mode=native`; a bad key or value is a BenchError naming it."""
+    model, _, rest = spec.partition("@")
+    fields: dict[str, str] = {}
+    for item in filter(None, (x.strip() for x in rest.split(","))):
+        key, eq, value = item.partition("=")
+        key = key.strip().replace("-", "_")
+        allowed = {"decode": DECODES, "tool_mode": TOOL_MODES}.get(key)
+        if not eq or allowed is None:
+            raise BenchError(f"variant {spec!r}: expected MODEL@decode=...,tool_mode=... (got {item!r})")
+        if value.strip() not in allowed:
+            raise BenchError(f"variant {spec!r}: {key} {value.strip()!r}; choose {', '.join(allowed)}")
+        fields[key] = value.strip()
+    if not model.strip():
+        raise BenchError(f"variant {spec!r}: no model name before '@'")
+    return Variant(model=model.strip(), **fields)
+
+
+def expand_variants(specs: list[str], decodes: list[str] | None = None,
+                    tool_modes: list[str] | None = None) -> list[Variant]:
+    """Every variant spec under every listed decode and tool mode (a spec's own `@...` settings win)."""
+    out: list[Variant] = []
+    for spec in specs:
+        v = parse_variant(spec)
+        ds: list[str | None] = list(decodes or []) or [None]
+        ts: list[str | None] = list(tool_modes or []) or [None]
+        for d in ds:
+            for t in ts:
+                upd = {k: x for k, x in (("decode", d), ("tool_mode", t)) if x is not None and getattr(v, k) is None}
+                out.append(v.model_copy(update=upd))
+    labels = [v.label for v in out]
+    if len(set(labels)) != len(labels):
+        raise BenchError(f"the same variant is listed twice: {', '.join(labels)}")
+    return out
+
+
+def bench_argv(variant: Variant | str, o: BenchOptions, out: Path) -> list[str]:
+    v = variant if isinstance(variant, Variant) else Variant(model=variant)
+    # A variant's decode mode without a tool mode gets bench's own default for it (--decode json constrains the
+    # tool calls too), not the command's tool mode, which followed the command's decode.
+    tool_mode = v.tool_mode or (None if v.decode else o.tool_mode)
+    argv = [interpreter(v.model, o), "-m", "rig.cli", "bench", "--model", v.model, "--benchmark", str(o.benchmark),
             "--out", str(out), "--no-report", "--seed", str(o.seed if o.seed is not None else 0),
-            "--repeats", str(o.repeats), "--decode", o.decode, "--tool-mode", o.tool_mode,
-            "--concurrency", str(o.concurrency)]
+            "--repeats", str(o.repeats), "--decode", v.decode or o.decode, "--concurrency", str(o.concurrency)]
+    if tool_mode is not None:
+        argv += ["--tool-mode", tool_mode]
     for flag, val in (("--limit", o.limit), ("--data", o.data), ("--gpu", o.gpu), ("--max-tokens", o.max_tokens),
                       ("--temperature", o.temperature), ("--models", o.models_file), ("--shard", o.shard),
                       ("--resume", o.resume), ("--order", o.order)):
         if val is not None:
             argv += [flag, str(val)]
-    for k, v in o.options.items():
-        argv += ["-O", f"{k}={v}"]
+    for k, val in o.options.items():
+        argv += ["-O", f"{k}={val}"]
     return argv
 
 
-def run_compare(models: list[str], opts: BenchOptions,
+def run_compare(variants: list[Variant | str], opts: BenchOptions,
                 say: Callable[[str], object] = print) -> tuple[Path, list[Path]]:
-    if len(models) < 2:
-        raise BenchError("rig compare needs at least two models")
+    vs = [v if isinstance(v, Variant) else parse_variant(v) for v in variants]
+    if len(vs) < 2:
+        raise BenchError("rig compare needs at least two variants (models, or one model with --decode none,json)")
     if opts.benchmark is None:
         raise BenchError("rig compare runs one benchmark: name it with --benchmark")
     cdir = opts.out / f"compare-{time.strftime('%Y%m%d-%H%M%S')}-{opts.benchmark}"
     cdir.mkdir(parents=True, exist_ok=False)
     run_dirs = []
-    for m in models:
-        say(f"== {m} (own process)")
+    for v in vs:
+        say(f"== {v.label} (own process)")
         before = set((cdir / "runs").glob("*")) if (cdir / "runs").exists() else set()
-        r = subprocess.run(bench_argv(m, opts, cdir / "runs"), stdout=None, stderr=None)
+        r = subprocess.run(bench_argv(v, opts, cdir / "runs"), stdout=None, stderr=None)
         after = set((cdir / "runs").glob("*")) - before
         if r.returncode != 0 or len(after) != 1:
-            raise BenchError(f"rig bench --model {m} failed (exit {r.returncode}); see its output above")
+            raise BenchError(f"rig bench for {v.label} failed (exit {r.returncode}); see its output above")
         run_dirs.append(after.pop())
     return cdir, run_dirs
+
+
+def variant_labels(run_dirs: list[Path]) -> list[str]:
+    """Names for the runs in tables and plots: the model, plus the decode / tool mode where those differ."""
+    cfgs = [RunManifest.read(d).config for d in run_dirs]
+    keys = [k for k in ("decode", "tool_mode") if len({getattr(c, k) for c in cfgs}) > 1]
+    return [c.model.name + ("@" + ",".join(f"{k}={getattr(c, k)}" for k in keys) if keys else "") for c in cfgs]
 
 
 def run_summary(run_dir: Path) -> RunSummary:
@@ -100,9 +170,11 @@ def paired(base: dict[tuple[str, int], float], other: dict[tuple[str, int], floa
     return [len(keys), d, lo, hi, better, worse]
 
 
-def compare_report(run_dirs: list[Path]) -> tuple[str, dict[str, str]]:
-    """Markdown and SVG plots (name -> svg text) for runs of the same benchmark."""
+def compare_report(run_dirs: list[Path]) -> tuple[str, dict[str, Any]]:
+    """Markdown and figures (file stem -> matplotlib Figure) for runs of the same benchmark."""
     sums = [run_summary(d) for d in run_dirs]
+    labels = variant_labels(run_dirs)
+    cfgs = [RunManifest.read(d).config for d in run_dirs]
     scores = [s.headline.by_episode() if s.headline else {} for s in sums]
     base = scores[0]
     common = set(base).intersection(*[set(s) for s in scores[1:]])
@@ -111,44 +183,56 @@ def compare_report(run_dirs: list[Path]) -> tuple[str, dict[str, str]]:
         warn = f"Runs cover different episodes; paired statistics use the {len(common)} common ones."
     keys = sorted(common)
     rows, diff_rows = [], []
-    for s in sums:
+    for s, label, cfg in zip(sums, labels, cfgs, strict=True):
         h = s.headline or HeadlineScore(samples=0)
-        rows.append([s.model, s.quantization, h.samples, h.mean, h.low, h.high, s.e2e_p50_s, s.e2e_p95_s,
+        rows.append([label, s.quantization, h.samples, h.mean, h.low, h.high, s.e2e_p50_s, s.e2e_p95_s,
                      s.ttft_p50_s, s.decode_tps_median, s.completion_tokens_mean,
                      NM if s.cut_share is None else s.cut_share,
                      NM if s.gpu_peak_bytes is None else gib(s.gpu_peak_bytes),
-                     gib(s.peak_rss_bytes), s.load_time_s])
-    for s, sc in list(zip(sums, scores, strict=True))[1:]:
-        diff_rows.append([s.model, *paired(base, sc, keys)])
+                     gib(s.peak_rss_bytes), s.load_time_s, cfg.decode, cfg.tool_mode])
+    for sc, label in list(zip(scores, labels, strict=True))[1:]:
+        diff_rows.append([label, *paired(base, sc, keys)])
     t1 = Table(title="Variants", columns=["Model", "Quant", "Samples", "Accuracy", "CI low", "CI high",
                                           "E2E p50 (s)", "E2E p95 (s)", "TTFT p50 (s)", "Decode tok/s",
                                           "Completion tokens", "Cut at max_tokens", "GPU peak (GiB)", "RSS peak (GiB)",
-                                          "Load (s)"],
+                                          "Load (s)", "Decode", "Tool mode"],
                rows=rows, note="Accuracy = the benchmark's headline per-episode score, 95% bootstrap CI. " + warn)
-    t2 = Table(title=f"Paired differences against {sums[0].model}",
+    t2 = Table(title=f"Paired differences against {labels[0]}",
                columns=["Model", "Paired samples", "Mean diff", "CI low", "CI high", "Flips to correct",
                         "Flips to wrong"],
                rows=diff_rows, note="A flip compares per-episode scores at 0.5 (correct / wrong).")
     on_gpu = all(s.gpu_peak_bytes is not None for s in sums)
     mem_axis = "GPU peak (GiB)" if on_gpu else "process RSS peak (GiB)"
-    acc = [s.headline.mean if s.headline else None for s in sums]
-    plots = {
-        "pareto_latency.svg": scatter_svg([(s.model, s.e2e_p50_s, a) for s, a in zip(sums, acc, strict=True)],
-                                          "end-to-end latency p50 (s)", "accuracy", "Accuracy against latency"),
-        "pareto_memory.svg": scatter_svg(
-            [(s.model, gib(s.gpu_peak_bytes if on_gpu else s.peak_rss_bytes), a)
-             for s, a in zip(sums, acc, strict=True)],
-            mem_axis, "accuracy", "Accuracy against memory"),
-    }
-    md = "\n".join([f"# rig compare ({len(sums)} variants)", "", table_md(t1), table_md(t2),
-                    "![accuracy vs latency](pareto_latency.svg)", "", "![accuracy vs memory](pareto_memory.svg)", ""])
-    return md, plots
+    def point(s: RunSummary, label: str, x: float | None) -> Point:
+        h = s.headline
+        return Point(label=label, x=x, y=h.mean if h else None, y_low=h.low if h else None,
+                     y_high=h.high if h else None)
+
+    figs: dict[str, Any] = {}
+    try:
+        figs["pareto_latency"] = pareto_plot([point(s, lab, s.e2e_p50_s) for s, lab in zip(sums, labels, strict=True)],
+                                             "end-to-end latency p50 (s)", "headline score (95% CI)",
+                                             "Score against latency")
+        figs["pareto_memory"] = pareto_plot(
+            [point(s, lab, gib(s.gpu_peak_bytes if on_gpu else s.peak_rss_bytes))
+             for s, lab in zip(sums, labels, strict=True)],
+            mem_axis, "headline score (95% CI)", "Score against memory")
+        plots_md = ["![score vs latency](pareto_latency.svg)", "", "![score vs memory](pareto_memory.svg)", "",
+                    "_Each figure is also written as PDF and PNG beside this file._", ""]
+    except PlotsUnavailable as e:
+        plots_md = [f"_No figures: {e}._", ""]
+    md = "\n".join([f"# rig compare ({len(sums)} variants)", "", table_md(t1), table_md(t2), *plots_md])
+    return md, figs
 
 
 def write_compare(cdir: Path, run_dirs: list[Path]) -> str:
-    md, plots = compare_report(run_dirs)
-    for name, svg in plots.items():
-        (cdir / name).write_text(svg)
+    """compare.md, compare.html and each figure as SVG, PDF and PNG in the comparison folder."""
+    from rig.runs.html import html_report
+
+    md, figs = compare_report(run_dirs)
+    for stem, fig in figs.items():
+        save_figure(fig, cdir, stem)
     (cdir / "compare.md").write_text(md)
+    (cdir / "compare.html").write_text(html_report(run_dirs))  # the dashboard: the runs side by side
     return md
 

@@ -1,5 +1,9 @@
 """Self-contained HTML report: no network (styles, scripts and SVG plots inline).
 
+A dashboard comes first (per benchmark the headline score with its CI as a bar, latency and token distributions, why
+episodes failed, and for several runs the Pareto plots), then the tables, then the episode browser, where a click
+opens the episode's trace: prompt, each model turn, the tool calls it made with their answers (map answers marked
+hit / fuzzy / miss from the tool result's meta) and the scores.
 Episodes are embedded once as JSON and paged by a small inline script, so a 10,000-episode run opens quickly.
 Long prompts are clipped in the browser view (head and tail kept, the cut is stated); the store keeps them whole.
 """
@@ -7,16 +11,20 @@ Long prompts are clipped in the browser view (head and tail kept, the cut is sta
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from html import escape
 from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel
+
 from rig.benchmarks import benchmark_tables, recorded_prompts
 from rig.benchmarks.base import Table
-from rig.runs.plots import scatter_svg
+from rig.records import EpisodeResult
+from rig.runs.plots import PlotsUnavailable, Point, bar_plot, figure_svg, pareto_plot, save_figure
 from rig.runs.report import NM, ci_table, fmt, telemetry_table
 from rig.runs.store import Store, open_manifest
-from rig.runs.summary import benchmark_of, summarize
+from rig.runs.summary import HeadlineScore, RunSummary, benchmark_of, summarize
 
 CLIP_HEAD, CLIP_TAIL = 300, 900
 # The page may fetch nothing at all: any attempt is blocked and shows as a console error.
@@ -26,7 +34,11 @@ CSS = """body{font-family:system-ui,sans-serif;margin:24px;color:#222;max-width:
 table{border-collapse:collapse;margin:8px 0 16px}td,th{border:1px solid #ccc;padding:3px 7px;font-size:13px}
 th{background:#f3f3f3}.note{color:#555;font-size:12px;font-style:italic}pre{white-space:pre-wrap;background:#f8f8f8;
 padding:6px;font-size:12px;max-height:360px;overflow:auto}.ok{color:#176b2c}.bad{color:#a31b1b}
-#filters input,#filters select{margin-right:10px}.plots{display:flex;flex-wrap:wrap;gap:16px}"""
+#filters input,#filters select{margin-right:10px}.plots{display:flex;flex-wrap:wrap;gap:16px}
+.plots svg{max-width:100%;height:auto}.dash{border:1px solid #ddd;padding:8px 14px;margin:12px 0;border-radius:6px}
+.src{padding:0 4px;border-radius:3px;font-size:11px;color:#fff}.src-hit,.src-pack{background:#176b2c}
+.src-fuzzy{background:#b8860b}.src-miss{background:#a31b1b}.turn{border-left:3px solid #2a6fdb;padding-left:8px;
+margin:6px 0}.call{border-left:3px solid #888;padding-left:8px;margin:4px 0 4px 16px}"""
 
 # A backslash ending a line continues it: the script the page gets has the same lines as without it.
 JS = """const DATA=JSON.parse(document.getElementById('episodes').textContent);const EP=DATA.episodes;let page=0;\
@@ -38,16 +50,27 @@ function matches(e){const b=sel('f_bench'),c=sel('f_cat'),o=sel('f_out'),q=sel('
  if(o==='failed'&&e.status!=='failed')return false;\
  if(q&&!(e.id.toLowerCase().includes(q)||(e.error||'').toLowerCase().includes(q)))return false;return true}
 function esc(s){return String(s??'').replace(/[&<>]/g,c=>({'&':'&amp;','<':'&lt;','>':'&gt;'}[c]))}
+function call(c){const src=(c.meta||{}).source;const badge=src?` <span class="src src-${esc(src)}">${esc(src)}\
+</span>`:'';const sim=(c.meta||{}).similarity;const out=c.error?`<span class="bad">${esc(c.error_category||'error')}\
+: ${esc(c.error)}</span>`:`<pre>${esc(JSON.stringify(c.answer,null,1)).slice(0,2000)}</pre>`;
+ return `<div class="call"><b>tool call</b> <code>${esc(c.name)}(${esc(JSON.stringify(c.arguments))})</code>\
+${badge}${sim!=null?' similarity '+(+sim).toFixed(2):''} ${c.verdict==='invalid'?'<span class="bad">invalid</span>':''}\
+${out}</div>`}
+function trace(e){const used=new Set();let h=`<b>Prompt</b><pre>${esc(DATA.prompts[e.prompt])}</pre>`;
+ e.gens.forEach((g,i)=>{h+=`<div class="turn"><b>Model, turn ${i+1}</b> (${g.pt??'–'} prompt / ${g.ct??'–'} \
+completion tokens, ${g.e2e??'–'} s${g.fr?', stopped: '+esc(g.fr):''})<pre>${esc(g.text)}</pre></div>`;
+  e.calls.forEach((c,j)=>{if(c.step===i&&!used.has(j)){used.add(j);h+=call(c)}})});
+ e.calls.forEach((c,j)=>{if(!used.has(j))h+=call(c)});
+ h+=`<b>Scores</b><ul>${Object.entries(e.scores).map(([k,v])=>`<li>${esc(k)}: ${esc(v??'–')}</li>`).join('')}\
+</ul>`;if(e.error)h+=`<b>Error</b><pre>${esc(e.error)}</pre>`;return h}
 function render(){const rows=EP.filter(matches);const n=rows.length;const start=page*PER;
  document.getElementById('count').textContent=n+' episodes match';
  const body=rows.slice(start,start+PER).map(e=>`<tr><td>${esc(e.benchmark)}</td><td><details><summary>\
-${esc(e.id)} #${e.repeat}</summary>
- <b>Prompt</b><pre>${esc(DATA.prompts[e.prompt])}</pre>${e.gens.map((g,i)=>`<b>Generation ${i+1}</b>\
- (${g.pt??'–'} prompt / ${g.ct??'–'} completion tokens, ${g.e2e??'–'} s)<pre>${esc(g.text)}</pre>`).join('')}
- ${e.calls.length?'<b>Tool calls</b><pre>'+esc(JSON.stringify(e.calls,null,1))+'</pre>':''}</details></td>
+${esc(e.id)} #${e.repeat}</summary>${trace(e)}</details></td>
  <td>${esc(Object.entries(e.tags).map(([k,v])=>k+'='+v).join(', '))}</td><td class="${e.headline>=0.5?'ok':'bad'}">\
 ${e.headline??'–'}</td>
- <td>${esc(JSON.stringify(e.scores))}</td><td>${esc(e.status)}</td><td>${esc(e.error_category||'')}</td></tr>\
+ <td>${esc(Object.entries(e.scores).map(([k,v])=>k+'='+(v===null?'–':+(+v).toFixed(3))).join(', '))}</td>\
+<td>${esc(e.status)}</td><td>${esc(e.error_category||'')}</td></tr>
 `).join('');
  document.getElementById('ep_body').innerHTML=body;
  document.getElementById('page').textContent=`page ${page+1} of ${Math.max(1,Math.ceil(n/PER))}`}
@@ -96,26 +119,109 @@ def histogram_svg(values: list[float], title: str, x_label: str, bins: int = 20,
             f'<text x="{width / 2}" y="{height - 5}" text-anchor="middle">{escape(x_label)}</text></svg>')
 
 
-def gpu_line_svg(samples: list[tuple[float, int]], width: int = 560, height: int = 220) -> str:
+class _Figures:
+    """The page's matplotlib figures: inlined as SVG, and kept to be written as files beside the HTML."""
+
+    def __init__(self) -> None:
+        self.figs: dict[str, Any] = {}
+
+    def add(self, stem: str, make: Callable[[], Any]) -> str:
+        try:
+            fig = make()
+        except PlotsUnavailable as e:
+            return f'<p class="note">{escape(str(e))}</p>'
+        self.figs[stem] = fig
+        return figure_svg(fig)
+
+
+def gpu_line(samples: list[tuple[float, int]], figs: _Figures, stem: str) -> str:
     if len(samples) < 2:
-        return (f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="40"><text x="8" y="24">'
+        return (f'<svg xmlns="http://www.w3.org/2000/svg" width="560" height="40"><text x="8" y="24">'
                 f'GPU memory over time: {NM}</text></svg>')
+    from rig.runs.plots import line_plot
+
     t0 = samples[0][0]
-    pts = [(t - t0, b / 2**30) for t, b in samples]
-    return scatter_svg([("", x, y) for x, y in pts[:: max(1, len(pts) // 300)]], "seconds", "GiB used",
-                       "GPU memory over time", width, height).replace('r="5"', 'r="1.5"')
+    return figs.add(stem, lambda: line_plot([t - t0 for t, _ in samples], [b / 2**30 for _, b in samples],
+                                            "GPU memory over time", "seconds", "GiB used"))
 
 
-def html_report(run_dirs: list[Path]) -> str:
+def failure_reason(r: EpisodeResult, score: float | None) -> str | None:
+    """Why an episode did not succeed: its recorded error category, else a reply cut at max_tokens, else a wrong
+    answer; None for a success (headline >= 0.5) or an episode without a headline score."""
+    if r.error_category:
+        return r.error_category
+    if r.status == "failed":
+        return "failed"
+    if score is None or score >= 0.5:
+        return None
+    if r.generations and r.generations[-1].finish_reason == "length":
+        return "cut at max_tokens"
+    return "wrong answer"
+
+
+class _BenchDash(BaseModel):
+    run: str
+    benchmark: str
+    headline_name: str
+    summary: RunSummary
+    e2e: list[float]
+    tokens: list[float]
+    reasons: dict[str, int]
+
+
+def _dashboard(dash: list[_BenchDash], pareto: list[Point], pareto_mem: list[Point], figs: _Figures) -> str:
+    if not dash:
+        return ""
+    several = len({d.run for d in dash}) > 1
+    labels = [f"{d.run}: {d.benchmark}" if several else d.benchmark for d in dash]
+    heads = [d.summary.headline for d in dash]
+    parts = ['<section class="dash"><h2>Dashboard</h2><p class="note">Headline = each benchmark\'s per-episode '
+             "score (" + escape("; ".join(f"{d.benchmark}: {d.headline_name}" for d in dash[: len(set(labels))]))
+             + "), mean with 95% bootstrap CI; a benchmark with one scored episode has no interval.</p>",
+             '<div class="plots">']
+    parts.append(figs.add("headline", lambda: bar_plot(
+        labels, [h.mean if h and h.mean is not None else (h.scores[0].score if h and h.scores else None)
+                 for h in heads],
+        "Headline score with 95% CI", "score (0-1)", rate=True,
+        low=[h.low if h else None for h in heads], high=[h.high if h else None for h in heads])))
+    reasons = [(f"{lab}: {why}", n) for lab, d in zip(labels, dash, strict=True)
+               for why, n in sorted(d.reasons.items())]
+    if reasons:
+        parts.append(figs.add("failures", lambda: bar_plot([k for k, _ in reasons], [float(n) for _, n in reasons],
+                                                           "Why episodes failed", "episodes")))
+    else:
+        parts.append('<p class="note">No failed episodes.</p>')
+    parts.append("</div><h3>Latency and tokens</h3><div class=\"plots\">")
+    for lab, d in zip(labels, dash, strict=True):
+        parts.append(histogram_svg(d.e2e, f"{lab}: end-to-end latency", "seconds"))
+        parts.append(histogram_svg(d.tokens, f"{lab}: completion tokens", "tokens"))
+    parts.append("</div>")
+    if len(pareto) > 1:
+        parts += ['<h3>Across runs</h3><div class="plots">',
+                  figs.add("pareto_latency", lambda: pareto_plot(pareto, "end-to-end latency p50 (s)",
+                                                                 "headline score (95% CI)", "Score against latency")),
+                  figs.add("pareto_memory", lambda: pareto_plot(pareto_mem, "peak memory (GiB)",
+                                                                "headline score (95% CI)", "Score against memory")),
+                  "</div>"]
+    parts.append("</section>")
+    return "".join(parts)
+
+
+def html_report(run_dirs: list[Path], figures_dir: Path | None = None) -> str:
+    """The page; with `figures_dir`, each figure is also written there as SVG, PDF and PNG."""
     sections: list[str] = []
     episodes: list[dict[str, Any]] = []
-    pareto: list[tuple[str, float | None, float, float]] = []  # (model, latency p50, accuracy, peak memory GiB)
+    dash: list[_BenchDash] = []
+    pareto: list[Point] = []  # one point per run: its last benchmark with a headline CI, against latency
+    pareto_mem: list[Point] = []
+    figs = _Figures()
     prompt_text: dict[str, str] = {}  # one copy per episode, shared by its repeats
-    for run_dir in run_dirs:
+    for i, run_dir in enumerate(run_dirs):
         man = open_manifest(run_dir)
         store = Store(run_dir / "results.sqlite", readonly=True)
         try:
             cfg, spec = man.config, man.config.model
+            label = spec.name if len(run_dirs) == 1 else f"{spec.name} ({cfg.decode}/{cfg.tool_mode}) #{i + 1}"
             gpu = man.gpu_memory
             gpu_name = gpu.device_name if gpu and gpu.available else f"{NM} ({(gpu.reason or '') if gpu else ''})"
             manifest_rows = [
@@ -132,7 +238,7 @@ def html_report(run_dirs: list[Path]) -> str:
                      "".join(f"<tr><th>{escape(k)}</th><td>{escape(str(v))}</td></tr>" for k, v in manifest_rows) +
                      "</table>"]
             all_results = []
-            accuracy = None  # the run's point on the across-runs plots: its last benchmark with a headline CI
+            best: HeadlineScore | None = None  # the run's point on the across-runs plots
             for b in cfg.benchmarks:
                 results = store.results(b.name)
                 all_results += results
@@ -142,8 +248,18 @@ def html_report(run_dirs: list[Path]) -> str:
                 ci = ci_table(summary, spec.name)
                 if ci:
                     parts.append(_table_html(ci))
-                    accuracy = summary.headline.mean if summary.headline else None
+                    best = summary.headline
                 headline = summary.headline.by_episode() if summary.headline else {}
+                reasons: dict[str, int] = {}
+                for r in results:
+                    why = failure_reason(r, headline.get((r.episode_id, r.repeat)))
+                    if why:
+                        reasons[why] = reasons.get(why, 0) + 1
+                dash.append(_BenchDash(
+                    run=label, benchmark=b.name, headline_name=bench.headline_name, summary=summary, reasons=reasons,
+                    e2e=[g.timings.e2e_s for r in results for g in r.generations if g.timings.e2e_s is not None],
+                    tokens=[float(g.completion_tokens) for r in results for g in r.generations
+                            if g.completion_tokens is not None]))
                 prompts = recorded_prompts(b)  # {} when the data has moved: each prompt then says so
                 for r in results:
                     pkey = f"{b.name}/{r.episode_id}"
@@ -156,28 +272,27 @@ def html_report(run_dirs: list[Path]) -> str:
                         "error_category": r.error_category, "error": (r.error or "")[:300],
                         "prompt": pkey, "calls": [c.model_dump() for c in r.tool_calls],
                         "gens": [{"text": _clip(g.text), "pt": g.prompt_tokens, "ct": g.completion_tokens,
-                                  "e2e": None if g.timings.e2e_s is None else round(g.timings.e2e_s, 3)}
+                                  "e2e": None if g.timings.e2e_s is None else round(g.timings.e2e_s, 3),
+                                  "fr": g.finish_reason}
                                  for g in r.generations]})
             run_summary = summarize(man, all_results)
             parts.append(_table_html(telemetry_table(run_summary)))
-            e2e = [g.timings.e2e_s for r in all_results for g in r.generations if g.timings.e2e_s is not None]
             ttft = [g.timings.ttft_s for r in all_results for g in r.generations if g.timings.ttft_s is not None]
             samples = [(t, b) for t, b in store.conn.execute("SELECT t, used_bytes FROM gpu_samples ORDER BY t")]
-            parts.append('<div class="plots">' + histogram_svg(e2e, "End-to-end latency", "seconds") +
-                         histogram_svg(ttft, "Time to first token", "seconds") + gpu_line_svg(samples) + "</div>")
-            if accuracy is not None:
-                memory = run_summary.gpu_peak_bytes or run_summary.peak_rss_bytes or 0
-                pareto.append((spec.name, run_summary.e2e_p50_s, accuracy, memory / 2**30))
+            parts.append('<div class="plots">' + histogram_svg(ttft, "Time to first token", "seconds") +
+                         gpu_line(samples, figs, f"gpu_memory_{i + 1}") + "</div>")
+            if best is not None:
+                memory = run_summary.gpu_peak_bytes or run_summary.peak_rss_bytes
+                pt = Point(label=label, x=run_summary.e2e_p50_s, y=best.mean, y_low=best.low, y_high=best.high)
+                pareto.append(pt)
+                pareto_mem.append(pt.model_copy(update={"x": None if memory is None else memory / 2**30}))
             sections.append("\n".join(parts))
         finally:
             store.close()
-    pareto_html = ""
-    if len(pareto) > 1:
-        pareto_html = ('<h2>Across runs</h2><div class="plots">' +
-                       scatter_svg([(n, lat, acc) for n, lat, acc, _m in pareto], "latency p50 (s)", "accuracy",
-                                   "Accuracy against latency") +
-                       scatter_svg([(n, m, acc) for n, _l, acc, m in pareto], "peak memory (GiB)", "accuracy",
-                                   "Accuracy against peak memory") + "</div>")
+    dashboard = _dashboard(dash, pareto, pareto_mem, figs)
+    if figures_dir is not None:
+        for stem, fig in figs.figs.items():
+            save_figure(fig, figures_dir, stem)
     cats = sorted({v for e in episodes for v in e["tags"].values() if len(v) < 40})
     benches = sorted({e["benchmark"] for e in episodes})
     browser = (
@@ -197,6 +312,6 @@ def html_report(run_dirs: list[Path]) -> str:
     return (f'<!doctype html><html><head><meta charset="utf-8">'
             f'<meta http-equiv="Content-Security-Policy" content="{CSP}"><title>rig report</title>'
             f'<style>{CSS}</style></head>'
-            f'<body><h1>rig report</h1>{pareto_html}{"".join(sections)}{browser}'
+            f'<body><h1>rig report</h1>{dashboard}{"".join(sections)}{browser}'
             f'<script type="application/json" id="episodes">{data}</script><script>{JS}</script></body></html>')
 

@@ -1,56 +1,200 @@
-"""Dependency-free SVG plots (reports must open offline, so no CDN scripts and no matplotlib needed)."""
+"""Report figures drawn with matplotlib (Agg backend, nothing fetched): SVG inline in the HTML report, and SVG, PDF
+and PNG files a reader can put in a paper.
+
+Rates (accuracy, pass rates) sit on a fixed 0-1 axis, so an all-zero result reads as zero rather than as a scale
+stretched to nothing; other axes start at 0. Confidence intervals are error bars; point labels are kept inside the
+frame. matplotlib is the `plots` extra: it is imported when a figure is drawn, never at import time.
+"""
 
 from __future__ import annotations
 
-from html import escape
+import io
+import re
+from collections.abc import Iterable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+FORMATS = ("svg", "pdf", "png")
+MISSING = "figures need matplotlib: pip install 'rig[plots]'"
+COLOR, FRONT = "#2a6fdb", "#c33"
 
 
-def scatter_svg(points: list[tuple[str, float | None, float | None]], x_label: str, y_label: str, title: str,
-                width: int = 560, height: int = 360) -> str:
-    """Labelled scatter; the Pareto front (lower x, higher y is better) is drawn as a line. Unmeasured points are left
-    out."""
-    pad_l, pad_r, pad_t, pad_b = 60, 20, 30, 45
-    pts: list[tuple[str, float, float]] = [(n, x, y) for n, x, y in points if x is not None and y is not None]
-    if not pts:
-        return f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="60"><text x="10" y="30">' \
-               f'{escape(title)}: not measured</text></svg>'
-    xs, ys = [p[1] for p in pts], [p[2] for p in pts]
-    x0, x1 = min(xs), max(xs)
-    y0, y1 = min(min(ys), 0.0), max(max(ys), 1e-9)
-    if x1 == x0:
-        x0, x1 = x0 * 0.9, x1 * 1.1 + 1e-9
-    if y1 == y0:
-        y1 = y0 + 1
+class PlotsUnavailable(RuntimeError):
+    """matplotlib is not installed; str() says which extra brings it."""
 
-    def sx(x: float) -> float:
-        return pad_l + (x - x0) / (x1 - x0) * (width - pad_l - pad_r)
 
-    def sy(y: float) -> float:
-        return height - pad_b - (y - y0) / (y1 - y0) * (height - pad_t - pad_b)
+class Point(BaseModel):
+    """One variant on a Pareto plot: cost on x (lower is better), a rate on y (higher is better) with its CI."""
 
-    front, best = [], float("-inf")
-    for _n, x, y in sorted(pts, key=lambda p: (p[1], -p[2])):
+    label: str
+    x: float | None
+    y: float | None
+    y_low: float | None = None
+    y_high: float | None = None
+
+
+def _figure(width: float = 5.6, height: float = 3.6) -> Figure:
+    try:
+        from matplotlib.figure import Figure
+    except ImportError:
+        raise PlotsUnavailable(MISSING) from None
+    # A Figure made directly uses no pyplot state and no GUI backend (Agg canvases when saved).
+    return Figure(figsize=(width, height), layout="constrained")
+
+
+def pareto_front(points: Iterable[tuple[float, float]]) -> list[tuple[float, float]]:
+    """Points no other point beats on both axes (lower x, higher y), in x order."""
+    front: list[tuple[float, float]] = []
+    best = float("-inf")
+    for x, y in sorted(points, key=lambda p: (p[0], -p[1])):
         if y > best:
             front.append((x, y))
             best = y
-    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" font-family="sans-serif" '
-           f'font-size="11">',
-           f'<text x="{width / 2}" y="16" text-anchor="middle" font-size="13">{escape(title)}</text>',
-           f'<line x1="{pad_l}" y1="{height - pad_b}" x2="{width - pad_r}" y2="{height - pad_b}" stroke="#333"/>',
-           f'<line x1="{pad_l}" y1="{pad_t}" x2="{pad_l}" y2="{height - pad_b}" stroke="#333"/>',
-           f'<text x="{width / 2}" y="{height - 8}" text-anchor="middle">{escape(x_label)}</text>',
-           f'<text x="14" y="{height / 2}" transform="rotate(-90 14 {height / 2})" text-anchor="middle">'
-           f'{escape(y_label)}</text>']
-    for i in range(5):
-        xv, yv = x0 + (x1 - x0) * i / 4, y0 + (y1 - y0) * i / 4
-        out.append(f'<text x="{sx(xv):.1f}" y="{height - pad_b + 14}" text-anchor="middle">{xv:.3g}</text>')
-        out.append(f'<text x="{pad_l - 6}" y="{sy(yv) + 4:.1f}" text-anchor="end">{yv:.3g}</text>')
+    return front
+
+
+def pareto_plot(points: list[Point], x_label: str, y_label: str, title: str, rate: bool = True) -> Figure:
+    """Labelled scatter with CI error bars and the Pareto front as a dashed step line. Unmeasured points are listed
+    under the plot rather than drawn at 0."""
+    fig = _figure()
+    ax = fig.add_subplot()
+    ax.set_title(title, fontsize=11)
+    ax.set_xlabel(x_label)
+    ax.set_ylabel(y_label)
+    drawn = [p for p in points if p.x is not None and p.y is not None]
+    missing = [p.label for p in points if p.x is None or p.y is None]
+    if rate:
+        ax.set_ylim(-0.05, 1.05)  # a rate is 0-1 whatever the data: 0.000 must look like 0, not like a tall bar
+    xmax = max((p.x for p in drawn if p.x is not None), default=1.0) or 1.0
+    ax.set_xlim(0, xmax * 1.25)
+    for p in drawn:
+        assert p.x is not None and p.y is not None
+        yerr = None
+        if p.y_low is not None and p.y_high is not None:
+            yerr = [[max(p.y - p.y_low, 0.0)], [max(p.y_high - p.y, 0.0)]]
+        bars = ax.errorbar([p.x], [p.y], yerr=yerr, fmt="o", color=COLOR, ecolor=COLOR, capsize=4, markersize=6)
+        bars.lines[0].set_gid(f"point:{p.label}")  # the marker's SVG group is named after the variant
+        # Labels lean left of points in the right half so that none is cut at the frame.
+        right_half = p.x > xmax * 0.6
+        ax.annotate(
+            p.label,
+            (p.x, p.y),
+            xytext=(-8 if right_half else 8, 8),
+            textcoords="offset points",
+            ha="right" if right_half else "left",
+            fontsize=8,
+            annotation_clip=True,
+        )
+    front = pareto_front((p.x, p.y) for p in drawn if p.x is not None and p.y is not None)
     if len(front) > 1:
-        path = " ".join(f"{sx(x):.1f},{sy(y):.1f}" for x, y in front)
-        out.append(f'<polyline points="{path}" fill="none" stroke="#c33" stroke-dasharray="4 3"/>')
-    for n, x, y in pts:
-        out.append(f'<circle cx="{sx(x):.1f}" cy="{sy(y):.1f}" r="5" fill="#2a6fdb">'
-                   f'<title>{escape(n)}</title></circle>')
-        out.append(f'<text x="{sx(x) + 7:.1f}" y="{sy(y) - 7:.1f}">{escape(n)}</text>')
-    out.append("</svg>")
-    return "\n".join(out)
+        ax.step(
+            [x for x, _ in front],
+            [y for _, y in front],
+            where="post",
+            color=FRONT,
+            linestyle="--",
+            linewidth=1,
+            label="Pareto front",
+        )
+        ax.legend(loc="lower right", fontsize=8, frameon=False)
+    if missing:
+        fig.text(0.01, 0.01, "not measured: " + ", ".join(missing), fontsize=7, color="#555")
+    ax.grid(alpha=0.3)
+    return fig
+
+
+def bar_plot(
+    labels: list[str],
+    values: list[float | None],
+    title: str,
+    x_label: str,
+    rate: bool = False,
+    low: list[float | None] | None = None,
+    high: list[float | None] | None = None,
+) -> Figure:
+    """Horizontal bars (one per label), with CI whiskers when given; a None value is drawn as no bar and says so."""
+    fig = _figure(5.6, 0.6 + 0.32 * max(len(labels), 1))
+    ax = fig.add_subplot()
+    ax.set_title(title, fontsize=11)
+    ax.set_xlabel(x_label)
+    ys = list(range(len(labels)))[::-1]
+    vals = [0.0 if v is None else v for v in values]
+    ax.barh(ys, vals, color=COLOR, height=0.6)
+    if low is not None and high is not None:
+        for y, v, lo, hi in zip(ys, values, low, high, strict=True):
+            if v is not None and lo is not None and hi is not None:
+                ax.errorbar(
+                    [v], [y], xerr=[[max(v - lo, 0.0)], [max(hi - v, 0.0)]], fmt="none", ecolor="#222", capsize=3
+                )
+    ax.set_yticks(ys, labels, fontsize=8)
+    if rate:
+        ax.set_xlim(0, 1)
+    else:
+        ax.set_xlim(0, max(vals, default=1.0) * 1.15 or 1.0)
+    for y, v in zip(ys, values, strict=True):
+        if v is None:
+            ax.text(0.01, y, "not measured", va="center", fontsize=8, color="#555", transform=ax.get_yaxis_transform())
+    ax.grid(axis="x", alpha=0.3)
+    return fig
+
+
+def histogram_plot(values: list[float], title: str, x_label: str, bins: int = 20) -> Figure:
+    fig = _figure(5.6, 2.4)
+    ax = fig.add_subplot()
+    ax.set_title(title, fontsize=11)
+    ax.set_xlabel(x_label)
+    ax.set_ylabel("count")
+    if values:
+        ax.hist(values, bins=bins, color=COLOR)
+        ax.set_xlim(left=0)
+    else:
+        ax.text(0.5, 0.5, "not measured", ha="center", va="center", transform=ax.transAxes)
+    return fig
+
+
+def figure_bytes(fig: Figure, fmt: str) -> bytes:
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    FigureCanvasAgg(fig)  # attaches the Agg canvas; pdf and svg writers are picked by format
+    buf = io.BytesIO()
+    meta: dict[str, Any] = {"svg": {"Date": None}, "pdf": {"CreationDate": None}}.get(fmt, {})
+    fig.savefig(buf, format=fmt, dpi=150, metadata=meta)
+    return buf.getvalue()
+
+
+def figure_svg(fig: Figure) -> str:
+    """SVG text to inline in an HTML page (no XML prolog or DOCTYPE; ids made unique per figure)."""
+    svg = figure_bytes(fig, "svg").decode("utf-8")
+    svg = svg[svg.index("<svg") :]
+    svg = re.sub(r"<metadata>.*?</metadata>", "", svg, flags=re.S)  # RDF creator block: bytes, no picture
+    # matplotlib names clip paths and glyphs with ids that repeat across figures; one page holds many figures.
+    tag = f"f{id(fig):x}"
+    return re.sub(r'(id="|url\(#|href="#)([A-Za-z_][\w.-]*)', lambda m: f"{m.group(1)}{tag}-{m.group(2)}", svg)
+
+
+def save_figure(fig: Figure, folder: Path, stem: str, formats: Iterable[str] = FORMATS) -> list[Path]:
+    """Write the figure as stem.svg / .pdf / .png in folder; returns the files written."""
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for fmt in formats:
+        path = folder / f"{stem}.{fmt}"
+        path.write_bytes(figure_bytes(fig, fmt))
+        paths.append(path)
+    return paths
+
+
+def line_plot(xs: list[float], ys: list[float], title: str, x_label: str, y_label: str) -> Figure:
+    fig = _figure(5.6, 2.4)
+    ax = fig.add_subplot()
+    ax.set_title(title, fontsize=11)
+    ax.set_xlabel(x_label)
+    ax.set_ylabel(y_label)
+    ax.plot(xs, ys, color=COLOR, linewidth=1)
+    ax.set_ylim(bottom=0)
+    ax.set_xlim(left=0)
+    return fig

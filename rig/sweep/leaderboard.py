@@ -9,7 +9,7 @@ from pathlib import Path
 from rig.benchmarks.base import Table
 from rig.runs.compare import gib, paired, run_summary
 from rig.runs.html import CSP, _table_html
-from rig.runs.plots import scatter_svg
+from rig.runs.plots import Point, figure_svg, pareto_plot
 from rig.runs.report import table_md
 from rig.runs.summary import HeadlineScore, RunSummary
 from rig.sweep.spec import Cell
@@ -70,15 +70,19 @@ def leaderboard(cells: list[Cell], runs: dict[str, str | None], baseline: str) -
         pts = [(c, sums[c.key]) for c in cells if c.benchmark == bench and c.key in sums]
         label = [(f"{s.model} {c.decode}/{c.tool_mode}" if len({_mode(x) for x, _ in pts}) > 1 else s.model)
                  for c, s in pts]
-        acc = [s.headline.mean if s.headline else None for _, s in pts]
         on_gpu = all(s.gpu_peak_bytes is not None for _, s in pts)
-        plots[f"pareto_latency_{bench}.svg"] = scatter_svg(
-            [(n, s.e2e_p50_s, a) for n, (_, s), a in zip(label, pts, acc, strict=True)],
-            "end-to-end latency p50 (s)", "score", f"{bench}: score against latency")
-        plots[f"pareto_memory_{bench}.svg"] = scatter_svg(
-            [(n, gib(s.gpu_peak_bytes if on_gpu else s.peak_rss_bytes), a)
-             for n, (_, s), a in zip(label, pts, acc, strict=True)],
-            "GPU peak (GiB)" if on_gpu else "process RSS peak (GiB)", "score", f"{bench}: score against memory")
+
+        def point(n: str, s: RunSummary, x: float | None) -> Point:
+            h = s.headline
+            return Point(label=n, x=x, y=h.mean if h else None, y_low=h.low if h else None,
+                         y_high=h.high if h else None)
+
+        plots[f"pareto_latency_{bench}.svg"] = figure_svg(pareto_plot(
+            [point(n, s, s.e2e_p50_s) for n, (_, s) in zip(label, pts, strict=True)],
+            "end-to-end latency p50 (s)", "score (95% CI)", f"{bench}: score against latency"))
+        plots[f"pareto_memory_{bench}.svg"] = figure_svg(pareto_plot(
+            [point(n, s, gib(s.gpu_peak_bytes if on_gpu else s.peak_rss_bytes)) for n, (_, s) in zip(label, pts, strict=True)],
+            "GPU peak (GiB)" if on_gpu else "process RSS peak (GiB)", "score (95% CI)", f"{bench}: score against memory"))
     return tables, plots
 
 

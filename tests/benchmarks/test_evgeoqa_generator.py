@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rig.benchmarks.evgeoqa.data import (INTENT_BY_ID, NOISE_CATEGORIES, NOISE_KEYS, Setting, poi_categories)
+from rig.benchmarks.evgeoqa.data import INTENT_BY_ID, NOISE_CATEGORIES, NOISE_KEYS, Setting, poi_categories
 from rig.benchmarks.evgeoqa.generator import GenerationError, generate, kmeans_1d, sample_locations, setting_for
 from rig.maps.geo import geodesic_m, haversine_m
 

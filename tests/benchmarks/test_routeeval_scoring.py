@@ -6,8 +6,7 @@ import math
 
 import pytest
 
-from rig.benchmarks.routeeval.scoring import (accuracy, check_call, deviation, is_mismatch,
-                                              normalise_route_type)
+from rig.benchmarks.routeeval.scoring import accuracy, check_call, deviation, is_mismatch, normalise_route_type
 from rig.benchmarks.routeeval.tables import category_table, routeeval_tables, summary
 from rig.records import EpisodeResult
 

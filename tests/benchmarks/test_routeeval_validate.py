@@ -6,8 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from rig.benchmarks.routeeval.validate import (METRES_PER_MILE, RouteValidator, Site, address_candidates,
-                                               name_matches)
+from rig.benchmarks.routeeval.validate import METRES_PER_MILE, RouteValidator, Site, address_candidates, name_matches
 
 
 @pytest.fixture(scope="module")

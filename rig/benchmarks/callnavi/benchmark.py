@@ -30,6 +30,7 @@ MAX_TOKENS = {"routing": 128, "params": 384}
 
 class CallNavi(Benchmark):
     name = "callnavi"
+    headline_name = "AST match"
     version = "1"
 
     class Options(BenchmarkOptions):

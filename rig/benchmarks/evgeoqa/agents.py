@@ -8,8 +8,16 @@ from pydantic import BaseModel, ConfigDict
 
 from rig.agents.loop import LoopOutcome, run_tool_loop
 from rig.benchmarks.evgeoqa.data import Query, Setting
-from rig.benchmarks.evgeoqa.tools import (CAL_DISTANCE, CHANGE_LOCATION, FINAL, MAX_ANSWER, SEARCH_POIS,
-                                          SEARCH_STATIONS, GeoRoverExecutor, tool_specs)
+from rig.benchmarks.evgeoqa.tools import (
+    CAL_DISTANCE,
+    CHANGE_LOCATION,
+    FINAL,
+    MAX_ANSWER,
+    SEARCH_POIS,
+    SEARCH_STATIONS,
+    GeoRoverExecutor,
+    tool_specs,
+)
 from rig.benchmarks.evgeoqa.world import World
 from rig.engines.base import Engine
 from rig.records import Message, Sampling

@@ -31,6 +31,7 @@ DEFAULT_MAX_TOKENS = 512  # one JSON tool call per reply; a looping reply is cut
 
 class EVGeoQA(Benchmark):
     name = "evgeoqa"
+    headline_name = "Hits@1"
     version = "1"
 
     class Options(BenchmarkOptions):

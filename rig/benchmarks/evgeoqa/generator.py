@@ -23,8 +23,19 @@ from typing import Any
 
 import numpy as np
 
-from rig.benchmarks.evgeoqa.data import (INTENT_BY_ID, INTENT_TEMPLATES, INTENTS, SEED_TEMPLATES, AnswerStation,
-                                         Dataset, Intent, Query, Setting, extent_diag_m, round_m)
+from rig.benchmarks.evgeoqa.data import (
+    INTENT_BY_ID,
+    INTENT_TEMPLATES,
+    INTENTS,
+    SEED_TEMPLATES,
+    AnswerStation,
+    Dataset,
+    Intent,
+    Query,
+    Setting,
+    extent_diag_m,
+    round_m,
+)
 from rig.benchmarks.evgeoqa.world import NoRoute, PackWorld, PoiHit
 from rig.maps.geo import geodesic_m, haversine_m, metres_to_chord, to_xyz
 from rig.maps.profiles import MODE_BITS

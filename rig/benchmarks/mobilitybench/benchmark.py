@@ -32,6 +32,7 @@ COLUMNS = list(M.METRICS)
 
 class MobilityBench(Benchmark):
     name = "mobilitybench"
+    headline_name = "final pass rate"
     version = "1"
 
     class Options(BenchmarkOptions):

@@ -27,6 +27,7 @@ DEFAULT_MAX_TOKENS = 768  # 12 waypoints with two 120-character strings each fit
 
 class RouteEval(Benchmark):
     name = "routeeval"
+    headline_name = "route accuracy"
     version = "1"
 
     class Options(BenchmarkOptions):

@@ -35,6 +35,7 @@ GENERATOR_VERSION = "1"
 
 class UrbanGeoEval(Benchmark):
     name = "urbangeo"
+    headline_name = "MCQ / reasoning score"
     version = "1"
 
     class Options(BenchmarkOptions):

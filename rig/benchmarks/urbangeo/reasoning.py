@@ -13,8 +13,8 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
-from rig.benchmarks.urbangeo import hours as H
 from rig.benchmarks.urbangeo import geometry as G
+from rig.benchmarks.urbangeo import hours as H
 from rig.benchmarks.urbangeo.knowledge import Skip
 from rig.benchmarks.urbangeo.world import Aoi, City, Poi, Road, humanise
 from rig.maps.geo import haversine_m

@@ -23,10 +23,10 @@ from rig.benchmarks.mobilitybench.scoring.text import (
     coords_in,
     haversine_km,
     norm,
-    stated_traffic,
     stated_clocks_min,
     stated_distances_m,
     stated_durations_s,
+    stated_traffic,
 )
 from rig.benchmarks.mobilitybench.similarity import Backend, sim
 from rig.benchmarks.mobilitybench.tools import GT_ALIASES, ROUTE_TOOLS, parse_lonlat
