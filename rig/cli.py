@@ -12,8 +12,11 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table as RichTable
 
-app = typer.Typer(help="Offline evaluation rig for open LLMs on geospatial and tool-calling benchmarks.",
-                  no_args_is_help=True, pretty_exceptions_enable=False)
+app = typer.Typer(
+    help="Offline evaluation rig for open LLMs on geospatial and tool-calling benchmarks.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+)
 err = Console(stderr=True)
 DEFAULT_MODEL = "gemma3-270m"  # the embedded model: runs on CPU with nothing but `pip install`
 out = Console()
@@ -54,10 +57,12 @@ def _tool_mode(tool_mode: str | None, decode: str) -> str:
 @app.command()
 def bench(
     ctx: typer.Context,
-    model: str | None = typer.Option(None, "--model", "-m", help="Model from models.yaml (see `rig models`); "
-                                                                  "default: the embedded gemma3-270m."),
-    benchmark: str | None = typer.Option(None, "--benchmark", "-b",
-                                            help="Benchmark to run (default: every benchmark with data available)."),
+    model: str | None = typer.Option(
+        None, "--model", "-m", help="Model from models.yaml (see `rig models`); default: the embedded gemma3-270m."
+    ),
+    benchmark: str | None = typer.Option(
+        None, "--benchmark", "-b", help="Benchmark to run (default: every benchmark with data available)."
+    ),
     gpu: int | None = typer.Option(None, "--gpu", help="GPU ordinal; CPU when omitted."),
     limit: int | None = typer.Option(None, "--limit", min=1, help="Run a seeded sample of N questions."),
     repeats: int = typer.Option(1, "--repeats", "-k", min=1, help="Runs per episode (stability scores need k > 1)."),
@@ -66,22 +71,32 @@ def bench(
     resume: str | None = typer.Option(None, "--resume", help="Run id to resume; finished episodes are skipped."),
     fmt: str | None = typer.Option(None, "--format", help="Answer format for CallNavi: json or yaml."),
     decode: str = typer.Option("none", "--decode", help="Constrain output: none, json or yaml."),
-    tool_mode: str | None = typer.Option(None, "--tool-mode",
-                                            help="How tools are offered: native, prompt, json or yaml (constrained "
-                                                 "calls); default: the --decode format, else prompt."),
-    option: list[str] = typer.Option([], "--option", "-O", help="Benchmark option key=value (e.g. task=routing); "
-                                                                 "`rig benchmarks` lists each benchmark's options."),
+    tool_mode: str | None = typer.Option(
+        None,
+        "--tool-mode",
+        help="How tools are offered: native, prompt, json or yaml (constrained "
+        "calls); default: the --decode format, else prompt.",
+    ),
+    option: list[str] = typer.Option(
+        [],
+        "--option",
+        "-O",
+        help="Benchmark option key=value (e.g. task=routing); `rig benchmarks` lists each benchmark's options.",
+    ),
     concurrency: int = typer.Option(1, "--concurrency", "-c", min=1, help="Episodes in flight."),
     order: str = typer.Option("grouped", "--order", help="grouped (shared prompt prefixes together) or shuffled."),
-    temperature: float | None = typer.Option(None, "--temperature", min=0.0,
-                                                help="Override the model's temperature."),
+    temperature: float | None = typer.Option(None, "--temperature", min=0.0, help="Override the model's temperature."),
     seed: int | None = typer.Option(None, "--seed", help="Override the model's seed."),
     max_tokens: int | None = typer.Option(None, "--max-tokens", min=1, help="Override the model's max_tokens."),
     models_file: Path | None = typer.Option(None, "--models", help="models.yaml to use."),
-    report: bool = typer.Option(True, "--report/--no-report",
-                                help="Write report.md and report.html and print a one-screen summary."),
-    shard: str | None = typer.Option(None, "--shard", help="I/N: run only shard I (0-based) of N of the selected "
-                                        "questions (rig sweep; join shards with rig merge)."),
+    report: bool = typer.Option(
+        True, "--report/--no-report", help="Write report.md and report.html and print a one-screen summary."
+    ),
+    shard: str | None = typer.Option(
+        None,
+        "--shard",
+        help="I/N: run only shard I (0-based) of N of the selected questions (rig sweep; join shards with rig merge).",
+    ),
 ) -> None:
     """Run a benchmark on a local model and print its report."""
     from rich.progress import (
@@ -126,16 +141,40 @@ def bench(
         given.add("tool_mode")  # implied by --decode
     if opts or fmt or decode != "none":
         given.add("options")
-    values = dict(model=model, benchmark=benchmark, gpu=gpu, limit=limit, repeats=repeats, data=data, out=out_dir,
-                  resume=resume, decode=decode, tool_mode=tool_mode, options=opts, concurrency=concurrency,
-                  order=order, models_file=models_file, temperature=temperature, seed=seed, max_tokens=max_tokens, shard=shard)
+    values = dict(
+        model=model,
+        benchmark=benchmark,
+        gpu=gpu,
+        limit=limit,
+        repeats=repeats,
+        data=data,
+        out=out_dir,
+        resume=resume,
+        decode=decode,
+        tool_mode=tool_mode,
+        options=opts,
+        concurrency=concurrency,
+        order=order,
+        models_file=models_file,
+        temperature=temperature,
+        seed=seed,
+        max_tokens=max_tokens,
+        shard=shard,
+    )
     names = {"out_dir": "out", "option": "options", "fmt": "options"}
     given = {names.get(g, g) for g in given}
     if resume is None:
         given = set(values)
     bo = BenchOptions.model_validate({k: v for k, v in values.items() if k in given or k in ("out", "resume")})
-    columns = [TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-               TextColumn("{task.fields[rate]}"), TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn()]
+    columns = [
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[rate]}"),
+        TimeElapsedColumn(),
+        TextColumn("ETA"),
+        TimeRemainingColumn(),
+    ]
     prog = Progress(*columns, console=err, transient=False)
     state: dict = {"task": None, "t0": 0.0, "d0": 0}
 
@@ -150,9 +189,19 @@ def bench(
 
     try:
         # soft_wrap: a printed --resume command must stay one line to be copied
-        run_dir = run_bench(bo, progress=progress, on_event=lambda m: err.print(escape(m), highlight=False, soft_wrap=True))
-    except (RegistryError, DataError, BenchError, MissingExtra, EngineError, KeyError, NewerFormatError,
-            RunFileError) as e:
+        run_dir = run_bench(
+            bo, progress=progress, on_event=lambda m: err.print(escape(m), highlight=False, soft_wrap=True)
+        )
+    except (
+        RegistryError,
+        DataError,
+        BenchError,
+        MissingExtra,
+        EngineError,
+        KeyError,
+        NewerFormatError,
+        RunFileError,
+    ) as e:
         prog.stop()
         _fail(str(e).strip("'\""))
     prog.stop()
@@ -173,8 +222,14 @@ def print_screen(run_dir: Path, console: Console | None = None) -> None:
     from rig.runs.screen import final_screen
 
     table, lines = final_screen(run_dir)
-    t = RichTable(title=escape(table.title), caption=escape(table.note), title_justify="left",
-                  caption_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
+    t = RichTable(
+        title=escape(table.title),
+        caption=escape(table.note),
+        title_justify="left",
+        caption_justify="left",
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
+    )
     for c in table.columns:
         t.add_column(escape(c))
     for row in table.rows:
@@ -188,8 +243,12 @@ def print_screen(run_dir: Path, console: Console | None = None) -> None:
 @app.command()
 def report(
     run: list[Path] = typer.Argument(..., help="Run directories (runs/<id>)."),
-    html: bool = typer.Option(False, "--html", help="Write one self-contained HTML file (dashboard, tables, episodes) "
-                                                    "and its figures beside it as SVG, PDF and PNG."),
+    html: bool = typer.Option(
+        False,
+        "--html",
+        help="Write one self-contained HTML file (dashboard, tables, episodes) "
+        "and its figures beside it as SVG, PDF and PNG.",
+    ),
     md: bool = typer.Option(True, "--md/--no-md", help="Print markdown tables."),
     to: Path | None = typer.Option(None, "--out", help="HTML output path (default: report.html in the first run)."),
 ) -> None:
@@ -241,8 +300,9 @@ app.add_typer(models_app, name="models")
 
 
 @models_app.callback()
-def models(ctx: typer.Context,
-           models_file: Path | None = typer.Option(None, "--models", help="models.yaml to use.")) -> None:
+def models(
+    ctx: typer.Context, models_file: Path | None = typer.Option(None, "--models", help="models.yaml to use.")
+) -> None:
     """List the model registry and whether each model's weights are present."""
     if ctx.invoked_subcommand:
         return
@@ -258,9 +318,19 @@ def models(ctx: typer.Context,
     for name, spec in reg.models.items():
         ok, _detail = weights_present(spec, reg.path)
         default = " (default)" if reg.defaults.get(spec.base) == name else ""
-        t.add_row(*(escape(str(c)) for c in (name + default, spec.engine, spec.quantization, spec.context_length,
-                                              f"{spec.weights.kind}: {spec.weights.ref}")),
-                  "yes" if ok else "[red]no[/]")
+        t.add_row(
+            *(
+                escape(str(c))
+                for c in (
+                    name + default,
+                    spec.engine,
+                    spec.quantization,
+                    spec.context_length,
+                    f"{spec.weights.kind}: {spec.weights.ref}",
+                )
+            ),
+            "yes" if ok else "[red]no[/]",
+        )
     out.print(t)
 
 
@@ -332,20 +402,25 @@ def convert(
 
 @app.command()
 def compare(
-    models_: list[str] = typer.Argument(..., metavar="VARIANT...",
-                                        help="Models, or MODEL@decode=json,tool_mode=native variants; the first is "
-                                             "the baseline."),
+    models_: list[str] = typer.Argument(
+        ...,
+        metavar="VARIANT...",
+        help="Models, or MODEL@decode=json,tool_mode=native variants; the first is the baseline.",
+    ),
     benchmark: str = typer.Option("callnavi", "--benchmark", "-b"),
     limit: int | None = typer.Option(None, "--limit", min=1),
     repeats: int = typer.Option(1, "--repeats", "-k", min=1),
     data: Path | None = typer.Option(None, "--data"),
     out_dir: Path = typer.Option(Path("runs"), "--out"),
     gpu: int | None = typer.Option(None, "--gpu"),
-    decode: str = typer.Option("none", "--decode",
-                               help="none, json or yaml; a list (none,json) runs every variant under each."),
-    tool_mode: str | None = typer.Option(None, "--tool-mode",
-                                         help="Default: the --decode format, else prompt; a list (prompt,json) runs "
-                                              "every variant under each."),
+    decode: str = typer.Option(
+        "none", "--decode", help="none, json or yaml; a list (none,json) runs every variant under each."
+    ),
+    tool_mode: str | None = typer.Option(
+        None,
+        "--tool-mode",
+        help="Default: the --decode format, else prompt; a list (prompt,json) runs every variant under each.",
+    ),
     option: list[str] = typer.Option([], "--option", "-O"),
     seed: int = typer.Option(0, "--seed", help="One seed for every variant, so episodes and sampling match."),
     max_tokens: int | None = typer.Option(None, "--max-tokens", min=1),
@@ -363,14 +438,25 @@ def compare(
     tool_modes = [_tool_mode(t.strip(), "none") for t in (tool_mode or "").split(",") if t.strip()]
     try:
         # One value is the command's mode for every variant; a list makes it an axis of the comparison.
-        variants = expand_variants(models_, decodes if len(decodes) > 1 else None,
-                                   tool_modes if len(tool_modes) > 1 else None)
+        variants = expand_variants(
+            models_, decodes if len(decodes) > 1 else None, tool_modes if len(tool_modes) > 1 else None
+        )
         base_decode = decodes[0] if len(decodes) == 1 else "none"
         base_tool = tool_modes[0] if len(tool_modes) == 1 else None
-        bo = BenchOptions(benchmark=benchmark, limit=limit, repeats=repeats, data=data, out=out_dir, gpu=gpu,
-                          decode=base_decode, tool_mode=_tool_mode(base_tool, base_decode),
-                          options=_parse_options(option), seed=seed, max_tokens=max_tokens,
-                          models_file=models_file.resolve() if models_file else None)
+        bo = BenchOptions(
+            benchmark=benchmark,
+            limit=limit,
+            repeats=repeats,
+            data=data,
+            out=out_dir,
+            gpu=gpu,
+            decode=base_decode,
+            tool_mode=_tool_mode(base_tool, base_decode),
+            options=_parse_options(option),
+            seed=seed,
+            max_tokens=max_tokens,
+            models_file=models_file.resolve() if models_file else None,
+        )
         cdir, runs = run_compare(list(variants), bo, say=say)
     except BenchError as e:
         _fail(str(e))
@@ -383,13 +469,23 @@ def compare(
 def sweep(
     sweep_file: Path = typer.Argument(..., help="sweep.yaml: models x benchmarks x modes, resources, shards."),
     out_dir: Path | None = typer.Option(None, "--out", help="Sweep folder (default: runs/sweep-<file name>)."),
-    parallel: int | None = typer.Option(None, "--parallel", "-j", min=1,
-                                           help="Cells at once on this machine (default: 1 on a CPU-only host, "
-                                                "GPUs / num_gpus with GPUs)."),
-    ray: str | None = typer.Option(None, "--ray", help="auto, local (start a one-machine cluster) or a Ray "
-                                                          "address: cells become Ray tasks with their resources."),
-    ship: bool = typer.Option(False, "--ship/--shared", help="With --ray: ship run folders back to the driver "
-                                                             "instead of writing to a shared --out path."),
+    parallel: int | None = typer.Option(
+        None,
+        "--parallel",
+        "-j",
+        min=1,
+        help="Cells at once on this machine (default: 1 on a CPU-only host, GPUs / num_gpus with GPUs).",
+    ),
+    ray: str | None = typer.Option(
+        None,
+        "--ray",
+        help="auto, local (start a one-machine cluster) or a Ray address: cells become Ray tasks with their resources.",
+    ),
+    ship: bool = typer.Option(
+        False,
+        "--ship/--shared",
+        help="With --ray: ship run folders back to the driver instead of writing to a shared --out path.",
+    ),
 ) -> None:
     """Run every cell of a sweep as its own `rig bench` process; skip finished cells, resume partial ones, retry
     dead ones; end with a leaderboard."""
@@ -417,9 +513,16 @@ def sweep(
         return t
 
     with Live(console=err, refresh_per_second=2, transient=False) as live:
-        result = run_sweep(spec, cells, out, parallel=parallel, ray=ray, ship=ship,
-                           on_update=lambda jobs, root: live.update(table(jobs, root)),
-                           say=lambda m: live.console.print(m, highlight=False))
+        result = run_sweep(
+            spec,
+            cells,
+            out,
+            parallel=parallel,
+            ray=ray,
+            ship=ship,
+            on_update=lambda jobs, root: live.update(table(jobs, root)),
+            say=lambda m: live.console.print(m, highlight=False),
+        )
     md = write_leaderboard(out, cells, result.cells, spec.baseline or spec.models[0])
     err.print(f"sweep: {out} (leaderboard.md, leaderboard.html)", highlight=False)
     sys.stdout.write(md + "\n")
@@ -446,10 +549,14 @@ def merge(
 
 
 @app.command("benchmarks")
-def benchmarks_cmd(name: str | None = typer.Argument(None, help="One benchmark (default: all)."),
-                   write_readmes: bool = typer.Option(False, "--write-readmes",
-                                                      help="Rewrite the options table in each benchmarks/<name>/"
-                                                           "README.md of this source tree.")) -> None:
+def benchmarks_cmd(
+    name: str | None = typer.Argument(None, help="One benchmark (default: all)."),
+    write_readmes: bool = typer.Option(
+        False,
+        "--write-readmes",
+        help="Rewrite the options table in each benchmarks/<name>/README.md of this source tree.",
+    ),
+) -> None:
     """List the benchmarks and their -O options (type, default, meaning), generated from each Options model."""
     import rig
     from rig.benchmarks import BENCHMARKS, get_benchmark_class, options_markdown, with_options_table
@@ -468,13 +575,16 @@ def benchmarks_cmd(name: str | None = typer.Argument(None, help="One benchmark (
         return
     for n in names:
         about = (sys.modules[get_benchmark_class(n).__module__].__doc__ or "").strip().split("\n\n")[0]
-        sys.stdout.write(f"## {n} (-O {n}.KEY=VALUE, or -O KEY=VALUE with -b {n})\n\n{about}\n\n"
-                         f"{options_markdown(n)}\n\n")
+        sys.stdout.write(
+            f"## {n} (-O {n}.KEY=VALUE, or -O KEY=VALUE with -b {n})\n\n{about}\n\n{options_markdown(n)}\n\n"
+        )
 
 
 @app.command()
-def doctor(data: Path | None = typer.Option(None, "--data", help="CallNavi data folder to check."),
-           models_file: Path | None = typer.Option(None, "--models")) -> None:
+def doctor(
+    data: Path | None = typer.Option(None, "--data", help="CallNavi data folder to check."),
+    models_file: Path | None = typer.Option(None, "--models"),
+) -> None:
     """Check engines, GPUs, the offline guard, data and weights."""
     from rig.doctor import run_checks
 
@@ -499,16 +609,18 @@ def runs(root: Path = typer.Argument(Path("runs"), help="Folder holding run fold
     for c in ("run id", "model", "benchmarks", "status", "done / total", "started"):
         t.add_column(c)
     for r in list_runs(root):
-        t.add_row(*(escape(str(c)) for c in (r.run_id, r.model, r.benchmarks, r.status, f"{r.done} / {r.total}",
-                                             r.started)))
+        t.add_row(
+            *(escape(str(c)) for c in (r.run_id, r.model, r.benchmarks, r.status, f"{r.done} / {r.total}", r.started))
+        )
     out.print(t)
 
 
 @app.command("export")
-def export_cmd(run: Path = typer.Argument(..., help="Run directory."),
-               fmt: str = typer.Option("csv", "--format", help="csv, jsonl or parquet."),
-               to: Path | None = typer.Option(None, "--out",
-                                              help="Output file (default: inside the run folder).")) -> None:
+def export_cmd(
+    run: Path = typer.Argument(..., help="Run directory."),
+    fmt: str = typer.Option("csv", "--format", help="csv, jsonl or parquet."),
+    to: Path | None = typer.Option(None, "--out", help="Output file (default: inside the run folder)."),
+) -> None:
     """Write per-episode rows joined with their telemetry."""
     from rig.runs.export import export
 
@@ -522,8 +634,10 @@ def export_cmd(run: Path = typer.Argument(..., help="Run directory."),
         _fail(f"--out {e.filename or to}: cannot write the export ({e.strerror})")
     say(f"wrote {path}")
 
-bundle_app = typer.Typer(help="Carry rig, weights, data and map packs to a machine with no network, verified.",
-                         no_args_is_help=True)
+
+bundle_app = typer.Typer(
+    help="Carry rig, weights, data and map packs to a machine with no network, verified.", no_args_is_help=True
+)
 app.add_typer(bundle_app, name="bundle")
 
 
@@ -534,18 +648,22 @@ def _csv(value: str) -> list[str]:
 @bundle_app.command("create")
 def bundle_create(
     out_dir: Path = typer.Argument(..., help="New folder for the bundle."),
-    models_csv: str = typer.Option(DEFAULT_MODEL, "--models",
-                                   help="models.yaml entries, comma-separated (a base name brings its variants)."),
+    models_csv: str = typer.Option(
+        DEFAULT_MODEL, "--models", help="models.yaml entries, comma-separated (a base name brings its variants)."
+    ),
     benchmarks_csv: str | None = typer.Option(None, "--benchmarks", help="Comma-separated (default: all)."),
     extras_csv: str = typer.Option("llamacpp", "--extras", help="rig extras (engines), comma-separated."),
     python: str | None = typer.Option(None, "--python", help="Target Python, e.g. 3.11 (default: this one)."),
-    plat: str | None = typer.Option(None, "--platform",
-                                       help="Target pip platform tag(s), e.g. manylinux_2_28_x86_64 (default: here)."),
+    plat: str | None = typer.Option(
+        None, "--platform", help="Target pip platform tag(s), e.g. manylinux_2_28_x86_64 (default: here)."
+    ),
     models_file: Path | None = typer.Option(None, "--models-file", help="models.yaml to read entries from."),
-    wheels: bool = typer.Option(True, "--wheels/--no-wheels", help="Collect wheels with pip (needs an index or "
-                                                                   "--find-links)."),
-    build: bool = typer.Option(True, "--build/--no-build",
-                               help="Compile source-only packages here when the target is this machine."),
+    wheels: bool = typer.Option(
+        True, "--wheels/--no-wheels", help="Collect wheels with pip (needs an index or --find-links)."
+    ),
+    build: bool = typer.Option(
+        True, "--build/--no-build", help="Compile source-only packages here when the target is this machine."
+    ),
     find_links: list[Path] = typer.Option([], "--find-links", help="Local wheel folder for pip (repeatable)."),
     no_index: bool = typer.Option(False, "--no-index", help="pip uses --find-links only."),
     maps: bool = typer.Option(True, "--maps/--no-maps", help="Include the built map packs the benchmarks use."),
@@ -554,10 +672,20 @@ def bundle_create(
     from rig.benchmarks import BENCHMARKS
     from rig.bundle import BundleError, CreateOptions, create
 
-    opts = CreateOptions(out=out_dir, models=_csv(models_csv), extras=_csv(extras_csv), python=python, platform=plat,
-                         benchmarks=_csv(benchmarks_csv) if benchmarks_csv else sorted(BENCHMARKS),
-                         models_file=models_file, wheels=wheels, build=build, find_links=find_links,
-                         no_index=no_index, maps=maps)
+    opts = CreateOptions(
+        out=out_dir,
+        models=_csv(models_csv),
+        extras=_csv(extras_csv),
+        python=python,
+        platform=plat,
+        benchmarks=_csv(benchmarks_csv) if benchmarks_csv else sorted(BENCHMARKS),
+        models_file=models_file,
+        wheels=wheels,
+        build=build,
+        find_links=find_links,
+        no_index=no_index,
+        maps=maps,
+    )
     try:
         man = create(opts)
     except BundleError as e:
@@ -581,16 +709,19 @@ def bundle_verify(bundle: Path = typer.Argument(..., help="Bundle folder.")) -> 
         for p in paths:
             err.print(f"[bold red]{kind}:[/] {bundle / p}", highlight=False, soft_wrap=True)
     if not rep.ok:
-        _fail(f"bundle {rep.bundle_id}: {len(rep.missing)} missing, {len(rep.extra)} extra, "
-              f"{len(rep.altered)} altered file(s)")
+        _fail(
+            f"bundle {rep.bundle_id}: {len(rep.missing)} missing, {len(rep.extra)} extra, "
+            f"{len(rep.altered)} altered file(s)"
+        )
     out.print(f"bundle {rep.bundle_id}: {rep.checked} files verified")
 
 
 @bundle_app.command("install")
-def bundle_install(bundle: Path = typer.Argument(..., help="Bundle folder."),
-                   venv: Path = typer.Option(..., "--venv", help="New virtual environment to create."),
-                   extras_csv: str | None = typer.Option(None, "--extras",
-                                                            help="Extras to install (default: the bundle's).")) -> None:
+def bundle_install(
+    bundle: Path = typer.Argument(..., help="Bundle folder."),
+    venv: Path = typer.Option(..., "--venv", help="New virtual environment to create."),
+    extras_csv: str | None = typer.Option(None, "--extras", help="Extras to install (default: the bundle's)."),
+) -> None:
     """Create a venv from the bundle's wheels alone (no index), then run `rig doctor` on the bundle's registry."""
     from rig.bundle import BundleError, bundle_env, install
 
@@ -623,8 +754,15 @@ def rescore(
         _fail(f"rescore: benchmark {benchmark!r} is not supported; choose {' or '.join(RESCORABLE)}")
     if mode not in ("paper", "reference"):
         _fail(f"--mode {mode!r}: choose paper or reference")
-    opts = RescoreOptions(benchmark=benchmark, predictions=predictions, data=data, mode=mode,  # type: ignore[arg-type]
-                          label=label, out=out_dir, options=_parse_options(option))
+    opts = RescoreOptions(
+        benchmark=benchmark,
+        predictions=predictions,
+        data=data,
+        mode=mode,  # type: ignore[arg-type]
+        label=label,
+        out=out_dir,
+        options=_parse_options(option),
+    )
     try:
         with Progress(console=err, transient=True) as bar:
             task = bar.add_task("writing results", total=None)

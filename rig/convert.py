@@ -80,15 +80,21 @@ def read_gguf_info(path: Path) -> GgufInfo:
         return f.contents() if f is not None else None
 
     arch = str(value("general.architecture"))
-    return GgufInfo(architecture=arch, add_bos=bool(value("tokenizer.ggml.add_bos_token")),
-                    chat_template=value("tokenizer.chat_template"), context_length=value(f"{arch}.context_length"))
+    return GgufInfo(
+        architecture=arch,
+        add_bos=bool(value("tokenizer.ggml.add_bos_token")),
+        chat_template=value("tokenizer.chat_template"),
+        context_length=value(f"{arch}.context_length"),
+    )
 
 
 def check_convertible(info: GgufInfo, model: str) -> None:
     known = convertible_architectures()
     if _ALIASES.get(info.architecture, info.architecture) not in known:
-        raise ConvertError(f"{model}: architecture {info.architecture!r} cannot be converted to Hugging Face format "
-                           f"(transformers converts GGUFs of: {', '.join(known)})")
+        raise ConvertError(
+            f"{model}: architecture {info.architecture!r} cannot be converted to Hugging Face format "
+            f"(transformers converts GGUFs of: {', '.join(known)})"
+        )
 
 
 def default_out_dir(name: str, gguf: Path) -> Path:
@@ -111,8 +117,9 @@ def convert_gguf_to_hf(gguf: Path, out: Path, *, model: str) -> Path:
 
     tok = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
     try:
-        lm = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=torch.bfloat16,
-                                                  quantization_config=GgufConfig(dequantize=True))
+        lm = AutoModelForCausalLM.from_pretrained(
+            str(gguf.parent), gguf_file=gguf.name, dtype=torch.bfloat16, quantization_config=GgufConfig(dequantize=True)
+        )
     except ValueError as e:  # transformers' own refusal, for an architecture our list let through
         raise ConvertError(f"{model}: architecture {info.architecture!r} cannot be converted: {e}") from None
     # A dequantized model is plain weights; a leftover GGUF quantization config would make vLLM look for a loader
@@ -135,8 +142,12 @@ def convert_gguf_to_hf(gguf: Path, out: Path, *, model: str) -> Path:
     tmp.mkdir(parents=True)
     lm.save_pretrained(str(tmp))
     tok.save_pretrained(str(tmp))
-    (tmp / "rig_convert.json").write_text(json.dumps({"source": gguf.name, **info.model_dump(exclude={"chat_template"}),
-                                                      "stop_token_ids": stops}, indent=1) + "\n")
+    (tmp / "rig_convert.json").write_text(
+        json.dumps(
+            {"source": gguf.name, **info.model_dump(exclude={"chat_template"}), "stop_token_ids": stops}, indent=1
+        )
+        + "\n"
+    )
     shutil.rmtree(out, ignore_errors=True)
     tmp.rename(out)
     return out
@@ -162,7 +173,12 @@ def stop_token_ids(tok: Any) -> list[int]:
 def hf_entry(spec: ModelSpec, out: Path) -> dict:
     """A models.yaml entry for the converted folder: the source's sampling and context, on vLLM."""
     entry = spec.model_dump(mode="json", include={"tool_format", "thinking", "sampling"}, exclude_defaults=True)
-    entry.update(engine="vllm", weights={"dir": str(out)}, quantization="bf16", context_length=spec.context_length,
-                 engine_args=dict(CPU_ENGINE_ARGS),
-                 description=f"{spec.name} dequantized to a bf16 Hugging Face folder by rig models convert")
+    entry.update(
+        engine="vllm",
+        weights={"dir": str(out)},
+        quantization="bf16",
+        context_length=spec.context_length,
+        engine_args=dict(CPU_ENGINE_ARGS),
+        description=f"{spec.name} dequantized to a bf16 Hugging Face folder by rig models convert",
+    )
     return entry

@@ -26,8 +26,13 @@ def run_checks(data: Path | None = None, models_file: Path | None = None) -> lis
     rows: list[Row] = []
     for name, (_t, module, extra) in ENGINES.items():
         found = importlib.util.find_spec(module) is not None
-        rows.append((f"engine {name}", "ok" if found else "warn",
-                     f"module {module} importable" if found else f"not installed: pip install 'rig[{extra}]'"))
+        rows.append(
+            (
+                f"engine {name}",
+                "ok" if found else "warn",
+                f"module {module} importable" if found else f"not installed: pip install 'rig[{extra}]'",
+            )
+        )
     rows.append(_llamacpp_row(models_file))
     rows.append(_gpu_row())
     rows.append(_offline_row())
@@ -38,7 +43,9 @@ def run_checks(data: Path | None = None, models_file: Path | None = None) -> lis
         rows.append(("models.yaml", "ok", f"{reg.path}: {len(reg.models)} models"))
         for nm, spec in reg.models.items():
             if spec.weights.kind in ("ollama", "served"):
-                rows.append((f"weights {nm}", "skip", f"{spec.weights.ref}: checked against the server when a run loads"))
+                rows.append(
+                    (f"weights {nm}", "skip", f"{spec.weights.ref}: checked against the server when a run loads")
+                )
                 continue
             ok, detail = weights_present(spec, reg.path)
             rows.append((f"weights {nm}", "ok" if ok else "warn", detail if not ok else spec.weights.ref))
@@ -79,9 +86,13 @@ def _llamacpp_row(models_file: Path | None) -> Row:
     from importlib.metadata import version
 
     how = f"signal {-p.returncode}" if p.returncode < 0 else f"exit code {p.returncode}"
-    return (label, "fail", f"gemma3-270m crashed ({how}): this llama-cpp-python build does not run on this CPU; "
-                           f"rebuild it portable: CMAKE_ARGS=\"{PORTABLE_CMAKE_ARGS}\" pip install --no-cache-dir "
-                           f"--force-reinstall --no-deps llama-cpp-python=={version('llama-cpp-python')}")
+    return (
+        label,
+        "fail",
+        f"gemma3-270m crashed ({how}): this llama-cpp-python build does not run on this CPU; "
+        f'rebuild it portable: CMAKE_ARGS="{PORTABLE_CMAKE_ARGS}" pip install --no-cache-dir '
+        f"--force-reinstall --no-deps llama-cpp-python=={version('llama-cpp-python')}",
+    )
 
 
 def _gpu_row() -> Row:

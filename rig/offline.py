@@ -99,8 +99,10 @@ def install() -> None:
 def allow_network(reason: str) -> None:
     """Lift the guard (record mode only)."""
     _state["allowed"] = True
-    print(f"WARNING: network access ENABLED for {reason}. Outbound connections are allowed in this process.",
-          file=sys.stderr)
+    print(
+        f"WARNING: network access ENABLED for {reason}. Outbound connections are allowed in this process.",
+        file=sys.stderr,
+    )
 
 
 def is_installed() -> bool:

@@ -16,7 +16,9 @@ def ftype_for(label: str) -> int:
 
     name = "LLAMA_FTYPE_MOSTLY_" + label.upper()
     if not hasattr(llama_cpp, name):
-        known = sorted(n[len("LLAMA_FTYPE_MOSTLY_"):].lower() for n in dir(llama_cpp) if n.startswith("LLAMA_FTYPE_MOSTLY_"))
+        known = sorted(
+            n[len("LLAMA_FTYPE_MOSTLY_") :].lower() for n in dir(llama_cpp) if n.startswith("LLAMA_FTYPE_MOSTLY_")
+        )
         raise RegistryError(f"unknown quantization {label!r}; llama.cpp knows: {', '.join(known)}")
     return int(getattr(llama_cpp, name))
 
@@ -40,9 +42,13 @@ def quantize_gguf(src: str, dst: Path, label: str, threads: int | None = None) -
 def variant_entry(spec: ModelSpec, label: str, gguf: Path) -> dict:
     """A models.yaml entry for the new file, inheriting everything else from the source model."""
     entry = spec.model_dump(mode="json", exclude={"name", "base", "variant", "weights"}, exclude_defaults=True)
-    entry.update(engine=spec.engine, weights={"file": str(gguf)}, quantization=label.lower(),
-                 context_length=spec.context_length,
-                 description=f"{spec.name} requantized to {label.lower()} by rig models quantize")
+    entry.update(
+        engine=spec.engine,
+        weights={"file": str(gguf)},
+        quantization=label.lower(),
+        context_length=spec.context_length,
+        description=f"{spec.name} requantized to {label.lower()} by rig models quantize",
+    )
     return entry
 
 

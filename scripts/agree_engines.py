@@ -47,16 +47,20 @@ async def _margins(eng: Any, rows: list[dict], other: list[dict]) -> None:
             continue
         mine, theirs = row["out"][d], o["out"][d]
         final = None
-        async for out in eng.engine.generate(TokensPrompt(prompt_token_ids=row["prompt"] + row["out"][:d]), params,
-                                             request_id=f"margin-{row['id']}"):
+        async for out in eng.engine.generate(
+            TokensPrompt(prompt_token_ids=row["prompt"] + row["out"][:d]), params, request_id=f"margin-{row['id']}"
+        ):
             final = out
         lp = final.outputs[0].logprobs[0] if final is not None and final.outputs[0].logprobs else {}
-        row["margin"] = {"vllm": [eng.tokenizer.decode([mine]), lp[mine].logprob if mine in lp else None],
-                         "llamacpp": [eng.tokenizer.decode([theirs]), lp[theirs].logprob if theirs in lp else None]}
+        row["margin"] = {
+            "vllm": [eng.tokenizer.decode([mine]), lp[mine].logprob if mine in lp else None],
+            "llamacpp": [eng.tokenizer.decode([theirs]), lp[theirs].logprob if theirs in lp else None],
+        }
 
 
-async def _side(engine: str, hf_dir: Path | None, n: int, max_tokens: int, decode: str,
-                against: list[dict] | None = None) -> list[dict]:
+async def _side(
+    engine: str, hf_dir: Path | None, n: int, max_tokens: int, decode: str, against: list[dict] | None = None
+) -> list[dict]:
     """One engine's greedy outputs: prompt and completion token ids, text, finish reason."""
     from rig.engines import create_engine
     from rig.records import ChatRequest, Sampling
@@ -76,8 +80,11 @@ async def _side(engine: str, hf_dir: Path | None, n: int, max_tokens: int, decod
     await eng.load()
     rows = []
     for ep, constraint in _episodes(n, decode):
-        req = ChatRequest(messages=ep.messages, constraint=constraint,
-                          sampling=Sampling(temperature=0.0, max_tokens=max_tokens, seed=0))
+        req = ChatRequest(
+            messages=ep.messages,
+            constraint=constraint,
+            sampling=Sampling(temperature=0.0, max_tokens=max_tokens, seed=0),
+        )
         gen = await eng.chat(req)
         if engine == "vllm":
             prompt = eng.tokenizer.encode(eng.render(req), add_special_tokens=False)
@@ -86,8 +93,16 @@ async def _side(engine: str, hf_dir: Path | None, n: int, max_tokens: int, decod
             text, has_bos, _ = eng.render(req)
             prompt = eng.llm.tokenize(text.encode(), add_bos=not has_bos, special=True)
             out = eng.llm.tokenize(gen.text.encode(), add_bos=False, special=True)
-        rows.append({"id": ep.id, "text": gen.text, "finish": gen.finish_reason, "error": gen.error,
-                     "prompt": prompt, "out": out})
+        rows.append(
+            {
+                "id": ep.id,
+                "text": gen.text,
+                "finish": gen.finish_reason,
+                "error": gen.error,
+                "prompt": prompt,
+                "out": out,
+            }
+        )
     if engine == "vllm" and against is not None:
         await _margins(eng, rows, against)
     await eng.close()
@@ -127,44 +142,96 @@ def main() -> None:
 
     offline.install()
     if a.side:
-        print(json.dumps(asyncio.run(_side(a.side, a.hf_dir.resolve(), a.episodes, a.max_tokens, a.decode,
-                                           json.loads(a.against.read_text()) if a.against else None))))
+        print(
+            json.dumps(
+                asyncio.run(
+                    _side(
+                        a.side,
+                        a.hf_dir.resolve(),
+                        a.episodes,
+                        a.max_tokens,
+                        a.decode,
+                        json.loads(a.against.read_text()) if a.against else None,
+                    )
+                )
+            )
+        )
         return
     sides: dict[str, list[dict]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         for engine, py in (("llamacpp", a.llama_python), ("vllm", a.vllm_python)):
             extra = ["--against", str(Path(tmp) / "llamacpp.json")] if engine == "vllm" else []
-            out = subprocess.run([py, __file__, "--side", engine, "--hf-dir", str(a.hf_dir), "--episodes",
-                                  str(a.episodes), "--max-tokens", str(a.max_tokens), "--decode", a.decode, *extra],
-                                 capture_output=True, text=True)
+            out = subprocess.run(
+                [
+                    py,
+                    __file__,
+                    "--side",
+                    engine,
+                    "--hf-dir",
+                    str(a.hf_dir),
+                    "--episodes",
+                    str(a.episodes),
+                    "--max-tokens",
+                    str(a.max_tokens),
+                    "--decode",
+                    a.decode,
+                    *extra,
+                ],
+                capture_output=True,
+                text=True,
+            )
             if out.returncode:
                 raise SystemExit(f"{engine} side failed ({py}):\n{out.stderr[-3000:]}")
             sides[engine] = json.loads(out.stdout.strip().splitlines()[-1])
             (Path(tmp) / f"{engine}.json").write_text(json.dumps(sides[engine]))
     rows = []
     for x, y in zip(sides["llamacpp"], sides["vllm"], strict=True):
-        rows.append((x["id"], x["prompt"] == y["prompt"], x["text"] == y["text"], _diverge(x["out"], y["out"]),
-                     len(x["out"]), len(y["out"]), x["finish"], y["finish"]))
+        rows.append(
+            (
+                x["id"],
+                x["prompt"] == y["prompt"],
+                x["text"] == y["text"],
+                _diverge(x["out"], y["out"]),
+                len(x["out"]),
+                len(y["out"]),
+                x["finish"],
+                y["finish"],
+            )
+        )
     same = sum(r[2] for r in rows)
     how = "constrained to the answer schema (`--decode json`)" if a.decode == "json" else "unconstrained"
-    lines = ["# Cross-engine agreement: llama.cpp (GGUF Q4_K_M) vs vLLM (the same weights dequantized to bf16)", "",
-             f"Written by `scripts/agree_engines.py`: {len(rows)} embedded CallNavi episodes, greedy, max_tokens "
-             f"{a.max_tokens}, {how}, one at a time on each engine.", "",
-             f"Identical outputs: **{same}/{len(rows)}**; identical prompt tokens: {sum(r[1] for r in rows)}/"
-             f"{len(rows)}.", "",
-             "| episode | same prompt | same text | first differing token | tokens llama.cpp / vLLM | finish |",
-             "|---|---|---|---|---|---|",
-             *[f"| {i} | {'yes' if p else 'no'} | {'yes' if t else 'no'} | {'-' if t else d} | {nl} / {nv} | "
-               f"{fl} / {fv} |" for i, p, t, d, nl, nv, fl, fv in rows], ""]
+    lines = [
+        "# Cross-engine agreement: llama.cpp (GGUF Q4_K_M) vs vLLM (the same weights dequantized to bf16)",
+        "",
+        f"Written by `scripts/agree_engines.py`: {len(rows)} embedded CallNavi episodes, greedy, max_tokens "
+        f"{a.max_tokens}, {how}, one at a time on each engine.",
+        "",
+        f"Identical outputs: **{same}/{len(rows)}**; identical prompt tokens: {sum(r[1] for r in rows)}/{len(rows)}.",
+        "",
+        "| episode | same prompt | same text | first differing token | tokens llama.cpp / vLLM | finish |",
+        "|---|---|---|---|---|---|",
+        *[
+            f"| {i} | {'yes' if p else 'no'} | {'yes' if t else 'no'} | {'-' if t else d} | {nl} / {nv} | {fl} / {fv} |"
+            for i, p, t, d, nl, nv, fl, fv in rows
+        ],
+        "",
+    ]
     diffs = [(x, y) for x, y in zip(sides["llamacpp"], sides["vllm"], strict=True) if x["text"] != y["text"]]
     if diffs:
-        lines += ["## Where they differ", "",
-                  "At the first differing token, vLLM's own log-probabilities (top 20, unconstrained, after the "
-                  "common prefix) of the token each engine chose; `-` where the token is outside vLLM's top 20.", "",
-                  "| episode | llama.cpp text | vLLM text | token: vLLM's choice / llama.cpp's (vLLM logprob) |",
-                  "|---|---|---|---|",
-                  *[f"| {x['id']} | `{_cell(x['text'])}` | `{_cell(y['text'])}` | {_margin(y.get('margin'))} |"
-                    for x, y in diffs], ""]
+        lines += [
+            "## Where they differ",
+            "",
+            "At the first differing token, vLLM's own log-probabilities (top 20, unconstrained, after the "
+            "common prefix) of the token each engine chose; `-` where the token is outside vLLM's top 20.",
+            "",
+            "| episode | llama.cpp text | vLLM text | token: vLLM's choice / llama.cpp's (vLLM logprob) |",
+            "|---|---|---|---|",
+            *[
+                f"| {x['id']} | `{_cell(x['text'])}` | `{_cell(y['text'])}` | {_margin(y.get('margin'))} |"
+                for x, y in diffs
+            ],
+            "",
+        ]
     out_md = ROOT / "benchmarks" / "results" / "engine_agreement.md"
     out_md.write_text("\n".join(lines))
     print("\n".join(lines))

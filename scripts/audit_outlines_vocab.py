@@ -43,16 +43,26 @@ def main() -> None:
     spec = reg.get(a.model)
     llm = llama_cpp.Llama(resolve_weights(spec, reg.path), n_ctx=256, verbose=False)
     au = audit_vocabulary(llm)
-    lines = [f"# Outlines' view of the {a.model} vocabulary (llama-cpp-python {llama_cpp.__version__})", "",
-             "Produced by `scripts/audit_outlines_vocab.py`: every token id's piece from llama.cpp compared with the "
-             "vocabulary Outlines 1.3.3 builds for a `llama_cpp.Llama` (its `LlamaCppTokenizer`, used by the "
-             "outlines_core JSON/regex backend) and with the llguidance tokenizer its `llguidance` backend builds. "
-             "rig's `constraint_backend: outlines` uses the llguidance one and refuses a model where it is wrong.", "",
-             "| measure | count |", "|---|---|", *[f"| {label} | {getattr(au, key)} |" for label, key in ROWS], "",
-             f"Outlines' own tokenizer byte-exact: **{au.outlines_tokenizer_ok}**; llguidance tokenizer byte-exact "
-             f"for UTF-8 text: **{au.llguidance_tokenizer_ok}**.", "",
-             "Sample tokens Outlines' own vocabulary gets wrong (id, llama.cpp piece -> id Outlines keeps for that "
-             "string):", "", *[f"- `{s}`" for s in au.sample_affected], ""]
+    lines = [
+        f"# Outlines' view of the {a.model} vocabulary (llama-cpp-python {llama_cpp.__version__})",
+        "",
+        "Produced by `scripts/audit_outlines_vocab.py`: every token id's piece from llama.cpp compared with the "
+        "vocabulary Outlines 1.3.3 builds for a `llama_cpp.Llama` (its `LlamaCppTokenizer`, used by the "
+        "outlines_core JSON/regex backend) and with the llguidance tokenizer its `llguidance` backend builds. "
+        "rig's `constraint_backend: outlines` uses the llguidance one and refuses a model where it is wrong.",
+        "",
+        "| measure | count |",
+        "|---|---|",
+        *[f"| {label} | {getattr(au, key)} |" for label, key in ROWS],
+        "",
+        f"Outlines' own tokenizer byte-exact: **{au.outlines_tokenizer_ok}**; llguidance tokenizer byte-exact "
+        f"for UTF-8 text: **{au.llguidance_tokenizer_ok}**.",
+        "",
+        "Sample tokens Outlines' own vocabulary gets wrong (id, llama.cpp piece -> id Outlines keeps for that string):",
+        "",
+        *[f"- `{s}`" for s in au.sample_affected],
+        "",
+    ]
     a.out.write_text("\n".join(lines))
     print("\n".join(lines))
 

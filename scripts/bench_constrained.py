@@ -49,8 +49,9 @@ async def main_async(a: argparse.Namespace) -> list[str]:
                 for mode in modes:
                     c = bench.constraint_for(ep, "none" if mode == "none" else fmt)
                     eng.args.grammar_mask = "full" if mode == "full" else "lazy"
-                    g = await eng.chat(ChatRequest(messages=ep.messages, constraint=c,
-                                                   sampling=Sampling(max_tokens=a.max_tokens)))
+                    g = await eng.chat(
+                        ChatRequest(messages=ep.messages, constraint=c, sampling=Sampling(max_tokens=a.max_tokens))
+                    )
                     if g.timings.decode_tps:
                         per_tok[mode].append(1.0 / g.timings.decode_tps)
                     value, err = parse_output(g.text, bench.constraint_for(ep, fmt))
@@ -59,16 +60,19 @@ async def main_async(a: argparse.Namespace) -> list[str]:
                     texts[mode] = g.text
                 differ += texts["lazy"] != texts["full"]
             # One ratio per pass (all modes ran interleaved on the same prompts), then the median of passes.
-            base = statistics.median(per_tok["none"][start["none"]:])
+            base = statistics.median(per_tok["none"][start["none"] :])
             for m in ratios:
-                ratios[m].append(statistics.median(per_tok[m][start[m]:]) / base)
+                ratios[m].append(statistics.median(per_tok[m][start[m] :]) / base)
 
         def cell(m: str) -> str:
             return f"{statistics.median(ratios[m]):.2f} ({', '.join(f'{r:.2f}' for r in ratios[m])})"
-        lines.append(f"| {fmt} | {statistics.median(per_tok['none']) * 1000:.1f} | "
-                     f"{statistics.median(per_tok['lazy']) * 1000:.1f} | {statistics.median(per_tok['full']) * 1000:.1f} | "
-                     f"{cell('lazy')} | {cell('full')} | {ok['none']}/{n['none']} | {ok['lazy']}/{n['lazy']} | "
-                     f"{ok['full']}/{n['full']} | {differ} |")
+
+        lines.append(
+            f"| {fmt} | {statistics.median(per_tok['none']) * 1000:.1f} | "
+            f"{statistics.median(per_tok['lazy']) * 1000:.1f} | {statistics.median(per_tok['full']) * 1000:.1f} | "
+            f"{cell('lazy')} | {cell('full')} | {ok['none']}/{n['none']} | {ok['lazy']}/{n['lazy']} | "
+            f"{ok['full']}/{n['full']} | {differ} |"
+        )
         print(lines[-1], flush=True)
     await eng.close()
     return lines
@@ -84,18 +88,26 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=Path("benchmarks/results/constrained_overhead.md"))
     a = ap.parse_args()
     rows = asyncio.run(main_async(a))
-    text = "\n".join([
-        "# Constrained vs unconstrained decoding (llama.cpp, embedded gemma3-270m, CPU)", "",
-        "Written by `scripts/bench_constrained.py`. "
-        f"{a.limit} CallNavi questions (params task, seeded sample), {a.runs} interleaved passes, max_tokens "
-        f"{a.max_tokens}, greedy, {a.threads or 'default'} decode threads. Per-token time = 1 / decode tokens/s of "
-        "each generation; ratios are constrained over unconstrained per pass, then the median of passes. "
-        "*lazy*: the engine's default grammar check (the best token first, then the 64 best, the full "
-        "vocabulary only when none is allowed); *full*: the vocabulary masked at every step, as llama-cpp-python's own grammar path does. "
-        "Host: shared, noisy CPU; compare ratios, not absolute times.", "",
-        "| format | unconstrained ms/token | lazy ms/token | full ms/token | lazy ratio, median (per pass) | "
-        "full ratio, median (per pass) | unconstrained parse+validate | lazy parse+validate | full parse+validate | "
-        "lazy and full outputs differ |", "|---|---|---|---|---|---|---|---|---|---|", *rows, ""])
+    text = "\n".join(
+        [
+            "# Constrained vs unconstrained decoding (llama.cpp, embedded gemma3-270m, CPU)",
+            "",
+            "Written by `scripts/bench_constrained.py`. "
+            f"{a.limit} CallNavi questions (params task, seeded sample), {a.runs} interleaved passes, max_tokens "
+            f"{a.max_tokens}, greedy, {a.threads or 'default'} decode threads. Per-token time = 1 / decode tokens/s of "
+            "each generation; ratios are constrained over unconstrained per pass, then the median of passes. "
+            "*lazy*: the engine's default grammar check (the best token first, then the 64 best, the full "
+            "vocabulary only when none is allowed); *full*: the vocabulary masked at every step, as llama-cpp-python's own grammar path does. "
+            "Host: shared, noisy CPU; compare ratios, not absolute times.",
+            "",
+            "| format | unconstrained ms/token | lazy ms/token | full ms/token | lazy ratio, median (per pass) | "
+            "full ratio, median (per pass) | unconstrained parse+validate | lazy parse+validate | full parse+validate | "
+            "lazy and full outputs differ |",
+            "|---|---|---|---|---|---|---|---|---|---|",
+            *rows,
+            "",
+        ]
+    )
     a.out.write_text(text)
     print(text)
 

@@ -32,14 +32,27 @@ TARGET_S = 1.0
 def schemas(data: Path, domain: str) -> dict[str, dict]:
     apis = json.loads((data / "APIs" / f"{domain}.json").read_text())["api_ports"]
     names = list(dict.fromkeys(a["name"] for a in apis))
-    names_schema = {"type": "object",
-                    "properties": {"API": {"type": "array", "items": {"type": "string", "enum": names}},
-                                   "parameters": {"type": "array", "items": {"type": "object"}}},
-                    "required": ["API", "parameters"], "additionalProperties": False}
+    names_schema = {
+        "type": "object",
+        "properties": {
+            "API": {"type": "array", "items": {"type": "string", "enum": names}},
+            "parameters": {"type": "array", "items": {"type": "object"}},
+        },
+        "required": ["API", "parameters"],
+        "additionalProperties": False,
+    }
     per_api = json.loads(json.dumps(names_schema))
-    per_api["properties"]["parameters"]["items"] = {"anyOf": [
-        {"type": "object", "properties": {k: {} for k in a["parameters"]}, "required": list(a["parameters"]),
-         "additionalProperties": False} for a in apis]}
+    per_api["properties"]["parameters"]["items"] = {
+        "anyOf": [
+            {
+                "type": "object",
+                "properties": {k: {} for k in a["parameters"]},
+                "required": list(a["parameters"]),
+                "additionalProperties": False,
+            }
+            for a in apis
+        ]
+    }
     from rig.benchmarks.callnavi.data import load_domain
     from rig.benchmarks.callnavi.prompts import answer_schema
 
@@ -55,8 +68,7 @@ def xgrammar_compiler():  # type: ignore[no-untyped-def]
     from rig.registry import load_registry, resolve_weights
 
     reg = load_registry(REPO / "models.yaml")
-    llm = llama_cpp.Llama(model_path=resolve_weights(reg.get("gemma3-270m"), reg.path), vocab_only=True,
-                          verbose=False)
+    llm = llama_cpp.Llama(model_path=resolve_weights(reg.get("gemma3-270m"), reg.path), vocab_only=True, verbose=False)
     vocab = [llm.detokenize([t], special=True) for t in range(llm.n_vocab())]
     info = xgrammar.TokenizerInfo(vocab, stop_token_ids=[llm.token_eos()])
     llm.close()
@@ -65,8 +77,12 @@ def xgrammar_compiler():  # type: ignore[no-untyped-def]
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--data", type=Path, default=REPO.parent / "shared" / "data" / "callnavi",
-                    help="CallNavi dataset folder (default: ../shared/data/callnavi beside the repository)")
+    ap.add_argument(
+        "--data",
+        type=Path,
+        default=REPO.parent / "shared" / "data" / "callnavi",
+        help="CallNavi dataset folder (default: ../shared/data/callnavi beside the repository)",
+    )
     ap.add_argument("--domain", default="telecommunications")
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--xgrammar", action="store_true", help="also time xgrammar compiling each GBNF (vLLM's path)")
@@ -74,8 +90,12 @@ def main(argv: list[str] | None = None) -> int:
     if not (args.data / "APIs").is_dir():
         print(f"CallNavi data not found at {args.data}", file=sys.stderr)
         return 2
-    generators = {("json", "gbnf"): json_schema_to_gbnf, ("json", "lark"): json_schema_to_lark,
-                  ("yaml", "gbnf"): yaml_schema_to_gbnf, ("yaml", "lark"): yaml_schema_to_lark}
+    generators = {
+        ("json", "gbnf"): json_schema_to_gbnf,
+        ("json", "lark"): json_schema_to_lark,
+        ("yaml", "gbnf"): yaml_schema_to_gbnf,
+        ("yaml", "lark"): yaml_schema_to_lark,
+    }
     worst = 0.0
     compiled: list[tuple[str, str, float]] = []
     compiler = None
@@ -91,8 +111,10 @@ def main(argv: list[str] | None = None) -> int:
                 times.append(time.perf_counter() - t0)
             med = statistics.median(times)
             worst = max(worst, med)
-            print(f"{name:9} {fmt:6} {syntax:6} {med * 1e3:9.1f} {min(times) * 1e3:7.1f} "
-                  f"{text.count(chr(10)):6} {len(text.encode()) / 1024:6.1f}")
+            print(
+                f"{name:9} {fmt:6} {syntax:6} {med * 1e3:9.1f} {min(times) * 1e3:7.1f} "
+                f"{text.count(chr(10)):6} {len(text.encode()) / 1024:6.1f}"
+            )
             if compiler is not None and syntax == "gbnf":
                 ctimes = []
                 for _ in range(args.repeat):
@@ -101,8 +123,10 @@ def main(argv: list[str] | None = None) -> int:
                     ctimes.append(time.perf_counter() - t0)
                 compiled.append((name, fmt, statistics.median(ctimes)))
     if compiled:
-        print(f"\nxgrammar compile_grammar over the embedded Gemma vocabulary ({n_vocab} tokens), "
-              f"median of {args.repeat}, 1 thread:")
+        print(
+            f"\nxgrammar compile_grammar over the embedded Gemma vocabulary ({n_vocab} tokens), "
+            f"median of {args.repeat}, 1 thread:"
+        )
         print(f"{'schema':9} {'format':6} {'median_ms':>9}")
         for name, fmt, med in compiled:
             print(f"{name:9} {fmt:6} {med * 1e3:9.1f}")

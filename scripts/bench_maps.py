@@ -59,7 +59,7 @@ def synthetic_names(n: int, rng: random.Random) -> list[str]:
 
 def typo(name: str, rng: random.Random) -> str:
     k = rng.randrange(len(name))
-    return name[:k] + rng.choice("abcdefghijklmnopqrstuvwxyz") + name[k + 1:]
+    return name[:k] + rng.choice("abcdefghijklmnopqrstuvwxyz") + name[k + 1 :]
 
 
 def main() -> None:
@@ -89,17 +89,38 @@ def main() -> None:
         exact, fuzzy = [], []
         for _ in range(a.runs):
             picks = [rng.choice(names) for _ in range(a.calls)]
-            exact.append(timed(lambda q: store.get("bench", "geocode", {"query": q.upper(), "city": "Helsinki"}),
-                               [(q,) for q in picks]))
-            fuzzy.append(timed(lambda q: store.get("bench", "geocode", {"query": q, "city": "Helsinki"}, policy),
-                               [(typo(q, rng),) for q in picks]))
+            exact.append(
+                timed(
+                    lambda q: store.get("bench", "geocode", {"query": q.upper(), "city": "Helsinki"}),
+                    [(q,) for q in picks],
+                )
+            )
+            fuzzy.append(
+                timed(
+                    lambda q: store.get("bench", "geocode", {"query": q, "city": "Helsinki"}, policy),
+                    [(typo(q, rng),) for q in picks],
+                )
+            )
         labels = dict(store.counts)
         store.close()
-        rows.append((f"replay exact lookup ({len(names):,} entries)", "p99 < 1 ms",
-                     statistics.median(r[0] for r in exact), statistics.median(r[1] for r in exact), ""))
-        rows.append((f"replay fuzzy lookup ({len(names):,} entries, one-char typo, threshold 90)", "< 5 ms",
-                     statistics.median(r[0] for r in fuzzy), statistics.median(r[1] for r in fuzzy),
-                     f"labels over exact + fuzzy phases {labels}; fuzzy index built lazily in {index_ms:.0f} ms; store filled in {fill_s:.1f} s"))
+        rows.append(
+            (
+                f"replay exact lookup ({len(names):,} entries)",
+                "p99 < 1 ms",
+                statistics.median(r[0] for r in exact),
+                statistics.median(r[1] for r in exact),
+                "",
+            )
+        )
+        rows.append(
+            (
+                f"replay fuzzy lookup ({len(names):,} entries, one-char typo, threshold 90)",
+                "< 5 ms",
+                statistics.median(r[0] for r in fuzzy),
+                statistics.median(r[1] for r in fuzzy),
+                f"labels over exact + fuzzy phases {labels}; fuzzy index built lazily in {index_ms:.0f} ms; store filled in {fill_s:.1f} s",
+            )
+        )
 
         # -- pack build ------------------------------------------------------------------------
         builds = []
@@ -107,8 +128,15 @@ def main() -> None:
             t = time.perf_counter()
             build_pack(pbf, Path(tmp) / f"pack{i}")
             builds.append(time.perf_counter() - t)
-        rows.append((f"pack build ({pbf.name}, {pbf.stat().st_size / 1e6:.1f} MB)", "< 30 s",
-                     statistics.median(builds) * 1e3, None, f"{len(builds)} builds"))
+        rows.append(
+            (
+                f"pack build ({pbf.name}, {pbf.stat().st_size / 1e6:.1f} MB)",
+                "< 30 s",
+                statistics.median(builds) * 1e3,
+                None,
+                f"{len(builds)} builds",
+            )
+        )
 
         # -- pack queries ---------------------------------------------------------------------
         t = time.perf_counter()
@@ -122,19 +150,36 @@ def main() -> None:
             qs = [(p.name if rng.random() < 0.5 else typo(p.name, rng),) for p in rng.sample(pois, min(200, len(pois)))]
             geo.append(timed(pack.geocode, qs))
             for mode in route:
-                pairs = [([(p.lat, p.lon), (q.lat, q.lon)], mode) for p, q in
-                         (rng.sample(pois, 2) for _ in range(min(a.calls, 100)))]
+                pairs = [
+                    ([(p.lat, p.lon), (q.lat, q.lon)], mode)
+                    for p, q in (rng.sample(pois, 2) for _ in range(min(a.calls, 100)))
+                ]
                 route[mode].append(timed(pack.route, pairs))
-        rows.append(("geocode (Helsinki, half exact, half one-char typo)", "< 5 ms",
-                     statistics.median(r[0] for r in geo), statistics.median(r[1] for r in geo),
-                     f"pack loaded in {load_ms:.0f} ms"))
+        rows.append(
+            (
+                "geocode (Helsinki, half exact, half one-char typo)",
+                "< 5 ms",
+                statistics.median(r[0] for r in geo),
+                statistics.median(r[1] for r in geo),
+                f"pack loaded in {load_ms:.0f} ms",
+            )
+        )
         for mode, runs in route.items():
-            rows.append((f"route {mode} (Helsinki, random POI pairs)", "< 50 ms",
-                         statistics.median(r[0] for r in runs), statistics.median(r[1] for r in runs), ""))
+            rows.append(
+                (
+                    f"route {mode} (Helsinki, random POI pairs)",
+                    "< 50 ms",
+                    statistics.median(r[0] for r in runs),
+                    statistics.median(r[1] for r in runs),
+                    "",
+                )
+            )
 
-    head = (f"# Map service benchmark\n\n`python3 scripts/bench_maps.py --runs {a.runs} --calls {a.calls}`; "
-            f"median of {a.runs} runs. Python {platform.python_version()}, {platform.machine()}, "
-            f"{os.cpu_count()} CPUs.\n\n")
+    head = (
+        f"# Map service benchmark\n\n`python3 scripts/bench_maps.py --runs {a.runs} --calls {a.calls}`; "
+        f"median of {a.runs} runs. Python {platform.python_version()}, {platform.machine()}, "
+        f"{os.cpu_count()} CPUs.\n\n"
+    )
     table = ["| measure | target | p50 (ms) | p99 (ms) | note |", "|---|---|---:|---:|---|"]
     for name, target, p50, p99, note in rows:
         table.append(f"| {name} | {target} | {p50:.3f} | {'' if p99 is None else f'{p99:.3f}'} | {note} |")

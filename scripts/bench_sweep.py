@@ -30,8 +30,27 @@ CELL = "models: [gemma3-270m]\nbenchmarks: [{name: callnavi, options: {task: rou
 
 
 def plain(tmp: Path, i: int) -> float:
-    argv = [sys.executable, "-m", "rig.cli", "bench", "-m", "gemma3-270m", "-b", "callnavi", "-O", "task=routing",
-            "--limit", "1", "--max-tokens", "8", "--seed", "0", "--out", str(tmp / f"plain-{i}"), "--no-report"]
+    argv = [
+        sys.executable,
+        "-m",
+        "rig.cli",
+        "bench",
+        "-m",
+        "gemma3-270m",
+        "-b",
+        "callnavi",
+        "-O",
+        "task=routing",
+        "--limit",
+        "1",
+        "--max-tokens",
+        "8",
+        "--seed",
+        "0",
+        "--out",
+        str(tmp / f"plain-{i}"),
+        "--no-report",
+    ]
     t = time.perf_counter()
     subprocess.run(argv, check=True, capture_output=True, cwd=REPO)
     return time.perf_counter() - t
@@ -66,26 +85,40 @@ def main() -> None:
             import ray
 
             t = time.perf_counter()
-            ray.init(address="local", _node_ip_address="127.0.0.1", include_dashboard=False, log_to_driver=False,
-                     configure_logging=False)
+            ray.init(
+                address="local",
+                _node_ip_address="127.0.0.1",
+                include_dashboard=False,
+                log_to_driver=False,
+                configure_logging=False,
+            )
             ray_start = time.perf_counter() - t
             modes.append(("Ray task (local cluster)", "local"))
         for name, mode in modes:
             s = [swept(tmp, i, mode) for i in range(a.k)]
             ms, mo = statistics.median(x for x, _ in s), statistics.median(o for _, o in s)
             rows.append((name, ms, mo, mo / mp))
-    lines = ["# rig sweep: scheduling overhead per cell", "",
-             f"Host: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs (shared with other work "
-             "while measured). Cell: gemma3-270m, CallNavi routing, `--limit 1`, `--max-tokens 8`. "
-             f"K = {a.k} runs each; medians.", "",
-             f"Plain `rig bench` process, median wall time: {mp:.3f} s (runs: {', '.join(f'{x:.2f}' for x in p)}).",
-             "", "| Scheduler | Cell in sweep, median (s) | Overhead median (s) | Overhead / plain cell |",
-             "|---|---|---|---|"]
+    lines = [
+        "# rig sweep: scheduling overhead per cell",
+        "",
+        f"Host: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs (shared with other work "
+        "while measured). Cell: gemma3-270m, CallNavi routing, `--limit 1`, `--max-tokens 8`. "
+        f"K = {a.k} runs each; medians.",
+        "",
+        f"Plain `rig bench` process, median wall time: {mp:.3f} s (runs: {', '.join(f'{x:.2f}' for x in p)}).",
+        "",
+        "| Scheduler | Cell in sweep, median (s) | Overhead median (s) | Overhead / plain cell |",
+        "|---|---|---|---|",
+    ]
     lines += [f"| {n} | {ms:.3f} | {ov:.3f} | {r:.2%} |" for n, ms, ov, r in rows]
     if ray_start is not None:
         lines += ["", f"Ray local cluster start (once per sweep, not per cell): {ray_start:.1f} s."]
-    lines += ["", "Target: overhead under 5% of a short cell. Not measured here: N one-GPU cells on a machine with "
-              "several GPUs (no such machine was available); unverified.", ""]
+    lines += [
+        "",
+        "Target: overhead under 5% of a short cell. Not measured here: N one-GPU cells on a machine with "
+        "several GPUs (no such machine was available); unverified.",
+        "",
+    ]
     a.out.write_text("\n".join(lines))
     print("\n".join(lines))
 

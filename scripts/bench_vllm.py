@@ -92,7 +92,7 @@ async def _throughput(eng: Any, a: argparse.Namespace) -> dict[str, list[float]]
     await _rig(eng, reqs[:2])  # warm-up: first-request costs belong to neither side
     tps: dict[str, list[float]] = {"bare": [], "rig": []}
     for i in range(a.runs):
-        for side in (("bare", "rig") if i % 2 == 0 else ("rig", "bare")):
+        for side in ("bare", "rig") if i % 2 == 0 else ("rig", "bare"):
             t0 = time.perf_counter()
             n = await (_bare(eng, reqs, a.max_tokens) if side == "bare" else _rig(eng, reqs))
             tps[side].append(n / (time.perf_counter() - t0))
@@ -104,14 +104,13 @@ async def _agents(eng: Any, a: argparse.Namespace) -> list[tuple[int, float, int
     from rig.benchmarks.mobilitybench.benchmark import MobilityBench
     from rig.records import Sampling
 
-    bench = MobilityBench(None, {"similarity": "jaccard", "temperature": "0",
-                                   "max_steps": str(a.agent_max_steps)})
+    bench = MobilityBench(None, {"similarity": "jaccard", "temperature": "0", "max_steps": str(a.agent_max_steps)})
     eps = (bench.episodes() * 3)[: a.episodes]
     bench.service()
     ctx = RunContext(sampling=Sampling(max_tokens=a.agent_max_tokens, temperature=0.0), tool_mode=a.tool_mode)
     rows = []
     for i in range(a.runs):
-        for in_flight in ((1, a.episodes) if i % 2 == 0 else (a.episodes, 1)):
+        for in_flight in (1, a.episodes) if i % 2 == 0 else (a.episodes, 1):
             sem = asyncio.Semaphore(in_flight)
             if a.only == "agents":
                 await eng.engine.reset_prefix_cache()
@@ -124,10 +123,15 @@ async def _agents(eng: Any, a: argparse.Namespace) -> list[tuple[int, float, int
             res = await asyncio.gather(*(one(k, e) for k, e in enumerate(eps)))
             rows.append((in_flight, time.perf_counter() - t0, sum(r.status == "scored" for r in res)))
             gens = [g for r in res for g in r.generations]
-            tok = {k: sum(getattr(g, k) or 0 for g in gens)
-                   for k in ("prompt_tokens", "cached_prompt_tokens", "completion_tokens")}
-            print(f"agents: {in_flight} in flight, {rows[-1][1]:.1f} s, {len(gens)} calls, {tok}",
-                  file=sys.stderr, flush=True)
+            tok = {
+                k: sum(getattr(g, k) or 0 for g in gens)
+                for k in ("prompt_tokens", "cached_prompt_tokens", "completion_tokens")
+            }
+            print(
+                f"agents: {in_flight} in flight, {rows[-1][1]:.1f} s, {len(gens)} calls, {tok}",
+                file=sys.stderr,
+                flush=True,
+            )
     return rows
 
 
@@ -188,8 +192,11 @@ def main() -> None:
     ap.add_argument("--agent-max-steps", type=int, default=3, help="turns per episode (MobilityBench max_steps)")
     ap.add_argument("--tool-mode", default="prompt", help="prompt for small models; native for hermes models")
     ap.add_argument("--runs", type=int, default=3)
-    ap.add_argument("--only", choices=("throughput", "agents"), help="measure one target (the other section of the "
-                                                                      "results file is kept)")
+    ap.add_argument(
+        "--only",
+        choices=("throughput", "agents"),
+        help="measure one target (the other section of the results file is kept)",
+    )
     ap.add_argument("--load", default="", help="the load conditions, written into the results file")
     ap.add_argument("--out", type=Path, help="results file (default: benchmarks/results/vllm_<device>.md)")
     a = ap.parse_args()
@@ -205,28 +212,44 @@ def main() -> None:
     import vllm
 
     model = f"{a.base} converted (`--hf-dir`)" if a.hf_dir else a.model
-    head = [f"# vLLM engine on {device}", "",
-            f"Written by `scripts/bench_vllm.py`; model {model}; vLLM {vllm.__version__}. Ratios of medians over "
-            "interleaved runs on one loaded engine per section.", ""]
+    head = [
+        f"# vLLM engine on {device}",
+        "",
+        f"Written by `scripts/bench_vllm.py`; model {model}; vLLM {vllm.__version__}. Ratios of medians over "
+        "interleaved runs on one loaded engine per section.",
+        "",
+    ]
     sections: dict[str, list[str]] = {}
     if ratios:
         sections["## Throughput"] = [
-            f"## Throughput: {a.prompts} CallNavi prompts, greedy, max_tokens {a.max_tokens}, prefix caching off", "",
-            _load("throughput", a.load), "",
-            "| run | rig / bare generated tokens/s |", "|---|---|",
+            f"## Throughput: {a.prompts} CallNavi prompts, greedy, max_tokens {a.max_tokens}, prefix caching off",
+            "",
+            _load("throughput", a.load),
+            "",
+            "| run | rig / bare generated tokens/s |",
+            "|---|---|",
             *[f"| {i + 1} | {x:.3f} |" for i, x in enumerate(ratios)],
-            "", f"Median rig / bare: **{statistics.median(ratios):.3f}x** (target >= 0.9).", ""]
+            "",
+            f"Median rig / bare: **{statistics.median(ratios):.3f}x** (target >= 0.9).",
+            "",
+        ]
     if agents:
         t1 = statistics.median(w for f, w, _ in agents if f == 1)
         tn = statistics.median(w for f, w, _ in agents if f == a.episodes)
         cache = "on, emptied before each pass" if a.only == "agents" else "off"
         sections["## Agents"] = [
             f"## Agents: {a.episodes} MobilityBench episodes (ReAct, {a.tool_mode} tools, greedy, "
-            f"max_tokens {a.agent_max_tokens} per turn, at most {a.agent_max_steps} turns), prefix caching {cache}", "",
-            _load("agents", a.load), "",
-            "| run | in flight | wall / median one-at-a-time wall | scored |", "|---|---|---|---|",
+            f"max_tokens {a.agent_max_tokens} per turn, at most {a.agent_max_steps} turns), prefix caching {cache}",
+            "",
+            _load("agents", a.load),
+            "",
+            "| run | in flight | wall / median one-at-a-time wall | scored |",
+            "|---|---|---|---|",
             *[f"| {i // 2 + 1} | {f} | {w / t1:.3f} | {s} |" for i, (f, w, s) in enumerate(agents)],
-            "", f"Median speed-up, {a.episodes} in flight vs 1: **{t1 / tn:.2f}x** (target >= 4 on the CPU).", ""]
+            "",
+            f"Median speed-up, {a.episodes} in flight vs 1: **{t1 / tn:.2f}x** (target >= 4 on the CPU).",
+            "",
+        ]
     out = a.out or ROOT / "benchmarks" / "results" / f"vllm_{suffix}.md"
     lines = head + [line for sec in _merge(out, sections).values() for line in sec]
     out.write_text("\n".join(lines))

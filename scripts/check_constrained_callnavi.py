@@ -36,16 +36,22 @@ FORMATS = ("json", "yaml")
 
 def summary(rows: list[dict], total: int, max_tokens: int, model: str, threads: int) -> str:
     questions = len({r["question"] for r in rows})
-    lines = [f"# Constrained CallNavi answers: parse and validate ({model}, llama.cpp, CPU)", "",
-             "Written by `scripts/check_constrained_callnavi.py`: params task (API names and parameters), the "
-             "schema of each question's API list (`rig.benchmarks.callnavi.prompts.answer_schema`: one argument "
-             f"object per API, at most {MAX_CALLS} calls, values at most {MAX_VALUE_CHARS} characters); "
-             f"max_tokens {max_tokens}; greedy; llama.cpp's own grammar sampler, checked lazily (the engine's "
-             f"default); {threads} decode threads; questions in a seeded random order, run in chunks, each chunk "
-             "grouped by domain.", "",
-             f"Questions done: **{questions} of {total}**.", "",
-             "| format | decoding | generations | parse + validate | stopped on its own, not valid | "
-             "cut at max_tokens | engine errors |", "|---|---|---|---|---|---|---|"]
+    lines = [
+        f"# Constrained CallNavi answers: parse and validate ({model}, llama.cpp, CPU)",
+        "",
+        "Written by `scripts/check_constrained_callnavi.py`: params task (API names and parameters), the "
+        "schema of each question's API list (`rig.benchmarks.callnavi.prompts.answer_schema`: one argument "
+        f"object per API, at most {MAX_CALLS} calls, values at most {MAX_VALUE_CHARS} characters); "
+        f"max_tokens {max_tokens}; greedy; llama.cpp's own grammar sampler, checked lazily (the engine's "
+        f"default); {threads} decode threads; questions in a seeded random order, run in chunks, each chunk "
+        "grouped by domain.",
+        "",
+        f"Questions done: **{questions} of {total}**.",
+        "",
+        "| format | decoding | generations | parse + validate | stopped on its own, not valid | "
+        "cut at max_tokens | engine errors |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for fmt in FORMATS:
         for mode in ("constrained", "unconstrained"):
             rs = [r for r in rows if r["format"] == fmt and r["mode"] == mode]
@@ -57,15 +63,21 @@ def summary(rows: list[dict], total: int, max_tokens: int, model: str, threads: 
             lines.append(f"| {fmt} | {mode} | {len(rs)} | {ok}{pct} | {bad_stop} | {cut} | {err} |")
     con = [r for r in rows if r["mode"] == "constrained"]
     stopped = [r for r in con if r["finish"] == "stop" and not r["error"]]
-    lines += ["", f"Constrained outputs that ended on their own: {sum(r['valid'] for r in stopped)} of {len(stopped)} "
-              "parse and validate; the others were cut at max_tokens (a constraint cannot make a short budget "
-              "enough) or failed in the engine, as counted above.", ""]
+    lines += [
+        "",
+        f"Constrained outputs that ended on their own: {sum(r['valid'] for r in stopped)} of {len(stopped)} "
+        "parse and validate; the others were cut at max_tokens (a constraint cannot make a short budget "
+        "enough) or failed in the engine, as counted above.",
+        "",
+    ]
     for fmt in FORMATS:
         toks = sorted(r["tokens"] or 0 for r in con if r["format"] == fmt and r["finish"] == "stop")
         if toks:
-            lines.append(f"{fmt.upper()} constrained outputs that ended on their own: median {toks[len(toks) // 2]} "
-                         f"tokens, longest {toks[-1]}; {sum(t > 256 for t in toks)} longer than 256 (the embedded "
-                         "model entry's default max_tokens).")
+            lines.append(
+                f"{fmt.upper()} constrained outputs that ended on their own: median {toks[len(toks) // 2]} "
+                f"tokens, longest {toks[-1]}; {sum(t > 256 for t in toks)} longer than 256 (the embedded "
+                "model entry's default max_tokens)."
+            )
     reasons = Counter(r["reason"].split(":")[0] for r in rows if r["mode"] == "constrained" and not r["valid"])
     if reasons:
         lines += ["", "Constrained failures by first reason: " + ", ".join(f"{k} {v}" for k, v in reasons.items())]
@@ -95,7 +107,7 @@ async def run(a: argparse.Namespace) -> None:
             for start in range(0, len(ids), a.chunk):
                 # Within a chunk: one format at a time, questions of one API list together, so llama.cpp reuses
                 # the shared prompt prefix; across chunks the order stays random.
-                chunk = sorted(ids[start:start + a.chunk], key=lambda q: (eps["json"][q].prefix_group, q))
+                chunk = sorted(ids[start : start + a.chunk], key=lambda q: (eps["json"][q].prefix_group, q))
                 for fmt, qid in ((f, q) for f in FORMATS for q in chunk):
                     ep, bench = eps[fmt][qid], benches[fmt]
                     schema_c = bench.constraint_for(ep, fmt)
@@ -104,19 +116,29 @@ async def run(a: argparse.Namespace) -> None:
                         if (qid, fmt, mode) in done:
                             continue
                         c = schema_c if mode == "constrained" else None
-                        g = await eng.chat(ChatRequest(messages=ep.messages, constraint=c,
-                                                       sampling=Sampling(max_tokens=a.max_tokens)))
+                        g = await eng.chat(
+                            ChatRequest(messages=ep.messages, constraint=c, sampling=Sampling(max_tokens=a.max_tokens))
+                        )
                         _value, err = parse_output(g.text, schema_c)
                         valid = err is None and not g.error
-                        row = {"question": qid, "format": fmt, "mode": mode, "valid": valid,
-                               "finish": g.finish_reason, "tokens": g.completion_tokens, "error": g.error,
-                               "reason": g.error or err or ""}
+                        row = {
+                            "question": qid,
+                            "format": fmt,
+                            "mode": mode,
+                            "valid": valid,
+                            "finish": g.finish_reason,
+                            "tokens": g.completion_tokens,
+                            "error": g.error,
+                            "reason": g.error or err or "",
+                        }
                         if mode == "constrained" and not valid:
                             row["text"] = g.text  # to tell a looping model from a grammar fault
                         out.write(json.dumps(row) + "\n")
                         out.flush()
-                print(f"{min(start + a.chunk, len(ids))}/{len(ids)} questions, {time.perf_counter() - t0:.0f} s",
-                      flush=True)
+                print(
+                    f"{min(start + a.chunk, len(ids))}/{len(ids)} questions, {time.perf_counter() - t0:.0f} s",
+                    flush=True,
+                )
     finally:
         await eng.close()
 
@@ -127,11 +149,19 @@ def main() -> None:
     ap.add_argument("--model", default="gemma3-270m")
     ap.add_argument("--limit", type=int, default=0, help="questions to run (0: all)")
     ap.add_argument("--max-tokens", type=int, default=384, help="default: CallNavi's own cap for the params task")
-    ap.add_argument("--threads", type=int, default=len(os.sched_getaffinity(0)),
-                    help="llama.cpp decode threads (llama-cpp-python's default is half the CPUs)")
+    ap.add_argument(
+        "--threads",
+        type=int,
+        default=len(os.sched_getaffinity(0)),
+        help="llama.cpp decode threads (llama-cpp-python's default is half the CPUs)",
+    )
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--unconstrained-every", type=int, default=1,
-                    help="unconstrained generations only for every Nth question (they run to max_tokens: slow)")
+    ap.add_argument(
+        "--unconstrained-every",
+        type=int,
+        default=1,
+        help="unconstrained generations only for every Nth question (they run to max_tokens: slow)",
+    )
     ap.add_argument("--chunk", type=int, default=24, help="questions per chunk (prefix reuse inside a chunk)")
     ap.add_argument("--resume", action="store_true", help="keep the JSONL file and skip what it holds")
     ap.add_argument("--summary-only", action="store_true", help="rebuild the summary from the JSONL file, run nothing")
@@ -146,7 +176,9 @@ def main() -> None:
             asyncio.run(run(a))
     finally:
         rows = [json.loads(x) for x in a.jsonl.read_text().splitlines()] if a.jsonl.exists() else []
-        a.out.write_text(summary(rows, total, a.max_tokens, a.model, a.threads) + (f"\n{a.remark}\n" if a.remark else ""))
+        a.out.write_text(
+            summary(rows, total, a.max_tokens, a.model, a.threads) + (f"\n{a.remark}\n" if a.remark else "")
+        )
         print(a.out.read_text())
 
 

@@ -27,8 +27,12 @@ def replies(n: int, seed: int) -> list[str]:
     while len(out) < n:
         kind = rng.random()
         if kind < 0.3:
-            out.append("".join(chr(rng.choice((rng.randint(0, 127), rng.randint(0, 0x2FFF), rng.randint(0, 0x10FFFF))))
-                               for _ in range(rng.randint(0, 400))))
+            out.append(
+                "".join(
+                    chr(rng.choice((rng.randint(0, 127), rng.randint(0, 0x2FFF), rng.randint(0, 0x10FFFF))))
+                    for _ in range(rng.randint(0, 400))
+                )
+            )
         elif kind < 0.8:
             out.append("".join(rng.choice(_PIECES) for _ in range(rng.randint(1, 200))))
         else:

@@ -29,6 +29,7 @@ def _callnavi(fmt: str) -> Callable[[str], str | None]:
         if err is None:
             _encodable(value)
         return err
+
     return read
 
 
@@ -40,6 +41,7 @@ def _parse_output(kind: str) -> Callable[[str], str | None]:
         if err is None:
             _encodable(value)
         return err
+
     return read
 
 
@@ -68,6 +70,7 @@ def _toolmode(mode: str) -> Callable[[str], str | None]:
         calls, _, why = extract_calls(Generation(request_hash="fuzz", text=text), [_TOOL], mode)
         _encodable([c.model_dump() for c in calls])
         return why
+
     return read
 
 
@@ -83,9 +86,17 @@ def _urbangeo(text: str) -> str | None:
 
     parse_letter(text, "ABCD", ["Kiasma", "Ateneum", "Oodi", "Amos Rex"])
     sec = sections(text)
-    truth = {"km": 3.2, "bearing": 45.0, "labels": ["Intersecting", "Parallel", "Touch"], "label": "Parallel",
-             "order": ["A st", "B st"], "candidates": ["Kiasma", "Oodi"], "destination": "Oodi", "poi": "Oodi",
-             "streets": ["Mannerheimintie"]}
+    truth = {
+        "km": 3.2,
+        "bearing": 45.0,
+        "labels": ["Intersecting", "Parallel", "Touch"],
+        "label": "Parallel",
+        "order": ["A st", "B st"],
+        "candidates": ["Kiasma", "Oodi"],
+        "destination": "Oodi",
+        "poi": "Oodi",
+        "streets": ["Mannerheimintie"],
+    }
     for task in ("DS", "DR", "RE", "PN", "PR", "NV", "RC"):
         _encodable(program_answer(task, text, truth, {"names": ["A st", "B st"]}))
     return None if sec.status == "ok" else sec.status
@@ -97,8 +108,15 @@ def _mobilitybench(text: str) -> str | None:
     lex = SimpleNamespace(lon_range=(24.0, 26.0), lat_range=(59.0, 61.0))
     block = T.fenced_json(text)
     T.norm(text)
-    _encodable([T.coords_in(text, lex), T.stated_distances_m(text), T.stated_durations_s(text),
-                T.stated_clocks_min(text), block])
+    _encodable(
+        [
+            T.coords_in(text, lex),
+            T.stated_distances_m(text),
+            T.stated_durations_s(text),
+            T.stated_clocks_min(text),
+            block,
+        ]
+    )
     return None if block is not None else "no json block"
 
 
@@ -139,26 +157,58 @@ def _evgeoqa(text: str) -> str | None:
 
 
 READERS: dict[str, Callable[[str], str | None]] = {
-    "callnavi_json": _callnavi("json"), "callnavi_yaml": _callnavi("yaml"),
-    "parse_output_json": _parse_output("json_schema"), "parse_output_yaml": _parse_output("yaml_schema"),
-    "text_tool_calls": _textcalls, "thinking_strip": _thinking,
-    "toolmode_native": _toolmode("native"), "toolmode_json": _toolmode("json"), "toolmode_yaml": _toolmode("yaml"),
-    "judge_verdict": _judge, "urbangeo_answer": _urbangeo, "mobilitybench_answer": _mobilitybench,
-    "routeeval_call": _routeeval, "evgeoqa_tool_args": _evgeoqa,
+    "callnavi_json": _callnavi("json"),
+    "callnavi_yaml": _callnavi("yaml"),
+    "parse_output_json": _parse_output("json_schema"),
+    "parse_output_yaml": _parse_output("yaml_schema"),
+    "text_tool_calls": _textcalls,
+    "thinking_strip": _thinking,
+    "toolmode_native": _toolmode("native"),
+    "toolmode_json": _toolmode("json"),
+    "toolmode_yaml": _toolmode("yaml"),
+    "judge_verdict": _judge,
+    "urbangeo_answer": _urbangeo,
+    "mobilitybench_answer": _mobilitybench,
+    "routeeval_call": _routeeval,
+    "evgeoqa_tool_args": _evgeoqa,
 }
 
 _LAUGHS = "a: &a [lol, lol, lol, lol, lol, lol, lol, lol, lol]\n" + "".join(
-    f"{c}: &{c} [{', '.join(['*' + p] * 9)}]\n" for p, c in zip("abcdefgh", "bcdefghi", strict=True))
+    f"{c}: &{c} [{', '.join(['*' + p] * 9)}]\n" for p, c in zip("abcdefgh", "bcdefghi", strict=True)
+)
 
 # The replies named in the issue, and the shapes that were slow (sizes as reported there).
 REGRESSIONS: list[str] = [
-    '["\\ud83d"]', 'a: "\\ud83d\\ude00"', "a: !!binary //79", "&a [*a]", "[" * 400 + "]" * 400, _LAUGHS,
-    "d: 2024-02-30", "{a: 2024-02-30}", "[" * 1000 + "]" * 1000, "{" * 600, "1" * 4400, "{\"a\": " + "9" * 5000 + "}",
-    '{"estimated_distance": 1' + "0" * 400 + "}", '{"estimated_distance": 1e400}', "1" * 310, "1" * 20000,
-    "```json\n" + " " * 30000 + "x", "<think>" * 20000, "<tool_call>" + " " * 30000 + "x", "<reason>" * 20000,
-    "answer" + " " * 30000, "reason" + " " * 30000, "```json" * 10000, "5" * 30000 + " x",
-    '{"coord": [' + "1" * 400 + ', 2], "distance": ' + "1" * 400 + "}", '{"distance": "' + "1" * 5000 + ' km"}',
-    '{"name": "f", "arguments": {"x": ' + "1" * 400 + "}}", "name: f\narguments:\n  x: 1" + "0" * 400,
+    '["\\ud83d"]',
+    'a: "\\ud83d\\ude00"',
+    "a: !!binary //79",
+    "&a [*a]",
+    "[" * 400 + "]" * 400,
+    _LAUGHS,
+    "d: 2024-02-30",
+    "{a: 2024-02-30}",
+    "[" * 1000 + "]" * 1000,
+    "{" * 600,
+    "1" * 4400,
+    '{"a": ' + "9" * 5000 + "}",
+    '{"estimated_distance": 1' + "0" * 400 + "}",
+    '{"estimated_distance": 1e400}',
+    "1" * 310,
+    "1" * 20000,
+    "```json\n" + " " * 30000 + "x",
+    "<think>" * 20000,
+    "<tool_call>" + " " * 30000 + "x",
+    "<reason>" * 20000,
+    "answer" + " " * 30000,
+    "reason" + " " * 30000,
+    "```json" * 10000,
+    "5" * 30000 + " x",
+    '{"coord": [' + "1" * 400 + ', 2], "distance": ' + "1" * 400 + "}",
+    '{"distance": "' + "1" * 5000 + ' km"}',
+    '{"name": "f", "arguments": {"x": ' + "1" * 400 + "}}",
+    "name: f\narguments:\n  x: 1" + "0" * 400,
     '<tool_call>{"name": "f", "arguments": "{\\"x\\": ' + "9" * 5000 + '}"}</tool_call>',
-    "reason:[[" + "9" * 5000 + "]], answer:[[1]]", "\x08", "a: \x00",  # control characters the YAML reader refuses
+    "reason:[[" + "9" * 5000 + "]], answer:[[1]]",
+    "\x08",
+    "a: \x00",  # control characters the YAML reader refuses
 ]

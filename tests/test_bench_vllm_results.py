@@ -19,8 +19,9 @@ def _script():  # type: ignore[no-untyped-def]
 
 def test_a_run_replaces_only_its_section(tmp_path: Path) -> None:
     out = tmp_path / "vllm_cpu.md"
-    out.write_text("# old head\n\nprose\n\n## Agents: old\n\nold agents\n\n## Throughput: old\n\nold tps\n\n"
-                   "## GPU\n\nnotes\n")
+    out.write_text(
+        "# old head\n\nprose\n\n## Agents: old\n\nold agents\n\n## Throughput: old\n\nold tps\n\n## GPU\n\nnotes\n"
+    )
     merged = _script()._merge(out, {"## Agents": ["## Agents: new", "", "new agents"]})
     assert list(merged) == ["## Throughput", "## Agents", "## GPU"]
     assert merged["## Agents"] == ["## Agents: new", "", "new agents"]

@@ -34,22 +34,53 @@ def registry(tmp_path: Path) -> Path:
     (weights / "tiny-q8.gguf").write_bytes(b"GGUF" + bytes(range(255, -1, -1)) * 80)
     (weights / "hf").mkdir()
     (weights / "hf" / "config.json").write_text('{"model_type": "tiny"}')
-    reg = {"models": {
-        "tiny": {"engine": "llamacpp", "quantization": "q4_k_m", "context_length": 512, "default_variant": "q8",
-                 "variants": {"q4": {"weights": {"file": "weights/tiny-q4.gguf"}},
-                              "q8": {"weights": {"file": "weights/tiny-q8.gguf"}, "quantization": "q8_0"}}},
-        "tiny-hf": {"engine": "vllm", "quantization": "bf16", "context_length": 512, "weights": {"dir": "weights/hf"}},
-        "tiny-ollama": {"engine": "ollama", "quantization": "q4_k_m", "context_length": 512,
-                        "weights": {"ollama": "tiny:q4"}},
-    }}
+    reg = {
+        "models": {
+            "tiny": {
+                "engine": "llamacpp",
+                "quantization": "q4_k_m",
+                "context_length": 512,
+                "default_variant": "q8",
+                "variants": {
+                    "q4": {"weights": {"file": "weights/tiny-q4.gguf"}},
+                    "q8": {"weights": {"file": "weights/tiny-q8.gguf"}, "quantization": "q8_0"},
+                },
+            },
+            "tiny-hf": {
+                "engine": "vllm",
+                "quantization": "bf16",
+                "context_length": 512,
+                "weights": {"dir": "weights/hf"},
+            },
+            "tiny-ollama": {
+                "engine": "ollama",
+                "quantization": "q4_k_m",
+                "context_length": 512,
+                "weights": {"ollama": "tiny:q4"},
+            },
+        }
+    }
     path = tmp_path / "models.yaml"
     path.write_text(yaml.safe_dump(reg))
     return path
 
 
 def _create(registry: Path, out: Path, models: str = "tiny,tiny-hf,tiny-ollama") -> object:
-    return CliRunner().invoke(app, ["bundle", "create", str(out), "--models", models, "--benchmarks", "callnavi",
-                                    "--models-file", str(registry), "--no-wheels"])
+    return CliRunner().invoke(
+        app,
+        [
+            "bundle",
+            "create",
+            str(out),
+            "--models",
+            models,
+            "--benchmarks",
+            "callnavi",
+            "--models-file",
+            str(registry),
+            "--no-wheels",
+        ],
+    )
 
 
 def test_create_small_model_set(registry: Path, tmp_path: Path) -> None:
@@ -120,8 +151,21 @@ def test_missing_weight_file_names_the_entry(registry: Path, tmp_path: Path) -> 
 def test_unknown_model_and_benchmark_are_named(registry: Path, tmp_path: Path) -> None:
     res = _create(registry, tmp_path / "b1", models="nope")
     assert res.exit_code == 2 and "nope" in res.output
-    res = CliRunner().invoke(app, ["bundle", "create", str(tmp_path / "b2"), "--models", "tiny", "--benchmarks",
-                                   "callnavi,nobench", "--models-file", str(registry), "--no-wheels"])
+    res = CliRunner().invoke(
+        app,
+        [
+            "bundle",
+            "create",
+            str(tmp_path / "b2"),
+            "--models",
+            "tiny",
+            "--benchmarks",
+            "callnavi,nobench",
+            "--models-file",
+            str(registry),
+            "--no-wheels",
+        ],
+    )
     assert res.exit_code == 2 and "nobench" in res.output
 
 
@@ -150,8 +194,10 @@ def test_requirements_expand_extras_and_refuse_unknown() -> None:
 
 def test_sdist_metadata_reads_runtime_and_build_requirements(tmp_path: Path) -> None:
     sdist = tmp_path / "pkg-1.0.tar.gz"
-    files = {"pkg-1.0/PKG-INFO": "Name: pkg\nRequires-Dist: numpy>=1.20\nRequires-Dist: uvicorn; extra == \"server\"\n",
-             "pkg-1.0/pyproject.toml": '[build-system]\nrequires = ["scikit-build-core>=0.9.2"]\n'}
+    files = {
+        "pkg-1.0/PKG-INFO": 'Name: pkg\nRequires-Dist: numpy>=1.20\nRequires-Dist: uvicorn; extra == "server"\n',
+        "pkg-1.0/pyproject.toml": '[build-system]\nrequires = ["scikit-build-core>=0.9.2"]\n',
+    }
     with tarfile.open(sdist, "w:gz") as tar:
         for name, text in files.items():
             info = tarfile.TarInfo(name)
@@ -170,15 +216,20 @@ def test_run_from_a_bundle_records_its_id(registry: Path, tmp_path: Path, monkey
     out = tmp_path / "bundle"
     assert _create(registry, out).exit_code == 0
     data = out / "data" / "callnavi"
-    monkeypatch.setattr("rig.runs.bench.create_engine",
-                        lambda spec, weights, gpu=None: FakeEngine(oracle(CallNavi(data))))
+    monkeypatch.setattr(
+        "rig.runs.bench.create_engine", lambda spec, weights, gpu=None: FakeEngine(oracle(CallNavi(data)))
+    )
     runs = tmp_path / "runs"
-    run_dir = run_bench(BenchOptions(model="tiny-q4", benchmark="callnavi", data=data, out=runs, limit=1,
-                                     models_file=out / "models.yaml"))
+    run_dir = run_bench(
+        BenchOptions(
+            model="tiny-q4", benchmark="callnavi", data=data, out=runs, limit=1, models_file=out / "models.yaml"
+        )
+    )
     assert RunManifest.read(run_dir).bundle_id == read_manifest(out).bundle_id
     # Outside a bundle the field stays empty, and manifests written before it existed still read.
-    other = run_bench(BenchOptions(model="tiny-q4", benchmark="callnavi", data=data, out=runs, limit=1,
-                                   models_file=registry))
+    other = run_bench(
+        BenchOptions(model="tiny-q4", benchmark="callnavi", data=data, out=runs, limit=1, models_file=registry)
+    )
     man = json.loads((other / "manifest.json").read_text())
     assert man["bundle_id"] is None
     del man["bundle_id"]

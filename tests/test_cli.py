@@ -27,8 +27,10 @@ def test_format_on_a_benchmark_without_one_is_refused() -> None:
 
 # --- bad input is a message naming the flag or file, exit 2, before any model loads (issue 18) -------------------
 
-FAKE_MODELS = ("models:\n  fake:\n    engine: llamacpp\n    weights: {file: w.gguf}\n    quantization: none\n"
-               "    context_length: 4096\n")
+FAKE_MODELS = (
+    "models:\n  fake:\n    engine: llamacpp\n    weights: {file: w.gguf}\n    quantization: none\n"
+    "    context_length: 4096\n"
+)
 
 
 def _fake_registry(tmp_path):  # type: ignore[no-untyped-def]
@@ -46,11 +48,14 @@ def fake_engine(monkeypatch):  # type: ignore[no-untyped-def]
     monkeypatch.setattr(bench, "create_engine", lambda spec, weights, gpu=None: ThreadedFakeEngine(spec, weights))
 
 
-@pytest.mark.parametrize(("flags", "says"), [
-    (["--order", "random"], "--order 'random'"),
-    (["--temperature", "-1"], "--temperature"),
-    (["--resume", "../elsewhere/RID"], "--resume '../elsewhere/RID'"),
-])
+@pytest.mark.parametrize(
+    ("flags", "says"),
+    [
+        (["--order", "random"], "--order 'random'"),
+        (["--temperature", "-1"], "--temperature"),
+        (["--resume", "../elsewhere/RID"], "--resume '../elsewhere/RID'"),
+    ],
+)
 def test_bad_flags_exit_2_before_anything_is_written(tmp_path, flags, says) -> None:  # type: ignore[no-untyped-def]
     out = tmp_path / "runs"
     r = CliRunner().invoke(app, ["bench", *_fake_registry(tmp_path), "-b", "callnavi", "--out", str(out), *flags])
@@ -79,8 +84,10 @@ def test_an_unreadable_questions_file_is_named(tmp_path, damage, says) -> None: 
     else:
         q.unlink()
         q.mkdir()
-    r = CliRunner().invoke(app, ["bench", *_fake_registry(tmp_path), "-b", "callnavi", "--data", str(data),
-                                 "--out", str(tmp_path / "runs")])
+    r = CliRunner().invoke(
+        app,
+        ["bench", *_fake_registry(tmp_path), "-b", "callnavi", "--data", str(data), "--out", str(tmp_path / "runs")],
+    )
     assert r.exit_code == 2 and f"{q}: {says}" in r.output, r.output
 
 
@@ -89,32 +96,47 @@ def test_a_failed_load_marks_the_run_failed(tmp_path) -> None:  # type: ignore[n
 
     pytest.importorskip("llama_cpp")
     out = tmp_path / "runs"
-    r = CliRunner().invoke(app, ["bench", *_fake_registry(tmp_path), "-b", "callnavi", "--limit", "1",
-                                 "--out", str(out)])
+    r = CliRunner().invoke(
+        app, ["bench", *_fake_registry(tmp_path), "-b", "callnavi", "--limit", "1", "--out", str(out)]
+    )
     assert r.exit_code == 2 and "could not load" in r.output, r.output
     (run_dir,) = out.iterdir()
     assert json.loads((run_dir / "manifest.json").read_text())["status"] == "failed"
 
 
 @pytest.mark.parametrize("with_model", [False, True])
-@pytest.mark.parametrize("flags", [["--max-tokens", "7"], ["--limit", "3"], ["--repeats", "2"],
-                                   ["--temperature", "0.5"], ["--decode", "json"]])
-def test_resume_refuses_changed_flags_with_or_without_model(tmp_path, fake_engine, flags,  # type: ignore[no-untyped-def]
-                                                            with_model) -> None:
+@pytest.mark.parametrize(
+    "flags",
+    [["--max-tokens", "7"], ["--limit", "3"], ["--repeats", "2"], ["--temperature", "0.5"], ["--decode", "json"]],
+)
+def test_resume_refuses_changed_flags_with_or_without_model(
+    tmp_path,
+    fake_engine,
+    flags,  # type: ignore[no-untyped-def]
+    with_model,
+) -> None:
     reg = _fake_registry(tmp_path)
     out = tmp_path / "runs"
-    r = CliRunner().invoke(app, ["bench", *reg, "-b", "callnavi", "-O", "task=routing", "--limit", "2", "--out",
-                                 str(out), "--no-report"])
+    r = CliRunner().invoke(
+        app, ["bench", *reg, "-b", "callnavi", "-O", "task=routing", "--limit", "2", "--out", str(out), "--no-report"]
+    )
     assert r.exit_code == 0, r.output
     (run_dir,) = out.iterdir()
     base = ["bench", "--models", reg[1], *(reg[2:] if with_model else []), "--resume", run_dir.name, "--out", str(out)]
     r = CliRunner().invoke(app, [*base, *flags, "--no-report"])
     assert r.exit_code == 2 and "configuration changed" in r.output, r.output
-    field = {"--max-tokens": "max_tokens", "--limit": "limit", "--repeats": "repeats", "--temperature": "temperature",
-             "--decode": "decode"}[flags[0]]
+    field = {
+        "--max-tokens": "max_tokens",
+        "--limit": "limit",
+        "--repeats": "repeats",
+        "--temperature": "temperature",
+        "--decode": "decode",
+    }[flags[0]]
     assert f"{field}:" in r.output
     r = CliRunner().invoke(app, [*base, "--no-report"])  # unchanged: resumes
     assert r.exit_code == 0, r.output
+
+
 def test_messages_with_square_brackets_print_as_written() -> None:
     # rich reads "[mobility]" as a markup tag and drops it unless the message is escaped
     r = CliRunner().invoke(app, ["bench", "-O", "pip install 'rig[mobility]'"])
@@ -184,7 +206,7 @@ def test_readme_first_bench_runs_all_five_benchmarks_offline(tmp_path, helsinki_
     assert args[:1] == ["bench"] and "--benchmark" not in args and "-b" not in args
     cmd = [sys.executable, "-m", "rig.cli", *args, "--limit", "1", "--out", str(tmp_path / "runs")]
     if subprocess.run(["unshare", "-n", "true"], capture_output=True).returncode == 0:
-        cmd = ["unshare", "-n", "bash", "-c", "ip link set lo up && exec \"$@\"", "bash", *cmd]
+        cmd = ["unshare", "-n", "bash", "-c", 'ip link set lo up && exec "$@"', "bash", *cmd]
     env = os.environ | {"PYTHONPATH": str(repo), "COLUMNS": "100"}
     r = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=1800)
     assert r.returncode == 0, r.stderr[-3000:]

@@ -20,10 +20,17 @@ def test_gemma3_template_renders_what_llamacpp_renders() -> None:
     """The llama.cpp engine folds system text into the first user turn and tool results into user turns, then
     applies llama-cpp-python's `gemma` format (BOS added at tokenisation); both engines must see the same text."""
     fmt = pytest.importorskip("llama_cpp.llama_chat_format")
-    msgs = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Route to Kamppi?"},
-            {"role": "assistant", "content": "call"}, {"role": "tool", "name": "route", "content": "3 km"}]
-    folded = [{"role": "user", "content": "Be brief.\n\nRoute to Kamppi?"}, {"role": "assistant", "content": "call"},
-              {"role": "user", "content": "Result of route: 3 km"}]
+    msgs = [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "Route to Kamppi?"},
+        {"role": "assistant", "content": "call"},
+        {"role": "tool", "name": "route", "content": "3 km"},
+    ]
+    folded = [
+        {"role": "user", "content": "Be brief.\n\nRoute to Kamppi?"},
+        {"role": "assistant", "content": "call"},
+        {"role": "user", "content": "Result of route: 3 km"},
+    ]
     assert _render(msgs) == "<bos>" + fmt.format_gemma(messages=folded).prompt
 
 
@@ -48,11 +55,14 @@ def test_unconvertible_architecture_is_refused(tmp_path: Path) -> None:
     w.write_tensors_to_file()
     w.close()
     models = tmp_path / "models.yaml"
-    models.write_text(f"models:\n  tiny:\n    engine: llamacpp\n    weights: {{file: {path}}}\n    quantization: f32\n"
-                      "    context_length: 512\n")
+    models.write_text(
+        f"models:\n  tiny:\n    engine: llamacpp\n    weights: {{file: {path}}}\n    quantization: f32\n"
+        "    context_length: 512\n"
+    )
     before = models.read_text()
-    res = CliRunner().invoke(app, ["models", "convert", "tiny", "--to", "hf", "--models", str(models),
-                                   "--out", str(tmp_path / "out")])
+    res = CliRunner().invoke(
+        app, ["models", "convert", "tiny", "--to", "hf", "--models", str(models), "--out", str(tmp_path / "out")]
+    )
     assert res.exit_code == 2, res.output
     assert "tiny" in res.output and "'rwkv7'" in res.output and "cannot be converted" in res.output
     assert models.read_text() == before and not (tmp_path / "out").exists()

@@ -22,8 +22,7 @@ def test_llamacpp_smoke_runs_the_embedded_model(embedded_weights: str) -> None:
     assert status == "ok", detail
 
 
-def test_llamacpp_smoke_names_the_rebuild_when_the_child_crashes(embedded_weights: str,
-                                                                  monkeypatch) -> None:  # type: ignore[no-untyped-def]
+def test_llamacpp_smoke_names_the_rebuild_when_the_child_crashes(embedded_weights: str, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     import rig.doctor as d
 
     monkeypatch.setattr(d, "_SMOKE", "import os, signal; os.kill(os.getpid(), signal.SIGSEGV)")

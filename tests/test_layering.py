@@ -15,10 +15,15 @@ ROOT = Path(__file__).resolve().parents[1]
 
 # (importer prefix, imported prefix): modules under the first never import modules under the second.
 FORBIDDEN = [
-    ("rig.benchmarks", "rig.runs"), ("rig.benchmarks", "rig.cli"),
-    ("rig.engines", "rig.benchmarks"), ("rig.engines", "rig.runs"),
-    ("rig.maps", "rig.engines"), ("rig.maps", "rig.benchmarks"), ("rig.maps", "rig.runs"),
-    ("rig.telemetry", "rig.runs"), ("rig.telemetry", "rig.benchmarks"),
+    ("rig.benchmarks", "rig.runs"),
+    ("rig.benchmarks", "rig.cli"),
+    ("rig.engines", "rig.benchmarks"),
+    ("rig.engines", "rig.runs"),
+    ("rig.maps", "rig.engines"),
+    ("rig.maps", "rig.benchmarks"),
+    ("rig.maps", "rig.runs"),
+    ("rig.telemetry", "rig.runs"),
+    ("rig.telemetry", "rig.benchmarks"),
     ("rig.runformat", "rig.runs"),
 ]
 
@@ -67,8 +72,13 @@ def upward_imports(graph: dict[str, set[str]]) -> list[str]:
     def under(module: str, prefix: str) -> bool:
         return module == prefix or module.startswith(prefix + ".")
 
-    return sorted(f"{m} imports {d}" for m, deps in graph.items() for d in deps
-                  for low, high in FORBIDDEN if under(m, low) and under(d, high))
+    return sorted(
+        f"{m} imports {d}"
+        for m, deps in graph.items()
+        for d in deps
+        for low, high in FORBIDDEN
+        if under(m, low) and under(d, high)
+    )
 
 
 def cycles(graph: dict[str, set[str]]) -> list[list[str]]:

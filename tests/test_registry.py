@@ -41,8 +41,10 @@ models:
         (GOOD.replace("{file: w.gguf}", "{file: w.gguf, dir: x}"), "models.m.weights"),
         ("models: [1, 2]", "top-level mapping 'models:'"),
         ("models:\n  m: {engine: [", "not valid YAML"),
-        (GOOD + "    variants: {q8: {quantisation: q8_0}}\n",
-         "models.m.variants.q8: unknown field(s) ['quantisation']"),
+        (
+            GOOD + "    variants: {q8: {quantisation: q8_0}}\n",
+            "models.m.variants.q8: unknown field(s) ['quantisation']",
+        ),
     ],
 )
 def test_bad_registry_names_file_entry_and_field(tmp_path: Path, text: str, needle: str) -> None:
@@ -91,17 +93,23 @@ def test_an_entry_without_engine_says_it_is_missing(tmp_path: Path) -> None:
     assert "None" not in str(e.value)
 
 
-@pytest.mark.parametrize(("package", "says"), [
-    ("os", "not a GGUF weights package"),  # an installed module that is not a weights package: never imported
-    ("antigravity", "not a GGUF weights package"),
-    ("json.decoder_gguf", "not a GGUF weights package"),
-    ("no_such_thing_gguf", "is not installed"),
-])
+@pytest.mark.parametrize(
+    ("package", "says"),
+    [
+        ("os", "not a GGUF weights package"),  # an installed module that is not a weights package: never imported
+        ("antigravity", "not a GGUF weights package"),
+        ("json.decoder_gguf", "not a GGUF weights package"),
+        ("no_such_thing_gguf", "is not installed"),
+    ],
+)
 def test_weights_package_must_be_a_gguf_package(tmp_path: Path, package: str, says: str) -> None:
     import sys
 
-    p = write(tmp_path, f"models:\n  m:\n    engine: llamacpp\n    weights: {{package: {package}}}\n"
-                        "    quantization: q4\n    context_length: 8\n")
+    p = write(
+        tmp_path,
+        f"models:\n  m:\n    engine: llamacpp\n    weights: {{package: {package}}}\n"
+        "    quantization: q4\n    context_length: 8\n",
+    )
     reg = load_registry(p)
     sys.modules.pop("antigravity", None)
     with pytest.raises(RegistryError, match=rf"models\.m\.weights\.package: .*{says}"):
@@ -112,8 +120,11 @@ def test_weights_package_must_be_a_gguf_package(tmp_path: Path, package: str, sa
 def test_a_gguf_named_package_without_a_gguf_is_refused(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     (tmp_path / "fake_weights_gguf.py").write_text("MODEL_NAME = 'x.txt'\n")
     monkeypatch.syspath_prepend(str(tmp_path))
-    p = write(tmp_path, "models:\n  m:\n    engine: llamacpp\n    weights: {package: fake_weights_gguf}\n"
-                        "    quantization: q4\n    context_length: 8\n")
+    p = write(
+        tmp_path,
+        "models:\n  m:\n    engine: llamacpp\n    weights: {package: fake_weights_gguf}\n"
+        "    quantization: q4\n    context_length: 8\n",
+    )
     reg = load_registry(p)
     with pytest.raises(RegistryError, match="does not expose a GGUF"):
         resolve_weights(reg.get("m"), reg.path)

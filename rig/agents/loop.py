@@ -39,13 +39,25 @@ class LoopOutcome(BaseModel):
     error: str | None = None
 
 
-REPROMPT = ("Your reply did not contain a valid tool call ({why}). Reply with exactly one tool call, "
-            "using one of the tools listed.")
+REPROMPT = (
+    "Your reply did not contain a valid tool call ({why}). Reply with exactly one tool call, "
+    "using one of the tools listed."
+)
 
 
-async def run_tool_loop(engine: Engine, messages: list[Message], tools: list[ToolSpec], execute: Executor, *,
-                        final_tool: str | None, mode: str, sampling: Sampling, max_steps: int = 10,
-                        max_format_errors: int = 2, observation_chars: int = 4000) -> LoopOutcome:
+async def run_tool_loop(
+    engine: Engine,
+    messages: list[Message],
+    tools: list[ToolSpec],
+    execute: Executor,
+    *,
+    final_tool: str | None,
+    mode: str,
+    sampling: Sampling,
+    max_steps: int = 10,
+    max_format_errors: int = 2,
+    observation_chars: int = 4000,
+) -> LoopOutcome:
     """Run until the model calls ``final_tool`` with valid arguments, or a budget runs out.
 
     ``max_steps`` counts model calls that produced a tool call; format errors have their own budget. Only the
@@ -58,8 +70,15 @@ async def run_tool_loop(engine: Engine, messages: list[Message], tools: list[Too
     history = list(messages)
     while out.steps < max_steps:
         msgs, req_tools, constraint = prepare(history, tools, mode)
-        gen = await engine.chat(ChatRequest(messages=msgs, tools=req_tools, tool_mode=mode,  # type: ignore[arg-type]
-                                            constraint=constraint, sampling=sampling))
+        gen = await engine.chat(
+            ChatRequest(
+                messages=msgs,
+                tools=req_tools,
+                tool_mode=mode,  # type: ignore[arg-type]
+                constraint=constraint,
+                sampling=sampling,
+            )
+        )
         out.generations.append(gen)
         if gen.error:
             out.stop, out.error = "engine_error", gen.error
@@ -80,8 +99,16 @@ async def run_tool_loop(engine: Engine, messages: list[Message], tools: list[Too
         call, extra = calls[0], calls[1:]
         history.append(assistant_turn(gen, calls))
         for c in extra:
-            out.tool_calls.append(ToolCall(name=c.name, arguments=c.arguments, verdict="invalid", step=step,
-                                           error="skipped: one tool call per turn", error_category="skipped"))
+            out.tool_calls.append(
+                ToolCall(
+                    name=c.name,
+                    arguments=c.arguments,
+                    verdict="invalid",
+                    step=step,
+                    error="skipped: one tool call per turn",
+                    error_category="skipped",
+                )
+            )
         if call.name == final_tool:
             errors = validate(call.arguments, by_name[final_tool].parameters)
             if not errors:
@@ -89,15 +116,31 @@ async def run_tool_loop(engine: Engine, messages: list[Message], tools: list[Too
                 out.final, out.stop = call.arguments, "final"
                 break
             payload: Any = {"error": "invalid final answer: " + "; ".join(errors[:5])}
-            out.tool_calls.append(ToolCall(name=call.name, arguments=call.arguments, verdict="invalid", step=step,
-                                           error=payload["error"], error_category="invalid_arguments"))
+            out.tool_calls.append(
+                ToolCall(
+                    name=call.name,
+                    arguments=call.arguments,
+                    verdict="invalid",
+                    step=step,
+                    error=payload["error"],
+                    error_category="invalid_arguments",
+                )
+            )
         else:
             answered = execute(call.name, call.arguments)
             res = await answered if isinstance(answered, Awaitable) else answered
-            out.tool_calls.append(ToolCall(
-                name=call.name, arguments=call.arguments, verdict="valid" if res.ok else "invalid",
-                answer=res.data if res.ok else None, error=res.error, error_category=res.error_category, step=step,
-                meta={"source": res.source} if res.source in _SOURCES else {}))
+            out.tool_calls.append(
+                ToolCall(
+                    name=call.name,
+                    arguments=call.arguments,
+                    verdict="valid" if res.ok else "invalid",
+                    answer=res.data if res.ok else None,
+                    error=res.error,
+                    error_category=res.error_category,
+                    step=step,
+                    meta={"source": res.source} if res.source in _SOURCES else {},
+                )
+            )
             payload = res.data if res.ok else {"error": res.error}
         history.append(observation(call.name, payload, mode, observation_chars))
     out.messages = history

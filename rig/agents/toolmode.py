@@ -24,9 +24,22 @@ from rig.records import Generation, Message, ParsedCall, ParseStatus, ToolMode, 
 TOOL_MODES: tuple[str, ...] = ("native", "prompt", "json", "yaml")
 
 # Keywords the grammar generators refuse in strict mode; dropping them widens the grammar, never narrows it.
-_UNGRAMMATICAL = {"pattern", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf",
-                  "uniqueItems", "minProperties", "maxProperties", "patternProperties", "propertyNames", "format",
-                  "default", "examples"}
+_UNGRAMMATICAL = {
+    "pattern",
+    "minimum",
+    "maximum",
+    "exclusiveMinimum",
+    "exclusiveMaximum",
+    "multipleOf",
+    "uniqueItems",
+    "minProperties",
+    "maxProperties",
+    "patternProperties",
+    "propertyNames",
+    "format",
+    "default",
+    "examples",
+}
 
 
 def effective_mode(mode: str, engine: Any) -> str:
@@ -41,8 +54,11 @@ def effective_mode(mode: str, engine: Any) -> str:
 def grammar_safe(schema: Any) -> Any:
     """The schema without the keywords a grammar cannot enforce (the executor still checks them)."""
     if isinstance(schema, dict):
-        return {k: grammar_safe(v) if k not in ("enum", "const") else v
-                for k, v in schema.items() if k not in _UNGRAMMATICAL}
+        return {
+            k: grammar_safe(v) if k not in ("enum", "const") else v
+            for k, v in schema.items()
+            if k not in _UNGRAMMATICAL
+        }
     if isinstance(schema, list):
         return [grammar_safe(v) for v in schema]
     return schema
@@ -50,10 +66,15 @@ def grammar_safe(schema: Any) -> Any:
 
 def envelope_schema(tools: list[ToolSpec]) -> dict[str, Any]:
     """One call to one of ``tools``: ``{"name": ..., "arguments": {...}}``, arguments checked per tool."""
-    alts = [{"type": "object",
-             "properties": {"name": {"type": "string", "enum": [t.name]},
-                            "arguments": grammar_safe(t.parameters)},
-             "required": ["name", "arguments"], "additionalProperties": False} for t in tools]
+    alts = [
+        {
+            "type": "object",
+            "properties": {"name": {"type": "string", "enum": [t.name]}, "arguments": grammar_safe(t.parameters)},
+            "required": ["name", "arguments"],
+            "additionalProperties": False,
+        }
+        for t in tools
+    ]
     return alts[0] if len(alts) == 1 else {"anyOf": alts}
 
 
@@ -69,19 +90,26 @@ def tools_prompt(tools: list[ToolSpec], mode: str) -> str:
     """The tool list and reply format for the prompt-based modes (``prompt``, ``json``, ``yaml``)."""
     lines = ["You can call these tools:"]
     for t in tools:
-        lines.append(f"- {t.name}: {t.description}\n  arguments (JSON schema): "
-                     f"{json.dumps(t.parameters, ensure_ascii=False, separators=(',', ':'))}")
+        lines.append(
+            f"- {t.name}: {t.description}\n  arguments (JSON schema): "
+            f"{json.dumps(t.parameters, ensure_ascii=False, separators=(',', ':'))}"
+        )
     if mode == "yaml":
-        lines.append('Reply with exactly one tool call as a YAML document and nothing else, for example:\n'
-                     f'name: "{tools[0].name}"\narguments:\n  key: "value"')
+        lines.append(
+            "Reply with exactly one tool call as a YAML document and nothing else, for example:\n"
+            f'name: "{tools[0].name}"\narguments:\n  key: "value"'
+        )
     else:
-        lines.append("Reply with exactly one tool call as a JSON object and nothing else, for example:\n"
-                     f'{{"name": "{tools[0].name}", "arguments": {{"key": "value"}}}}')
+        lines.append(
+            "Reply with exactly one tool call as a JSON object and nothing else, for example:\n"
+            f'{{"name": "{tools[0].name}", "arguments": {{"key": "value"}}}}'
+        )
     return "\n".join(lines)
 
 
-def prepare(messages: list[Message], tools: list[ToolSpec], mode: str) -> tuple[list[Message], list[ToolSpec],
-                                                                                   Constraint | None]:
+def prepare(
+    messages: list[Message], tools: list[ToolSpec], mode: str
+) -> tuple[list[Message], list[ToolSpec], Constraint | None]:
     """Messages, request tools and constraint for one request in ``mode``. Prompt-based modes append the tool
     list to the system message (or add one), so a benchmark's own instructions stay first."""
     if mode not in TOOL_MODES:
@@ -97,8 +125,9 @@ def prepare(messages: list[Message], tools: list[ToolSpec], mode: str) -> tuple[
     return msgs, [], constraint_for(tools, mode)
 
 
-def extract_calls(gen: Generation, tools: list[ToolSpec],
-                  mode: str) -> tuple[list[ParsedCall], ParseStatus, str | None]:
+def extract_calls(
+    gen: Generation, tools: list[ToolSpec], mode: str
+) -> tuple[list[ParsedCall], ParseStatus, str | None]:
     """The calls in a generation, a parse status and, when there are none, why."""
     envelope = constraint_for(tools, mode)  # set for the json and yaml modes
     if envelope is not None:

@@ -21,8 +21,19 @@ from rig.decoding.schema import SchemaError, UnsupportedSchema
 from rig.decoding.validate import validate
 from rig.decoding.yaml_gbnf import yaml_schema_to_gbnf
 
-__all__ = ["Constraint", "SchemaError", "UnsupportedSchema", "json_schema_to_gbnf", "json_schema_to_lark",
-           "parse_output", "to_gbnf", "to_lark", "validate", "yaml_schema_to_gbnf", "yaml_schema_to_lark"]
+__all__ = [
+    "Constraint",
+    "SchemaError",
+    "UnsupportedSchema",
+    "json_schema_to_gbnf",
+    "json_schema_to_lark",
+    "parse_output",
+    "to_gbnf",
+    "to_lark",
+    "validate",
+    "yaml_schema_to_gbnf",
+    "yaml_schema_to_lark",
+]
 
 
 def to_gbnf(constraint: Constraint) -> str:
@@ -37,17 +48,25 @@ def to_lark(constraint: Constraint) -> str:
 
 def _payload(c: Constraint) -> str:
     # Order-preserving JSON: property order decides key order in the generated grammar.
-    return {"json_schema": lambda: json.dumps(c.schema_), "yaml_schema": lambda: json.dumps(c.schema_),
-            "grammar": lambda: c.grammar, "regex": lambda: c.pattern,
-            "choice": lambda: json.dumps(c.choices)}[c.kind]()  # type: ignore[return-value]
+    return {
+        "json_schema": lambda: json.dumps(c.schema_),
+        "yaml_schema": lambda: json.dumps(c.schema_),
+        "grammar": lambda: c.grammar,
+        "regex": lambda: c.pattern,
+        "choice": lambda: json.dumps(c.choices),
+    }[c.kind]()  # type: ignore[return-value]
 
 
 @lru_cache(maxsize=256)  # engines ask once per request; a benchmark reuses a handful of schemas
 def _convert(fmt: str, kind: str, payload: str) -> str:
     if kind in ("json_schema", "yaml_schema"):
         schema = json.loads(payload)
-        fn = {("gbnf", "json_schema"): json_schema_to_gbnf, ("gbnf", "yaml_schema"): yaml_schema_to_gbnf,
-              ("lark", "json_schema"): json_schema_to_lark, ("lark", "yaml_schema"): yaml_schema_to_lark}
+        fn = {
+            ("gbnf", "json_schema"): json_schema_to_gbnf,
+            ("gbnf", "yaml_schema"): yaml_schema_to_gbnf,
+            ("lark", "json_schema"): json_schema_to_lark,
+            ("lark", "yaml_schema"): yaml_schema_to_lark,
+        }
         return fn[(fmt, kind)](schema)
     if kind == "grammar":
         return payload if fmt == "gbnf" else _gbnf_to_lark(payload)
@@ -62,6 +81,8 @@ def _gbnf_to_lark(text: str) -> str:
     try:
         from llguidance.gbnf_to_lark import gbnf_to_lark
     except ImportError:
-        raise NotImplementedError("converting a raw GBNF grammar to Lark needs llguidance "
-                                  "(pip install llguidance); or pass the grammar in Lark syntax") from None
+        raise NotImplementedError(
+            "converting a raw GBNF grammar to Lark needs llguidance "
+            "(pip install llguidance); or pass the grammar in Lark syntax"
+        ) from None
     return gbnf_to_lark(text)

@@ -15,8 +15,9 @@ from rig.decoding.ir import Expr, Grammar, Lit, Ref, alt, opt, ordered_entries, 
 from rig.decoding.schema import AnyValue, Arr, Enum, Normalizer, Obj, Prim, SchemaError, Union_, key
 
 
-def json_schema_to_gbnf(schema: dict[str, Any] | bool, *, strict: bool = True,
-                        any_depth: int | None = prims.ANY_DEPTH) -> str:
+def json_schema_to_gbnf(
+    schema: dict[str, Any] | bool, *, strict: bool = True, any_depth: int | None = prims.ANY_DEPTH
+) -> str:
     """GBNF accepting JSON text whose value validates against ``schema`` (see module doc for the subset).
 
     ``strict``: refuse keywords the grammar cannot enforce (else ignore them). ``any_depth``: how deep
@@ -26,8 +27,9 @@ def json_schema_to_gbnf(schema: dict[str, Any] | bool, *, strict: bool = True,
     return g.emit_gbnf(root)
 
 
-def build_json_grammar(schema: dict[str, Any] | bool, *, strict: bool = True,
-                       any_depth: int | None = prims.ANY_DEPTH) -> tuple[Grammar, Expr]:
+def build_json_grammar(
+    schema: dict[str, Any] | bool, *, strict: bool = True, any_depth: int | None = prims.ANY_DEPTH
+) -> tuple[Grammar, Expr]:
     b = _JsonBuilder(Normalizer(schema, strict=strict), any_depth)
     return b.g, b.value(schema, "$", "doc")
 
@@ -79,12 +81,17 @@ class _JsonBuilder:
     def _free_object(self, o: Obj, path: str, hint: str) -> Expr:
         if o.extra is False:
             return seq(Lit("{"), self.w, Lit("}"))
+
         def val() -> Expr:  # a schema-free object counts as one level of its values' nesting budget
             if self.norm.shape(o.extra) == AnyValue() and self.any_depth is not None:
                 return prims.json_any(self.g, max(self.any_depth - 1, 0))
             return self.value(o.extra, f"{path}.*", f"{hint}-v")
-        member = self.g.define(("json-member", key(o.extra)), f"{hint}-member", lambda: seq(
-            prims.json_string(self.g), self.w, Lit(":"), self.w, val(), self.w))
+
+        member = self.g.define(
+            ("json-member", key(o.extra)),
+            f"{hint}-member",
+            lambda: seq(prims.json_string(self.g), self.w, Lit(":"), self.w, val(), self.w),
+        )
         return seq(Lit("{"), self.w, opt(seq(member, rep(seq(Lit(","), self.w, member), 0, None))), Lit("}"))
 
     def _object(self, o: Obj, path: str, hint: str) -> Expr:
@@ -92,12 +99,22 @@ class _JsonBuilder:
 
         def kv(i: int) -> Ref:
             p = o.props[i]
-            return self.g.define(("json-kv", okey, i), f"{hint}-{p.name}-kv", lambda: seq(
-                Lit(json.dumps(p.name, ensure_ascii=False)), self.w, Lit(":"), self.w,
-                self.value(p.schema, f"{path}.{p.name}", p.name), self.w))
+            return self.g.define(
+                ("json-kv", okey, i),
+                f"{hint}-{p.name}-kv",
+                lambda: seq(
+                    Lit(json.dumps(p.name, ensure_ascii=False)),
+                    self.w,
+                    Lit(":"),
+                    self.w,
+                    self.value(p.schema, f"{path}.{p.name}", p.name),
+                    self.w,
+                ),
+            )
 
-        body = ordered_entries(self.g, ("json-obj", okey), hint, [p.required for p in o.props],
-                               kv, lambda i: seq(Lit(","), self.w, kv(i)))
+        body = ordered_entries(
+            self.g, ("json-obj", okey), hint, [p.required for p in o.props], kv, lambda i: seq(Lit(","), self.w, kv(i))
+        )
         if not any(p.required for p in o.props):
             body = opt(body)
         return seq(Lit("{"), self.w, body, Lit("}"))

@@ -90,8 +90,14 @@ def rep(x: Expr, lo: int, hi: int | None) -> Expr:
     return Rep(x, lo, hi)
 
 
-def ordered_entries(g: Grammar, key: Hashable, hint: str, required: list[bool],
-                    first: Callable[[int], Expr], rest: Callable[[int], Expr]) -> Expr:
+def ordered_entries(
+    g: Grammar,
+    key: Hashable,
+    hint: str,
+    required: list[bool],
+    first: Callable[[int], Expr],
+    rest: Callable[[int], Expr],
+) -> Expr:
     """One or more object entries in declared order, every required one present.
 
     ``first(i)`` renders entry i when it is the first one written, ``rest(i)`` otherwise (separator or
@@ -104,8 +110,13 @@ def ordered_entries(g: Grammar, key: Hashable, hint: str, required: list[bool],
     starts = range(first_required + 1) if first_required is not None else range(n)
 
     def some(k: int) -> Ref:  # one or more of the (all optional) entries k..n-1
-        return g.define((key, "some", k), f"{hint}-some", lambda: alt(
-            seq(rest(k), opt(some(k + 1))) if k + 1 < n else rest(k), *((some(k + 1),) if k + 1 < n else ())))
+        return g.define(
+            (key, "some", k),
+            f"{hint}-some",
+            lambda: alt(
+                seq(rest(k), opt(some(k + 1))) if k + 1 < n else rest(k), *((some(k + 1),) if k + 1 < n else ())
+            ),
+        )
 
     def tail(k: int) -> Expr:  # what follows a written entry k-1
         if k >= n:
@@ -114,8 +125,9 @@ def ordered_entries(g: Grammar, key: Hashable, hint: str, required: list[bool],
             return opt(some(k))
         if len(starts) == 1:  # a single start: the tail is written once, inline
             return seq(rest(k) if required[k] else opt(rest(k)), tail(k + 1))
-        return g.define((key, "tail", k), f"{hint}-tail",
-                        lambda: seq(rest(k) if required[k] else opt(rest(k)), tail(k + 1)))
+        return g.define(
+            (key, "tail", k), f"{hint}-tail", lambda: seq(rest(k) if required[k] else opt(rest(k)), tail(k + 1))
+        )
 
     return alt(*(seq(first(i), tail(i + 1)) for i in starts))
 
@@ -242,8 +254,11 @@ def _suffix(r: Rep) -> str:
 
 def gbnf_literal(s: str) -> str:
     esc = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\r": "\\r", "\t": "\\t"}
-    return '"' + _hex_safe("".join(esc.get(c) or (f"\\x{ord(c):02x}" if ord(c) < 0x20 or ord(c) == 0x7F else c)
-                                   for c in s)) + '"'
+    return (
+        '"'
+        + _hex_safe("".join(esc.get(c) or (f"\\x{ord(c):02x}" if ord(c) < 0x20 or ord(c) == 0x7F else c) for c in s))
+        + '"'
+    )
 
 
 _HEX = frozenset("0123456789abcdefABCDEF")
@@ -262,7 +277,7 @@ def _hex_safe(body: str) -> str:
         c = body[i]
         if c == "\\" and i + 1 < len(body):
             width = _ESC_WIDTH.get(body[i + 1], 0)
-            out.append(body[i:i + 2 + width])
+            out.append(body[i : i + 2 + width])
             after_x = body[i + 1] == "x"
             i += 2 + width
             continue
@@ -277,8 +292,14 @@ def _hex_safe(body: str) -> str:
 
 def lark_literal(s: str) -> str:
     esc = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\r": "\\r", "\t": "\\t"}
-    return '"' + "".join(esc.get(c) or (f"\\u{ord(c):04x}" if ord(c) < 0x20 or 0x7F <= ord(c) <= 0x9F
-                                        or c in "\u2028\u2029" else c) for c in s) + '"'
+    return (
+        '"'
+        + "".join(
+            esc.get(c) or (f"\\u{ord(c):04x}" if ord(c) < 0x20 or 0x7F <= ord(c) <= 0x9F or c in "\u2028\u2029" else c)
+            for c in s
+        )
+        + '"'
+    )
 
 
 def _gbnf(e: Expr, top: bool = False) -> str:

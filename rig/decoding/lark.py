@@ -11,8 +11,9 @@ from rig.decoding.prims import ANY_DEPTH
 from rig.decoding.yaml_gbnf import build_yaml_grammar
 
 
-def json_schema_to_lark(schema: dict[str, Any] | bool, *, strict: bool = True,
-                        any_depth: int | None = ANY_DEPTH) -> str:
+def json_schema_to_lark(
+    schema: dict[str, Any] | bool, *, strict: bool = True, any_depth: int | None = ANY_DEPTH
+) -> str:
     """Lark grammar accepting JSON text whose value validates against ``schema`` (options as for GBNF)."""
     g, root = build_json_grammar(schema, strict=strict, any_depth=any_depth)
     return g.emit_lark(root)

@@ -34,8 +34,17 @@ _TEXT_ASCII = frozenset([0x09, 0x0A, 0x0D, *range(0x20, 0x7F)])
 # compact JSON, spaced JSON and rig's block YAML when the audit runs.
 SAMPLE_VALUES: tuple[Any, ...] = (
     {"API": ["getWeather", "getRoute"], "parameters": [{"city": "Helsinki", "days": 3, "units": None}]},
-    {"name": "plan_route", "arguments": {"origin": "Kamppi", "destination": "Pasila", "mode": "walk",
-                                         "max_km": 2.5, "avoid": [], "night": False}},
+    {
+        "name": "plan_route",
+        "arguments": {
+            "origin": "Kamppi",
+            "destination": "Pasila",
+            "mode": "walk",
+            "max_km": 2.5,
+            "avoid": [],
+            "night": False,
+        },
+    },
     {"name": "find_place", "arguments": {"query": "Töölönlahti", "near": "Malmö – Åbo", "alt": "東京駅"}},
 )
 
@@ -85,9 +94,11 @@ class VocabAudit(BaseModel):
         return self.llguidance_tokens == self.n_vocab and self.llguidance_mismatches_utf8 == 0
 
     def summary(self) -> dict[str, Any]:
-        return {"outlines_tokenizer_ok": self.outlines_tokenizer_ok,
-                "llguidance_tokenizer_ok": self.llguidance_tokenizer_ok,
-                **self.model_dump(exclude={"affected_examples", "llguidance_mismatch_examples"})}
+        return {
+            "outlines_tokenizer_ok": self.outlines_tokenizer_ok,
+            "llguidance_tokenizer_ok": self.llguidance_tokenizer_ok,
+            **self.model_dump(exclude={"affected_examples", "llguidance_mismatch_examples"}),
+        }
 
 
 def require_outlines() -> None:
@@ -96,8 +107,9 @@ def require_outlines() -> None:
 
     missing = [m for m in ("outlines", "llguidance") if importlib.util.find_spec(m) is None]
     if missing:
-        raise OutlinesUnavailable(f"the outlines constraint backend needs {', '.join(missing)} "
-                                  "(pip install 'rig[outlines]')")
+        raise OutlinesUnavailable(
+            f"the outlines constraint backend needs {', '.join(missing)} (pip install 'rig[outlines]')"
+        )
 
 
 def _pieces(llm: Any) -> list[bytes]:
@@ -123,8 +135,11 @@ def _sample_texts() -> list[tuple[str, bool]]:
 
     texts = []
     for v in SAMPLE_VALUES:
-        for t in (json.dumps(v, ensure_ascii=False), json.dumps(v, ensure_ascii=False, separators=(",", ":")),
-                  yaml_dump(v)):
+        for t in (
+            json.dumps(v, ensure_ascii=False),
+            json.dumps(v, ensure_ascii=False, separators=(",", ":")),
+            yaml_dump(v),
+        ):
             texts.append((t, t.isascii()))
     return texts
 
@@ -199,21 +214,36 @@ def audit_vocabulary(llm: Any, *, outlines_model: Any = None, llg_tokenizer: Any
 
     name = llm.metadata.get("general.name") or "unknown"
     return VocabAudit(
-        model=name, n_vocab=n, outlines_entries=len(o_vocab), outlines_missing=len(dropped) + len(collided),
-        dropped_over_buffer=len(dropped), dropped_max_bytes=max((len(pieces[i]) for i in dropped), default=0),
-        collided=len(collided), collided_same_bytes=len(same_bytes), collided_lossy=len(collided) - len(same_bytes),
+        model=name,
+        n_vocab=n,
+        outlines_entries=len(o_vocab),
+        outlines_missing=len(dropped) + len(collided),
+        dropped_over_buffer=len(dropped),
+        dropped_max_bytes=max((len(pieces[i]) for i in dropped), default=0),
+        collided=len(collided),
+        collided_same_bytes=len(same_bytes),
+        collided_lossy=len(collided) - len(same_bytes),
         collision_groups=sum(1 for ids in by_string.values() if len(ids) > 1),
-        replacement_pieces=sum(1 for p in pieces if not _is_utf8(p)), misencoded_kept=len(misencoded),
-        control_as_text=len(control), affected_ascii=len(ascii_affected),
+        replacement_pieces=sum(1 for p in pieces if not _is_utf8(p)),
+        misencoded_kept=len(misencoded),
+        control_as_text=len(control),
+        affected_ascii=len(ascii_affected),
         affected_examples=[repr(pieces[i]) for i in (dropped[:2] + collided[:2] + misencoded[:2])],
-        sample_tokens=len(sample_ids), sample_affected_ascii=len(hit_ascii),
+        sample_tokens=len(sample_ids),
+        sample_affected_ascii=len(hit_ascii),
         sample_affected_non_ascii=len(hit_other),
-        sample_affected=[f"{i} {pieces[i]!r} -> {o_vocab.get(pieces[i].decode('utf-8', errors='replace'))}"
-                         for i in sorted(hit_ascii | hit_other)[:12]],
-        llguidance_tokens=llg_n, llguidance_mismatches=len(llg_bad), llguidance_mismatches_utf8=len(llg_bad_utf8),
-        llguidance_mismatch_examples=[f"{i}: {pieces[i]!r} -> {llg_tokenizer.decode_bytes([i])!r}"
-                                      for i in llg_bad[:5]],
-        eos_outlines=getattr(o_tok, "eos_token_id", None), eos_llguidance=list(llg_tokenizer.eos_tokens),
+        sample_affected=[
+            f"{i} {pieces[i]!r} -> {o_vocab.get(pieces[i].decode('utf-8', errors='replace'))}"
+            for i in sorted(hit_ascii | hit_other)[:12]
+        ],
+        llguidance_tokens=llg_n,
+        llguidance_mismatches=len(llg_bad),
+        llguidance_mismatches_utf8=len(llg_bad_utf8),
+        llguidance_mismatch_examples=[
+            f"{i}: {pieces[i]!r} -> {llg_tokenizer.decode_bytes([i])!r}" for i in llg_bad[:5]
+        ],
+        eos_outlines=getattr(o_tok, "eos_token_id", None),
+        eos_llguidance=list(llg_tokenizer.eos_tokens),
         seconds=seconds,
     )
 
@@ -224,7 +254,8 @@ def check_audit(a: VocabAudit) -> None:
         raise OutlinesUnavailable(
             f"Outlines' llguidance vocabulary for {a.model} does not match llama.cpp's ({a.llguidance_tokens} of "
             f"{a.n_vocab} tokens, {a.llguidance_mismatches_utf8} pieces differ, e.g. "
-            f"{a.llguidance_mismatch_examples[:2]}); its constraints would be wrong, use constraint_backend native")
+            f"{a.llguidance_mismatch_examples[:2]}); its constraints would be wrong, use constraint_backend native"
+        )
 
 
 class OutlinesConstraints:

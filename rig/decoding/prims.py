@@ -16,8 +16,8 @@ MAX_EXP_DIGITS = 3
 # Identifier-like plain scalars that yaml.safe_load (PyYAML, YAML 1.1 resolvers) does not read as strings.
 # PyYAML keeps y/n as strings, and x/y are common keys in geospatial answers, so they stay allowed.
 YAML_TRAP_WORDS = frozenset(
-    f(w) for w in ("yes", "no", "true", "false", "on", "off", "null")
-    for f in (str.lower, str.capitalize, str.upper))
+    f(w) for w in ("yes", "no", "true", "false", "on", "off", "null") for f in (str.lower, str.capitalize, str.upper)
+)
 
 HEX = Cls("0-9a-fA-F")
 DIGIT = Cls("0-9")
@@ -44,11 +44,14 @@ def json_string(g: Grammar, lo: int = 0, hi: int | None = None) -> Ref:
 
     def build() -> Expr:
         u = _hex4_not_surrogate() if bounded else rep(HEX, 4, 4)
-        char = alt(Cls("^" + cls_escape('"\\') + "\\x00-\\x1f"),
-                   seq(Lit("\\"), alt(Cls(cls_escape('"\\/bfnrt')), seq(Lit("u"), u))))
+        char = alt(
+            Cls("^" + cls_escape('"\\') + "\\x00-\\x1f"),
+            seq(Lit("\\"), alt(Cls(cls_escape('"\\/bfnrt')), seq(Lit("u"), u))),
+        )
         if bounded:  # one rule repeated, not a nested group (see the docstring)
             char = g.define(("json-char-bounded",), "string-char", lambda: char)
         return seq(Lit('"'), rep(char, lo, hi), Lit('"'))
+
     name = "string" + (f"-{lo}-{hi if hi is not None else 'n'}" if bounded else "")
     return g.define(("json-string", lo, hi), name, build)
 
@@ -75,8 +78,9 @@ def json_integer(g: Grammar) -> Ref:
 
 
 def json_number(g: Grammar) -> Ref:
-    return g.define("json-number", "number", lambda: seq(
-        opt(Lit("-")), _uint(), opt(_frac()), opt(_exp(sign_required=False))))
+    return g.define(
+        "json-number", "number", lambda: seq(opt(Lit("-")), _uint(), opt(_frac()), opt(_exp(sign_required=False)))
+    )
 
 
 def json_any(g: Grammar, depth: int | None = None) -> Ref:
@@ -96,12 +100,17 @@ def json_any(g: Grammar, depth: int | None = None) -> Ref:
         member = seq(json_string(g), w, Lit(":"), w, val, w)
         obj = seq(Lit("{"), w, opt(seq(member, rep(seq(Lit(","), w, member), 0, None))), Lit("}"))
         arr = seq(Lit("["), w, opt(seq(val, w, rep(seq(Lit(","), w, val, w), 0, None))), Lit("]"))
-        return alt(g.define(("json-object", depth), "object" + sfx, lambda: obj),
-                   g.define(("json-array", depth), "array" + sfx, lambda: arr), *scalars)
+        return alt(
+            g.define(("json-object", depth), "object" + sfx, lambda: obj),
+            g.define(("json-array", depth), "array" + sfx, lambda: arr),
+            *scalars,
+        )
+
     return g.define(("json-value", depth), "json-value" + sfx, build)
 
 
 # ---- YAML (PyYAML is YAML 1.1: its resolvers decide which plain scalars stay strings) ----
+
 
 def yaml_string(g: Grammar, lo: int = 0, hi: int | None = None) -> Ref:
     """JSON-style double-quoted string that PyYAML reads back unchanged (length bounds in code points).
@@ -109,26 +118,29 @@ def yaml_string(g: Grammar, lo: int = 0, hi: int | None = None) -> Ref:
     Raw C1 controls, U+2028/9 and BOM/non-characters are excluded (PyYAML rejects or folds them; they can
     still be written escaped), and \\u escapes of UTF-16 surrogates are excluded (PyYAML keeps them unpaired).
     """
+
     def build() -> Expr:
         raw = Cls("^" + cls_escape('"\\') + "\\x00-\\x1f\\x7f-\\x9f" + cls_escape("\u2028\u2029\ufeff\ufffe\uffff"))
         char = alt(raw, seq(Lit("\\"), alt(Cls(cls_escape('"\\/bfnrt')), seq(Lit("u"), _hex4_not_surrogate()))))
         if (lo, hi) != (0, None):  # see json_string
             char = g.define(("yaml-char-bounded",), "ystring-char", lambda: char)
         return seq(Lit('"'), rep(char, lo, hi), Lit('"'))
+
     name = "ystring" + (f"-{lo}-{hi if hi is not None else 'n'}" if (lo, hi) != (0, None) else "")
     return g.define(("yaml-string", lo, hi), name, build)
 
 
 def yaml_number(g: Grammar) -> Ref:
     """PyYAML floats need a '.' and a signed exponent ("1e5" and "1.0e5" load as strings)."""
-    return g.define("yaml-number", "ynumber", lambda: seq(
-        opt(Lit("-")), _uint(),
-        opt(seq(_frac(), opt(_exp(sign_required=True))))))
+    return g.define(
+        "yaml-number", "ynumber", lambda: seq(opt(Lit("-")), _uint(), opt(seq(_frac(), opt(_exp(sign_required=True)))))
+    )
 
 
 def yaml_scalar_any(g: Grammar) -> Ref:
-    return g.define("yaml-scalar", "yscalar", lambda: alt(
-        yaml_string(g), yaml_number(g), Lit("true"), Lit("false"), Lit("null")))
+    return g.define(
+        "yaml-scalar", "yscalar", lambda: alt(yaml_string(g), yaml_number(g), Lit("true"), Lit("false"), Lit("null"))
+    )
 
 
 def yaml_flow(g: Grammar, depth: int | None) -> Ref:
@@ -139,6 +151,7 @@ def yaml_flow(g: Grammar, depth: int | None) -> Ref:
         if depth is not None and depth <= 0:
             return alt(yaml_scalar_any(g), Lit("{}"), Lit("[]"))
         return alt(yaml_scalar_any(g), yaml_flow_map(g, depth), yaml_flow_seq(g, depth))
+
     return g.define(("yaml-flow", depth), "yflow" + sfx, build)
 
 
@@ -150,6 +163,7 @@ def yaml_flow_map(g: Grammar, depth: int | None) -> Ref:
             return Lit("{}")
         member = seq(yaml_string(g), Lit(": "), yaml_flow(g, None if depth is None else depth - 1))
         return seq(Lit("{"), opt(seq(member, rep(seq(Lit(", "), member), 0, None))), Lit("}"))
+
     return g.define(("yaml-flow-map", depth), "yflow-map" + sfx, build)
 
 
@@ -161,6 +175,7 @@ def yaml_flow_seq(g: Grammar, depth: int | None) -> Ref:
             return Lit("[]")
         val = yaml_flow(g, None if depth is None else depth - 1)
         return seq(Lit("["), opt(seq(val, rep(seq(Lit(", "), val), 0, None))), Lit("]"))
+
     return g.define(("yaml-flow-seq", depth), "yflow-seq" + sfx, build)
 
 
@@ -179,6 +194,7 @@ _REST = _FIRST + "0123456789"
 
 def _not_words(words: frozenset[str]) -> Expr:
     """Identifiers minus a finite word set, as a regular expression over a trie of the words."""
+
     def node(prefix: str) -> Expr:
         allowed = _FIRST if not prefix else _REST
         kids = sorted({w[len(prefix)] for w in words if len(w) > len(prefix) and w.startswith(prefix)})
@@ -188,6 +204,7 @@ def _not_words(words: frozenset[str]) -> Expr:
         options += [seq(Lit(c), node(prefix + c)) for c in kids]
         body = alt(*options)
         return opt(body) if prefix and prefix not in words else body
+
     return node("")
 
 
@@ -205,6 +222,22 @@ def _class_of(chars: str) -> str:
     return "".join(out)
 
 
-__all__ = ["ANY_DEPTH", "MAX_DIGITS", "MAX_INDENT", "YAML_TRAP_WORDS", "json_any", "json_integer", "json_number",
-           "json_string", "ws", "yaml_flow", "yaml_flow_map", "yaml_flow_seq", "yaml_key", "yaml_number",
-           "yaml_plain_key", "yaml_scalar_any", "yaml_string"]
+__all__ = [
+    "ANY_DEPTH",
+    "MAX_DIGITS",
+    "MAX_INDENT",
+    "YAML_TRAP_WORDS",
+    "json_any",
+    "json_integer",
+    "json_number",
+    "json_string",
+    "ws",
+    "yaml_flow",
+    "yaml_flow_map",
+    "yaml_flow_seq",
+    "yaml_key",
+    "yaml_number",
+    "yaml_plain_key",
+    "yaml_scalar_any",
+    "yaml_string",
+]

@@ -30,8 +30,10 @@ class _Parser:
         self.i = 0
 
     def fail(self, what: str) -> None:
-        raise NotImplementedError(f"regex {self.s!r} at offset {self.i}: {what} cannot be translated to a grammar "
-                                  "(supported: literals, classes, groups, |, * + ? {m,n}, ^/$ at the ends)")
+        raise NotImplementedError(
+            f"regex {self.s!r} at offset {self.i}: {what} cannot be translated to a grammar "
+            "(supported: literals, classes, groups, |, * + ? {m,n}, ^/$ at the ends)"
+        )
 
     def peek(self) -> str:
         return self.s[self.i] if self.i < len(self.s) else ""
@@ -80,13 +82,13 @@ class _Parser:
 
     def _counted(self) -> bool:
         j = self.s.find("}", self.i)
-        body = self.s[self.i + 1:j] if j > 0 else ""
+        body = self.s[self.i + 1 : j] if j > 0 else ""
         parts = body.split(",")
         return j > 0 and len(parts) <= 2 and parts[0].isdigit() and all(p.isdigit() or p == "" for p in parts[1:])
 
     def _bounds(self) -> tuple[int, int | None]:
         j = self.s.index("}", self.i)
-        body, self.i = self.s[self.i + 1:j], j + 1
+        body, self.i = self.s[self.i + 1 : j], j + 1
         if "," not in body:
             return int(body), int(body)
         lo, hi = body.split(",")
@@ -101,7 +103,7 @@ class _Parser:
                 elif self.s.startswith("?P<", self.i):
                     self.i = self.s.index(">", self.i) + 1
                 else:
-                    self.fail("group extension '(?" + self.s[self.i + 1:self.i + 2] + "'")
+                    self.fail("group extension '(?" + self.s[self.i + 1 : self.i + 2] + "'")
             inner = self.alternation()
             if self.take() != ")":
                 self.fail("missing ')'")
@@ -128,7 +130,7 @@ class _Parser:
             return Lit(_SIMPLE_ESC[c])
         if c in "xuU":
             n = {"x": 2, "u": 4, "U": 8}[c]
-            digits = self.s[self.i:self.i + n]
+            digits = self.s[self.i : self.i + n]
             if len(digits) != n or any(d not in "0123456789abcdefABCDEF" for d in digits):
                 self.fail(f"bad \\{c} escape")
             self.i += n
@@ -155,7 +157,7 @@ class _Parser:
             if isinstance(lo, Cls):
                 parts.append(lo.body)
                 continue
-            if self.peek() == "-" and self.s[self.i + 1:self.i + 2] not in ("]", ""):
+            if self.peek() == "-" and self.s[self.i + 1 : self.i + 2] not in ("]", ""):
                 self.i += 1
                 hi = self._class_char()
                 if isinstance(hi, Cls) or ord(hi) < ord(lo):

@@ -149,8 +149,9 @@ def _loader() -> Any:
                     raise ComposerError(None, None, f"more than {MAX_ALIASES} aliases", self.peek_event().start_mark)
                 anchor = self.peek_event().anchor
                 if anchor not in self.anchors:  # PyYAML would raise too; a self-reference is caught here
-                    raise ComposerError(None, None, f"alias *{anchor} refers to a node not yet complete",
-                                        self.peek_event().start_mark)
+                    raise ComposerError(
+                        None, None, f"alias *{anchor} refers to a node not yet complete", self.peek_event().start_mark
+                    )
             self.rig_depth += 1
             try:
                 if self.rig_depth > MAX_DEPTH:
@@ -183,14 +184,20 @@ def _loader() -> Any:
                 raise ConstructorError(None, None, f"integer with {len(raw)} digits", node.start_mark)
             return self.construct_yaml_int(node)
 
-    for tag in ("tag:yaml.org,2002:binary", "tag:yaml.org,2002:set", "tag:yaml.org,2002:omap",
-                "tag:yaml.org,2002:pairs", "tag:yaml.org,2002:timestamp"):
+    for tag in (
+        "tag:yaml.org,2002:binary",
+        "tag:yaml.org,2002:set",
+        "tag:yaml.org,2002:omap",
+        "tag:yaml.org,2002:pairs",
+        "tag:yaml.org,2002:timestamp",
+    ):
         BoundedLoader.add_constructor(tag, BoundedLoader.refuse)
     BoundedLoader.add_constructor("tag:yaml.org,2002:int", BoundedLoader.int_bounded)
     # Dates stay strings: no implicit timestamp resolution (an explicit !!timestamp tag is refused above).
     BoundedLoader.yaml_implicit_resolvers = {
         k: [(tag, rx) for tag, rx in v if tag != "tag:yaml.org,2002:timestamp"]
-        for k, v in yaml.SafeLoader.yaml_implicit_resolvers.items()}
+        for k, v in yaml.SafeLoader.yaml_implicit_resolvers.items()
+    }
     _LOADER = BoundedLoader
     return _LOADER
 

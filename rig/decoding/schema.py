@@ -25,16 +25,71 @@ class UnsupportedSchema(NotImplementedError):
 
 
 # Keywords that only annotate. ``format`` is an annotation by default in draft 2020-12 and in validate().
-_ANNOTATIONS = {"title", "description", "default", "examples", "$schema", "$id", "$anchor", "$comment",
-                "$defs", "definitions", "format", "deprecated", "readOnly", "writeOnly", "contentMediaType",
-                "contentEncoding", "nullable", "discriminator", "example"}
-_HANDLED = {"type", "enum", "const", "properties", "required", "additionalProperties", "items", "minItems",
-            "maxItems", "minLength", "maxLength", "anyOf", "oneOf", "allOf", "$ref"}
-_UNSUPPORTED = {"pattern", "minimum", "maximum", "exclusiveMinimum",
-                "exclusiveMaximum", "multipleOf", "uniqueItems", "minProperties", "maxProperties",
-                "patternProperties", "propertyNames", "dependencies", "dependentRequired", "dependentSchemas",
-                "if", "then", "else", "not", "contains", "minContains", "maxContains", "prefixItems",
-                "additionalItems", "unevaluatedProperties", "unevaluatedItems"}
+_ANNOTATIONS = {
+    "title",
+    "description",
+    "default",
+    "examples",
+    "$schema",
+    "$id",
+    "$anchor",
+    "$comment",
+    "$defs",
+    "definitions",
+    "format",
+    "deprecated",
+    "readOnly",
+    "writeOnly",
+    "contentMediaType",
+    "contentEncoding",
+    "nullable",
+    "discriminator",
+    "example",
+}
+_HANDLED = {
+    "type",
+    "enum",
+    "const",
+    "properties",
+    "required",
+    "additionalProperties",
+    "items",
+    "minItems",
+    "maxItems",
+    "minLength",
+    "maxLength",
+    "anyOf",
+    "oneOf",
+    "allOf",
+    "$ref",
+}
+_UNSUPPORTED = {
+    "pattern",
+    "minimum",
+    "maximum",
+    "exclusiveMinimum",
+    "exclusiveMaximum",
+    "multipleOf",
+    "uniqueItems",
+    "minProperties",
+    "maxProperties",
+    "patternProperties",
+    "propertyNames",
+    "dependencies",
+    "dependentRequired",
+    "dependentSchemas",
+    "if",
+    "then",
+    "else",
+    "not",
+    "contains",
+    "minContains",
+    "maxContains",
+    "prefixItems",
+    "additionalItems",
+    "unevaluatedProperties",
+    "unevaluatedItems",
+}
 
 
 @dataclass(frozen=True)
@@ -107,7 +162,8 @@ class Normalizer:
             if bad:
                 raise UnsupportedSchema(
                     f"{path}: JSON-schema keyword(s) {bad} cannot be enforced by a grammar; pass strict=False to "
-                    "ignore them (the output is still checked by validate() after decoding)")
+                    "ignore them (the output is still checked by validate() after decoding)"
+                )
         if "anyOf" in s or "oneOf" in s:
             return self._union(s, path)
         if "enum" in s or "const" in s:
@@ -216,8 +272,11 @@ class Normalizer:
         if items is False:
             hi = 0
         if hi is not None and int(hi) < lo:
-            raise SchemaError(f"{path}: maxItems {hi} < minItems {lo}" if items is not False
-                              else f"{path}: items is `false` but minItems is {lo}")
+            raise SchemaError(
+                f"{path}: maxItems {hi} < minItems {lo}"
+                if items is not False
+                else f"{path}: items is `false` but minItems is {lo}"
+            )
         return Arr(items, lo, None if hi is None else int(hi))
 
 

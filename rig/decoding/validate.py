@@ -154,7 +154,7 @@ def _check_array(v: list, s: dict, root: Any, path: str, errs: list[str]) -> Non
         errs.append(f"{path}: fewer than {s['minItems']} items")
     if "maxItems" in s and len(v) > s["maxItems"]:
         errs.append(f"{path}: more than {s['maxItems']} items")
-    if s.get("uniqueItems") and any(json_equal(a, b) for i, a in enumerate(v) for b in v[i + 1:]):
+    if s.get("uniqueItems") and any(json_equal(a, b) for i, a in enumerate(v) for b in v[i + 1 :]):
         errs.append(f"{path}: items are not unique")
     if "contains" in s:
         n = sum(not validate(x, s["contains"], root=root) for x in v)

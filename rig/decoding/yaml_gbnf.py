@@ -29,8 +29,7 @@ Lead = Literal["root", "key", "dash"]  # what precedes the value: start of docum
 MAX_LEVEL = 32  # deeper means a recursive schema, which has no finite indentation
 
 
-def yaml_schema_to_gbnf(schema: dict[str, Any] | bool, *, strict: bool = True,
-                        any_depth: int = prims.ANY_DEPTH) -> str:
+def yaml_schema_to_gbnf(schema: dict[str, Any] | bool, *, strict: bool = True, any_depth: int = prims.ANY_DEPTH) -> str:
     """GBNF accepting block YAML (layout in the module doc) whose loaded value validates against ``schema``.
 
     ``strict``: refuse keywords the grammar cannot enforce (else ignore them). ``any_depth``: how deep
@@ -40,8 +39,9 @@ def yaml_schema_to_gbnf(schema: dict[str, Any] | bool, *, strict: bool = True,
     return g.emit_gbnf(root)
 
 
-def build_yaml_grammar(schema: dict[str, Any] | bool, *, strict: bool = True,
-                       any_depth: int = prims.ANY_DEPTH) -> tuple[Grammar, Expr]:
+def build_yaml_grammar(
+    schema: dict[str, Any] | bool, *, strict: bool = True, any_depth: int = prims.ANY_DEPTH
+) -> tuple[Grammar, Expr]:
     b = _YamlBuilder(Normalizer(schema, strict=strict), any_depth)
     return b.g, b.block(schema, 0, "root", "$", "doc")
 
@@ -143,18 +143,22 @@ class _YamlBuilder:
         if isinstance(sh, AnyValue):
             return self._any(level, lead, self.any_depth)
         if isinstance(sh, Prim):
-            scalar = {"string": lambda: prims.yaml_string(g, sh.min_len, sh.max_len),
-                      "number": lambda: prims.yaml_number(g),
-                      "integer": lambda: prims.json_integer(g), "boolean": lambda: alt(Lit("true"), Lit("false")),
-                      "null": lambda: Lit("null")}[sh.type]()
+            scalar = {
+                "string": lambda: prims.yaml_string(g, sh.min_len, sh.max_len),
+                "number": lambda: prims.yaml_number(g),
+                "integer": lambda: prims.json_integer(g),
+                "boolean": lambda: alt(Lit("true"), Lit("false")),
+                "null": lambda: Lit("null"),
+            }[sh.type]()
             return self._inline(lead, scalar)
         if isinstance(sh, Enum):
             return self._inline(lead, alt(*(Lit(yaml_scalar(v)) for v in sh.values)))
         if isinstance(sh, Arr):
             options = [self._inline(lead, seq(Lit("["), Lit("]")))] if sh.min == 0 else []
             if sh.max != 0:
-                item = seq(Lit(_indent(level) + "-"),
-                           self.block(sh.items, level + 1, "dash", f"{path}[]", f"{hint}-item"))
+                item = seq(
+                    Lit(_indent(level) + "-"), self.block(sh.items, level + 1, "dash", f"{path}[]", f"{hint}-item")
+                )
                 options.append(self._nested(lead, rep(item, max(sh.min, 1), sh.max)))
             return alt(*options)
         assert isinstance(sh, Obj)
@@ -185,15 +189,22 @@ class _YamlBuilder:
 
         def entry(i: int, prefix: str) -> Expr:
             p = o.props[i]
-            return seq(Lit(prefix + yaml_key_text(p.name) + ":"),
-                       self.block(p.schema, level + 1, "key", f"{path}.{p.name}", p.name))
+            return seq(
+                Lit(prefix + yaml_key_text(p.name) + ":"),
+                self.block(p.schema, level + 1, "key", f"{path}.{p.name}", p.name),
+            )
 
         okey = (key([[p.name, p.schema, p.required] for p in o.props]), level)  # tails use `pre` only
-        return ordered_entries(self.g, ("yaml-obj", okey), hint, [p.required for p in o.props],
-                               lambda i: entry(i, first_pre), lambda i: entry(i, pre))
+        return ordered_entries(
+            self.g,
+            ("yaml-obj", okey),
+            hint,
+            [p.required for p in o.props],
+            lambda i: entry(i, first_pre),
+            lambda i: entry(i, pre),
+        )
 
-    def _free_map(self, extra: Any, level: int, lead: Lead, path: str, hint: str,
-                  depth: int | None = None) -> Expr:
+    def _free_map(self, extra: Any, level: int, lead: Lead, path: str, hint: str, depth: int | None = None) -> Expr:
         """A mapping with arbitrary keys; values follow ``extra`` (True: any value)."""
         empty = self._inline(lead, seq(Lit("{"), Lit("}")))
         if extra is False:
@@ -215,6 +226,7 @@ class _YamlBuilder:
 
     def _any(self, level: int, lead: Lead, depth: int) -> Ref:
         """Any value: scalar or flow collection on this line, or (depth permitting) a block collection."""
+
         def build() -> Expr:
             options = [self._inline(lead, prims.yaml_flow(self.g, depth))]
             if depth > 0:
@@ -222,5 +234,5 @@ class _YamlBuilder:
                 item = seq(Lit(_indent(level) + "-"), self._any(level + 1, "dash", depth - 1))
                 options.append(self._nested(lead, rep(item, 1, None)))
             return alt(*options)
-        return self.g.define(("yaml-any", level, lead, depth), f"any-l{level}", build)
 
+        return self.g.define(("yaml-any", level, lead, depth), f"any-l{level}", build)

@@ -167,8 +167,9 @@ def validate_engine_args(model: type[EngineArgs], spec: ModelSpec, engine: str) 
         errors = e.errors()
     unknown = sorted(str(err["loc"][0]) for err in errors if err["type"] == "extra_forbidden")
     if unknown:
-        raise EngineError(f"{where}: engine_args {unknown} not understood by {engine} "
-                          f"(allowed: {sorted(model.model_fields)})") from None
+        raise EngineError(
+            f"{where}: engine_args {unknown} not understood by {engine} (allowed: {sorted(model.model_fields)})"
+        ) from None
     raise EngineError(f"{where}: " + "; ".join(_arg_error(model, err) for err in errors)) from None
 
 

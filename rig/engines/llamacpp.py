@@ -115,8 +115,9 @@ class LlamaCppEngine(Engine):
             try:
                 require_outlines()
             except OutlinesUnavailable as e:
-                raise EngineError(f"models.yaml entry {spec.name!r}: engine_args.constraint_backend outlines: {e}") \
-                    from None
+                raise EngineError(
+                    f"models.yaml entry {spec.name!r}: engine_args.constraint_backend outlines: {e}"
+                ) from None
         self._outlines: Any = None  # OutlinesConstraints, built at load
         self.served = {"native": 0, "outlines": 0}  # constrained requests per backend
         self.llm: Any = None  # llama_cpp.Llama once loaded
@@ -128,9 +129,12 @@ class LlamaCppEngine(Engine):
 
     @property
     def capabilities(self) -> Capabilities:
-        return Capabilities(native_tools=self.template["tools"],
-                            grammar_kinds=("json_schema", "grammar", "choice", "yaml_schema"),
-                            continuous_batching=False, max_concurrency=1)
+        return Capabilities(
+            native_tools=self.template["tools"],
+            grammar_kinds=("json_schema", "grammar", "choice", "yaml_schema"),
+            continuous_batching=False,
+            max_concurrency=1,
+        )
 
     async def load(self) -> None:
         await asyncio.to_thread(self._load_sync)
@@ -145,14 +149,21 @@ class LlamaCppEngine(Engine):
         kwargs.setdefault("n_threads", physical_cores())
         if self.gpu is not None:
             if not llama_cpp.llama_supports_gpu_offload():
-                raise EngineError("--gpu given, but this llama-cpp-python build has no GPU support "
-                                  "(reinstall with CMAKE_ARGS='-DGGML_CUDA=on')")
+                raise EngineError(
+                    "--gpu given, but this llama-cpp-python build has no GPU support "
+                    "(reinstall with CMAKE_ARGS='-DGGML_CUDA=on')"
+                )
             kwargs.update(n_gpu_layers=-1, split_mode=llama_cpp.LLAMA_SPLIT_MODE_NONE, main_gpu=self.gpu)
         else:
             kwargs["n_gpu_layers"] = 0
         try:
-            self.llm = Llama(model_path=self.weights, n_ctx=self.spec.context_length, seed=self.spec.sampling.seed,
-                             verbose=False, **kwargs)
+            self.llm = Llama(
+                model_path=self.weights,
+                n_ctx=self.spec.context_length,
+                seed=self.spec.sampling.seed,
+                verbose=False,
+                **kwargs,
+            )
         except (ValueError, RuntimeError) as e:
             raise EngineError(f"llama.cpp could not load {self.weights}: {e}") from None
         self.threads = {"decode": self.llm.n_threads, "batch": self.llm.n_threads_batch}
@@ -166,33 +177,52 @@ class LlamaCppEngine(Engine):
             except OutlinesUnavailable as e:
                 self.llm.close()
                 self.llm = None
-                raise EngineError(f"models.yaml entry {self.spec.name!r}: engine_args.constraint_backend outlines: "
-                                  f"{e}") from None
+                raise EngineError(
+                    f"models.yaml entry {self.spec.name!r}: engine_args.constraint_backend outlines: {e}"
+                ) from None
 
     def _probe_template(self) -> None:
         """Find out which message kinds the template silently drops (llama-cpp-python's ``gemma`` format drops
         system and tool messages and ignores tool definitions), so ``render`` can fold them into user turns
         instead of losing them, and ``native_tools`` is only claimed when tool definitions reach the prompt."""
+
         def shows(marker: str, msgs: list[dict], tools: list | None = None) -> bool:
             try:
                 return marker in self._formatter(messages=msgs, tools=tools).prompt
             except Exception:
                 return False
 
-        tool = {"type": "function", "function": {"name": "rig_probe_tool", "description": "probe",
-                                                 "parameters": {"type": "object", "properties": {}}}}
+        tool = {
+            "type": "function",
+            "function": {
+                "name": "rig_probe_tool",
+                "description": "probe",
+                "parameters": {"type": "object", "properties": {}},
+            },
+        }
         self.template = {
-            "system": shows("rig_probe_system", [{"role": "system", "content": "rig_probe_system"},
-                                                 {"role": "user", "content": "u"}]),
-            "tool_role": shows("rig_probe_result", [{"role": "user", "content": "u"},
-                                                    {"role": "assistant", "content": "a"},
-                                                    {"role": "tool", "name": "t", "content": "rig_probe_result"}]),
+            "system": shows(
+                "rig_probe_system",
+                [{"role": "system", "content": "rig_probe_system"}, {"role": "user", "content": "u"}],
+            ),
+            "tool_role": shows(
+                "rig_probe_result",
+                [
+                    {"role": "user", "content": "u"},
+                    {"role": "assistant", "content": "a"},
+                    {"role": "tool", "name": "t", "content": "rig_probe_result"},
+                ],
+            ),
             "tools": shows("rig_probe_tool", [{"role": "user", "content": "u"}], [tool]),
         }
 
     def describe(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"template": dict(self.template), "constraint_backend": self.args.constraint_backend,
-                               "grammar_mask": self.args.grammar_mask, "constrained_requests": dict(self.served)}
+        out: dict[str, Any] = {
+            "template": dict(self.template),
+            "constraint_backend": self.args.constraint_backend,
+            "grammar_mask": self.args.grammar_mask,
+            "constrained_requests": dict(self.served),
+        }
         if self.threads:
             out["threads"] = dict(self.threads)
         if self._outlines is not None:
@@ -202,8 +232,12 @@ class LlamaCppEngine(Engine):
     def _fold(self, msgs: list[dict]) -> list[dict]:
         """Messages the template would drop, rewritten as user turns it renders."""
         if not self.template["tool_role"]:
-            msgs = [{"role": "user", "content": f"Result of {m.get('name') or 'the tool'}: {m['content']}"}
-                    if m["role"] == "tool" else m for m in msgs]
+            msgs = [
+                {"role": "user", "content": f"Result of {m.get('name') or 'the tool'}: {m['content']}"}
+                if m["role"] == "tool"
+                else m
+                for m in msgs
+            ]
         if not self.template["system"] and any(m["role"] == "system" for m in msgs):
             system = "\n\n".join(m["content"] for m in msgs if m["role"] == "system")
             msgs = [m for m in msgs if m["role"] != "system"]
@@ -228,16 +262,23 @@ class LlamaCppEngine(Engine):
         if self.spec.chat_format:
             fn = getattr(llama_chat_format, "format_" + self.spec.chat_format.replace("-", "_"), None)
             if fn is None:
-                raise EngineError(f"models.yaml entry {self.spec.name!r}: chat_format {self.spec.chat_format!r} is "
-                                  "not a llama-cpp-python chat format (e.g. gemma, chatml, llama-3, mistral-instruct)")
+                raise EngineError(
+                    f"models.yaml entry {self.spec.name!r}: chat_format {self.spec.chat_format!r} is "
+                    "not a llama-cpp-python chat format (e.g. gemma, chatml, llama-3, mistral-instruct)"
+                )
             return fn
         template = self.llm.metadata.get("tokenizer.chat_template")
         if not template:
-            raise EngineError(f"{self.weights} has no chat template in its metadata; set chat_format in models.yaml "
-                              f"(e.g. chatml, gemma, llama-3) for entry {self.spec.name!r}")
+            raise EngineError(
+                f"{self.weights} has no chat template in its metadata; set chat_format in models.yaml "
+                f"(e.g. chatml, gemma, llama-3) for entry {self.spec.name!r}"
+            )
         m, eos, bos = self.llm._model, self.llm.token_eos(), self.llm.token_bos()
-        return jinja_cls(template=template, eos_token=m.token_get_text(eos) if eos != -1 else "",
-                         bos_token=m.token_get_text(bos) if bos != -1 else "")
+        return jinja_cls(
+            template=template,
+            eos_token=m.token_get_text(eos) if eos != -1 else "",
+            bos_token=m.token_get_text(bos) if bos != -1 else "",
+        )
 
     def render(self, request: ChatRequest) -> tuple[str, bool, list[str]]:
         """Prompt text, whether it already holds BOS, and the template's stop strings."""
@@ -293,7 +334,7 @@ class LlamaCppEngine(Engine):
                 prompt, has_bos, tmpl_stops = self.render(request)
                 tokens = self.llm.tokenize(prompt.encode(), add_bos=not has_bos, special=True)
                 if len(tokens) >= self.spec.context_length:
-                    gen.error = (f"prompt has {len(tokens)} tokens, context_length is {self.spec.context_length}")
+                    gen.error = f"prompt has {len(tokens)} tokens, context_length is {self.spec.context_length}"
                     gen.prompt_tokens = len(tokens)
                     return reply
                 procs = proc = None
@@ -304,8 +345,13 @@ class LlamaCppEngine(Engine):
                 elif request.constraint is not None:
                     # A grammar llama.cpp cannot parse is an error here (llama-cpp-python's own LlamaGrammar
                     # accepts any text and crashes the process when sampling).
-                    lazy = LazyGrammar(self.llm._model.vocab, self.gbnf(request.constraint), self.llm.n_vocab(),
-                                       len(tokens), greedy=s.temperature == 0.0 and self.args.grammar_mask == "lazy")
+                    lazy = LazyGrammar(
+                        self.llm._model.vocab,
+                        self.gbnf(request.constraint),
+                        self.llm.n_vocab(),
+                        len(tokens),
+                        greedy=s.temperature == 0.0 and self.args.grammar_mask == "lazy",
+                    )
                     procs = llama_cpp.LogitsProcessorList([lazy])
                 max_new = min(s.max_tokens, self.spec.context_length - len(tokens))
                 self.llm.set_seed(s.seed)
@@ -316,8 +362,15 @@ class LlamaCppEngine(Engine):
                 vocab = self.llm._model.vocab
                 stop_strs = [*s.stop, *tmpl_stops]
                 stops = [x.encode() for x in stop_strs]
-                for tok in self.llm.generate(tokens, temp=s.temperature, top_p=s.top_p, top_k=s.top_k or 0,
-                                             min_p=0.0, repeat_penalty=1.0, logits_processor=procs):
+                for tok in self.llm.generate(
+                    tokens,
+                    temp=s.temperature,
+                    top_p=s.top_p,
+                    top_k=s.top_k or 0,
+                    min_p=0.0,
+                    repeat_penalty=1.0,
+                    logits_processor=procs,
+                ):
                     now = time.perf_counter()
                     if llama_cpp.llama_vocab_is_eog(vocab, tok):
                         finish = "stop"

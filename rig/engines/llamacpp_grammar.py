@@ -33,8 +33,9 @@ class LazyGrammar:
         self._ll = llama_cpp
         self.smpl = llama_cpp.llama_sampler_init_grammar(vocab, gbnf.encode(), b"root")
         if not self.smpl:
-            raise GrammarError("llama.cpp could not parse the grammar (its log above says why); "
-                               f"grammar starts: {gbnf[:200]!r}")
+            raise GrammarError(
+                f"llama.cpp could not parse the grammar (its log above says why); grammar starts: {gbnf[:200]!r}"
+            )
         self.n_prompt = n_prompt
         self.greedy = greedy
         self.fed = 0
@@ -51,7 +52,7 @@ class LazyGrammar:
         self._ll.llama_sampler_apply(self.smpl, ctypes.byref(arr))
 
     def __call__(self, input_ids: np.ndarray, logits: np.ndarray) -> np.ndarray:
-        for tok in input_ids[self.n_prompt + self.fed:]:  # what was sampled since the last step
+        for tok in input_ids[self.n_prompt + self.fed :]:  # what was sampled since the last step
             self._ll.llama_sampler_accept(self.smpl, int(tok))
             self.fed += 1
         self.steps += 1
@@ -82,7 +83,7 @@ class LazyGrammar:
         The highest allowed token in the top set is the highest allowed overall, except on a tie with the set's
         boundary (a token left out may score the same and have a lower id, which greedy would pick): then None.
         """
-        top = np.argpartition(logits, -self.top)[-self.top:]
+        top = np.argpartition(logits, -self.top)[-self.top :]
         view = self._top_np
         view["id"], view["logit"] = top, logits[top]
         self._apply(self._top, self.top)

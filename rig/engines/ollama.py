@@ -74,12 +74,19 @@ class OllamaEngine(Engine):
     def capabilities(self) -> Capabilities:
         caps = self.model_details.get("capabilities")
         n = self.args.max_concurrency
-        return Capabilities(native_tools=caps is None or "tools" in caps, grammar_kinds=("json_schema",),
-                            continuous_batching=n > 1, max_concurrency=n)
+        return Capabilities(
+            native_tools=caps is None or "tools" in caps,
+            grammar_kinds=("json_schema",),
+            continuous_batching=n > 1,
+            max_concurrency=n,
+        )
 
     def describe(self) -> dict[str, Any]:
-        return {"model_details": self.model_details, "counters": self.counters,
-                "vram_note": "Ollama /api/ps size_vram is the server's estimate, not measured usage"}
+        return {
+            "model_details": self.model_details,
+            "counters": self.counters,
+            "vram_note": "Ollama /api/ps size_vram is the server's estimate, not measured usage",
+        }
 
     def versions(self) -> dict[str, str]:
         out = {"httpx": httpx.__version__}
@@ -90,12 +97,15 @@ class OllamaEngine(Engine):
     # -- lifecycle ---------------------------------------------------------------------------------------------
 
     def _down(self, e: Exception) -> EngineError:
-        return EngineError(f"Ollama server not reachable at {self.host} ({type(e).__name__}: {e}); start it with "
-                           "`ollama serve`, or set engine_args.host to where it listens")
+        return EngineError(
+            f"Ollama server not reachable at {self.host} ({type(e).__name__}: {e}); start it with "
+            "`ollama serve`, or set engine_args.host to where it listens"
+        )
 
     async def load(self) -> None:
-        self._http = ClientPerLoop(self.args.max_concurrency,
-                                   timeout=httpx.Timeout(self.args.request_timeout_s, connect=10.0))
+        self._http = ClientPerLoop(
+            self.args.max_concurrency, timeout=httpx.Timeout(self.args.request_timeout_s, connect=10.0)
+        )
         client = self._http.client
         try:
             r = await client.get(f"{self.host}/api/version", timeout=10.0)
@@ -104,21 +114,32 @@ class OllamaEngine(Engine):
         except httpx.TransportError as e:
             raise self._down(e) from None
         except ValueError:
-            raise EngineError(f"{self.host} answers, but not like an Ollama server (/api/version is not JSON); "
-                              "check engine_args.host") from None
+            raise EngineError(
+                f"{self.host} answers, but not like an Ollama server (/api/version is not JSON); check engine_args.host"
+            ) from None
         if show.status_code == 404 or "not found" in http_error_message(show).lower():
-            raise EngineError(f"model not pulled: run `ollama pull {self.tag}` (Ollama at {self.host} answered "
-                              f"/api/show with HTTP {show.status_code}: {http_error_message(show)})")
+            raise EngineError(
+                f"model not pulled: run `ollama pull {self.tag}` (Ollama at {self.host} answered "
+                f"/api/show with HTTP {show.status_code}: {http_error_message(show)})"
+            )
         if show.status_code != 200:
             raise EngineError(f"Ollama /api/show {self.tag!r}: HTTP {show.status_code}: {http_error_message(show)}")
         info = show.json()
         ctx = next((v for k, v in (info.get("model_info") or {}).items() if k.endswith(".context_length")), None)
-        self.model_details = {"details": info.get("details") or {}, "capabilities": info.get("capabilities"),
-                              "context_length": ctx}
+        self.model_details = {
+            "details": info.get("details") or {},
+            "capabilities": info.get("capabilities"),
+            "context_length": ctx,
+        }
         if self.args.preload:
             # An empty chat loads the model with this num_ctx, so the first timed call does not pay for it.
-            body = {"model": self.tag, "messages": [], "stream": False, "keep_alive": self.args.keep_alive,
-                    "options": {"num_ctx": self.spec.context_length}}
+            body = {
+                "model": self.tag,
+                "messages": [],
+                "stream": False,
+                "keep_alive": self.args.keep_alive,
+                "options": {"num_ctx": self.spec.context_length},
+            }
             try:
                 r = await client.post(f"{self.host}/api/chat", json=body)
             except httpx.TransportError as e:
@@ -157,16 +178,27 @@ class OllamaEngine(Engine):
 
     def _body(self, request: ChatRequest) -> dict[str, Any]:
         s = request.sampling
-        options: dict[str, Any] = {"num_ctx": self.spec.context_length, "temperature": s.temperature,
-                                   "seed": s.seed, "num_predict": s.max_tokens, "top_p": s.top_p}
+        options: dict[str, Any] = {
+            "num_ctx": self.spec.context_length,
+            "temperature": s.temperature,
+            "seed": s.seed,
+            "num_predict": s.max_tokens,
+            "top_p": s.top_p,
+        }
         if s.top_k is not None:
             options["top_k"] = s.top_k
         if s.stop:
             options["stop"] = s.stop
         # truncate/shift false: newer servers then fail an overflowing prompt instead of cutting it silently.
-        body: dict[str, Any] = {"model": self.tag, "messages": [self._message(m) for m in request.messages],
-                                "stream": True, "options": options, "keep_alive": self.args.keep_alive,
-                                "truncate": False, "shift": False}
+        body: dict[str, Any] = {
+            "model": self.tag,
+            "messages": [self._message(m) for m in request.messages],
+            "stream": True,
+            "options": options,
+            "keep_alive": self.args.keep_alive,
+            "truncate": False,
+            "shift": False,
+        }
         if self.spec.thinking == "off":
             body["think"] = False
         if request.tool_mode == "native" and request.tools:
@@ -174,9 +206,11 @@ class OllamaEngine(Engine):
         c = request.constraint
         if c is not None:
             if c.kind != "json_schema":
-                raise EngineError(f"Ollama cannot enforce a {c.kind} constraint: its API constrains output only "
-                                  "through `format`, a JSON schema. Use JSON decoding, or the llamacpp / vllm engine "
-                                  "for grammar, regex, choice or YAML constraints")
+                raise EngineError(
+                    f"Ollama cannot enforce a {c.kind} constraint: its API constrains output only "
+                    "through `format`, a JSON schema. Use JSON decoding, or the llamacpp / vllm engine "
+                    "for grammar, regex, choice or YAML constraints"
+                )
             body["format"] = c.schema_
         return body
 
@@ -199,8 +233,9 @@ class OllamaEngine(Engine):
                 gen.error = f"{type(e).__name__}: {e}"
         return reply
 
-    async def _stream(self, body: dict[str, Any], gen: Generation,
-                      t0: float) -> tuple[dict[str, Any], list[NativeCall]] | None:
+    async def _stream(
+        self, body: dict[str, Any], gen: Generation, t0: float
+    ) -> tuple[dict[str, Any], list[NativeCall]] | None:
         """Stream NDJSON chunks into ``gen``; return the final (``done``) chunk and the tool calls, or None after an
         error."""
         assert self._http is not None
@@ -234,8 +269,10 @@ class OllamaEngine(Engine):
                         final = chunk
                         break
         except httpx.TimeoutException as e:
-            gen.error = (f"request to Ollama at {self.host} timed out after {self.args.request_timeout_s:g} s "
-                         f"({type(e).__name__})")
+            gen.error = (
+                f"request to Ollama at {self.host} timed out after {self.args.request_timeout_s:g} s "
+                f"({type(e).__name__})"
+            )
             return None
         except httpx.TransportError as e:
             gen.error = str(self._down(e))
@@ -256,9 +293,15 @@ class OllamaEngine(Engine):
             gen.timings.decode_tps = gen.completion_tokens / eval_s  # Ollama's own tokens/s definition
         gen.timings.load_s = _ns(final.get("load_duration"))
         gen.timings.prefill_s = _ns(final.get("prompt_eval_duration"))
-        self.server_timings.append({"request_hash": gen.request_hash, "load_s": _ns(final.get("load_duration")),
-                                    "prompt_eval_s": _ns(final.get("prompt_eval_duration")), "eval_s": eval_s,
-                                    "total_s": _ns(final.get("total_duration"))})
+        self.server_timings.append(
+            {
+                "request_hash": gen.request_hash,
+                "load_s": _ns(final.get("load_duration")),
+                "prompt_eval_s": _ns(final.get("prompt_eval_duration")),
+                "eval_s": eval_s,
+                "total_s": _ns(final.get("total_duration")),
+            }
+        )
         truncated = self._truncation(gen.prompt_tokens, request, want_tools)
         if truncated:
             self.counters["truncated_prompts"] += 1
@@ -269,8 +312,10 @@ class OllamaEngine(Engine):
             return None
         num_ctx = self.spec.context_length
         if counted >= num_ctx:
-            return (f"prompt truncated by Ollama: prompt_eval_count {counted} reached num_ctx {num_ctx} "
-                    "(raise context_length in models.yaml or shorten the prompt)")
+            return (
+                f"prompt truncated by Ollama: prompt_eval_count {counted} reached num_ctx {num_ctx} "
+                "(raise context_length in models.yaml or shorten the prompt)"
+            )
         # Before 0.30 prompt_eval_count left out cached prompt tokens, so a low count proves nothing there.
         if self.server_version and _version_tuple(self.server_version) < (0, 30):
             return None
@@ -279,7 +324,9 @@ class OllamaEngine(Engine):
             chars += len(json.dumps([t.model_dump() for t in request.tools]))
         floor = chars / self.args.max_chars_per_token
         if counted < floor:
-            return (f"prompt truncated by Ollama: prompt_eval_count {counted} is far below the at least {floor:.0f} "
-                    f"tokens expected for {chars} characters; Ollama dropped messages to fit num_ctx {num_ctx} "
-                    "(raise context_length in models.yaml)")
+            return (
+                f"prompt truncated by Ollama: prompt_eval_count {counted} is far below the at least {floor:.0f} "
+                f"tokens expected for {chars} characters; Ollama dropped messages to fit num_ctx {num_ctx} "
+                "(raise context_length in models.yaml)"
+            )
         return None

@@ -28,8 +28,12 @@ from rig.records import ChatRequest, Generation, Timings
 from rig.registry import ModelSpec
 
 # Probe payloads: output the model would not produce unless the constraint is enforced.
-_PROBE_SCHEMA = {"type": "object", "properties": {"rig": {"type": "string", "enum": ["zq7"]}}, "required": ["rig"],
-                 "additionalProperties": False}
+_PROBE_SCHEMA = {
+    "type": "object",
+    "properties": {"rig": {"type": "string", "enum": ["zq7"]}},
+    "required": ["rig"],
+    "additionalProperties": False,
+}
 _PROBE_JSON = '{"rig":"zq7"}'
 _PROBE_GBNF = 'root ::= "zq7"'
 _PROBE_MESSAGES = [{"role": "user", "content": "Say hello."}]
@@ -45,8 +49,12 @@ def _gbnf(c: Constraint) -> str:
 
 # Constraint transport name -> request fields. Names are recorded as detected, so they say what was sent.
 _TRANSPORTS: dict[str, Any] = {
-    "response_format.json_schema": lambda c: {"response_format": {
-        "type": "json_schema", "json_schema": {"name": "output", "schema": c.schema_, "strict": True}}},
+    "response_format.json_schema": lambda c: {
+        "response_format": {
+            "type": "json_schema",
+            "json_schema": {"name": "output", "schema": c.schema_, "strict": True},
+        }
+    },
     "structured_outputs.json": lambda c: {"structured_outputs": {"json": c.schema_}},
     "response_format.json_object": lambda c: {"response_format": {"type": "json_object", "schema": c.schema_}},
     "grammar": lambda c: {"grammar": _gbnf(c)},
@@ -54,7 +62,6 @@ _TRANSPORTS: dict[str, Any] = {
     "structured_outputs.choice": lambda c: {"structured_outputs": {"choice": c.choices}},
     "structured_outputs.regex": lambda c: {"structured_outputs": {"regex": c.pattern}},
 }
-
 
 
 @dataclass
@@ -84,16 +91,19 @@ class OpenAICompatArgs(EngineArgs):
     @field_validator("spawn", mode="before")
     @classmethod
     def _argv(cls, spawn: Any) -> Any:
-        if spawn is not None and (not isinstance(spawn, list) or not spawn
-                                  or not all(isinstance(x, (str, int, float)) for x in spawn)):
+        if spawn is not None and (
+            not isinstance(spawn, list) or not spawn or not all(isinstance(x, (str, int, float)) for x in spawn)
+        ):
             raise ValueError("must be a non-empty list of strings")
         return None if spawn is None else [str(x) for x in spawn]
 
     @model_validator(mode="after")
     def _attach_or_spawn(self) -> OpenAICompatArgs:
         if (self.base_url is None) == (self.spawn is None):
-            raise ValueError("openai_compat needs exactly one of engine_args.base_url (attach to a running server) "
-                             "or engine_args.spawn (a command list that starts one)")
+            raise ValueError(
+                "openai_compat needs exactly one of engine_args.base_url (attach to a running server) "
+                "or engine_args.spawn (a command list that starts one)"
+            )
         return self
 
 
@@ -119,14 +129,23 @@ class OpenAICompatEngine(Engine):
     @property
     def capabilities(self) -> Capabilities:
         n = self.args.max_concurrency
-        return Capabilities(native_tools=True, grammar_kinds=tuple(sorted(self.constraint_modes)),
-                            continuous_batching=n > 1, max_concurrency=n)
+        return Capabilities(
+            native_tools=True,
+            grammar_kinds=tuple(sorted(self.constraint_modes)),
+            continuous_batching=n > 1,
+            max_concurrency=n,
+        )
 
     # -- lifecycle ---------------------------------------------------------------------------------------------
 
     def _spawn_argv(self, port: int) -> list[str]:
-        subs = {"weights": self.weights, "port": str(port), "host": "127.0.0.1",
-                "context_length": str(self.spec.context_length), "python": sys.executable}
+        subs = {
+            "weights": self.weights,
+            "port": str(port),
+            "host": "127.0.0.1",
+            "context_length": str(self.spec.context_length),
+            "python": sys.executable,
+        }
         argv = []
         for x in self.args.spawn or []:
             for k, v in subs.items():  # not str.format: an argument may hold literal braces (inline JSON config)
@@ -140,14 +159,19 @@ class OpenAICompatEngine(Engine):
     async def load(self) -> None:
         key = self.args.api_key
         headers = {"Authorization": f"Bearer {os.path.expandvars(key)}"} if key else {}
-        self._http = ClientPerLoop(self.args.max_concurrency, headers=headers,
-                                   timeout=httpx.Timeout(self.args.request_timeout_s, connect=10.0))
+        self._http = ClientPerLoop(
+            self.args.max_concurrency, headers=headers, timeout=httpx.Timeout(self.args.request_timeout_s, connect=10.0)
+        )
         try:
             if self.args.spawn is not None:
                 port = free_port()
-                self.server = LocalServer(self._spawn_argv(port), port=port, name="openai_compat server",
-                                          ready_timeout_s=self.args.ready_timeout_s,
-                                          stop_grace_s=self.args.stop_grace_s)
+                self.server = LocalServer(
+                    self._spawn_argv(port),
+                    port=port,
+                    name="openai_compat server",
+                    ready_timeout_s=self.args.ready_timeout_s,
+                    stop_grace_s=self.args.stop_grace_s,
+                )
                 await self.server.start()
                 self.base_url = self.server.url
             await self._discover_model()
@@ -165,8 +189,12 @@ class OpenAICompatEngine(Engine):
             await self.server.stop()
 
     def describe(self) -> dict[str, Any]:
-        return {"usage_source": self.usage_source, "constraint_modes": self.constraint_modes,
-                "probe_log": self.probe_log, "counters": self.counters}
+        return {
+            "usage_source": self.usage_source,
+            "constraint_modes": self.constraint_modes,
+            "probe_log": self.probe_log,
+            "counters": self.counters,
+        }
 
     def versions(self) -> dict[str, str]:
         out = {"httpx": httpx.__version__}
@@ -180,8 +208,10 @@ class OpenAICompatEngine(Engine):
         try:
             r = await client.get(f"{self.base_url}/v1/models", timeout=30.0)
         except httpx.TransportError as e:
-            raise EngineError(f"no OpenAI-compatible server answering at {self.base_url} ({type(e).__name__}: {e}); "
-                              "start it first or use engine_args.spawn") from None
+            raise EngineError(
+                f"no OpenAI-compatible server answering at {self.base_url} ({type(e).__name__}: {e}); "
+                "start it first or use engine_args.spawn"
+            ) from None
         if r.status_code != 200:
             raise EngineError(f"GET {self.base_url}/v1/models: HTTP {r.status_code}: {http_error_message(r)}")
         ids = [m.get("id") for m in r.json().get("data", []) if isinstance(m, dict)]
@@ -204,8 +234,15 @@ class OpenAICompatEngine(Engine):
 
     def _base_body(self, messages: list[dict[str, Any]], max_tokens: int, *, stream: bool) -> dict[str, Any]:
         s = self.spec.sampling
-        body: dict[str, Any] = {"model": self.model_id, "messages": messages, "max_tokens": max_tokens,
-                                "temperature": s.temperature, "top_p": s.top_p, "seed": s.seed, "stream": stream}
+        body: dict[str, Any] = {
+            "model": self.model_id,
+            "messages": messages,
+            "max_tokens": max_tokens,
+            "temperature": s.temperature,
+            "top_p": s.top_p,
+            "seed": s.seed,
+            "stream": stream,
+        }
         if stream and self._stream_options:
             body["stream_options"] = {"include_usage": True}
         if self.template_kwargs:
@@ -242,7 +279,7 @@ class OpenAICompatEngine(Engine):
         if r.status_code != 200:
             self.probe_log.append(f"{transport}: HTTP {r.status_code}: {http_error_message(r)[:200]}")
             return False
-        msg = ((r.json().get("choices") or [{}])[0].get("message") or {})
+        msg = (r.json().get("choices") or [{}])[0].get("message") or {}
         got = "".join(str(msg.get("content") or "").split())
         if got != expect:
             self.probe_log.append(f"{transport}: accepted but not enforced (answered {got[:60]!r})")
@@ -258,8 +295,9 @@ class OpenAICompatEngine(Engine):
     async def _probe_constraints(self) -> None:
         schema_c = Constraint(kind="json_schema", schema_=_PROBE_SCHEMA)
         modes: dict[str, str] = {}
-        grammar = await self._first(["grammar", "structured_outputs.grammar"],
-                                    Constraint(kind="grammar", grammar=_PROBE_GBNF), "zq7")
+        grammar = await self._first(
+            ["grammar", "structured_outputs.grammar"], Constraint(kind="grammar", grammar=_PROBE_GBNF), "zq7"
+        )
         if grammar:
             modes["grammar"] = grammar
         json_t = await self._first(["response_format.json_schema", "structured_outputs.json"], schema_c, _PROBE_JSON)
@@ -295,8 +333,7 @@ class OpenAICompatEngine(Engine):
 
     def _transport_message(self, e: Exception) -> str:
         if isinstance(e, httpx.TimeoutException):
-            return (f"request to {self.base_url} timed out after {self.args.request_timeout_s:g} s "
-                    f"({type(e).__name__})")
+            return f"request to {self.base_url} timed out after {self.args.request_timeout_s:g} s ({type(e).__name__})"
         msg = f"server at {self.base_url} not reachable ({type(e).__name__}: {e})"
         if self.server is not None and self.server.proc is not None and not self.server.running():
             msg += f"; the spawned server exited with code {self.server.proc.returncode}:\n{self.server.output_tail(8)}"
@@ -319,7 +356,8 @@ class OpenAICompatEngine(Engine):
                 raise EngineError(
                     f"the server at {self.base_url} cannot enforce a {c.kind} constraint: at load it enforced "
                     f"{self.constraint_modes or 'no constraint transport'} (probes: {'; '.join(self.probe_log)}). "
-                    "Run without this decode mode or use an engine that supports it.")
+                    "Run without this decode mode or use an engine that supports it."
+                )
             try:
                 body.update(_TRANSPORTS[mode](c))
             except (ImportError, ValueError, NotImplementedError) as e:  # e.g. a schema keyword GBNF cannot enforce
@@ -377,8 +415,12 @@ class OpenAICompatEngine(Engine):
                         out.usage = chunk["usage"]
                     for choice in chunk.get("choices") or []:
                         delta = choice.get("delta") or {}
-                        if delta.get("content") or delta.get("tool_calls") or delta.get("reasoning_content") \
-                                or delta.get("reasoning"):
+                        if (
+                            delta.get("content")
+                            or delta.get("tool_calls")
+                            or delta.get("reasoning_content")
+                            or delta.get("reasoning")
+                        ):
                             out.last = time.perf_counter()
                             out.first = out.first or out.last
                         if delta.get("content"):
@@ -398,8 +440,10 @@ class OpenAICompatEngine(Engine):
         if gen.error is None and gen.finish_reason is None:
             # A reply cut short must not pass for a whole one. llama_cpp.server ends a streaming reply this way
             # when another request arrives (its interrupt_requests setting, on by default).
-            gen.error = ("the server ended the stream without a finish_reason (cut short; python -m llama_cpp.server "
-                         "does this when requests overlap unless started with --interrupt_requests False)")
+            gen.error = (
+                "the server ended the stream without a finish_reason (cut short; python -m llama_cpp.server "
+                "does this when requests overlap unless started with --interrupt_requests False)"
+            )
         gen.text = "".join(parts)
         gen.timings.ttft_s = out.first - t0 if out.first else None
         gen.timings.e2e_s = end - t0
@@ -416,9 +460,11 @@ class OpenAICompatEngine(Engine):
             return None
         data = r.json()
         usage = dict(data.get("usage") or {})
-        msg = ((data.get("choices") or [{}])[0].get("message") or {})
-        calls = [((c.get("function") or {}).get("name") or "", (c.get("function") or {}).get("arguments") or "")
-                 for c in msg.get("tool_calls") or []]
+        msg = (data.get("choices") or [{}])[0].get("message") or {}
+        calls = [
+            ((c.get("function") or {}).get("name") or "", (c.get("function") or {}).get("arguments") or "")
+            for c in msg.get("tool_calls") or []
+        ]
         if (msg.get("content") or "") != gen.text or calls != (got.calls or []):
             self.counters["usage_mismatch"] += 1
             usage.pop("completion_tokens", None)

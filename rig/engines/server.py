@@ -43,8 +43,10 @@ def loopback_url(url: str) -> str:
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise ValueError(f"{url!r} is not an http:// URL (e.g. http://127.0.0.1:8000)")
     if not is_loopback_host(parts.hostname):
-        raise ValueError(f"{url!r} is not on loopback. rig runs offline and its offline guard refuses "
-                         "non-loopback connections; run the server on this machine (127.0.0.1, ::1 or localhost)")
+        raise ValueError(
+            f"{url!r} is not on loopback. rig runs offline and its offline guard refuses "
+            "non-loopback connections; run the server on this machine (127.0.0.1, ::1 or localhost)"
+        )
     return url.rstrip("/")
 
 
@@ -144,7 +146,7 @@ def listen_addresses(port: int, proc_net: Path = Path("/proc/net")) -> list[str]
                 continue
             raw = bytes.fromhex(addr_hex)
             # The kernel prints each 32-bit word of the address in host (little-endian) order.
-            raw = b"".join(raw[i:i + 4][::-1] for i in range(0, len(raw), 4))
+            raw = b"".join(raw[i : i + 4][::-1] for i in range(0, len(raw), 4))
             found.append(str(ipaddress.ip_address(raw)))
     return found
 
@@ -154,8 +156,17 @@ class LocalServer:
     kernel's socket table that the server listens on loopback only; a server listening on any other address (a
     command that binds 0.0.0.0) is stopped and refused."""
 
-    def __init__(self, argv: list[str], *, host: str = "127.0.0.1", port: int, ready_path: str = "/v1/models",
-                 ready_timeout_s: float = 120.0, stop_grace_s: float = 10.0, name: str = "server") -> None:
+    def __init__(
+        self,
+        argv: list[str],
+        *,
+        host: str = "127.0.0.1",
+        port: int,
+        ready_path: str = "/v1/models",
+        ready_timeout_s: float = 120.0,
+        stop_grace_s: float = 10.0,
+        name: str = "server",
+    ) -> None:
         if not argv:
             raise EngineError(f"{name}: empty command")
         if not is_loopback_host(host):
@@ -202,8 +213,13 @@ class LocalServer:
             # A log file, not a pipe: an unread pipe fills up and blocks a chatty server.
             # New session: the whole process tree can be signalled as one group.
             # Popen returns once the child is forked; the wait for readiness below is async.
-            self.proc = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL, stdout=fd,  # noqa: ASYNC220
-                                         stderr=subprocess.STDOUT, start_new_session=True)
+            self.proc = subprocess.Popen(
+                self.argv,
+                stdin=subprocess.DEVNULL,
+                stdout=fd,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
         except OSError as e:
             self.log_path.unlink(missing_ok=True)
             raise EngineError(f"could not start {self.name} ({shlex.join(self.argv)}): {e}") from None
@@ -219,9 +235,11 @@ class LocalServer:
         exposed = sorted({a for a in addrs or [] if not ipaddress.ip_address(a).is_loopback})
         if exposed:
             await self.stop()
-            raise EngineError(f"{self.name} listens on {', '.join(exposed)} port {self.port}, not only on loopback "
-                              f"(command: {shlex.join(self.argv)}); it was stopped. Bind it to 127.0.0.1: pass "
-                              "the server's host option with {host}, e.g. --host {host}")
+            raise EngineError(
+                f"{self.name} listens on {', '.join(exposed)} port {self.port}, not only on loopback "
+                f"(command: {shlex.join(self.argv)}); it was stopped. Bind it to 127.0.0.1: pass "
+                "the server's host option with {host}, e.g. --host {host}"
+            )
 
     async def _wait_ready(self) -> None:
         assert self.proc is not None
@@ -234,8 +252,10 @@ class LocalServer:
                 if code is not None:
                     tail = self.output_tail()
                     await self.stop()
-                    raise EngineError(f"{self.name} exited with code {code} before it was ready "
-                                      f"(command: {shlex.join(self.argv)}); last lines of its output:\n{tail}")
+                    raise EngineError(
+                        f"{self.name} exited with code {code} before it was ready "
+                        f"(command: {shlex.join(self.argv)}); last lines of its output:\n{tail}"
+                    )
                 try:
                     r = await client.get(url)
                     if r.status_code == 200:
@@ -246,10 +266,12 @@ class LocalServer:
                 if time.monotonic() > deadline:
                     tail = self.output_tail()
                     await self.stop()
-                    raise EngineError(f"{self.name} did not answer GET {url} with 200 within "
-                                      f"{self.ready_timeout_s:g} s (last: {last}; command: {shlex.join(self.argv)}); "
-                                      f"raise engine_args.ready_timeout_s if it is just slow. Last lines of its "
-                                      f"output:\n{tail}")
+                    raise EngineError(
+                        f"{self.name} did not answer GET {url} with 200 within "
+                        f"{self.ready_timeout_s:g} s (last: {last}; command: {shlex.join(self.argv)}); "
+                        f"raise engine_args.ready_timeout_s if it is just slow. Last lines of its "
+                        f"output:\n{tail}"
+                    )
                 await asyncio.sleep(0.25)
 
     async def stop(self) -> None:

@@ -22,7 +22,7 @@ def strip_thinking(text: str) -> str:
     for body_start, body_end, closed in blocks(text, "<think>", "</think>"):
         if not closed:
             break
-        kept.append(text[pos:body_start - len("<think>")])
+        kept.append(text[pos : body_start - len("<think>")])
         pos = body_end + len("</think>")
     text = "".join(kept) + text[pos:]
     return text.split("</think>", 1)[-1].lstrip() if "</think>" in text else text.lstrip()
@@ -34,7 +34,9 @@ def allow_thinking_gbnf(gbnf: str) -> str:
         raise ValueError("grammar has no root rule")
     body = re.sub(r"^root(\s*::=)", r"rig-answer\1", gbnf, count=1, flags=re.M)
     body = re.sub(r"(?<![\w-])root(?![\w-])", "rig-answer", body)  # references to root elsewhere
-    think = ('root ::= rig-think? rig-answer\n'
-             f'rig-think ::= "<think>" ([^<] | "<" [^/] | "</" [^t] | "</t" [^h]){{0,{MAX_THINK_CHARS}}} '
-             '"</think>" [ \\n]*\n')
+    think = (
+        "root ::= rig-think? rig-answer\n"
+        f'rig-think ::= "<think>" ([^<] | "<" [^/] | "</" [^t] | "</t" [^h]){{0,{MAX_THINK_CHARS}}} '
+        '"</think>" [ \\n]*\n'
+    )
     return think + body

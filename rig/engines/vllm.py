@@ -63,8 +63,12 @@ class VllmEngine(Engine):
 
     @property
     def capabilities(self) -> Capabilities:
-        return Capabilities(native_tools=True, grammar_kinds=("json_schema", "grammar", "regex", "choice"),
-                            continuous_batching=True, max_concurrency=self.args.max_num_seqs or 64)
+        return Capabilities(
+            native_tools=True,
+            grammar_kinds=("json_schema", "grammar", "regex", "choice"),
+            continuous_batching=True,
+            max_concurrency=self.args.max_num_seqs or 64,
+        )
 
     async def load(self) -> None:
         if self.gpu is not None:
@@ -75,9 +79,13 @@ class VllmEngine(Engine):
         from vllm.engine.arg_utils import AsyncEngineArgs
         from vllm.v1.engine.async_llm import AsyncLLM
 
-        args = AsyncEngineArgs(model=self.weights, max_model_len=self.spec.context_length,
-                               seed=self.spec.sampling.seed, disable_log_stats=False,
-                               **self.args.model_dump(exclude_unset=True))
+        args = AsyncEngineArgs(
+            model=self.weights,
+            max_model_len=self.spec.context_length,
+            seed=self.spec.sampling.seed,
+            disable_log_stats=False,
+            **self.args.model_dump(exclude_unset=True),
+        )
         try:
             self.engine = AsyncLLM.from_engine_args(args)
         except Exception as e:
@@ -105,14 +113,26 @@ class VllmEngine(Engine):
             else:  # json_schema, yaml_schema: rig's grammar, so vLLM constrains to the same language as
                 # llama.cpp (xgrammar's own schema converter allows unbounded whitespace and digit runs)
                 so = StructuredOutputsParams(grammar=self.gbnf(c))
-        return SamplingParams(temperature=s.temperature, top_p=s.top_p, top_k=s.top_k or 0, max_tokens=s.max_tokens,
-                              seed=s.seed, stop=s.stop or None, skip_special_tokens=False,
-                              structured_outputs=so, output_kind=RequestOutputKind.FINAL_ONLY)
+        return SamplingParams(
+            temperature=s.temperature,
+            top_p=s.top_p,
+            top_k=s.top_k or 0,
+            max_tokens=s.max_tokens,
+            seed=s.seed,
+            stop=s.stop or None,
+            skip_special_tokens=False,
+            structured_outputs=so,
+            output_kind=RequestOutputKind.FINAL_ONLY,
+        )
 
     def render(self, request: ChatRequest) -> str:
-        return self.tokenizer.apply_chat_template(openai_messages(request.messages),
-                                                  tools=openai_tools(request.tools) or None,
-                                                  add_generation_prompt=True, tokenize=False, **self.template_kwargs)
+        return self.tokenizer.apply_chat_template(
+            openai_messages(request.messages),
+            tools=openai_tools(request.tools) or None,
+            add_generation_prompt=True,
+            tokenize=False,
+            **self.template_kwargs,
+        )
 
     async def engine_input(self, request: ChatRequest) -> Any:
         """The rendered chat as token ids. vLLM 0.32 deprecates raw prompts (text, and ``TokensPrompt`` too): where
@@ -136,8 +156,12 @@ class VllmEngine(Engine):
         t0 = time.perf_counter()
         try:
             final = None
-            async for out in self.engine.generate(await self.engine_input(request), self._sampling(request),
-                                                  request_id=uuid.uuid4().hex, tokenization_kwargs=NO_SPECIAL_TOKENS):
+            async for out in self.engine.generate(
+                await self.engine_input(request),
+                self._sampling(request),
+                request_id=uuid.uuid4().hex,
+                tokenization_kwargs=NO_SPECIAL_TOKENS,
+            ):
                 final = out
             if final is None:
                 gen.error = "vLLM returned no output"
@@ -158,8 +182,9 @@ class VllmEngine(Engine):
             return []
         from vllm.entrypoints.openai.chat_completion.protocol import ChatCompletionRequest
 
-        req = ChatCompletionRequest(model=self.spec.name, messages=openai_messages(request.messages),
-                                    tools=openai_tools(request.tools))
+        req = ChatCompletionRequest(
+            model=self.spec.name, messages=openai_messages(request.messages), tools=openai_tools(request.tools)
+        )
         info = self._parser.extract_tool_calls(text, req)
         if not info.tools_called:
             return []

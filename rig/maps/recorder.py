@@ -55,8 +55,15 @@ def http_transport(method: str, url: str, params: dict[str, str], timeout: float
 class Recorder:
     """Replay first; on a miss, ask the live endpoint and store its answer (label "hit" on later runs)."""
 
-    def __init__(self, store: ReplayStore, provider: str, endpoints: Mapping[str, RecordEndpoint], *,
-                 enable: bool = False, transport: Transport | None = None) -> None:
+    def __init__(
+        self,
+        store: ReplayStore,
+        provider: str,
+        endpoints: Mapping[str, RecordEndpoint],
+        *,
+        enable: bool = False,
+        transport: Transport | None = None,
+    ) -> None:
         if not enable:
             raise PermissionError("record mode reaches a live map provider; pass enable=True (CLI: --record)")
         self.store, self.provider, self.endpoints = store, provider, dict(endpoints)
@@ -83,8 +90,9 @@ class Recorder:
         response = self.transport(cfg.method, cfg.url, params, cfg.timeout_s)
         key = self.store.put(self.provider, endpoint, args, response)
         self.recorded += 1
-        return ReplayAnswer(label="hit", response=response, provider=self.provider, endpoint=endpoint, key=key,
-                            matched_key=key)
+        return ReplayAnswer(
+            label="hit", response=response, provider=self.provider, endpoint=endpoint, key=key, matched_key=key
+        )
 
 
 class RecordConfig(BaseModel):

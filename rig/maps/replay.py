@@ -189,7 +189,8 @@ def canonicalise(args: Mapping[str, Any], spec: KeySpec) -> Canonical:
             out[k] = v
     spatial = spec.spatial()
     return Canonical(
-        key=_dumps(out), args=out,
+        key=_dumps(out),
+        args=out,
         ctx_name=_dumps({k: v for k, v in out.items() if k != spec.fuzzy_field}),
         ctx_point=_dumps({k: v for k, v in out.items() if k not in spatial}),
         name=out.get(spec.fuzzy_field) if spec.fuzzy_field else None,
@@ -224,7 +225,7 @@ class _NameGroup:
         owners: list[int] = []
         grams: list[int] = []
         for i, n in enumerate(self.names):
-            for g in {n[k:k + 2] for k in range(len(n) - 1)}:
+            for g in {n[k : k + 2] for k in range(len(n) - 1)}:
                 grams.append(vocab.setdefault(g, len(vocab)))
                 owners.append(i)
         self.vocab = vocab
@@ -241,20 +242,21 @@ class _NameGroup:
         t = max(threshold, 1e-9) / 100.0
         lb_min, lb_max = math.floor(len(q) * t / (2 - t)), math.ceil(len(q) * (2 - t) / t)
         max_edits = math.floor((len(q) + lb_max) * (1 - t))
-        qgrams = {q[k:k + 2] for k in range(len(q) - 1)}
+        qgrams = {q[k : k + 2] for k in range(len(q) - 1)}
         need = len(qgrams) - 2 * max_edits
         ok = (self.lengths >= lb_min) & (self.lengths <= lb_max)
         if need > 0:
             ids = [self.vocab[g] for g in qgrams if g in self.vocab]
             if not ids:
                 return None
-            hits = np.concatenate([self.post[self.post_start[g]:self.post_start[g + 1]] for g in ids])
+            hits = np.concatenate([self.post[self.post_start[g] : self.post_start[g + 1]] for g in ids])
             ok &= np.bincount(hits, minlength=len(self.names)) >= need
         cand = np.nonzero(ok)[0]
         if not len(cand):
             return None
-        hit = process.extractOne(q, [self.names[i] for i in cand], scorer=fuzz.ratio, processor=None,
-                                 score_cutoff=threshold)
+        hit = process.extractOne(
+            q, [self.names[i] for i in cand], scorer=fuzz.ratio, processor=None, score_cutoff=threshold
+        )
         if hit is None:
             return None
         return int(self.ids[cand[hit[2]]]), float(hit[1])
@@ -276,8 +278,9 @@ class _PointGroup:
         cand = self.tree.query_ball_point(to_xyz([pts[0][0]], [pts[0][1]])[0], metres_to_chord(bound_m))
         best = None
         for j in sorted(cand):
-            worst = max(haversine_m(p[0], p[1], float(s[0]), float(s[1]))
-                        for p, s in zip(pts, self.points[j], strict=True))
+            worst = max(
+                haversine_m(p[0], p[1], float(s[0]), float(s[1])) for p, s in zip(pts, self.points[j], strict=True)
+            )
             if worst <= bound_m and (best is None or worst < best[1]):
                 best = (int(self.ids[j]), worst)
         return best
@@ -298,7 +301,8 @@ class ReplayStore:
         elif int(fmt[0]) != STORE_FORMAT:
             raise ValueError(f"{self.path.name}: replay store format {fmt[0]}, this rig reads {STORE_FORMAT}")
         self._specs: dict[tuple[str, str], KeySpec] = {
-            (p, e): KeySpec.model_validate_json(s) for p, e, s in self._con.execute("SELECT * FROM specs")}
+            (p, e): KeySpec.model_validate_json(s) for p, e, s in self._con.execute("SELECT * FROM specs")
+        }
         self._names: dict[tuple[str, str, str], _NameGroup] = {}
         self._points: dict[tuple[str, str, str], _PointGroup] = {}
         self.counts: Counter[str] = Counter()  # answers by label since this instance opened
@@ -323,8 +327,12 @@ class ReplayStore:
         old = self._specs.get((provider, endpoint))
         if old == spec:
             return
-        if old is not None and self._con.execute(
-                "SELECT 1 FROM entries WHERE provider=? AND endpoint=? LIMIT 1", (provider, endpoint)).fetchone():
+        if (
+            old is not None
+            and self._con.execute(
+                "SELECT 1 FROM entries WHERE provider=? AND endpoint=? LIMIT 1", (provider, endpoint)
+            ).fetchone()
+        ):
             raise ValueError(f"{provider}/{endpoint}: entries exist under another KeySpec; use a new store")
         self._con.execute("INSERT OR REPLACE INTO specs VALUES (?,?,?)", (provider, endpoint, spec.model_dump_json()))
         self._con.commit()
@@ -335,20 +343,37 @@ class ReplayStore:
 
     # -- writing -------------------------------------------------------------------------------------
 
-    def put(self, provider: str, endpoint: str, args: Mapping[str, Any], response: Any,
-            recorded_at: str | None = None) -> str:
+    def put(
+        self, provider: str, endpoint: str, args: Mapping[str, Any], response: Any, recorded_at: str | None = None
+    ) -> str:
         """Store (or replace) the response for these arguments; returns the canonical key."""
         return self.put_many(provider, endpoint, [(args, response)], recorded_at)[0]
 
-    def put_many(self, provider: str, endpoint: str, items: Iterable[tuple[Mapping[str, Any], Any]],
-                 recorded_at: str | None = None) -> list[str]:
+    def put_many(
+        self,
+        provider: str,
+        endpoint: str,
+        items: Iterable[tuple[Mapping[str, Any], Any]],
+        recorded_at: str | None = None,
+    ) -> list[str]:
         spec = self.spec(provider, endpoint)
         when = recorded_at or datetime.now(timezone.utc).replace(microsecond=0).strftime("%Y-%m-%dT%H:%M:%SZ")
         rows, keys, name_ctx, point_ctx = [], [], set(), set()
         for args, response in items:
             c = canonicalise(args, spec)
-            rows.append((provider, endpoint, c.key, c.ctx_name, c.ctx_point, c.name,
-                         _dumps(c.points) if c.points else None, _dumps(response), when))
+            rows.append(
+                (
+                    provider,
+                    endpoint,
+                    c.key,
+                    c.ctx_name,
+                    c.ctx_point,
+                    c.name,
+                    _dumps(c.points) if c.points else None,
+                    _dumps(response),
+                    when,
+                )
+            )
             keys.append(c.key)
             name_ctx.add(c.ctx_name)
             point_ctx.add(c.ctx_point)
@@ -356,7 +381,9 @@ class ReplayStore:
             self._con.executemany(
                 "INSERT INTO entries (provider, endpoint, key, ctx_name, ctx_point, name, points, response,"
                 " recorded_at) VALUES (?,?,?,?,?,?,?,?,?) ON CONFLICT (provider, endpoint, key) DO UPDATE SET"
-                " response=excluded.response, recorded_at=excluded.recorded_at", rows)
+                " response=excluded.response, recorded_at=excluded.recorded_at",
+                rows,
+            )
         for ctx in name_ctx:  # indexes of touched groups are rebuilt lazily on the next fallback lookup
             self._names.pop((provider, endpoint, ctx), None)
         for ctx in point_ctx:
@@ -365,8 +392,9 @@ class ReplayStore:
 
     # -- reading -------------------------------------------------------------------------------------
 
-    def get(self, provider: str, endpoint: str, args: Mapping[str, Any],
-            policy: ReplayPolicy | None = None) -> ReplayAnswer:
+    def get(
+        self, provider: str, endpoint: str, args: Mapping[str, Any], policy: ReplayPolicy | None = None
+    ) -> ReplayAnswer:
         policy = policy or ReplayPolicy()
         c = canonicalise(args, self.spec(provider, endpoint))
         answer = self._lookup(provider, endpoint, c, policy)
@@ -378,34 +406,54 @@ class ReplayStore:
 
     def _lookup(self, provider: str, endpoint: str, c: Canonical, policy: ReplayPolicy) -> ReplayAnswer:
         base: dict[str, Any] = {"provider": provider, "endpoint": endpoint, "key": c.key}
-        row = self._con.execute("SELECT response FROM entries WHERE provider=? AND endpoint=? AND key=?",
-                                (provider, endpoint, c.key)).fetchone()
+        row = self._con.execute(
+            "SELECT response FROM entries WHERE provider=? AND endpoint=? AND key=?", (provider, endpoint, c.key)
+        ).fetchone()
         if row:
             return ReplayAnswer(label="hit", response=json.loads(row[0]), matched_key=c.key, **base)
         if policy.fuzzy_names and c.name:
             gkey = (provider, endpoint, c.ctx_name)
             names = self._names.get(gkey)
             if names is None:
-                names = self._names[gkey] = _NameGroup(self._con.execute(
-                    "SELECT id, name FROM entries WHERE provider=? AND endpoint=? AND ctx_name=? AND name IS NOT NULL",
-                    gkey).fetchall())
+                names = self._names[gkey] = _NameGroup(
+                    self._con.execute(
+                        "SELECT id, name FROM entries WHERE provider=? AND endpoint=? AND ctx_name=? AND name IS NOT NULL",
+                        gkey,
+                    ).fetchall()
+                )
             best = names.best(c.name, policy.fuzzy_threshold)
             if best is not None:
                 key, response = self._row(best[0])
-                return ReplayAnswer(label="fuzzy", response=json.loads(response), matched_key=key,
-                                    fallback="name", similarity=round(best[1], 2), **base)
+                return ReplayAnswer(
+                    label="fuzzy",
+                    response=json.loads(response),
+                    matched_key=key,
+                    fallback="name",
+                    similarity=round(best[1], 2),
+                    **base,
+                )
         if policy.nearest and c.points:
             gkey = (provider, endpoint, c.ctx_point)
             points = self._points.get(gkey)
             if points is None:
-                points = self._points[gkey] = _PointGroup(self._con.execute(
-                    "SELECT id, points FROM entries WHERE provider=? AND endpoint=? AND ctx_point=?"
-                    " AND points IS NOT NULL", gkey).fetchall())
+                points = self._points[gkey] = _PointGroup(
+                    self._con.execute(
+                        "SELECT id, points FROM entries WHERE provider=? AND endpoint=? AND ctx_point=?"
+                        " AND points IS NOT NULL",
+                        gkey,
+                    ).fetchall()
+                )
             best = points.nearest(c.points, policy.max_distance_m)
             if best is not None:
                 key, response = self._row(best[0])
-                return ReplayAnswer(label="fuzzy", response=json.loads(response), matched_key=key,
-                                    fallback="nearest", distance_m=round(best[1], 2), **base)
+                return ReplayAnswer(
+                    label="fuzzy",
+                    response=json.loads(response),
+                    matched_key=key,
+                    fallback="nearest",
+                    distance_m=round(best[1], 2),
+                    **base,
+                )
         return ReplayAnswer(label="miss", **base)
 
     # -- bookkeeping ---------------------------------------------------------------------------------
@@ -420,6 +468,7 @@ class ReplayStore:
         for row in self._con.execute("SELECT provider, endpoint, spec FROM specs ORDER BY provider, endpoint"):
             h.update(("S\x1f" + "\x1f".join(row) + "\n").encode())
         for row in self._con.execute(
-                "SELECT provider, endpoint, key, response FROM entries ORDER BY provider, endpoint, key"):
+            "SELECT provider, endpoint, key, response FROM entries ORDER BY provider, endpoint, key"
+        ):
             h.update(("E\x1f" + "\x1f".join(row) + "\n").encode())
         return h.hexdigest()

@@ -78,8 +78,9 @@ class Router:
             if mask:
                 ok &= (self.g["flags"] & mask) == 0
             ids = np.nonzero(ok)[0]
-            self._graphs[key] = _ModeGraph(len(self.lat), ids, self.g["src"][ids], self.g["dst"][ids],
-                                           self._durations[mode][ids])
+            self._graphs[key] = _ModeGraph(
+                len(self.lat), ids, self.g["src"][ids], self.g["dst"][ids], self._durations[mode][ids]
+            )
         return self._graphs[key]
 
     def snap(self, mode: str, lat: float, lon: float) -> tuple[int, float]:
@@ -127,9 +128,13 @@ class Router:
             edges = self.path(mode, mask, na, nb)
             legs.append(self._leg(mode, p, q, na, nb, da, db, edges))
         # mode was checked against MODE_BITS above
-        return Route(mode=cast(Mode, mode), avoid=avoid_list, legs=legs,
-                     distance_m=round(sum(leg.distance_m for leg in legs), 3),
-                     duration_s=round(sum(leg.duration_s for leg in legs), 3))
+        return Route(
+            mode=cast(Mode, mode),
+            avoid=avoid_list,
+            legs=legs,
+            distance_m=round(sum(leg.distance_m for leg in legs), 3),
+            duration_s=round(sum(leg.duration_s for leg in legs), 3),
+        )
 
     # -- steps ---------------------------------------------------------------------------------------
 
@@ -157,34 +162,59 @@ class Router:
                 pts.append((q[0], q[1]))
                 dist, secs = dist + db, secs + db / base
             e0 = grp[0]
-            b_in = bearing_deg(self.lat[g["src"][e0]], self.lon[g["src"][e0]], self.lat[g["dst"][e0]], self.lon[g["dst"][e0]])
+            b_in = bearing_deg(
+                self.lat[g["src"][e0]], self.lon[g["src"][e0]], self.lat[g["dst"][e0]], self.lon[g["dst"][e0]]
+            )
             name_i = int(g["name"][e0])
             street = self.names[name_i] if name_i >= 0 else None
             maneuver, text = _maneuver(prev_bearing, b_in, street)
             e_last = grp[-1]
-            prev_bearing = bearing_deg(self.lat[g["src"][e_last]], self.lon[g["src"][e_last]],
-                                       self.lat[g["dst"][e_last]], self.lon[g["dst"][e_last]])
+            prev_bearing = bearing_deg(
+                self.lat[g["src"][e_last]],
+                self.lon[g["src"][e_last]],
+                self.lat[g["dst"][e_last]],
+                self.lon[g["dst"][e_last]],
+            )
             flags = 0
             for e in grp:
                 flags |= int(g["flags"][e])
-            steps.append(RouteStep(
-                instruction=text, maneuver=maneuver, street=street, distance_m=round(dist, 3),
-                duration_s=round(secs, 3), start=LatLon(lat=pts[0][0], lon=pts[0][1]),
-                end=LatLon(lat=pts[-1][0], lon=pts[-1][1]), bearing_deg=round(b_in, 1), geometry=pts,
-                flags=[name for bit, name in profiles.FLAG_NAMES.items() if flags & bit],
-            ))
+            steps.append(
+                RouteStep(
+                    instruction=text,
+                    maneuver=maneuver,
+                    street=street,
+                    distance_m=round(dist, 3),
+                    duration_s=round(secs, 3),
+                    start=LatLon(lat=pts[0][0], lon=pts[0][1]),
+                    end=LatLon(lat=pts[-1][0], lon=pts[-1][1]),
+                    bearing_deg=round(b_in, 1),
+                    geometry=pts,
+                    flags=[name for bit, name in profiles.FLAG_NAMES.items() if flags & bit],
+                )
+            )
         if not steps:  # both waypoints snap to the same node: straight-line access only
             d = da + db
-            steps.append(RouteStep(
-                instruction="Head to the destination", maneuver="depart", street=None, distance_m=round(d, 3),
-                duration_s=round(d / base, 3), start=LatLon(lat=p[0], lon=p[1]), end=LatLon(lat=q[0], lon=q[1]),
-                bearing_deg=round(bearing_deg(p[0], p[1], q[0], q[1]), 1),
-                geometry=[(p[0], p[1]), (float(self.lat[na]), float(self.lon[na])), (q[0], q[1])],
-            ))
+            steps.append(
+                RouteStep(
+                    instruction="Head to the destination",
+                    maneuver="depart",
+                    street=None,
+                    distance_m=round(d, 3),
+                    duration_s=round(d / base, 3),
+                    start=LatLon(lat=p[0], lon=p[1]),
+                    end=LatLon(lat=q[0], lon=q[1]),
+                    bearing_deg=round(bearing_deg(p[0], p[1], q[0], q[1]), 1),
+                    geometry=[(p[0], p[1]), (float(self.lat[na]), float(self.lon[na])), (q[0], q[1])],
+                )
+            )
         return RouteLeg(
-            start=LatLon(lat=p[0], lon=p[1]), end=LatLon(lat=q[0], lon=q[1]), start_snap_m=round(da, 3),
-            end_snap_m=round(db, 3), steps=steps,
-            distance_m=round(sum(s.distance_m for s in steps), 3), duration_s=round(sum(s.duration_s for s in steps), 3),
+            start=LatLon(lat=p[0], lon=p[1]),
+            end=LatLon(lat=q[0], lon=q[1]),
+            start_snap_m=round(da, 3),
+            end_snap_m=round(db, 3),
+            steps=steps,
+            distance_m=round(sum(s.distance_m for s in steps), 3),
+            duration_s=round(sum(s.duration_s for s in steps), 3),
         )
 
 

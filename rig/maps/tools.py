@@ -37,8 +37,12 @@ class MapToolkit(Toolkit):
 
 _LAT = {"minimum": -90, "maximum": 90, "description": "latitude in degrees (WGS84)"}
 _LON = {"minimum": -180, "maximum": 180, "description": "longitude in degrees (WGS84)"}
-_POINT = {"type": "object", "properties": {"lat": {"type": "number", **_LAT}, "lon": {"type": "number", **_LON}},
-          "required": ["lat", "lon"], "additionalProperties": False}
+_POINT = {
+    "type": "object",
+    "properties": {"lat": {"type": "number", **_LAT}, "lon": {"type": "number", **_LON}},
+    "required": ["lat", "lon"],
+    "additionalProperties": False,
+}
 _POINT_SHAPE = {k: v for k, v in _POINT.items() if k != "type"}  # the annotation (dict) says "object"
 _NAME = {"minLength": 1, "maxLength": 200}
 _POINT_PAIR = [CoordField(name="lat", lon_arg="lon")]
@@ -64,8 +68,9 @@ class MapTools(MapToolkit):
     key_specs: ClassVar[dict[str, KeySpec]] = {
         "geocode": KeySpec(names=["query", "city"], fuzzy_field="query"),
         "reverse_geocode": KeySpec(coords=_POINT_PAIR),
-        "route": KeySpec(coords=[CoordField(name="origin"), CoordField(name="destination"),
-                                 CoordField(name="waypoints", many=True)]),
+        "route": KeySpec(
+            coords=[CoordField(name="origin"), CoordField(name="destination"), CoordField(name="waypoints", many=True)]
+        ),
         "nearby": KeySpec(coords=_POINT_PAIR, names=["category", "keyword"]),
         "search_stations": KeySpec(coords=_POINT_PAIR),
         "distance": KeySpec(coords=[CoordField(name="a"), CoordField(name="b")]),
@@ -89,19 +94,41 @@ class MapTools(MapToolkit):
         """Address, nearest place, street and land use at a coordinate."""
         return _dump(self.pack.reverse_geocode(lat, lon))
 
-    @tool(origin=_POINT_SHAPE, destination=_POINT_SHAPE, waypoints={"items": _POINT, "maxItems": 8},
-          avoid={"uniqueItems": True, "maxItems": 7, "default": ..., "items": ...})
-    def route(self, origin: dict[str, float], destination: dict[str, float],
-              waypoints: Sequence[dict[str, float]] = (), mode: Mode = "walk", avoid: Sequence[Avoid] = ()) -> Any:
+    @tool(
+        origin=_POINT_SHAPE,
+        destination=_POINT_SHAPE,
+        waypoints={"items": _POINT, "maxItems": 8},
+        avoid={"uniqueItems": True, "maxItems": 7, "default": ..., "items": ...},
+    )
+    def route(
+        self,
+        origin: dict[str, float],
+        destination: dict[str, float],
+        waypoints: Sequence[dict[str, float]] = (),
+        mode: Mode = "walk",
+        avoid: Sequence[Avoid] = (),
+    ) -> Any:
         """Route from origin to destination through optional waypoints, by walk, bike or drive. Returns distance
         (m), duration (s), legs and turn-by-turn steps."""
         return _dump(self.pack.route([_pt(origin), *(_pt(w) for w in waypoints), _pt(destination)], mode, avoid))
 
-    @tool(lat=_LAT, lon=_LON, radius_m={"exclusiveMinimum": 0, "maximum": 50_000},
-          category={"minLength": 1, "maxLength": 64}, keyword={"minLength": 1, "maxLength": 100},
-          limit={"minimum": 1, "maximum": 50})
-    def nearby(self, lat: float, lon: float, radius_m: float = 1000, category: str | None = None,
-               keyword: str | None = None, limit: int = 20) -> Any:
+    @tool(
+        lat=_LAT,
+        lon=_LON,
+        radius_m={"exclusiveMinimum": 0, "maximum": 50_000},
+        category={"minLength": 1, "maxLength": 64},
+        keyword={"minLength": 1, "maxLength": 100},
+        limit={"minimum": 1, "maximum": 50},
+    )
+    def nearby(
+        self,
+        lat: float,
+        lon: float,
+        radius_m: float = 1000,
+        category: str | None = None,
+        keyword: str | None = None,
+        limit: int = 20,
+    ) -> Any:
         """Places within radius_m of a coordinate, nearest first; filter by OSM category (e.g. restaurant, cafe,
         amenity=pharmacy) and/or a keyword in the name."""
         return _dump(self.pack.nearby(lat, lon, radius_m, category, keyword, limit))
@@ -112,8 +139,13 @@ class MapTools(MapToolkit):
         return _dump(self.pack.stations(lat, lon, radius_m, limit))
 
     @tool(a=_POINT_SHAPE, b=_POINT_SHAPE)
-    def distance(self, a: dict[str, float], b: dict[str, float],
-                 kind: Literal["great_circle", "geodesic", "network"] = "great_circle", mode: Mode = "walk") -> Any:
+    def distance(
+        self,
+        a: dict[str, float],
+        b: dict[str, float],
+        kind: Literal["great_circle", "geodesic", "network"] = "great_circle",
+        mode: Mode = "walk",
+    ) -> Any:
         """Distance between two coordinates: great_circle (straight line), geodesic (WGS84 ellipsoid) or network
         (along the walk/bike/drive graph, with duration)."""
         return _dump(self.pack.distance(_pt(a), _pt(b), kind, mode))
@@ -125,8 +157,14 @@ class MapService:
     ``tools`` defaults to the rig's map tools over ``pack``; ``pack`` itself only bounds coordinates here.
     ``policies`` overrides a tool's replay fallbacks (e.g. strict mode: ReplayPolicy() for every tool)."""
 
-    def __init__(self, pack: Any | None = None, store: ReplayStore | None = None, provider: str = "rig",
-                 tools: MapToolkit | None = None, policies: Mapping[str, ReplayPolicy] | None = None) -> None:
+    def __init__(
+        self,
+        pack: Any | None = None,
+        store: ReplayStore | None = None,
+        provider: str = "rig",
+        tools: MapToolkit | None = None,
+        policies: Mapping[str, ReplayPolicy] | None = None,
+    ) -> None:
         self.pack = pack
         self.store = store
         self.provider = provider
@@ -154,8 +192,11 @@ class MapService:
     def _call(self, name: str, arguments: Any) -> ToolResult:
         spec = self.specs.get(name) if isinstance(name, str) else None
         if spec is None:
-            return ToolResult(ok=False, error=f"unknown tool {name!r}; available: {', '.join(self.specs)}",
-                              error_category="unknown_tool")
+            return ToolResult(
+                ok=False,
+                error=f"unknown tool {name!r}; available: {', '.join(self.specs)}",
+                error_category="unknown_tool",
+            )
         if isinstance(arguments, str):  # some engines hand over the raw JSON text
             try:
                 arguments = json.loads(arguments) if arguments.strip() else {}
@@ -174,14 +215,22 @@ class MapService:
         if self.store is not None:
             ans = self.store.get(self.provider, name, args, self.policies.get(name, ReplayPolicy()))
             if ans.label != "miss":
-                return ToolResult(ok=True, data=ans.response, meta={
-                    "source": ans.label, "similarity": ans.similarity, "distance_m": ans.distance_m,
-                    "arguments": args})
+                return ToolResult(
+                    ok=True,
+                    data=ans.response,
+                    meta={
+                        "source": ans.label,
+                        "similarity": ans.similarity,
+                        "distance_m": ans.distance_m,
+                        "arguments": args,
+                    },
+                )
             miss = True
         if not self.tools.answers_from_pack(name):
             why = "no recorded answer for these arguments" if miss else "no replay store or map pack configured"
-            return ToolResult(ok=False, error=why, error_category="replay_miss",
-                              meta={"source": "miss", "arguments": args})
+            return ToolResult(
+                ok=False, error=why, error_category="replay_miss", meta={"source": "miss", "arguments": args}
+            )
         return self._from_pack(name, args)
 
     def _from_pack(self, name: str, args: dict[str, Any]) -> ToolResult:
@@ -190,8 +239,9 @@ class MapService:
         try:
             data = self.tools.method(name)(**args)  # type: ignore[misc]
         except RoutingError as exc:
-            return ToolResult(ok=False, error=str(exc), error_category="no_route",
-                              meta={"source": "pack", "arguments": args})
+            return ToolResult(
+                ok=False, error=str(exc), error_category="no_route", meta={"source": "pack", "arguments": args}
+            )
         except ValueError as exc:
             return self._invalid(str(exc))
         return ToolResult(ok=True, data=data, meta={"source": "pack", "arguments": args})

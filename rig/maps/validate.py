@@ -19,13 +19,33 @@ from rig.decoding.validate import is_type, json_equal
 from rig.maps.records import Extent
 
 MAX_STRING = 500  # cap on any string argument, whatever the schema says
-_KNOWN = {"type", "properties", "required", "additionalProperties", "enum", "minimum", "maximum",
-          "exclusiveMinimum", "exclusiveMaximum", "minLength", "maxLength", "items", "minItems", "maxItems",
-          "uniqueItems", "default", "description", "title", "examples"}
+_KNOWN = {
+    "type",
+    "properties",
+    "required",
+    "additionalProperties",
+    "enum",
+    "minimum",
+    "maximum",
+    "exclusiveMinimum",
+    "exclusiveMaximum",
+    "minLength",
+    "maxLength",
+    "items",
+    "minItems",
+    "maxItems",
+    "uniqueItems",
+    "default",
+    "description",
+    "title",
+    "examples",
+}
 # Payloads aimed at SQL, shells or markup have no business in a place name; refuse them outright.
 _SUSPICIOUS = re.compile(
     r"(--|/\*|\*/|;\s*(drop|delete|insert|update|select|alter|create|truncate|exec)\b|\bunion\s+select\b"
-    r"|<\s*script|\$\(|`|\x00)", re.IGNORECASE)
+    r"|<\s*script|\$\(|`|\x00)",
+    re.IGNORECASE,
+)
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 
 
@@ -136,4 +156,5 @@ def _check_point(lat: float, lon: float, extent: Extent | None, path: str) -> No
         margin = 0.5  # degrees (~50 km): a point this far outside a city pack is not a near miss
         if not extent.contains(lat, lon, margin) and extent.contains(lon, lat, margin):
             raise ArgumentError(
-                f"{path}: ({lat}, {lon}) is outside the map but ({lon}, {lat}) is inside: lat and lon look swapped")
+                f"{path}: ({lat}, {lon}) is outside the map but ({lon}, {lat}) is inside: lat and lon look swapped"
+            )

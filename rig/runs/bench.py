@@ -104,8 +104,10 @@ def _route_options(options: dict[str, Any], names: list[str], *, single: bool) -
         elif single:
             per[names[0]][key] = value
         else:
-            raise BenchError(f"--option {key}: without --benchmark, name the benchmark it is for "
-                             f"(e.g. -O callnavi.{key}=...; benchmarks: {', '.join(sorted(BENCHMARKS))})")
+            raise BenchError(
+                f"--option {key}: without --benchmark, name the benchmark it is for "
+                f"(e.g. -O callnavi.{key}=...; benchmarks: {', '.join(sorted(BENCHMARKS))})"
+            )
     return per
 
 
@@ -139,15 +141,32 @@ def _build(opts: BenchOptions) -> tuple[ModelSpec, str, list[tuple[Benchmark, li
             skipped.append(f"{name}: no episodes in {bench.data}")
             continue
         chosen.append((bench, episodes))
-        infos.append(BenchmarkInfo(name=bench.name, version=bench.version, data_path=str(bench.data),
-                                   data_hash=bench.data_hash(), options=bench.opts.model_dump(mode="json"),
-                                   episodes=len(episodes)))
+        infos.append(
+            BenchmarkInfo(
+                name=bench.name,
+                version=bench.version,
+                data_path=str(bench.data),
+                data_hash=bench.data_hash(),
+                options=bench.opts.model_dump(mode="json"),
+                episodes=len(episodes),
+            )
+        )
     if not chosen:
         raise BenchError("no benchmark has data available:\n  " + "\n  ".join(skipped))
     s = spec.sampling
-    cfg = RunConfig(model=spec, benchmarks=infos, repeats=opts.repeats, limit=opts.limit, decode=opts.decode,
-                    tool_mode=opts.tool_mode, seed=s.seed, temperature=s.temperature, max_tokens=s.max_tokens,
-                    gpu=opts.gpu, shard=opts.shard)
+    cfg = RunConfig(
+        model=spec,
+        benchmarks=infos,
+        repeats=opts.repeats,
+        limit=opts.limit,
+        decode=opts.decode,
+        tool_mode=opts.tool_mode,
+        seed=s.seed,
+        temperature=s.temperature,
+        max_tokens=s.max_tokens,
+        gpu=opts.gpu,
+        shard=opts.shard,
+    )
     return spec, weights, chosen, cfg, skipped
 
 
@@ -169,16 +188,30 @@ def _check_flags(opts: BenchOptions) -> None:
         raise BenchError(f"--order {opts.order!r}: choose {' or '.join(ORDERS)}")
     if opts.temperature is not None and opts.temperature < 0:
         raise BenchError(f"--temperature {opts.temperature}: must be 0 or more")
-    if opts.resume is not None and (not opts.resume or opts.resume in (".", "..") or "/" in opts.resume
-                                    or os.sep in opts.resume):
+    if opts.resume is not None and (
+        not opts.resume or opts.resume in (".", "..") or "/" in opts.resume or os.sep in opts.resume
+    ):
         raise BenchError(f"--resume {opts.resume!r}: give a run id (a folder name inside --out {opts.out})")
     if opts.out.exists() and not opts.out.is_dir():
         raise BenchError(f"--out {opts.out}: is a file, not a folder")
 
 
 # Fields of BenchOptions that --resume takes from the run's record unless they are given explicitly.
-RECORDED = ("model", "benchmark", "data", "options", "limit", "repeats", "decode", "tool_mode", "gpu", "temperature",
-            "seed", "max_tokens", "order")
+RECORDED = (
+    "model",
+    "benchmark",
+    "data",
+    "options",
+    "limit",
+    "repeats",
+    "decode",
+    "tool_mode",
+    "gpu",
+    "temperature",
+    "seed",
+    "max_tokens",
+    "order",
+)
 
 
 def resume_options(opts: BenchOptions, old: RunManifest) -> BenchOptions:
@@ -188,12 +221,21 @@ def resume_options(opts: BenchOptions, old: RunManifest) -> BenchOptions:
     bs = c.benchmarks
     single = len(bs) == 1
     recorded: dict[str, Any] = dict(
-        model=c.model.name, benchmark=bs[0].name if single else None,
+        model=c.model.name,
+        benchmark=bs[0].name if single else None,
         data=Path(bs[0].data_path) if single else None,
         options=bs[0].options if single else {f"{b.name}.{k}": v for b in bs for k, v in b.options.items()},
-        limit=c.limit, repeats=c.repeats, decode=c.decode, tool_mode=c.tool_mode, gpu=c.gpu,
-        temperature=c.temperature, seed=c.seed, max_tokens=c.max_tokens, order=old.order,
-        shard=c.shard)
+        limit=c.limit,
+        repeats=c.repeats,
+        decode=c.decode,
+        tool_mode=c.tool_mode,
+        gpu=c.gpu,
+        temperature=c.temperature,
+        seed=c.seed,
+        max_tokens=c.max_tokens,
+        order=old.order,
+        shard=c.shard,
+    )
     given = opts.model_fields_set
     update = {k: v for k, v in recorded.items() if k not in given}
     if "options" in given:  # given options change the recorded ones; the rest stay as recorded
@@ -217,8 +259,10 @@ class RunLock:
             holder = os.pread(self.fd, 32, 0).decode(errors="replace").strip() or "unknown"
             os.close(self.fd)
             self.fd = None
-            raise BenchError(f"{run_dir}: another rig process (pid {holder}) is running this run; wait for it to end "
-                             "or stop it first") from None
+            raise BenchError(
+                f"{run_dir}: another rig process (pid {holder}) is running this run; wait for it to end "
+                "or stop it first"
+            ) from None
         os.ftruncate(self.fd, 0)
         os.pwrite(self.fd, str(os.getpid()).encode(), 0)
 
@@ -228,8 +272,9 @@ class RunLock:
             self.fd = None
 
 
-def run_bench(opts: BenchOptions, progress: Callable[[int, int], Any] | None = None,
-              on_event: Callable[[str], None] | None = None) -> Path:
+def run_bench(
+    opts: BenchOptions, progress: Callable[[int, int], Any] | None = None, on_event: Callable[[str], None] | None = None
+) -> Path:
     """Run (or resume) benchmarks on one model, in one run with one manifest; return the run directory."""
     offline.install()
     say = on_event or (lambda _m: None)
@@ -254,8 +299,10 @@ def run_bench(opts: BenchOptions, progress: Callable[[int, int], Any] | None = N
         if opts.resume:
             if cfg.digest() != old.config_hash:
                 changes = _diff(old.config.model_dump(mode="json"), cfg.model_dump(mode="json"))
-                raise BenchError(f"--resume {opts.resume}: the configuration changed since the run started, refusing "
-                                 "to mix results:\n  " + "\n  ".join(changes[:10]))
+                raise BenchError(
+                    f"--resume {opts.resume}: the configuration changed since the run started, refusing "
+                    "to mix results:\n  " + "\n  ".join(changes[:10])
+                )
             manifest = old
             manifest.status = "running"
         else:
@@ -266,10 +313,17 @@ def run_bench(opts: BenchOptions, progress: Callable[[int, int], Any] | None = N
             except OSError as e:
                 raise BenchError(f"--out {opts.out}: cannot create the run folder {run_dir} ({e.strerror})") from None
             lock = RunLock(run_dir)
-            manifest = RunManifest(run_id=run_id, config_hash=cfg.digest(), config=cfg, git_revision=git_revision(),
-                                   host=host_info(), started_at=time.time(), concurrency=opts.concurrency,
-                                   order=opts.order,
-                                   bundle_id=bundle_id_for(opts.models_file or default_registry_path()))
+            manifest = RunManifest(
+                run_id=run_id,
+                config_hash=cfg.digest(),
+                config=cfg,
+                git_revision=git_revision(),
+                host=host_info(),
+                started_at=time.time(),
+                concurrency=opts.concurrency,
+                order=opts.order,
+                bundle_id=bundle_id_for(opts.models_file or default_registry_path()),
+            )
         try:
             manifest.write(run_dir)
         except OSError as e:
@@ -287,17 +341,27 @@ def run_bench(opts: BenchOptions, progress: Callable[[int, int], Any] | None = N
             lock.release()
 
 
-def _run(opts: BenchOptions, spec: ModelSpec, weights: str, chosen: list[tuple[Benchmark, list[Episode]]],
-         manifest: RunManifest, run_dir: Path, progress: Callable[[int, int], Any] | None,
-         say: Callable[[str], None]) -> Path:
+def _run(
+    opts: BenchOptions,
+    spec: ModelSpec,
+    weights: str,
+    chosen: list[tuple[Benchmark, list[Episode]]],
+    manifest: RunManifest,
+    run_dir: Path,
+    progress: Callable[[int, int], Any] | None,
+    say: Callable[[str], None],
+) -> Path:
     # Engines' native library logs ("rig.native") are kept in the run folder for debugging, off the terminal.
     native = logging.getLogger("rig.native")
     log_file = logging.FileHandler(run_dir / "engine.log", encoding="utf-8")
     log_file.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
     native.addHandler(log_file)
     native.setLevel(logging.INFO)
-    say(f"run {manifest.run_id}: {spec.name} on " + ", ".join(f"{b.name} ({len(e)} episodes)" for b, e in chosen)
-        + f" x {opts.repeats} repeats")
+    say(
+        f"run {manifest.run_id}: {spec.name} on "
+        + ", ".join(f"{b.name} ({len(e)} episodes)" for b, e in chosen)
+        + f" x {opts.repeats} repeats"
+    )
     store = Store(run_dir / "results.sqlite")
     sampler = GpuSampler(opts.gpu)
     sampler.start()

@@ -32,6 +32,7 @@ from rig.scoring.stats import paired_diff_ci
 DECODES = ("none", "json", "yaml")
 TOOL_MODES = ("native", "prompt", "json", "yaml")
 
+
 def interpreter(model: str, o: BenchOptions) -> str:
     """The Python that runs a variant: ``RIG_PYTHON_<ENGINE>`` when set (vLLM's CPU build lives in a venv of its
     own: ``RIG_PYTHON_VLLM=.venv-vllm/bin/python``), else this one. An unknown model is left to ``rig bench``."""
@@ -42,7 +43,6 @@ def interpreter(model: str, o: BenchOptions) -> str:
     except RegistryError:
         return sys.executable
     return os.environ.get(f"RIG_PYTHON_{engine.upper()}") or sys.executable
-
 
 
 class Variant(BaseModel):
@@ -76,8 +76,9 @@ def parse_variant(spec: str) -> Variant:
     return Variant(model=model.strip(), **fields)
 
 
-def expand_variants(specs: list[str], decodes: list[str] | None = None,
-                    tool_modes: list[str] | None = None) -> list[Variant]:
+def expand_variants(
+    specs: list[str], decodes: list[str] | None = None, tool_modes: list[str] | None = None
+) -> list[Variant]:
     """Every variant spec under every listed decode and tool mode (a spec's own `@...` settings win)."""
     out: list[Variant] = []
     for spec in specs:
@@ -99,14 +100,40 @@ def bench_argv(variant: Variant | str, o: BenchOptions, out: Path) -> list[str]:
     # A variant's decode mode without a tool mode gets bench's own default for it (--decode json constrains the
     # tool calls too), not the command's tool mode, which followed the command's decode.
     tool_mode = v.tool_mode or (None if v.decode else o.tool_mode)
-    argv = [interpreter(v.model, o), "-m", "rig.cli", "bench", "--model", v.model, "--benchmark", str(o.benchmark),
-            "--out", str(out), "--no-report", "--seed", str(o.seed if o.seed is not None else 0),
-            "--repeats", str(o.repeats), "--decode", v.decode or o.decode, "--concurrency", str(o.concurrency)]
+    argv = [
+        interpreter(v.model, o),
+        "-m",
+        "rig.cli",
+        "bench",
+        "--model",
+        v.model,
+        "--benchmark",
+        str(o.benchmark),
+        "--out",
+        str(out),
+        "--no-report",
+        "--seed",
+        str(o.seed if o.seed is not None else 0),
+        "--repeats",
+        str(o.repeats),
+        "--decode",
+        v.decode or o.decode,
+        "--concurrency",
+        str(o.concurrency),
+    ]
     if tool_mode is not None:
         argv += ["--tool-mode", tool_mode]
-    for flag, val in (("--limit", o.limit), ("--data", o.data), ("--gpu", o.gpu), ("--max-tokens", o.max_tokens),
-                      ("--temperature", o.temperature), ("--models", o.models_file), ("--shard", o.shard),
-                      ("--resume", o.resume), ("--order", o.order)):
+    for flag, val in (
+        ("--limit", o.limit),
+        ("--data", o.data),
+        ("--gpu", o.gpu),
+        ("--max-tokens", o.max_tokens),
+        ("--temperature", o.temperature),
+        ("--models", o.models_file),
+        ("--shard", o.shard),
+        ("--resume", o.resume),
+        ("--order", o.order),
+    ):
         if val is not None:
             argv += [flag, str(val)]
     for k, val in o.options.items():
@@ -114,8 +141,9 @@ def bench_argv(variant: Variant | str, o: BenchOptions, out: Path) -> list[str]:
     return argv
 
 
-def run_compare(variants: list[Variant | str], opts: BenchOptions,
-                say: Callable[[str], object] = print) -> tuple[Path, list[Path]]:
+def run_compare(
+    variants: list[Variant | str], opts: BenchOptions, say: Callable[[str], object] = print
+) -> tuple[Path, list[Path]]:
     vs = [v if isinstance(v, Variant) else parse_variant(v) for v in variants]
     if len(vs) < 2:
         raise BenchError("rig compare needs at least two variants (models, or one model with --decode none,json)")
@@ -158,8 +186,9 @@ def gib(b: int | None) -> float | None:
     return None if b is None else b / 2**30
 
 
-def paired(base: dict[tuple[str, int], float], other: dict[tuple[str, int], float],
-           keys: list[tuple[str, int]]) -> list[float | int | None]:
+def paired(
+    base: dict[tuple[str, int], float], other: dict[tuple[str, int], float], keys: list[tuple[str, int]]
+) -> list[float | int | None]:
     """Paired samples, mean difference (other - base) with its bootstrap CI, flips to correct, flips to wrong."""
     a, b = [base[k] for k in keys], [other[k] for k in keys]
     d = lo = hi = None
@@ -185,40 +214,93 @@ def compare_report(run_dirs: list[Path]) -> tuple[str, dict[str, Any]]:
     rows, diff_rows = [], []
     for s, label, cfg in zip(sums, labels, cfgs, strict=True):
         h = s.headline or HeadlineScore(samples=0)
-        rows.append([label, s.quantization, h.samples, h.mean, h.low, h.high, s.e2e_p50_s, s.e2e_p95_s,
-                     s.ttft_p50_s, s.decode_tps_median, s.completion_tokens_mean,
-                     NM if s.cut_share is None else s.cut_share,
-                     NM if s.gpu_peak_bytes is None else gib(s.gpu_peak_bytes),
-                     gib(s.peak_rss_bytes), s.load_time_s, cfg.decode, cfg.tool_mode])
+        rows.append(
+            [
+                label,
+                s.quantization,
+                h.samples,
+                h.mean,
+                h.low,
+                h.high,
+                s.e2e_p50_s,
+                s.e2e_p95_s,
+                s.ttft_p50_s,
+                s.decode_tps_median,
+                s.completion_tokens_mean,
+                NM if s.cut_share is None else s.cut_share,
+                NM if s.gpu_peak_bytes is None else gib(s.gpu_peak_bytes),
+                gib(s.peak_rss_bytes),
+                s.load_time_s,
+                cfg.decode,
+                cfg.tool_mode,
+            ]
+        )
     for sc, label in list(zip(scores, labels, strict=True))[1:]:
         diff_rows.append([label, *paired(base, sc, keys)])
-    t1 = Table(title="Variants", columns=["Model", "Quant", "Samples", "Accuracy", "CI low", "CI high",
-                                          "E2E p50 (s)", "E2E p95 (s)", "TTFT p50 (s)", "Decode tok/s",
-                                          "Completion tokens", "Cut at max_tokens", "GPU peak (GiB)", "RSS peak (GiB)",
-                                          "Load (s)", "Decode", "Tool mode"],
-               rows=rows, note="Accuracy = the benchmark's headline per-episode score, 95% bootstrap CI. " + warn)
-    t2 = Table(title=f"Paired differences against {labels[0]}",
-               columns=["Model", "Paired samples", "Mean diff", "CI low", "CI high", "Flips to correct",
-                        "Flips to wrong"],
-               rows=diff_rows, note="A flip compares per-episode scores at 0.5 (correct / wrong).")
+    t1 = Table(
+        title="Variants",
+        columns=[
+            "Model",
+            "Quant",
+            "Samples",
+            "Accuracy",
+            "CI low",
+            "CI high",
+            "E2E p50 (s)",
+            "E2E p95 (s)",
+            "TTFT p50 (s)",
+            "Decode tok/s",
+            "Completion tokens",
+            "Cut at max_tokens",
+            "GPU peak (GiB)",
+            "RSS peak (GiB)",
+            "Load (s)",
+            "Decode",
+            "Tool mode",
+        ],
+        rows=rows,
+        note="Accuracy = the benchmark's headline per-episode score, 95% bootstrap CI. " + warn,
+    )
+    t2 = Table(
+        title=f"Paired differences against {labels[0]}",
+        columns=["Model", "Paired samples", "Mean diff", "CI low", "CI high", "Flips to correct", "Flips to wrong"],
+        rows=diff_rows,
+        note="A flip compares per-episode scores at 0.5 (correct / wrong).",
+    )
     on_gpu = all(s.gpu_peak_bytes is not None for s in sums)
     mem_axis = "GPU peak (GiB)" if on_gpu else "process RSS peak (GiB)"
+
     def point(s: RunSummary, label: str, x: float | None) -> Point:
         h = s.headline
-        return Point(label=label, x=x, y=h.mean if h else None, y_low=h.low if h else None,
-                     y_high=h.high if h else None)
+        return Point(
+            label=label, x=x, y=h.mean if h else None, y_low=h.low if h else None, y_high=h.high if h else None
+        )
 
     figs: dict[str, Any] = {}
     try:
-        figs["pareto_latency"] = pareto_plot([point(s, lab, s.e2e_p50_s) for s, lab in zip(sums, labels, strict=True)],
-                                             "end-to-end latency p50 (s)", "headline score (95% CI)",
-                                             "Score against latency")
+        figs["pareto_latency"] = pareto_plot(
+            [point(s, lab, s.e2e_p50_s) for s, lab in zip(sums, labels, strict=True)],
+            "end-to-end latency p50 (s)",
+            "headline score (95% CI)",
+            "Score against latency",
+        )
         figs["pareto_memory"] = pareto_plot(
-            [point(s, lab, gib(s.gpu_peak_bytes if on_gpu else s.peak_rss_bytes))
-             for s, lab in zip(sums, labels, strict=True)],
-            mem_axis, "headline score (95% CI)", "Score against memory")
-        plots_md = ["![score vs latency](pareto_latency.svg)", "", "![score vs memory](pareto_memory.svg)", "",
-                    "_Each figure is also written as PDF and PNG beside this file._", ""]
+            [
+                point(s, lab, gib(s.gpu_peak_bytes if on_gpu else s.peak_rss_bytes))
+                for s, lab in zip(sums, labels, strict=True)
+            ],
+            mem_axis,
+            "headline score (95% CI)",
+            "Score against memory",
+        )
+        plots_md = [
+            "![score vs latency](pareto_latency.svg)",
+            "",
+            "![score vs memory](pareto_memory.svg)",
+            "",
+            "_Each figure is also written as PDF and PNG beside this file._",
+            "",
+        ]
     except PlotsUnavailable as e:
         plots_md = [f"_No figures: {e}._", ""]
     md = "\n".join([f"# rig compare ({len(sums)} variants)", "", table_md(t1), table_md(t2), *plots_md])
@@ -235,4 +317,3 @@ def write_compare(cdir: Path, run_dirs: list[Path]) -> str:
     (cdir / "compare.md").write_text(md)
     (cdir / "compare.html").write_text(html_report(run_dirs))  # the dashboard: the runs side by side
     return md
-

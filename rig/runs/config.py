@@ -38,6 +38,7 @@ class RunConfig(BaseModel):
 
     def digest(self) -> str:
         # An unsharded run leaves `shard` out, so hashes of runs made before shards existed still match on resume.
-        blob = json.dumps(self.model_dump(mode="json", exclude={"shard"} if self.shard is None else None),
-                          sort_keys=True)
+        blob = json.dumps(
+            self.model_dump(mode="json", exclude={"shard"} if self.shard is None else None), sort_keys=True
+        )
         return hashlib.sha256(blob.encode()).hexdigest()[:16]

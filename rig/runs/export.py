@@ -43,9 +43,17 @@ def list_runs(root: Path) -> list[RunRow]:
                 store.close()
         total = sum(b.episodes for b in man.config.benchmarks) * man.config.repeats
         status = man.status if not (man.status == "running" and done < total) else "running or crashed"
-        rows.append(RunRow(run_id=man.run_id, model=man.config.model.name,
-                           benchmarks=",".join(b.name for b in man.config.benchmarks), status=status, done=done,
-                           total=total, started=time.strftime("%Y-%m-%d %H:%M", time.localtime(man.started_at))))
+        rows.append(
+            RunRow(
+                run_id=man.run_id,
+                model=man.config.model.name,
+                benchmarks=",".join(b.name for b in man.config.benchmarks),
+                status=status,
+                done=done,
+                total=total,
+                started=time.strftime("%Y-%m-%d %H:%M", time.localtime(man.started_at)),
+            )
+        )
     return rows
 
 
@@ -61,13 +69,20 @@ def episode_rows(run_dir: Path) -> list[dict[str, Any]]:
     for r in results:
         g = r.generations
         row: dict[str, Any] = {
-            "run_id": man.run_id, "model": man.config.model.name, "quantization": man.config.model.quantization,
-            "benchmark": r.benchmark, "episode_id": r.episode_id, "repeat": r.repeat, "status": r.status,
-            "error_category": r.error_category, "error": (r.error or "")[:500] or None,
+            "run_id": man.run_id,
+            "model": man.config.model.name,
+            "quantization": man.config.model.quantization,
+            "benchmark": r.benchmark,
+            "episode_id": r.episode_id,
+            "repeat": r.repeat,
+            "status": r.status,
+            "error_category": r.error_category,
+            "error": (r.error or "")[:500] or None,
             "generations": len(g),
             "prompt_tokens": total(x.prompt_tokens for x in g),
             "completion_tokens": total(x.completion_tokens for x in g),
-            "ttft_s": g[0].timings.ttft_s if g else None, "e2e_s": total(x.timings.e2e_s for x in g),
+            "ttft_s": g[0].timings.ttft_s if g else None,
+            "e2e_s": total(x.timings.e2e_s for x in g),
             "decode_tps": g[-1].timings.decode_tps if g else None,
             "output": g[-1].text if g else None,
         }

@@ -95,11 +95,14 @@ def _clip(text: str) -> str:
     return f"{text[:CLIP_HEAD]}\n{note}\n{text[-CLIP_TAIL:]}"
 
 
-def histogram_svg(values: list[float], title: str, x_label: str, bins: int = 20, width: int = 560,
-                  height: int = 220) -> str:
+def histogram_svg(
+    values: list[float], title: str, x_label: str, bins: int = 20, width: int = 560, height: int = 220
+) -> str:
     if not values:
-        return (f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="40"><text x="8" y="24">'
-                f'{escape(title)}: {NM}</text></svg>')
+        return (
+            f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="40"><text x="8" y="24">'
+            f"{escape(title)}: {NM}</text></svg>"
+        )
     lo, hi = min(values), max(values)
     span = (hi - lo) or 1.0
     counts = [0] * bins
@@ -110,13 +113,16 @@ def histogram_svg(values: list[float], title: str, x_label: str, bins: int = 20,
     bars = "".join(
         f'<rect x="{50 + i * bw:.1f}" y="{height - 35 - c / top * (height - 65):.1f}" width="{bw - 1:.1f}" '
         f'height="{c / top * (height - 65):.1f}" fill="#2a6fdb"><title>{c}</title></rect>'
-        for i, c in enumerate(counts))
-    return (f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" font-family="sans-serif" '
-            f'font-size="11"><text x="{width / 2}" y="14" text-anchor="middle" font-size="13">{escape(title)}</text>'
-            f'{bars}<line x1="50" y1="{height - 35}" x2="{width - 10}" y2="{height - 35}" stroke="#333"/>'
-            f'<text x="50" y="{height - 20}">{lo:.3g}</text>'
-            f'<text x="{width - 10}" y="{height - 20}" text-anchor="end">{hi:.3g}</text>'
-            f'<text x="{width / 2}" y="{height - 5}" text-anchor="middle">{escape(x_label)}</text></svg>')
+        for i, c in enumerate(counts)
+    )
+    return (
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" font-family="sans-serif" '
+        f'font-size="11"><text x="{width / 2}" y="14" text-anchor="middle" font-size="13">{escape(title)}</text>'
+        f'{bars}<line x1="50" y1="{height - 35}" x2="{width - 10}" y2="{height - 35}" stroke="#333"/>'
+        f'<text x="50" y="{height - 20}">{lo:.3g}</text>'
+        f'<text x="{width - 10}" y="{height - 20}" text-anchor="end">{hi:.3g}</text>'
+        f'<text x="{width / 2}" y="{height - 5}" text-anchor="middle">{escape(x_label)}</text></svg>'
+    )
 
 
 class _Figures:
@@ -136,13 +142,19 @@ class _Figures:
 
 def gpu_line(samples: list[tuple[float, int]], figs: _Figures, stem: str) -> str:
     if len(samples) < 2:
-        return (f'<svg xmlns="http://www.w3.org/2000/svg" width="560" height="40"><text x="8" y="24">'
-                f'GPU memory over time: {NM}</text></svg>')
+        return (
+            f'<svg xmlns="http://www.w3.org/2000/svg" width="560" height="40"><text x="8" y="24">'
+            f"GPU memory over time: {NM}</text></svg>"
+        )
     from rig.runs.plots import line_plot
 
     t0 = samples[0][0]
-    return figs.add(stem, lambda: line_plot([t - t0 for t, _ in samples], [b / 2**30 for _, b in samples],
-                                            "GPU memory over time", "seconds", "GiB used"))
+    return figs.add(
+        stem,
+        lambda: line_plot(
+            [t - t0 for t, _ in samples], [b / 2**30 for _, b in samples], "GPU memory over time", "seconds", "GiB used"
+        ),
+    )
 
 
 def failure_reason(r: EpisodeResult, score: float | None) -> str | None:
@@ -175,34 +187,64 @@ def _dashboard(dash: list[_BenchDash], pareto: list[Point], pareto_mem: list[Poi
     several = len({d.run for d in dash}) > 1
     labels = [f"{d.run}: {d.benchmark}" if several else d.benchmark for d in dash]
     heads = [d.summary.headline for d in dash]
-    parts = ['<section class="dash"><h2>Dashboard</h2><p class="note">Headline = each benchmark\'s per-episode '
-             "score (" + escape("; ".join(f"{d.benchmark}: {d.headline_name}" for d in dash[: len(set(labels))]))
-             + "), mean with 95% bootstrap CI; a benchmark with one scored episode has no interval.</p>",
-             '<div class="plots">']
-    parts.append(figs.add("headline", lambda: bar_plot(
-        labels, [h.mean if h and h.mean is not None else (h.scores[0].score if h and h.scores else None)
-                 for h in heads],
-        "Headline score with 95% CI", "score (0-1)", rate=True,
-        low=[h.low if h else None for h in heads], high=[h.high if h else None for h in heads])))
-    reasons = [(f"{lab}: {why}", n) for lab, d in zip(labels, dash, strict=True)
-               for why, n in sorted(d.reasons.items())]
+    parts = [
+        '<section class="dash"><h2>Dashboard</h2><p class="note">Headline = each benchmark\'s per-episode '
+        "score ("
+        + escape("; ".join(f"{d.benchmark}: {d.headline_name}" for d in dash[: len(set(labels))]))
+        + "), mean with 95% bootstrap CI; a benchmark with one scored episode has no interval.</p>",
+        '<div class="plots">',
+    ]
+    parts.append(
+        figs.add(
+            "headline",
+            lambda: bar_plot(
+                labels,
+                [
+                    h.mean if h and h.mean is not None else (h.scores[0].score if h and h.scores else None)
+                    for h in heads
+                ],
+                "Headline score with 95% CI",
+                "score (0-1)",
+                rate=True,
+                low=[h.low if h else None for h in heads],
+                high=[h.high if h else None for h in heads],
+            ),
+        )
+    )
+    reasons = [
+        (f"{lab}: {why}", n) for lab, d in zip(labels, dash, strict=True) for why, n in sorted(d.reasons.items())
+    ]
     if reasons:
-        parts.append(figs.add("failures", lambda: bar_plot([k for k, _ in reasons], [float(n) for _, n in reasons],
-                                                           "Why episodes failed", "episodes")))
+        parts.append(
+            figs.add(
+                "failures",
+                lambda: bar_plot(
+                    [k for k, _ in reasons], [float(n) for _, n in reasons], "Why episodes failed", "episodes"
+                ),
+            )
+        )
     else:
         parts.append('<p class="note">No failed episodes.</p>')
-    parts.append("</div><h3>Latency and tokens</h3><div class=\"plots\">")
+    parts.append('</div><h3>Latency and tokens</h3><div class="plots">')
     for lab, d in zip(labels, dash, strict=True):
         parts.append(histogram_svg(d.e2e, f"{lab}: end-to-end latency", "seconds"))
         parts.append(histogram_svg(d.tokens, f"{lab}: completion tokens", "tokens"))
     parts.append("</div>")
     if len(pareto) > 1:
-        parts += ['<h3>Across runs</h3><div class="plots">',
-                  figs.add("pareto_latency", lambda: pareto_plot(pareto, "end-to-end latency p50 (s)",
-                                                                 "headline score (95% CI)", "Score against latency")),
-                  figs.add("pareto_memory", lambda: pareto_plot(pareto_mem, "peak memory (GiB)",
-                                                                "headline score (95% CI)", "Score against memory")),
-                  "</div>"]
+        parts += [
+            '<h3>Across runs</h3><div class="plots">',
+            figs.add(
+                "pareto_latency",
+                lambda: pareto_plot(
+                    pareto, "end-to-end latency p50 (s)", "headline score (95% CI)", "Score against latency"
+                ),
+            ),
+            figs.add(
+                "pareto_memory",
+                lambda: pareto_plot(pareto_mem, "peak memory (GiB)", "headline score (95% CI)", "Score against memory"),
+            ),
+            "</div>",
+        ]
     parts.append("</section>")
     return "".join(parts)
 
@@ -225,18 +267,25 @@ def html_report(run_dirs: list[Path], figures_dir: Path | None = None) -> str:
             gpu = man.gpu_memory
             gpu_name = gpu.device_name if gpu and gpu.available else f"{NM} ({(gpu.reason or '') if gpu else ''})"
             manifest_rows = [
-                ("Run", man.run_id), ("Model", f"{spec.name} ({spec.engine}, {spec.quantization})"),
+                ("Run", man.run_id),
+                ("Model", f"{spec.name} ({spec.engine}, {spec.quantization})"),
                 ("Decode / tool mode", f"{cfg.decode} / {cfg.tool_mode}"),
-                ("Sampling", f"not recorded (predictions re-scored by rig rescore), repeats {cfg.repeats}"
-                 if spec.engine == "external" else
-                 f"temperature {cfg.temperature}, seed {cfg.seed}, max tokens {cfg.max_tokens}, repeats {cfg.repeats}"),
+                (
+                    "Sampling",
+                    f"not recorded (predictions re-scored by rig rescore), repeats {cfg.repeats}"
+                    if spec.engine == "external"
+                    else f"temperature {cfg.temperature}, seed {cfg.seed}, max tokens {cfg.max_tokens}, repeats {cfg.repeats}",
+                ),
                 ("Hardware", f"{man.host.cpu} x{man.host.cpu_count}; GPU {gpu_name}"),
                 ("Versions", ", ".join(f"{k} {v}" for k, v in man.versions.items())),
                 ("Data", "; ".join(f"{b.name} {b.data_hash} ({b.data_path})" for b in cfg.benchmarks)),
-                ("Status", man.status)]
-            parts = [f"<h2>{escape(spec.name)} — {escape(man.run_id)}</h2><table>" +
-                     "".join(f"<tr><th>{escape(k)}</th><td>{escape(str(v))}</td></tr>" for k, v in manifest_rows) +
-                     "</table>"]
+                ("Status", man.status),
+            ]
+            parts = [
+                f"<h2>{escape(spec.name)} — {escape(man.run_id)}</h2><table>"
+                + "".join(f"<tr><th>{escape(k)}</th><td>{escape(str(v))}</td></tr>" for k, v in manifest_rows)
+                + "</table>"
+            ]
             all_results = []
             best: HeadlineScore | None = None  # the run's point on the across-runs plots
             for b in cfg.benchmarks:
@@ -255,32 +304,64 @@ def html_report(run_dirs: list[Path], figures_dir: Path | None = None) -> str:
                     why = failure_reason(r, headline.get((r.episode_id, r.repeat)))
                     if why:
                         reasons[why] = reasons.get(why, 0) + 1
-                dash.append(_BenchDash(
-                    run=label, benchmark=b.name, headline_name=bench.headline_name, summary=summary, reasons=reasons,
-                    e2e=[g.timings.e2e_s for r in results for g in r.generations if g.timings.e2e_s is not None],
-                    tokens=[float(g.completion_tokens) for r in results for g in r.generations
-                            if g.completion_tokens is not None]))
+                dash.append(
+                    _BenchDash(
+                        run=label,
+                        benchmark=b.name,
+                        headline_name=bench.headline_name,
+                        summary=summary,
+                        reasons=reasons,
+                        e2e=[g.timings.e2e_s for r in results for g in r.generations if g.timings.e2e_s is not None],
+                        tokens=[
+                            float(g.completion_tokens)
+                            for r in results
+                            for g in r.generations
+                            if g.completion_tokens is not None
+                        ],
+                    )
+                )
                 prompts = recorded_prompts(b)  # {} when the data has moved: each prompt then says so
                 for r in results:
                     pkey = f"{b.name}/{r.episode_id}"
                     if pkey not in prompt_text:
-                        prompt_text[pkey] = _clip(prompts.get(r.episode_id,
-                                                              f"(prompt unavailable: {b.data_path} not readable)"))
-                    episodes.append({
-                        "benchmark": r.benchmark, "id": r.episode_id, "repeat": r.repeat, "tags": r.tags,
-                        "scores": r.scores, "headline": headline.get((r.episode_id, r.repeat)), "status": r.status,
-                        "error_category": r.error_category, "error": (r.error or "")[:300],
-                        "prompt": pkey, "calls": [c.model_dump() for c in r.tool_calls],
-                        "gens": [{"text": _clip(g.text), "pt": g.prompt_tokens, "ct": g.completion_tokens,
-                                  "e2e": None if g.timings.e2e_s is None else round(g.timings.e2e_s, 3),
-                                  "fr": g.finish_reason}
-                                 for g in r.generations]})
+                        prompt_text[pkey] = _clip(
+                            prompts.get(r.episode_id, f"(prompt unavailable: {b.data_path} not readable)")
+                        )
+                    episodes.append(
+                        {
+                            "benchmark": r.benchmark,
+                            "id": r.episode_id,
+                            "repeat": r.repeat,
+                            "tags": r.tags,
+                            "scores": r.scores,
+                            "headline": headline.get((r.episode_id, r.repeat)),
+                            "status": r.status,
+                            "error_category": r.error_category,
+                            "error": (r.error or "")[:300],
+                            "prompt": pkey,
+                            "calls": [c.model_dump() for c in r.tool_calls],
+                            "gens": [
+                                {
+                                    "text": _clip(g.text),
+                                    "pt": g.prompt_tokens,
+                                    "ct": g.completion_tokens,
+                                    "e2e": None if g.timings.e2e_s is None else round(g.timings.e2e_s, 3),
+                                    "fr": g.finish_reason,
+                                }
+                                for g in r.generations
+                            ],
+                        }
+                    )
             run_summary = summarize(man, all_results)
             parts.append(_table_html(telemetry_table(run_summary)))
             ttft = [g.timings.ttft_s for r in all_results for g in r.generations if g.timings.ttft_s is not None]
             samples = [(t, b) for t, b in store.conn.execute("SELECT t, used_bytes FROM gpu_samples ORDER BY t")]
-            parts.append('<div class="plots">' + histogram_svg(ttft, "Time to first token", "seconds") +
-                         gpu_line(samples, figs, f"gpu_memory_{i + 1}") + "</div>")
+            parts.append(
+                '<div class="plots">'
+                + histogram_svg(ttft, "Time to first token", "seconds")
+                + gpu_line(samples, figs, f"gpu_memory_{i + 1}")
+                + "</div>"
+            )
             if best is not None:
                 memory = run_summary.gpu_peak_bytes or run_summary.peak_rss_bytes
                 pt = Point(label=label, x=run_summary.e2e_p50_s, y=best.mean, y_low=best.low, y_high=best.high)
@@ -296,22 +377,24 @@ def html_report(run_dirs: list[Path], figures_dir: Path | None = None) -> str:
     cats = sorted({v for e in episodes for v in e["tags"].values() if len(v) < 40})
     benches = sorted({e["benchmark"] for e in episodes})
     browser = (
-        '<h2>Episodes</h2><div id="filters">benchmark <select id="f_bench"><option value="">all</option>' +
-        "".join(f"<option>{escape(b)}</option>" for b in benches) +
-        '</select> category <select id="f_cat"><option value="">all</option>' +
-        "".join(f"<option>{escape(c)}</option>" for c in cats) +
-        '</select> outcome <select id="f_out"><option value="">all</option><option>correct</option><option>wrong'
+        '<h2>Episodes</h2><div id="filters">benchmark <select id="f_bench"><option value="">all</option>'
+        + "".join(f"<option>{escape(b)}</option>" for b in benches)
+        + '</select> category <select id="f_cat"><option value="">all</option>'
+        + "".join(f"<option>{escape(c)}</option>" for c in cats)
+        + '</select> outcome <select id="f_out"><option value="">all</option><option>correct</option><option>wrong'
         '</option><option>failed</option></select> search <input id="f_text" placeholder="id or error">'
         '<span id="count"></span> <button onclick="go(-1)">prev</button><span id="page"></span>'
         '<button onclick="go(1)">next</button></div><table><thead><tr><th>benchmark</th><th>episode</th>'
-        '<th>tags</th><th>headline</th><th>scores</th><th>status</th><th>error</th></tr></thead>'
-        '<tbody id="ep_body"></tbody></table>')
+        "<th>tags</th><th>headline</th><th>scores</th><th>status</th><th>error</th></tr></thead>"
+        '<tbody id="ep_body"></tbody></table>'
+    )
     # Every "<" as \u003c (JSON.parse reads it back): "</script>", "<!--" and "<script" cannot end the block or
     # switch the HTML parser into a script-data escape state that swallows the rest of the page.
     data = json.dumps({"prompts": prompt_text, "episodes": episodes}, ensure_ascii=False).replace("<", "\\u003c")
-    return (f'<!doctype html><html><head><meta charset="utf-8">'
-            f'<meta http-equiv="Content-Security-Policy" content="{CSP}"><title>rig report</title>'
-            f'<style>{CSS}</style></head>'
-            f'<body><h1>rig report</h1>{dashboard}{"".join(sections)}{browser}'
-            f'<script type="application/json" id="episodes">{data}</script><script>{JS}</script></body></html>')
-
+    return (
+        f'<!doctype html><html><head><meta charset="utf-8">'
+        f'<meta http-equiv="Content-Security-Policy" content="{CSP}"><title>rig report</title>'
+        f"<style>{CSS}</style></head>"
+        f"<body><h1>rig report</h1>{dashboard}{''.join(sections)}{browser}"
+        f'<script type="application/json" id="episodes">{data}</script><script>{JS}</script></body></html>'
+    )

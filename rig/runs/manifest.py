@@ -80,13 +80,27 @@ def host_info() -> HostInfo:
     with contextlib.suppress(ValueError, OSError, AttributeError):
         ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     return HostInfo(
-        hostname=platform.node(), os=platform.platform(), python=platform.python_version(),
-        cpu=cpu, cpu_count=os.cpu_count(), ram_bytes=ram,
+        hostname=platform.node(),
+        os=platform.platform(),
+        python=platform.python_version(),
+        cpu=cpu,
+        cpu_count=os.cpu_count(),
+        ram_bytes=ram,
     )
 
 
-def package_versions(names: tuple[str, ...] = ("pydantic", "numpy", "pyyaml", "llama-cpp-python", "vllm",
-                                                "ollama", "nvidia-ml-py", "outlines")) -> dict[str, str]:
+def package_versions(
+    names: tuple[str, ...] = (
+        "pydantic",
+        "numpy",
+        "pyyaml",
+        "llama-cpp-python",
+        "vllm",
+        "ollama",
+        "nvidia-ml-py",
+        "outlines",
+    ),
+) -> dict[str, str]:
     out = {}
     for n in names:
         try:

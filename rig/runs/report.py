@@ -52,10 +52,14 @@ def telemetry_table(s: RunSummary) -> Table:
         ["End-to-end latency p50 / p95 (s)", f"{secs(s.e2e_p50_s)} / {secs(s.e2e_p95_s)}"],
         ["Time to first token p50 / p95 (s)", f"{secs(s.ttft_p50_s)} / {secs(s.ttft_p95_s)}"],
         ["Decode speed median (tokens/s)", NM if s.decode_tps_median is None else f"{s.decode_tps_median:.1f}"],
-        ["Prompt tokens mean / total",
-         NM if s.prompt_tokens_mean is None else f"{s.prompt_tokens_mean:.0f} / {s.prompt_tokens_total}"],
-        ["Completion tokens mean / total",
-         NM if s.completion_tokens_mean is None else f"{s.completion_tokens_mean:.1f} / {s.completion_tokens_total}"],
+        [
+            "Prompt tokens mean / total",
+            NM if s.prompt_tokens_mean is None else f"{s.prompt_tokens_mean:.0f} / {s.prompt_tokens_total}",
+        ],
+        [
+            "Completion tokens mean / total",
+            NM if s.completion_tokens_mean is None else f"{s.completion_tokens_mean:.1f} / {s.completion_tokens_total}",
+        ],
         ["Replies cut at max_tokens", NM if s.cut_replies is None else f"{s.cut_replies} of {s.finish_reasons}"],
         ["Model load time (s)", NM if s.load_time_s is None else fmt(s.load_time_s, 2)],
         ["Peak process RSS", _gib(s.peak_rss_bytes)],
@@ -69,9 +73,11 @@ def ci_table(s: RunSummary, label: str) -> Table | None:
     h = s.headline
     if h is None or h.mean is None:
         return None
-    return Table(title="Headline score with 95% bootstrap CI",
-                 columns=["Model", "Samples", "Mean", "CI low", "CI high"],
-                 rows=[[label, h.samples, h.mean, h.low, h.high]])
+    return Table(
+        title="Headline score with 95% bootstrap CI",
+        columns=["Model", "Samples", "Mean", "CI low", "CI high"],
+        rows=[[label, h.samples, h.mean, h.low, h.high]],
+    )
 
 
 def report_markdown(run_dir: Path) -> str:
@@ -83,23 +89,32 @@ def report_markdown(run_dir: Path) -> str:
     try:
         cfg = man.config
         spec = cfg.model
-        out = [f"# rig report: {man.run_id}", "",
-               f"- Model: **{spec.name}** ({spec.engine}, {spec.quantization}, context {spec.context_length})",
-               (f"- Predictions made outside rig, re-scored by `rig rescore`; sampling not recorded; repeats "
-                f"{cfg.repeats}" if spec.engine == "external" else
-                f"- Decode: {cfg.decode}; tool mode: {cfg.tool_mode}; temperature {cfg.temperature}; seed {cfg.seed}; "
-                f"repeats {cfg.repeats}"),
-               f"- Host: {man.host.cpu} ({man.host.cpu_count} CPUs); GPU: "
-               f"{(man.gpu_memory.device_name if man.gpu_memory and man.gpu_memory.available else 'none')}",
-               f"- Status: {man.status}; rig {man.rig_version} ({(man.git_revision or 'no git')[:10]}); "
-               f"versions: {', '.join(f'{k} {v}' for k, v in man.versions.items())}", ""]
+        out = [
+            f"# rig report: {man.run_id}",
+            "",
+            f"- Model: **{spec.name}** ({spec.engine}, {spec.quantization}, context {spec.context_length})",
+            (
+                f"- Predictions made outside rig, re-scored by `rig rescore`; sampling not recorded; repeats "
+                f"{cfg.repeats}"
+                if spec.engine == "external"
+                else f"- Decode: {cfg.decode}; tool mode: {cfg.tool_mode}; temperature {cfg.temperature}; seed {cfg.seed}; "
+                f"repeats {cfg.repeats}"
+            ),
+            f"- Host: {man.host.cpu} ({man.host.cpu_count} CPUs); GPU: "
+            f"{(man.gpu_memory.device_name if man.gpu_memory and man.gpu_memory.available else 'none')}",
+            f"- Status: {man.status}; rig {man.rig_version} ({(man.git_revision or 'no git')[:10]}); "
+            f"versions: {', '.join(f'{k} {v}' for k, v in man.versions.items())}",
+            "",
+        ]
         for b in cfg.benchmarks:
             results = store.results(b.name)
             expected = b.episodes * cfg.repeats
             out.append(f"## {b.name} (data {b.data_hash}, {len(results)} of {expected} episodes)\n")
             if len(results) < expected:
-                out.append(f"_Incomplete run: {expected - len(results)} episode(s) missing; "
-                           f"resume with `rig bench --resume {man.run_id}`._\n")
+                out.append(
+                    f"_Incomplete run: {expected - len(results)} episode(s) missing; "
+                    f"resume with `rig bench --resume {man.run_id}`._\n"
+                )
             bench = benchmark_of(b)
             for t in benchmark_tables(b, results, label=spec.name):
                 out.append(table_md(t))

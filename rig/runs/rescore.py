@@ -79,11 +79,14 @@ def _callnavi(bench: Benchmark, files: list[Path], mode: str) -> tuple[list[Epis
     for f in files:
         m = _CALLNAVI_NAME.match(f.name)
         if not m:
-            raise RescoreError(f"{f}: not a CallNavi output file name (<domain>_<iteration>_para_<model>.json or "
-                               "<domain>_<iteration>_APIonly_<model>.json)")
+            raise RescoreError(
+                f"{f}: not a CallNavi output file name (<domain>_<iteration>_para_<model>.json or "
+                "<domain>_<iteration>_APIonly_<model>.json)"
+            )
         if m["domain"] not in domains:
-            raise RescoreError(f"{f}: domain {m['domain']!r} is not in the data ({', '.join(domains)}); "
-                               "pass --data or -O domains=...")
+            raise RescoreError(
+                f"{f}: domain {m['domain']!r} is not in the data ({', '.join(domains)}); pass --data or -O domains=..."
+            )
         named.append((f, m))
     iterations = sorted({int(m["it"]) for _, m in named})
     models = {m["model"] for _, m in named}
@@ -94,8 +97,10 @@ def _callnavi(bench: Benchmark, files: list[Path], mode: str) -> tuple[list[Epis
         rows = _load_json(f)
         if not isinstance(rows, list) or len(rows) != len(questions):
             got = f"{len(rows)} records" if isinstance(rows, list) else type(rows).__name__
-            raise RescoreError(f"{f}: expected a list of {len(questions)} records, one per question of "
-                               f"{m['domain']} in order; got {got}")
+            raise RescoreError(
+                f"{f}: expected a list of {len(questions)} records, one per question of "
+                f"{m['domain']} in order; got {got}"
+            )
         task = "params" if m["kind"] == "para" else "routing"
         repeat = iterations.index(int(m["it"]))
         for i, (row, q) in enumerate(zip(rows, questions, strict=True)):
@@ -105,8 +110,10 @@ def _callnavi(bench: Benchmark, files: list[Path], mode: str) -> tuple[list[Epis
             key = "predict" if "predict" in row else "predit"
             text = row.get(key)
             if not isinstance(text, str):
-                raise RescoreError(f"{where}, field predict: expected the raw answer text, got "
-                                   f"{type(text).__name__} (washed files are not model outputs)")
+                raise RescoreError(
+                    f"{where}, field predict: expected the raw answer text, got "
+                    f"{type(text).__name__} (washed files are not model outputs)"
+                )
             gt = {"API": q.apis, "parameters": q.parameters}
             if "ground_truth" in row:
                 _check_gt(where, row["ground_truth"], gt if task == "params" else q.apis, q.id)
@@ -115,11 +122,23 @@ def _callnavi(bench: Benchmark, files: list[Path], mode: str) -> tuple[list[Epis
             seen.add((f"{q.id}/{task}", repeat))
             scores, value, reason = score_output(text, gt, task, "json", mode)
             res = EpisodeResult(
-                benchmark="callnavi", episode_id=f"{q.id}/{task}", repeat=repeat,
-                tags={"domain": m["domain"], "difficulty": q.difficulty, "task": task, "question": q.id,
-                      "mode": mode, "iteration": m["it"], "source": f.name},
+                benchmark="callnavi",
+                episode_id=f"{q.id}/{task}",
+                repeat=repeat,
+                tags={
+                    "domain": m["domain"],
+                    "difficulty": q.difficulty,
+                    "task": task,
+                    "question": q.id,
+                    "mode": mode,
+                    "iteration": m["it"],
+                    "source": f.name,
+                },
                 generations=[_generation(text, reason is None or reason.startswith(("ast:", "routing:")))],
-                output=value, scores=scores, finished_at=time.time())
+                output=value,
+                scores=scores,
+                finished_at=time.time(),
+            )
             res.error_category = None if reason is None else reason.split(":")[0]
             res.error = reason
             out.append(res)
@@ -134,11 +153,14 @@ def _check_gt(where: str, stored: Any, expected: Any, qid: str) -> None:
         except (ValueError, SyntaxError):
             raise RescoreError(f"{where}, field ground_truth: not a Python literal") from None
     if value != expected:
-        raise RescoreError(f"{where}, field ground_truth: differs from question {qid} in the data (records are "
-                           "aligned by position; is this file from another version of the data?)")
+        raise RescoreError(
+            f"{where}, field ground_truth: differs from question {qid} in the data (records are "
+            "aligned by position; is this file from another version of the data?)"
+        )
 
 
 # -- MobilityBench -----------------------------------------------------------------------------------------------
+
 
 def _mobilitybench(bench: Benchmark, files: list[Path], mode: str) -> tuple[list[EpisodeResult], str | None]:
     from rig.benchmarks.mobilitybench import scoring as M
@@ -152,8 +174,9 @@ def _mobilitybench(bench: Benchmark, files: list[Path], mode: str) -> tuple[list
     for repeat, f in enumerate(files):
         rows = _load_json(f)
         if not isinstance(rows, list):
-            raise RescoreError(f"{f}: expected a list of per-case records (raw_results.json), got "
-                               f"{type(rows).__name__}")
+            raise RescoreError(
+                f"{f}: expected a list of per-case records (raw_results.json), got {type(rows).__name__}"
+            )
         seen: set[str] = set()
         for i, row in enumerate(rows):
             where = f"{f}: record {i}"
@@ -170,9 +193,11 @@ def _mobilitybench(bench: Benchmark, files: list[Path], mode: str) -> tuple[list
             case = cases[cid]
             pred, listed, has_constraints = _prediction(where, row)
             paper_pred = pred.model_copy(update={"calls": _distinct(listed)})
-            both = {"paper": M.score(paper_pred, case.truth, "paper", backend),
-                    # the file's worker records already repeat earlier steps' calls, as the evaluator reads them
-                    "reference": M.score(pred, case.truth, "reference", backend)}
+            both = {
+                "paper": M.score(paper_pred, case.truth, "paper", backend),
+                # the file's worker records already repeat earlier steps' calls, as the evaluator reads them
+                "reference": M.score(pred, case.truth, "reference", backend),
+            }
             if not has_constraints:
                 both["paper"]["IE"] = None  # the upstream planner writes no constraint object: not measured
             if listed and all(c.ok is None for c in listed):
@@ -183,13 +208,24 @@ def _mobilitybench(bench: Benchmark, files: list[Path], mode: str) -> tuple[list
                 scores.update({f"{m_}:{k}": v for k, v in s.items()})
             stop = "engine_error" if pred.errored else ("final" if pred.delivered else "no_final_answer")
             res = EpisodeResult(
-                benchmark="mobilitybench", episode_id=cid, repeat=repeat,
-                tags={"scenario": case.scenario, "family": case.family, "framework": framework, "mode": mode,
-                      "similarity_model": backend.name, "stop": stop, "lang": case.truth.lang, "source": f.name},
+                benchmark="mobilitybench",
+                episode_id=cid,
+                repeat=repeat,
+                tags={
+                    "scenario": case.scenario,
+                    "family": case.family,
+                    "framework": framework,
+                    "mode": mode,
+                    "similarity_model": backend.name,
+                    "stop": stop,
+                    "lang": case.truth.lang,
+                    "source": f.name,
+                },
                 generations=[_generation(str(row.get("reporter_output") or ""))],
-                output={"final": row.get("reporter_output"), "stop": stop, "intent": pred.intent,
-                        "steps": pred.steps},
-                scores=scores, finished_at=time.time())
+                output={"final": row.get("reporter_output"), "stop": stop, "intent": pred.intent, "steps": pred.steps},
+                scores=scores,
+                finished_at=time.time(),
+            )
             if pred.errored:
                 res.status, res.error_category, res.error = "failed", "engine_error", str(row.get("error"))
             else:
@@ -210,8 +246,11 @@ def _prediction(where: str, row: dict[str, Any]) -> tuple[Any, list[Any], bool]:
     steps_raw = planner.get("steps")
     steps = None
     if planner:
-        steps = [str(t) for s in (steps_raw or []) for t in (s if isinstance(s, list) else [s])] \
-            if isinstance(steps_raw, list) else ([str(steps_raw)] if steps_raw else [])
+        steps = (
+            [str(t) for s in (steps_raw or []) for t in (s if isinstance(s, list) else [s])]
+            if isinstance(steps_raw, list)
+            else ([str(steps_raw)] if steps_raw else [])
+        )
     workers = row.get("worker_output") or []
     if not isinstance(workers, list):
         raise RescoreError(f"{where}, field worker_output: expected a list of worker records")
@@ -235,12 +274,17 @@ def _prediction(where: str, row: dict[str, Any]) -> tuple[Any, list[Any], bool]:
     pred = M.Prediction(
         intent=str(planner.get("intent") or "") if planner else None,
         constraints=constraints if isinstance(constraints, dict) else None,
-        thinking=str(planner.get("thinking") or ""), steps=steps, calls=calls,
-        content=ref_content(report) if report.strip() else None, report=report,
-        delivered=bool(report.strip()) and not errored, errored=errored,
+        thinking=str(planner.get("thinking") or ""),
+        steps=steps,
+        calls=calls,
+        content=ref_content(report) if report.strip() else None,
+        report=report,
+        delivered=bool(report.strip()) and not errored,
+        errored=errored,
         prompt_tokens=sum(int(s.get("prompt_tokens") or 0) for s in stages.values()),
         completion_tokens=sum(int(s.get("completion_tokens") or 0) for s in stages.values()),
-        usage=M.stage_usage(stages))
+        usage=M.stage_usage(stages),
+    )
     return pred, calls, isinstance(constraints, dict)
 
 
@@ -263,7 +307,9 @@ def _distinct(calls: list[Any]) -> list[Any]:
 
 
 _READERS: dict[str, Callable[[Benchmark, list[Path], str], tuple[list[EpisodeResult], str | None]]] = {
-    "callnavi": _callnavi, "mobilitybench": _mobilitybench}
+    "callnavi": _callnavi,
+    "mobilitybench": _mobilitybench,
+}
 
 
 def rescore(opts: RescoreOptions, progress: Callable[[int, int], Any] | None = None) -> Path:
@@ -281,22 +327,51 @@ def rescore(opts: RescoreOptions, progress: Callable[[int, int], Any] | None = N
         raise RescoreError(f"{', '.join(map(str, opts.predictions))}: no predictions")
     label = opts.label or found or "external"
     files = ", ".join(p.name for p in opts.predictions)
-    spec = ModelSpec(name=label, base=label, engine="external", weights=Weights(file=files),
-                     quantization="unknown", context_length=1,
-                     description=f"predictions made outside rig, re-scored by rig rescore ({opts.mode} mode)")
+    spec = ModelSpec(
+        name=label,
+        base=label,
+        engine="external",
+        weights=Weights(file=files),
+        quantization="unknown",
+        context_length=1,
+        description=f"predictions made outside rig, re-scored by rig rescore ({opts.mode} mode)",
+    )
     repeats = max(r.repeat for r in results) + 1
     episodes = len({r.episode_id for r in results})
-    info = BenchmarkInfo(name=bench.name, version=bench.version, data_path=str(bench.data),
-                         data_hash=bench.data_hash(), options=bench.opts.model_dump(mode="json"), episodes=episodes)
-    cfg = RunConfig(model=spec, benchmarks=[info], repeats=repeats, limit=None, decode="none", tool_mode="external",
-                    seed=0, temperature=0.0, max_tokens=0, gpu=None)
+    info = BenchmarkInfo(
+        name=bench.name,
+        version=bench.version,
+        data_path=str(bench.data),
+        data_hash=bench.data_hash(),
+        options=bench.opts.model_dump(mode="json"),
+        episodes=episodes,
+    )
+    cfg = RunConfig(
+        model=spec,
+        benchmarks=[info],
+        repeats=repeats,
+        limit=None,
+        decode="none",
+        tool_mode="external",
+        seed=0,
+        temperature=0.0,
+        max_tokens=0,
+        gpu=None,
+    )
     run_id = new_run_id(label, f"{bench.name}-rescore")
     run_dir = opts.out / run_id
     run_dir.mkdir(parents=True, exist_ok=False)
     now = time.time()
-    manifest = RunManifest(run_id=run_id, config_hash=cfg.digest(), config=cfg, git_revision=git_revision(),
-                           host=host_info(), started_at=now, versions=package_versions(),
-                           engine_info={"rescored_from": [str(p) for p in opts.predictions], "mode": opts.mode})
+    manifest = RunManifest(
+        run_id=run_id,
+        config_hash=cfg.digest(),
+        config=cfg,
+        git_revision=git_revision(),
+        host=host_info(),
+        started_at=now,
+        versions=package_versions(),
+        engine_info={"rescored_from": [str(p) for p in opts.predictions], "mode": opts.mode},
+    )
     manifest.write(run_dir)
     store = Store(run_dir / "results.sqlite")
     try:

@@ -117,8 +117,13 @@ async def _run_one(it: WorkItem, engine: Engine, ctx: RunContext) -> EpisodeResu
         raise
     except Exception as e:  # an engine or benchmark bug must not end the run: record it, go on
         res = EpisodeResult(
-            benchmark=it.benchmark.name, episode_id=it.episode.id, repeat=it.repeat, tags=it.episode.tags,
-            status="failed", error_category="crash", error=f"{type(e).__name__}: {e}\n{traceback.format_exc(limit=3)}",
+            benchmark=it.benchmark.name,
+            episode_id=it.episode.id,
+            repeat=it.repeat,
+            tags=it.episode.tags,
+            status="failed",
+            error_category="crash",
+            error=f"{type(e).__name__}: {e}\n{traceback.format_exc(limit=3)}",
         )
     res.started_at = res.started_at or started
     res.finished_at = time.time()
@@ -134,8 +139,14 @@ def _store(store: Store, it: WorkItem, res: EpisodeResult) -> EpisodeResult:
         raise
     except Exception as e:
         failed = EpisodeResult(
-            benchmark=it.benchmark.name, episode_id=it.episode.id, repeat=it.repeat, tags=it.episode.tags,
-            status="failed", error_category="store_error", started_at=res.started_at, finished_at=res.finished_at,
+            benchmark=it.benchmark.name,
+            episode_id=it.episode.id,
+            repeat=it.repeat,
+            tags=it.episode.tags,
+            status="failed",
+            error_category="store_error",
+            started_at=res.started_at,
+            finished_at=res.finished_at,
             error=f"the result could not be stored: {type(e).__name__}: {str(e)[:500]}",
         )
         return store.write(failed)

@@ -66,8 +66,10 @@ def sanitize(value: Any, reasons: set[str], depth: int = 0, seen: frozenset[int]
     if isinstance(value, BaseModel):
         value = {k: getattr(value, k) for k in type(value).model_fields}
     if isinstance(value, dict):
-        return {sanitize(str(k) if not isinstance(k, str) else k, reasons): sanitize(v, reasons, depth + 1, inner)
-                for k, v in value.items()}
+        return {
+            sanitize(str(k) if not isinstance(k, str) else k, reasons): sanitize(v, reasons, depth + 1, inner)
+            for k, v in value.items()
+        }
     if isinstance(value, (list, tuple, set, frozenset)):
         return [sanitize(v, reasons, depth + 1, inner) for v in value]
     reasons.add(f"unserialisable {type(value).__name__}")
@@ -113,14 +115,33 @@ class Store:
             self.conn.execute("BEGIN IMMEDIATE")
             self.conn.execute(
                 "INSERT INTO results VALUES (?,?,?,?,?,?,?,?)",
-                (res.benchmark, res.episode_id, res.repeat, res.status, res.error_category,
-                 json.dumps(res.scores), record, res.finished_at),
+                (
+                    res.benchmark,
+                    res.episode_id,
+                    res.repeat,
+                    res.status,
+                    res.error_category,
+                    json.dumps(res.scores),
+                    record,
+                    res.finished_at,
+                ),
             )
             self.conn.executemany(
                 "INSERT INTO generations VALUES (?,?,?,?,?,?,?,?,?,?,?)",
                 [
-                    (res.benchmark, res.episode_id, res.repeat, i, g.prompt_tokens, g.completion_tokens,
-                     g.timings.ttft_s, g.timings.e2e_s, g.timings.decode_tps, g.parse_status, g.error)
+                    (
+                        res.benchmark,
+                        res.episode_id,
+                        res.repeat,
+                        i,
+                        g.prompt_tokens,
+                        g.completion_tokens,
+                        g.timings.ttft_s,
+                        g.timings.e2e_s,
+                        g.timings.decode_tps,
+                        g.parse_status,
+                        g.error,
+                    )
                     for i, g in enumerate(res.generations)
                 ],
             )

@@ -83,8 +83,12 @@ def total(values: Iterable[float | None]) -> float | None:
     return sum(measured) if measured else None
 
 
-def summarize(manifest: RunManifest, results: list[EpisodeResult], benchmark: BenchmarkInfo | None = None,
-              headline: EpisodeHeadline | None = None) -> RunSummary:
+def summarize(
+    manifest: RunManifest,
+    results: list[EpisodeResult],
+    benchmark: BenchmarkInfo | None = None,
+    headline: EpisodeHeadline | None = None,
+) -> RunSummary:
     """Summarise `results` of one benchmark of the run (`benchmark`), or of all of them (None)."""
     cfg = manifest.config
     infos = [benchmark] if benchmark else cfg.benchmarks
@@ -102,28 +106,41 @@ def summarize(manifest: RunManifest, results: list[EpisodeResult], benchmark: Be
     else:
         gpu_unavailable = (gpu.reason or "no reason recorded") if gpu else "no GPU record"
     return RunSummary(
-        run_id=manifest.run_id, model=cfg.model.name, quantization=cfg.model.quantization,
+        run_id=manifest.run_id,
+        model=cfg.model.name,
+        quantization=cfg.model.quantization,
         benchmark=benchmark.name if benchmark else None,
         expected_episodes=sum(b.episodes for b in infos) * cfg.repeats,
-        episodes=len(results), failed=sum(r.status == "failed" for r in results), generations=len(gens),
-        e2e_p50_s=percentile(e2e, 50), e2e_p95_s=percentile(e2e, 95),
-        ttft_p50_s=percentile(ttft, 50), ttft_p95_s=percentile(ttft, 95),
+        episodes=len(results),
+        failed=sum(r.status == "failed" for r in results),
+        generations=len(gens),
+        e2e_p50_s=percentile(e2e, 50),
+        e2e_p95_s=percentile(e2e, 95),
+        ttft_p50_s=percentile(ttft, 50),
+        ttft_p95_s=percentile(ttft, 95),
         decode_tps_median=median(tps) if tps else None,
-        prompt_tokens_mean=sum(pt) / len(pt) if pt else None, prompt_tokens_total=sum(pt) if pt else None,
-        completion_tokens_mean=sum(ct) / len(ct) if ct else None, completion_tokens_total=sum(ct) if ct else None,
-        finish_reasons=len(finished), cut_replies=finished.count("length") if finished else None,
+        prompt_tokens_mean=sum(pt) / len(pt) if pt else None,
+        prompt_tokens_total=sum(pt) if pt else None,
+        completion_tokens_mean=sum(ct) / len(ct) if ct else None,
+        completion_tokens_total=sum(ct) if ct else None,
+        finish_reasons=len(finished),
+        cut_replies=finished.count("length") if finished else None,
         load_time_s=manifest.load_time_s,
         # A live process or device never uses 0 bytes at its peak: 0 can only be a missing reading.
         peak_rss_bytes=manifest.peak_rss_bytes or None,
         gpu_load_bytes=measured_gpu.load_bytes if measured_gpu else None,
         gpu_peak_bytes=(measured_gpu.peak_bytes or None) if measured_gpu else None,
         gpu_unavailable=gpu_unavailable,
-        headline=headline_score(results, headline) if headline else None)
+        headline=headline_score(results, headline) if headline else None,
+    )
 
 
 def headline_score(results: list[EpisodeResult], headline: EpisodeHeadline) -> HeadlineScore:
-    scores = [EpisodeScore(episode_id=r.episode_id, repeat=r.repeat, score=v)
-              for r in results if (v := headline(r)) is not None]
+    scores = [
+        EpisodeScore(episode_id=r.episode_id, repeat=r.repeat, score=v)
+        for r in results
+        if (v := headline(r)) is not None
+    ]
     if len(scores) < 2:
         return HeadlineScore(samples=len(scores), scores=scores)
     mean, low, high = mean_ci([s.score for s in scores])

@@ -95,9 +95,7 @@ def _fail(reason: str) -> AstVerdict:
 def _is_wildcard(gt_value: object) -> bool:
     # Upstream treats the literal "$$$" and an empty dict (ban010 holderDetails)
     # as "anything goes"; the key must still be present.
-    return (isinstance(gt_value, str) and gt_value == WILDCARD) or (
-        isinstance(gt_value, dict) and not gt_value
-    )
+    return (isinstance(gt_value, str) and gt_value == WILDCARD) or (isinstance(gt_value, dict) and not gt_value)
 
 
 def _scalar_text(value: object) -> str:
@@ -183,18 +181,14 @@ def ast_match(pred: object, gt: dict, *, lenient_types: bool = False) -> AstVerd
     # predicted keys are never penalised.
     for gt_call, pred_call in zip(gt_params, pred_params, strict=True):
         if any(k not in pred_call for k in gt_call):
-            return AstVerdict(
-                order=True, structure=False, ast=False, reason=MISSING_PARAMETER_KEY
-            )
+            return AstVerdict(order=True, structure=False, ast=False, reason=MISSING_PARAMETER_KEY)
 
     for gt_call, pred_call in zip(gt_params, pred_params, strict=True):
         for key, gt_value in gt_call.items():
             if _is_wildcard(gt_value):
                 continue
             if not _values_equal(gt_value, pred_call[key], lenient_types):
-                return AstVerdict(
-                    order=True, structure=True, ast=False, reason=VALUE_MISMATCH
-                )
+                return AstVerdict(order=True, structure=True, ast=False, reason=VALUE_MISMATCH)
 
     return AstVerdict(order=True, structure=True, ast=True, reason=OK)
 

@@ -77,9 +77,7 @@ def paired_diff_ci(
     arr_a = _as_finite_array(a, "paired_diff_ci(a)")
     arr_b = _as_finite_array(b, "paired_diff_ci(b)")
     if arr_a.size != arr_b.size:
-        raise ValueError(
-            f"paired_diff_ci: lengths differ ({arr_a.size} vs {arr_b.size})"
-        )
+        raise ValueError(f"paired_diff_ci: lengths differ ({arr_a.size} vs {arr_b.size})")
     return mean_ci(arr_b - arr_a, n_boot=n_boot, alpha=alpha, seed=seed)
 
 

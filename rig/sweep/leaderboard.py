@@ -14,8 +14,24 @@ from rig.runs.report import table_md
 from rig.runs.summary import HeadlineScore, RunSummary
 from rig.sweep.spec import Cell
 
-COLUMNS = ["Model", "Quant", "Benchmark", "Decode", "Tool mode", "Samples", "Score", "CI low", "CI high",
-           "E2E p50 (s)", "E2E p95 (s)", "Completion tokens", "Peak memory (GiB)", "Memory", "Load (s)", "Cell"]
+COLUMNS = [
+    "Model",
+    "Quant",
+    "Benchmark",
+    "Decode",
+    "Tool mode",
+    "Samples",
+    "Score",
+    "CI low",
+    "CI high",
+    "E2E p50 (s)",
+    "E2E p95 (s)",
+    "Completion tokens",
+    "Peak memory (GiB)",
+    "Memory",
+    "Load (s)",
+    "Cell",
+]
 
 
 def _bench(c: Cell) -> str:
@@ -39,10 +55,26 @@ def leaderboard(cells: list[Cell], runs: dict[str, str | None], baseline: str) -
             continue
         h = s.headline or HeadlineScore(samples=0)
         on_gpu = s.gpu_peak_bytes is not None
-        rows.append([s.model, s.quantization, _bench(c), c.decode, c.tool_mode, h.samples, h.mean, h.low, h.high,
-                     s.e2e_p50_s, s.e2e_p95_s, s.completion_tokens_mean,
-                     gib(s.gpu_peak_bytes if on_gpu else s.peak_rss_bytes), "GPU" if on_gpu else "RSS",
-                     s.load_time_s, c.key])
+        rows.append(
+            [
+                s.model,
+                s.quantization,
+                _bench(c),
+                c.decode,
+                c.tool_mode,
+                h.samples,
+                h.mean,
+                h.low,
+                h.high,
+                s.e2e_p50_s,
+                s.e2e_p95_s,
+                s.completion_tokens_mean,
+                gib(s.gpu_peak_bytes if on_gpu else s.peak_rss_bytes),
+                "GPU" if on_gpu else "RSS",
+                s.load_time_s,
+                c.key,
+            ]
+        )
     diff_rows = []
     base_of = {_mode(c): c for c in cells if c.model == baseline and c.key in sums}
     for c in cells:
@@ -54,35 +86,73 @@ def leaderboard(cells: list[Cell], runs: dict[str, str | None], baseline: str) -
         keys = sorted(set(bs) & set(cs))
         diff_rows.append([c.model, _bench(c), c.decode, c.tool_mode, *paired(bs, cs, keys)])
     tables = [
-        Table(title="Leaderboard", columns=COLUMNS, rows=rows,
-              note="Score = the benchmark's headline per-episode score with its 95% bootstrap CI, from each run's "
-                   "RunSummary. Peak memory is the GPU peak where measured, else the process RSS peak."),
-        Table(title=f"Paired differences against {baseline}",
-              columns=["Model", "Benchmark", "Decode", "Tool mode", "Paired samples", "Mean diff", "CI low",
-                       "CI high", "Flips to correct", "Flips to wrong"],
-              rows=diff_rows, note="Same benchmark, options and modes; episodes paired by (episode id, repeat)."),
+        Table(
+            title="Leaderboard",
+            columns=COLUMNS,
+            rows=rows,
+            note="Score = the benchmark's headline per-episode score with its 95% bootstrap CI, from each run's "
+            "RunSummary. Peak memory is the GPU peak where measured, else the process RSS peak.",
+        ),
+        Table(
+            title=f"Paired differences against {baseline}",
+            columns=[
+                "Model",
+                "Benchmark",
+                "Decode",
+                "Tool mode",
+                "Paired samples",
+                "Mean diff",
+                "CI low",
+                "CI high",
+                "Flips to correct",
+                "Flips to wrong",
+            ],
+            rows=diff_rows,
+            note="Same benchmark, options and modes; episodes paired by (episode id, repeat).",
+        ),
     ]
     if failed:
-        tables.append(Table(title="Failed cells", columns=["Model", "Benchmark", "Decode", "Tool mode", "Cell"],
-                            rows=failed, note="No finished run: see the cell's bench.log and job.json."))
+        tables.append(
+            Table(
+                title="Failed cells",
+                columns=["Model", "Benchmark", "Decode", "Tool mode", "Cell"],
+                rows=failed,
+                note="No finished run: see the cell's bench.log and job.json.",
+            )
+        )
     plots: dict[str, str] = {}
     for bench in dict.fromkeys(c.benchmark for c in cells):
         pts = [(c, sums[c.key]) for c in cells if c.benchmark == bench and c.key in sums]
-        label = [(f"{s.model} {c.decode}/{c.tool_mode}" if len({_mode(x) for x, _ in pts}) > 1 else s.model)
-                 for c, s in pts]
+        label = [
+            (f"{s.model} {c.decode}/{c.tool_mode}" if len({_mode(x) for x, _ in pts}) > 1 else s.model) for c, s in pts
+        ]
         on_gpu = all(s.gpu_peak_bytes is not None for _, s in pts)
 
         def point(n: str, s: RunSummary, x: float | None) -> Point:
             h = s.headline
-            return Point(label=n, x=x, y=h.mean if h else None, y_low=h.low if h else None,
-                         y_high=h.high if h else None)
+            return Point(
+                label=n, x=x, y=h.mean if h else None, y_low=h.low if h else None, y_high=h.high if h else None
+            )
 
-        plots[f"pareto_latency_{bench}.svg"] = figure_svg(pareto_plot(
-            [point(n, s, s.e2e_p50_s) for n, (_, s) in zip(label, pts, strict=True)],
-            "end-to-end latency p50 (s)", "score (95% CI)", f"{bench}: score against latency"))
-        plots[f"pareto_memory_{bench}.svg"] = figure_svg(pareto_plot(
-            [point(n, s, gib(s.gpu_peak_bytes if on_gpu else s.peak_rss_bytes)) for n, (_, s) in zip(label, pts, strict=True)],
-            "GPU peak (GiB)" if on_gpu else "process RSS peak (GiB)", "score (95% CI)", f"{bench}: score against memory"))
+        plots[f"pareto_latency_{bench}.svg"] = figure_svg(
+            pareto_plot(
+                [point(n, s, s.e2e_p50_s) for n, (_, s) in zip(label, pts, strict=True)],
+                "end-to-end latency p50 (s)",
+                "score (95% CI)",
+                f"{bench}: score against latency",
+            )
+        )
+        plots[f"pareto_memory_{bench}.svg"] = figure_svg(
+            pareto_plot(
+                [
+                    point(n, s, gib(s.gpu_peak_bytes if on_gpu else s.peak_rss_bytes))
+                    for n, (_, s) in zip(label, pts, strict=True)
+                ],
+                "GPU peak (GiB)" if on_gpu else "process RSS peak (GiB)",
+                "score (95% CI)",
+                f"{bench}: score against memory",
+            )
+        )
     return tables, plots
 
 
@@ -91,16 +161,19 @@ def write_leaderboard(out: Path, cells: list[Cell], runs: dict[str, str | None],
     tables, plots = leaderboard(cells, runs, baseline)
     for name, svg in plots.items():
         (out / name).write_text(svg)
-    md = "\n".join([f"# rig sweep ({len(cells)} cells)", "", *[table_md(t) for t in tables],
-                    *[f"![{n}]({n})\n" for n in plots]])
+    md = "\n".join(
+        [f"# rig sweep ({len(cells)} cells)", "", *[table_md(t) for t in tables], *[f"![{n}]({n})\n" for n in plots]]
+    )
     (out / "leaderboard.md").write_text(md)
-    html = (f'<!doctype html><html><head><meta charset="utf-8">'
-            f'<meta http-equiv="Content-Security-Policy" content="{CSP}"><title>rig sweep</title>'
-            "<style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}"
-            "td,th{border:1px solid #ccc;padding:2px 6px;font-size:13px}</style></head><body>"
-            f"<h1>rig sweep ({len(cells)} cells)</h1>" + "".join(_table_html(t) for t in tables)
-            + "".join(f"<figure>{svg}<figcaption>{escape(n)}</figcaption></figure>" for n, svg in plots.items())
-            + "</body></html>")
+    html = (
+        f'<!doctype html><html><head><meta charset="utf-8">'
+        f'<meta http-equiv="Content-Security-Policy" content="{CSP}"><title>rig sweep</title>'
+        "<style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}"
+        "td,th{border:1px solid #ccc;padding:2px 6px;font-size:13px}</style></head><body>"
+        f"<h1>rig sweep ({len(cells)} cells)</h1>"
+        + "".join(_table_html(t) for t in tables)
+        + "".join(f"<figure>{svg}<figcaption>{escape(n)}</figcaption></figure>" for n, svg in plots.items())
+        + "</body></html>"
+    )
     (out / "leaderboard.html").write_text(html)
     return md
-

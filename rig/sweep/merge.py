@@ -35,7 +35,8 @@ def merge_runs(shard_dirs: list[Path], out: Path) -> Path:
 
     def common(m: RunManifest) -> dict:
         return m.config.model_dump(mode="json", exclude={"shard", "benchmarks"}) | {
-            "benchmarks": [b.model_dump(mode="json", exclude={"episodes"}) for b in m.config.benchmarks]}
+            "benchmarks": [b.model_dump(mode="json", exclude={"episodes"}) for b in m.config.benchmarks]
+        }
 
     for d, m in zip(shard_dirs, mans, strict=True):
         if common(m) != common(first):
@@ -50,13 +51,21 @@ def merge_runs(shard_dirs: list[Path], out: Path) -> Path:
     loads = [m.load_time_s for m in mans if m.load_time_s is not None]
     rss = [m.peak_rss_bytes for m in mans if m.peak_rss_bytes]
     gpus = [m.gpu_memory for m in mans if m.gpu_memory is not None and m.gpu_memory.available]
-    manifest = first.model_copy(deep=True, update=dict(
-        run_id=run_id, config=cfg, config_hash=cfg.digest(), status="running",
-        started_at=min(m.started_at for m in mans),
-        # each shard loaded the model once in its own process; a single run would have loaded it once too
-        load_time_s=max(loads) if loads else None, peak_rss_bytes=max(rss) if rss else None,
-        gpu_memory=max(gpus, key=lambda g: g.peak_bytes or 0) if gpus else first.gpu_memory,
-        engine_info=first.engine_info | {"merged_from": [m.run_id for m in mans]}))
+    manifest = first.model_copy(
+        deep=True,
+        update=dict(
+            run_id=run_id,
+            config=cfg,
+            config_hash=cfg.digest(),
+            status="running",
+            started_at=min(m.started_at for m in mans),
+            # each shard loaded the model once in its own process; a single run would have loaded it once too
+            load_time_s=max(loads) if loads else None,
+            peak_rss_bytes=max(rss) if rss else None,
+            gpu_memory=max(gpus, key=lambda g: g.peak_bytes or 0) if gpus else first.gpu_memory,
+            engine_info=first.engine_info | {"merged_from": [m.run_id for m in mans]},
+        ),
+    )
     manifest.write(run_dir)
     store = Store(run_dir / "results.sqlite")
     try:

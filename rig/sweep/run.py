@@ -110,16 +110,28 @@ def _write_state(jdir: Path, st: JobState) -> None:
     os.replace(tmp, jdir / STATE)
 
 
-def attempt(cell: Cell, jdir: Path, shard: int, shards: int, num_gpus: float, entry: Sequence[str],
-            devices: list[str] | None = None, cwd: str | None = None) -> Attempt:
+def attempt(
+    cell: Cell,
+    jdir: Path,
+    shard: int,
+    shards: int,
+    num_gpus: float,
+    entry: Sequence[str],
+    devices: list[str] | None = None,
+    cwd: str | None = None,
+) -> Attempt:
     """One `rig bench` process for one shard of a cell, resuming the run already in `jdir` if there is one.
     `devices`: the GPUs the local scheduler gave this cell (Ray sets CUDA_VISIBLE_DEVICES for its tasks itself)."""
     jdir.mkdir(parents=True, exist_ok=True)
     node = socket.gethostname()
     prev = run_folder(jdir)
     # Ray (or the local scheduler) has narrowed CUDA_VISIBLE_DEVICES to this cell's GPUs: the first is ordinal 0.
-    opts = cell.bench_options(jdir, shard=f"{shard}/{shards}" if shards > 1 else None,
-                              resume=prev.name if prev else None, gpu=0 if num_gpus > 0 else None)
+    opts = cell.bench_options(
+        jdir,
+        shard=f"{shard}/{shards}" if shards > 1 else None,
+        resume=prev.name if prev else None,
+        gpu=0 if num_gpus > 0 else None,
+    )
     argv = bench_argv(cell.model, opts, jdir)
     argv[1:3] = list(entry)
     st = _read_state(jdir) or JobState(cell=cell.key, shard=shard, shards=shards)
@@ -129,8 +141,9 @@ def attempt(cell: Cell, jdir: Path, shard: int, shards: int, num_gpus: float, en
             env["CUDA_VISIBLE_DEVICES"] = ",".join(devices)
         # the driver's folder where it exists here, so a worker runs the same rig checkout as the driver
         t0 = time.perf_counter()
-        proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env,
-                                cwd=cwd if cwd and Path(cwd).is_dir() else None)
+        proc = subprocess.Popen(
+            argv, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=cwd if cwd and Path(cwd).is_dir() else None
+        )
         st.status, st.node, st.pid = "running", node, proc.pid
         st.resumed += prev is not None
         _write_state(jdir, st)
@@ -143,8 +156,9 @@ def attempt(cell: Cell, jdir: Path, shard: int, shards: int, num_gpus: float, en
         tail = (jdir / "bench.log").read_text(errors="replace").strip().splitlines()[-3:]
         why = f"killed by signal {-rc}" if rc < 0 else f"exit {rc}" if rc else "run not finished"
         err = why + (": " + " | ".join(tail) if tail else "")
-    return Attempt(returncode=rc, finished=done, run_id=run.name if run else None, node=node, process_s=process_s,
-                   error=err)
+    return Attempt(
+        returncode=rc, finished=done, run_id=run.name if run else None, node=node, process_s=process_s, error=err
+    )
 
 
 # ---- Ray: the same attempt as a task, with the cell's resources ------------------------------------------------
@@ -165,8 +179,17 @@ def _unpack(blob: bytes, d: Path) -> None:
         tar.extractall(d, filter="data")
 
 
-def _ray_attempt(cell: Cell, jdir: str, shard: int, shards: int, num_gpus: float, entry: Sequence[str],
-                 ship: bool, shipped: bytes | None, cwd: str) -> tuple[Attempt, bytes | None]:
+def _ray_attempt(
+    cell: Cell,
+    jdir: str,
+    shard: int,
+    shards: int,
+    num_gpus: float,
+    entry: Sequence[str],
+    ship: bool,
+    shipped: bytes | None,
+    cwd: str,
+) -> tuple[Attempt, bytes | None]:
     """Runs on a Ray worker. With `ship` there is no shared output path: the job folder (`shipped`, None on a first
     attempt) travels to the worker and back as a tarball; otherwise the worker writes straight into `jdir`."""
     if not ship:
@@ -202,10 +225,18 @@ def local_gpus() -> list[str]:
     return [str(i) for i, line in enumerate(out.splitlines()) if line.startswith("GPU ")]
 
 
-def run_sweep(spec: SweepSpec, cells: list[Cell], out: Path, *, parallel: int | None = None, ray: str | None = None,
-              ship: bool = False, entry: Sequence[str] = BENCH_ENTRY,
-              on_update: Callable[[list[JobState], Path], Any] | None = None,
-              say: Callable[[str], Any] = print) -> SweepResult:
+def run_sweep(
+    spec: SweepSpec,
+    cells: list[Cell],
+    out: Path,
+    *,
+    parallel: int | None = None,
+    ray: str | None = None,
+    ship: bool = False,
+    entry: Sequence[str] = BENCH_ENTRY,
+    on_update: Callable[[list[JobState], Path], Any] | None = None,
+    say: Callable[[str], Any] = print,
+) -> SweepResult:
     """Run every cell (and shard) not yet finished under `out`; retry the ones whose process died; merge shards."""
     from rig.sweep.merge import merge_runs
 
@@ -235,8 +266,9 @@ def run_sweep(spec: SweepSpec, cells: list[Cell], out: Path, *, parallel: int | 
 
         if not ray_mod.is_initialized():
             # "local": a one-machine cluster on loopback (no network needed); "auto" or an address: join a cluster
-            local: dict[str, Any] = ({"address": "local", "_node_ip_address": "127.0.0.1"} if ray == "local"
-                                     else {"address": ray})
+            local: dict[str, Any] = (
+                {"address": "local", "_node_ip_address": "127.0.0.1"} if ray == "local" else {"address": ray}
+            )
             ray_mod.init(**local, include_dashboard=False, log_to_driver=False, configure_logging=False)
         task = ray_mod.remote(max_retries=0)(_ray_attempt)
         opts: dict[str, Any] = {"num_cpus": res.num_cpus, "num_gpus": res.num_gpus}
@@ -247,6 +279,7 @@ def run_sweep(spec: SweepSpec, cells: list[Cell], out: Path, *, parallel: int | 
             blob = _pack(jd) if ship else None
             ref = task.options(**opts).remote(c, str(jd), s, shards, res.num_gpus, list(entry), ship, blob, os.getcwd())
             return ref.future()
+
         width = len(todo) or 1  # Ray queues tasks until the cluster has their resources
     else:
         if parallel is None:
@@ -296,8 +329,13 @@ def run_sweep(spec: SweepSpec, cells: list[Cell], out: Path, *, parallel: int | 
                     if blob is not None:
                         _unpack(blob, jd)
                 except Exception as e:  # the worker or its node died: the store in jd is what survived
-                    a = Attempt(returncode=-1, finished=finished(jd), run_id=None, node="?",
-                                error=f"worker lost: {type(e).__name__}: {e}")
+                    a = Attempt(
+                        returncode=-1,
+                        finished=finished(jd),
+                        run_id=None,
+                        node="?",
+                        error=f"worker lost: {type(e).__name__}: {e}",
+                    )
                 disk = _read_state(jd)
                 if disk is not None:  # the attempt's own record (pid, node, resumed count)
                     st.pid, st.node, st.resumed = disk.pid, disk.node, disk.resumed
@@ -337,4 +375,3 @@ def run_sweep(spec: SweepSpec, cells: list[Cell], out: Path, *, parallel: int | 
                 merge_runs([r for r in runs if r is not None], merged)
             result_dirs[c.key] = str(run_folder(merged))
     return SweepResult(jobs=[j[3] for j in jobs], cells=result_dirs, failed=failed)
-

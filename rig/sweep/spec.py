@@ -88,14 +88,27 @@ class Cell(BaseModel):
         name = f"{self.model}-{self.benchmark}-{self.decode}-{self.tool_mode}".replace("/", "_").replace("@", "_")
         return f"{name}-{hashlib.sha256(blob.encode()).hexdigest()[:10]}"
 
-    def bench_options(self, out: Path, shard: str | None = None, resume: str | None = None,
-                      gpu: int | None = None) -> BenchOptions:
-        return BenchOptions(model=self.model, benchmark=self.benchmark, options=self.options,
-                            data=Path(self.data) if self.data else None, decode=self.decode, tool_mode=self.tool_mode,
-                            repeats=self.repeats, limit=self.limit, seed=self.seed, max_tokens=self.max_tokens,
-                            temperature=self.temperature,
-                            models_file=Path(self.models_file) if self.models_file else None, out=out, shard=shard,
-                            resume=resume, gpu=gpu)
+    def bench_options(
+        self, out: Path, shard: str | None = None, resume: str | None = None, gpu: int | None = None
+    ) -> BenchOptions:
+        return BenchOptions(
+            model=self.model,
+            benchmark=self.benchmark,
+            options=self.options,
+            data=Path(self.data) if self.data else None,
+            decode=self.decode,
+            tool_mode=self.tool_mode,
+            repeats=self.repeats,
+            limit=self.limit,
+            seed=self.seed,
+            max_tokens=self.max_tokens,
+            temperature=self.temperature,
+            models_file=Path(self.models_file) if self.models_file else None,
+            out=out,
+            shard=shard,
+            resume=resume,
+            gpu=gpu,
+        )
 
 
 def _where(loc: tuple[Any, ...]) -> str:
@@ -123,11 +136,23 @@ def load_sweep(path: Path) -> tuple[SweepSpec, list[Cell]]:
     base = path.resolve().parent
     models_file = (base / spec.models_file) if spec.models_file else None
     _check(path, spec, models_file, base)
-    cells = [Cell(model=m, benchmark=b.name, options=b.options, data=str(base / b.data) if b.data else None,
-                  decode=d, tool_mode=t, repeats=spec.repeats, limit=spec.limit, seed=spec.seed,
-                  max_tokens=spec.max_tokens, temperature=spec.temperature,
-                  models_file=str(models_file) if models_file else None)
-             for m, b, d, t in itertools.product(spec.models, spec.benchmarks, spec.decode, spec.tool_mode)]
+    cells = [
+        Cell(
+            model=m,
+            benchmark=b.name,
+            options=b.options,
+            data=str(base / b.data) if b.data else None,
+            decode=d,
+            tool_mode=t,
+            repeats=spec.repeats,
+            limit=spec.limit,
+            seed=spec.seed,
+            max_tokens=spec.max_tokens,
+            temperature=spec.temperature,
+            models_file=str(models_file) if models_file else None,
+        )
+        for m, b, d, t in itertools.product(spec.models, spec.benchmarks, spec.decode, spec.tool_mode)
+    ]
     return spec, cells
 
 
@@ -149,8 +174,10 @@ def _check(path: Path, spec: SweepSpec, models_file: Path | None, base: Path) ->
         raise SweepError(f"{path}: baseline: {spec.baseline!r} is not one of models: {', '.join(spec.models)}")
     for i, b in enumerate(spec.benchmarks):
         if b.name not in BENCHMARKS:
-            raise SweepError(f"{path}: benchmarks[{i}].name: unknown benchmark {b.name!r}; "
-                             f"available: {', '.join(sorted(BENCHMARKS))}")
+            raise SweepError(
+                f"{path}: benchmarks[{i}].name: unknown benchmark {b.name!r}; "
+                f"available: {', '.join(sorted(BENCHMARKS))}"
+            )
         try:
             get_benchmark_class(b.name).parse_options(b.options)
         except DataError as e:

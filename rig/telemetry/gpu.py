@@ -87,7 +87,9 @@ class GpuSampler:
         try:
             import pynvml
         except ImportError:
-            self.summary = GpuMemorySummary(available=False, reason="nvidia-ml-py not installed (pip install 'rig[gpu]')")
+            self.summary = GpuMemorySummary(
+                available=False, reason="nvidia-ml-py not installed (pip install 'rig[gpu]')"
+            )
             return
         try:
             pynvml.nvmlInit()

@@ -26,8 +26,17 @@ def run(engine: FakeEngine, execute=None, **kw):  # type: ignore[no-untyped-def]
         return ToolResult(ok=True, data={"distance_m": 1200}, meta={"source": "pack"})
 
     kw.setdefault("mode", "prompt")
-    out = asyncio.run(run_tool_loop(engine, [Message(role="user", content="Plan a route.")], [ROUTE, FINISH],
-                                    execute or default, final_tool="finish", sampling=Sampling(), **kw))
+    out = asyncio.run(
+        run_tool_loop(
+            engine,
+            [Message(role="user", content="Plan a route.")],
+            [ROUTE, FINISH],
+            execute or default,
+            final_tool="finish",
+            sampling=Sampling(),
+            **kw,
+        )
+    )
     return out, calls
 
 
@@ -78,8 +87,9 @@ def test_tool_errors_and_invalid_final_answers_are_observations_not_exceptions()
 
 
 def test_one_call_per_turn_extra_calls_are_recorded_as_skipped() -> None:
-    both = json.dumps([{"name": "route", "arguments": {"lat": 1, "lon": 2}},
-                       {"name": "finish", "arguments": {"answer": "x"}}])
+    both = json.dumps(
+        [{"name": "route", "arguments": {"lat": 1, "lon": 2}}, {"name": "finish", "arguments": {"answer": "x"}}]
+    )
     out, calls = run(FakeEngine(script(both, call("finish", answer="y"))))
     assert len(calls) == 1 and out.final == {"answer": "y"}
     assert [c.error_category for c in out.tool_calls] == ["skipped", None, None]
@@ -118,10 +128,18 @@ def test_json_mode_sends_the_envelope_constraint() -> None:
 @pytest.mark.parametrize("mode", ["json", "yaml"])
 def test_real_model_constrained_calls_always_parse(gemma_engine, mode: str) -> None:  # type: ignore[no-untyped-def]
     """Under a grammar the weak embedded model still produces a well-formed call every turn."""
-    out = asyncio.run(run_tool_loop(
-        gemma_engine, [Message(role="user", content="Find the walking route from 60.17,24.94, then answer.")],
-        [ROUTE, FINISH], lambda n, a: ToolResult(ok=True, data={"distance_m": 950}), final_tool="finish", mode=mode,
-        sampling=Sampling(max_tokens=96), max_steps=3))
+    out = asyncio.run(
+        run_tool_loop(
+            gemma_engine,
+            [Message(role="user", content="Find the walking route from 60.17,24.94, then answer.")],
+            [ROUTE, FINISH],
+            lambda n, a: ToolResult(ok=True, data={"distance_m": 950}),
+            final_tool="finish",
+            mode=mode,
+            sampling=Sampling(max_tokens=96),
+            max_steps=3,
+        )
+    )
     assert out.format_errors == 0 and out.steps >= 1
     assert all(g.parse_status == "ok" for g in out.generations)
     assert out.stop in ("final", "max_steps")

@@ -10,14 +10,30 @@ from rig.agents.toolmode import constraint_for, envelope_schema, extract_calls, 
 from rig.decoding import to_gbnf, validate
 from rig.records import Generation, Message, ParsedCall, ToolSpec
 
-ROUTE = ToolSpec(name="route", description="Route between two points.", parameters={
-    "type": "object", "additionalProperties": False, "required": ["lat", "lon"],
-    "properties": {"lat": {"type": "number", "minimum": -90, "maximum": 90},
-                   "lon": {"type": "number", "minimum": -180, "maximum": 180},
-                   "mode": {"type": "string", "enum": ["walk", "drive"], "default": "walk"}}})
-FINISH = ToolSpec(name="finish", description="Final answer.", parameters={
-    "type": "object", "additionalProperties": False, "required": ["answer"],
-    "properties": {"answer": {"type": "string", "maxLength": 50}}})
+ROUTE = ToolSpec(
+    name="route",
+    description="Route between two points.",
+    parameters={
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["lat", "lon"],
+        "properties": {
+            "lat": {"type": "number", "minimum": -90, "maximum": 90},
+            "lon": {"type": "number", "minimum": -180, "maximum": 180},
+            "mode": {"type": "string", "enum": ["walk", "drive"], "default": "walk"},
+        },
+    },
+)
+FINISH = ToolSpec(
+    name="finish",
+    description="Final answer.",
+    parameters={
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["answer"],
+        "properties": {"answer": {"type": "string", "maxLength": 50}},
+    },
+)
 
 
 def gen(text: str, calls: list[ParsedCall] | None = None) -> Generation:
@@ -54,30 +70,41 @@ def test_prepare_appends_tools_to_the_system_prompt_except_in_native_mode() -> N
         prepare(msgs, [ROUTE], "xml")
 
 
-@pytest.mark.parametrize("mode,text,expected", [
-    ("prompt", '{"name": "route", "arguments": {"lat": 60.1, "lon": 24.9}}', ("route", {"lat": 60.1, "lon": 24.9})),
-    ("prompt", '<tool_call>{"name": "finish", "arguments": {"answer": "A"}}</tool_call>', ("finish", {"answer": "A"})),
-    ("native", '```json\n{"name": "finish", "arguments": {"answer": "B"}}\n```', ("finish", {"answer": "B"})),
-    ("json", '{"name": "finish", "arguments": {"answer": "C"}}', ("finish", {"answer": "C"})),
-    ("yaml", 'name: "finish"\narguments:\n  answer: "D"\n', ("finish", {"answer": "D"})),
-])
+@pytest.mark.parametrize(
+    "mode,text,expected",
+    [
+        ("prompt", '{"name": "route", "arguments": {"lat": 60.1, "lon": 24.9}}', ("route", {"lat": 60.1, "lon": 24.9})),
+        (
+            "prompt",
+            '<tool_call>{"name": "finish", "arguments": {"answer": "A"}}</tool_call>',
+            ("finish", {"answer": "A"}),
+        ),
+        ("native", '```json\n{"name": "finish", "arguments": {"answer": "B"}}\n```', ("finish", {"answer": "B"})),
+        ("json", '{"name": "finish", "arguments": {"answer": "C"}}', ("finish", {"answer": "C"})),
+        ("yaml", 'name: "finish"\narguments:\n  answer: "D"\n', ("finish", {"answer": "D"})),
+    ],
+)
 def test_extract_calls_reads_each_mode(mode: str, text: str, expected: tuple) -> None:
     calls, status, why = extract_calls(gen(text), [ROUTE, FINISH], mode)
     assert status == "ok" and why is None and [(c.name, c.arguments) for c in calls] == [expected]
 
 
 def test_extract_calls_prefers_engine_parsed_calls_in_native_mode() -> None:
-    calls, status, _ = extract_calls(gen("", [ParsedCall(name="route", arguments={"lat": 1, "lon": 2})]),
-                                     [ROUTE], "native")
+    calls, status, _ = extract_calls(
+        gen("", [ParsedCall(name="route", arguments={"lat": 1, "lon": 2})]), [ROUTE], "native"
+    )
     assert status == "ok" and calls[0].name == "route"
 
 
-@pytest.mark.parametrize("mode,text,status", [
-    ("prompt", "I would walk along the shore.", "no_call"),
-    ("json", '{"name": "route", "arguments": {"lat": "north"}}', "parse_error"),
-    ("yaml", "name: [unclosed", "parse_error"),
-    ("prompt", "<tool_call>{not json}</tool_call>", "parse_error"),
-])
+@pytest.mark.parametrize(
+    "mode,text,status",
+    [
+        ("prompt", "I would walk along the shore.", "no_call"),
+        ("json", '{"name": "route", "arguments": {"lat": "north"}}', "parse_error"),
+        ("yaml", "name: [unclosed", "parse_error"),
+        ("prompt", "<tool_call>{not json}</tool_call>", "parse_error"),
+    ],
+)
 def test_extract_calls_classifies_failures(mode: str, text: str, status: str) -> None:
     _calls, got, why = extract_calls(gen(text), [ROUTE, FINISH], mode)
     assert got == status and why

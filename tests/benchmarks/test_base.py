@@ -33,19 +33,26 @@ def test_declared_options_are_accepted_by_name(name: str) -> None:
             assert "unknown option" not in str(e), (key, e)
 
 
-@pytest.mark.parametrize(("name", "options", "message"), [
-    ("callnavi", {"format": "xml"}, "callnavi option format: 'xml' is not one of json, yaml"),
-    ("callnavi", {"paper_denominators": "maybe"}, "callnavi option paper_denominators: 'maybe' is not true or false"),
-    ("evgeoqa", {"locations": "many"}, "evgeoqa option locations: 'many' is not an integer"),
-    ("evgeoqa", {"max_steps": "0"}, r"evgeoqa option max_steps: 0 is below 1 \(must be at least 1\)"),
-    ("evgeoqa", {"walk_radius_m": "wide"}, "evgeoqa option walk_radius_m: 'wide' is not a number"),
-    ("mobilitybench", {"framework": "swarm"}, "mobilitybench option framework: 'swarm' is not one of react, plan"),
-    ("mobilitybench", {"max_steps": "2"}, "mobilitybench option max_steps: 2 is below 3"),
-    ("routeeval", {"max_tokens": "lots"}, "routeeval option max_tokens: 'lots' is not an integer"),
-    ("routeeval", {"pack": ""}, "routeeval option pack: names no map pack"),
-    ("urbangeo", {"judge_temperature": "3"}, "urbangeo option judge_temperature: must be within 0..2"),
-    ("urbangeo", {"tasks": "DS,XX"}, r"urbangeo option tasks: unknown \['XX'\]"),
-])
+@pytest.mark.parametrize(
+    ("name", "options", "message"),
+    [
+        ("callnavi", {"format": "xml"}, "callnavi option format: 'xml' is not one of json, yaml"),
+        (
+            "callnavi",
+            {"paper_denominators": "maybe"},
+            "callnavi option paper_denominators: 'maybe' is not true or false",
+        ),
+        ("evgeoqa", {"locations": "many"}, "evgeoqa option locations: 'many' is not an integer"),
+        ("evgeoqa", {"max_steps": "0"}, r"evgeoqa option max_steps: 0 is below 1 \(must be at least 1\)"),
+        ("evgeoqa", {"walk_radius_m": "wide"}, "evgeoqa option walk_radius_m: 'wide' is not a number"),
+        ("mobilitybench", {"framework": "swarm"}, "mobilitybench option framework: 'swarm' is not one of react, plan"),
+        ("mobilitybench", {"max_steps": "2"}, "mobilitybench option max_steps: 2 is below 3"),
+        ("routeeval", {"max_tokens": "lots"}, "routeeval option max_tokens: 'lots' is not an integer"),
+        ("routeeval", {"pack": ""}, "routeeval option pack: names no map pack"),
+        ("urbangeo", {"judge_temperature": "3"}, "urbangeo option judge_temperature: must be within 0..2"),
+        ("urbangeo", {"tasks": "DS,XX"}, r"urbangeo option tasks: unknown \['XX'\]"),
+    ],
+)
 def test_bad_value_is_refused_naming_benchmark_and_option(name: str, options: dict, message: str) -> None:
     with pytest.raises(DataError, match=f"^{message}"):
         get_benchmark_class(name).parse_options(options)

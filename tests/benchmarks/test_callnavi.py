@@ -79,9 +79,13 @@ def test_truncated_json_file(callnavi_data: Path, tmp_path: Path) -> None:
         CallNavi(root).episodes()
 
 
-GT = {"API": ["initiateTransfer", "getTransferStatus"],
-      "parameters": [{"fromAccountID": "123456", "toAccountID": "654321", "amount": "1000", "currency": "USD"},
-                     {"transferID": "$$$"}]}
+GT = {
+    "API": ["initiateTransfer", "getTransferStatus"],
+    "parameters": [
+        {"fromAccountID": "123456", "toAccountID": "654321", "amount": "1000", "currency": "USD"},
+        {"transferID": "$$$"},
+    ],
+}
 
 
 @pytest.mark.parametrize(
@@ -93,9 +97,12 @@ GT = {"API": ["initiateTransfer", "getTransferStatus"],
         (json.dumps(GT).replace('"1000"', "1000"), "json", {"syntax": 1, "structure": 1, "ast": 0}),
         ("Sure! Here is the JSON: {", "json", {"syntax": 0, "structure": 0, "ast": 0}),
         ("", "json", {"syntax": 0, "structure": 0, "ast": 0}),
-        ("API:\n  - initiateTransfer\n  - getTransferStatus\nparameters:\n  - fromAccountID: \"123456\"\n"
-         "    toAccountID: \"654321\"\n    amount: \"1000\"\n    currency: USD\n  - transferID: \"TX-9\"\n", "yaml",
-         {"syntax": 1, "structure": 1, "ast": 1}),
+        (
+            'API:\n  - initiateTransfer\n  - getTransferStatus\nparameters:\n  - fromAccountID: "123456"\n'
+            '    toAccountID: "654321"\n    amount: "1000"\n    currency: USD\n  - transferID: "TX-9"\n',
+            "yaml",
+            {"syntax": 1, "structure": 1, "ast": 1},
+        ),
         ("I would call initiateTransfer.", "yaml", {"syntax": 0, "structure": 0, "ast": 0}),  # safe_load -> str
     ],
 )
@@ -141,6 +148,7 @@ def test_answer_schema_lists_domain_apis(callnavi_data: Path) -> None:
 
 def test_answer_bounds_fit_every_ground_truth(callnavi_data: Path) -> None:
     """The constrained answer's bounds never exclude a ground-truth answer (see prompts.MAX_CALLS)."""
+
     def strings(v: object) -> list[str]:
         if isinstance(v, str):
             return [v]
@@ -159,15 +167,26 @@ def _res(qid: str, diff: str, task: str, score: float, rep: int = 0, text: str =
 
     key = "routing" if task == "routing" else "ast"
     scores = {key: score} if task == "routing" else {"syntax": 1.0, "structure": score, "ast": score, "order": score}
-    return EpisodeResult(benchmark="callnavi", episode_id=f"{qid}/{task}", repeat=rep,
-                         tags={"difficulty": diff, "task": task, "question": qid, "domain": "bank"}, scores=scores,
-                         generations=[Generation(request_hash="h", text=text)])
+    return EpisodeResult(
+        benchmark="callnavi",
+        episode_id=f"{qid}/{task}",
+        repeat=rep,
+        tags={"difficulty": diff, "task": task, "question": qid, "domain": "bank"},
+        scores=scores,
+        generations=[Generation(request_hash="h", text=text)],
+    )
 
 
 def test_table4_per_difficulty_all_avg_and_macro() -> None:
-    rs = [_res("e1", "easy", "params", 1), _res("e2", "easy", "params", 1), _res("e3", "easy", "params", 0),
-          _res("m1", "medium", "params", 1), _res("m2", "medium", "params", 0),
-          _res("h1", "hard", "params", 0), _res("e1", "easy", "routing", 1)]
+    rs = [
+        _res("e1", "easy", "params", 1),
+        _res("e2", "easy", "params", 1),
+        _res("e3", "easy", "params", 0),
+        _res("m1", "medium", "params", 1),
+        _res("m2", "medium", "params", 0),
+        _res("h1", "hard", "params", 0),
+        _res("e1", "easy", "routing", 1),
+    ]
     row = callnavi_tables(rs, "m")[0].rows[0]
     cols = callnavi_tables(rs, "m")[0].columns
     got = dict(zip(cols, row))

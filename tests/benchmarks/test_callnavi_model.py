@@ -15,8 +15,16 @@ pytestmark = pytest.mark.model
 
 @pytest.mark.parametrize("fmt", ["json", "yaml"])
 def test_constrained_answers_parse_and_validate(tmp_path: Path, fmt: str, embedded_weights: str) -> None:
-    run_dir = run_bench(BenchOptions(model="gemma3-270m", benchmark="callnavi", limit=3, decode=fmt,
-                                     options={"format": fmt, "task": "params"}, out=tmp_path))
+    run_dir = run_bench(
+        BenchOptions(
+            model="gemma3-270m",
+            benchmark="callnavi",
+            limit=3,
+            decode=fmt,
+            options={"format": fmt, "task": "params"},
+            out=tmp_path,
+        )
+    )
     store = Store(run_dir / "results.sqlite")
     results = store.results()
     store.close()

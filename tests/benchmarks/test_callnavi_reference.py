@@ -10,9 +10,13 @@ from rig.benchmarks.callnavi.benchmark import CallNavi, callnavi_tables, score_o
 from rig.benchmarks.callnavi.reference import ref_ast, ref_routing_match, ref_wash
 from rig.records import EpisodeResult
 
-GT = {"API": ["initiateTransfer", "getTransferStatus"],
-      "parameters": [{"fromAccountID": "123456", "toAccountID": "654321", "amount": "1000", "currency": "USD"},
-                     {"transferID": "$$$"}]}
+GT = {
+    "API": ["initiateTransfer", "getTransferStatus"],
+    "parameters": [
+        {"fromAccountID": "123456", "toAccountID": "654321", "amount": "1000", "currency": "USD"},
+        {"transferID": "$$$"},
+    ],
+}
 ROUTE = ["getAccountID", "getAccountBalance"]
 
 
@@ -52,8 +56,10 @@ def test_apostrophe_in_json_string_is_a_syntax_failure_in_reference() -> None:
 
 
 def test_single_quoted_dict_parses_in_both() -> None:
-    text = "{'API': ['initiateTransfer', 'getTransferStatus'], 'parameters': [{'fromAccountID': '123456', " \
-           "'toAccountID': '654321', 'amount': '1000', 'currency': 'USD'}, {'transferID': 'TX-42'}]}"
+    text = (
+        "{'API': ['initiateTransfer', 'getTransferStatus'], 'parameters': [{'fromAccountID': '123456', "
+        "'toAccountID': '654321', 'amount': '1000', 'currency': 'USD'}, {'transferID': 'TX-42'}]}"
+    )
     paper, ref = both(text, "params")
     assert paper["ast"] == ref["ast"] == 1.0
 
@@ -94,20 +100,36 @@ def test_parameters_as_dict_is_a_reference_crash_or_count_mismatch() -> None:
 
 
 def test_numeric_value_differs_in_both_modes() -> None:  # B5.1 e: "1000" != 1000
-    text = ('{"API": ["initiateTransfer", "getTransferStatus"], "parameters": [{"fromAccountID": "123456", '
-            '"toAccountID": "654321", "amount": 1000, "currency": "USD"}, {"transferID": "$$$"}]}')
+    text = (
+        '{"API": ["initiateTransfer", "getTransferStatus"], "parameters": [{"fromAccountID": "123456", '
+        '"toAccountID": "654321", "amount": 1000, "currency": "USD"}, {"transferID": "$$$"}]}'
+    )
     paper, ref = both(text, "params")
-    assert (ref["order"], ref["structure"], ref["ast"]) == (1.0, 1.0, 0.0) == (paper["order"], paper["structure"],
-                                                                              paper["ast"])
+    assert (
+        (ref["order"], ref["structure"], ref["ast"])
+        == (1.0, 1.0, 0.0)
+        == (paper["order"], paper["structure"], paper["ast"])
+    )
 
 
-@pytest.mark.parametrize("pred,flags", [
-    ({"API": GT["API"], "parameters": [GT["parameters"][0]]}, (False, False, False)),  # B5.1 f
-    ({"API": GT["API"][::-1], "parameters": GT["parameters"][::-1]}, (False, False, False)),  # g
-    ({}, (False, False, False)),  # h
-    ({"API": GT["API"], "parameters": [{k: v for k, v in GT["parameters"][0].items() if k != "toAccountID"},
-                                        {"transferID": "x"}]}, (True, False, False)),  # d
-])
+@pytest.mark.parametrize(
+    "pred,flags",
+    [
+        ({"API": GT["API"], "parameters": [GT["parameters"][0]]}, (False, False, False)),  # B5.1 f
+        ({"API": GT["API"][::-1], "parameters": GT["parameters"][::-1]}, (False, False, False)),  # g
+        ({}, (False, False, False)),  # h
+        (
+            {
+                "API": GT["API"],
+                "parameters": [
+                    {k: v for k, v in GT["parameters"][0].items() if k != "toAccountID"},
+                    {"transferID": "x"},
+                ],
+            },
+            (True, False, False),
+        ),  # d
+    ],
+)
 def test_reference_ast_worked_examples(pred: dict, flags: tuple) -> None:
     v = ref_ast(pred, GT)
     assert (v.order, v.structure, v.ast) == flags
@@ -116,8 +138,13 @@ def test_reference_ast_worked_examples(pred: dict, flags: tuple) -> None:
 def test_mode_in_tags_and_table(callnavi_data) -> None:  # type: ignore[no-untyped-def]
     b = CallNavi(callnavi_data, {"domains": "hr", "mode": "reference"})
     assert b.opts.mode == "reference"
-    r = EpisodeResult(benchmark="callnavi", episode_id="q/routing", repeat=0, scores={"routing": 1.0},
-                      tags={"task": "routing", "difficulty": "easy", "question": "q", "mode": "reference"})
+    r = EpisodeResult(
+        benchmark="callnavi",
+        episode_id="q/routing",
+        repeat=0,
+        scores={"routing": 1.0},
+        tags={"task": "routing", "difficulty": "easy", "question": "q", "mode": "reference"},
+    )
     t = callnavi_tables([r])[0]
     assert "reference mode" in t.title and "Scored in reference mode" in (t.note or "")
     old = r.model_copy(update={"tags": {k: v for k, v in r.tags.items() if k != "mode"}})

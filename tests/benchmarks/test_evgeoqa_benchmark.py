@@ -82,6 +82,7 @@ def _scripted(*replies: object):  # type: ignore[no-untyped-def]
     def answer(req) -> str:  # type: ignore[no-untyped-def]
         r = next(it)
         return r if isinstance(r, str) else json.dumps(r)
+
     return answer
 
 
@@ -123,19 +124,33 @@ def test_step_budget_and_format_budget(helsinki_pack: Path) -> None:
 def test_insufficient_exploration_and_conflation(bench: EVGeoQA) -> None:
     ep = next(e for e in bench.episodes() if e.tags["reachable"] == "true")
     q = Query.model_validate(ep.ground_truth["query"])
-    wrong = next(s.station_id for s in bench.dataset().stations if s.station_id not in {a.station_id for a in q.answers})
+    wrong = next(
+        s.station_id for s in bench.dataset().stations if s.station_id not in {a.station_id for a in q.answers}
+    )
     w = next(s for s in bench.dataset().stations if s.station_id == wrong)
     # sees every station but never checks the right one's POIs, then answers a wrong one
-    r = _run(bench, ep, _scripted({"name": SEARCH_STATIONS, "arguments": {"coord": [w.lon, w.lat]}},
-                                  {"name": FINAL, "arguments": {"stations": [wrong]}}))
+    r = _run(
+        bench,
+        ep,
+        _scripted(
+            {"name": SEARCH_STATIONS, "arguments": {"coord": [w.lon, w.lat]}},
+            {"name": FINAL, "arguments": {"stations": [wrong]}},
+        ),
+    )
     assert r.scores["hits@1"] == 0.0
     a = q.answers[0]
     assert r.error_category == "insufficient_exploration"
     # checks the right station's POIs, then still answers the wrong one: the evidence was there
-    r = _run(bench, ep, _scripted({"name": SEARCH_STATIONS, "arguments": {"coord": [a.lon, a.lat]}},
-                                  {"name": SEARCH_POIS, "arguments": {"coord": [a.lon, a.lat]}},
-                                  {"name": SEARCH_STATIONS, "arguments": {"coord": [w.lon, w.lat]}},
-                                  {"name": FINAL, "arguments": {"stations": [wrong, wrong]}}))
+    r = _run(
+        bench,
+        ep,
+        _scripted(
+            {"name": SEARCH_STATIONS, "arguments": {"coord": [a.lon, a.lat]}},
+            {"name": SEARCH_POIS, "arguments": {"coord": [a.lon, a.lat]}},
+            {"name": SEARCH_STATIONS, "arguments": {"coord": [w.lon, w.lat]}},
+            {"name": FINAL, "arguments": {"stations": [wrong, wrong]}},
+        ),
+    )
     assert r.scores["hits@3"] == 0.0 and r.error_category == "factual_conflation"
 
 
@@ -153,11 +168,18 @@ def test_engine_error_is_a_failed_episode(bench: EVGeoQA) -> None:
     assert err.rows[0][err.columns.index("engine_error")] == 1
 
 
-@pytest.mark.parametrize("opts,needle", [
-    ({"max_steps": "zero"}, "max_steps"), ({"max_steps": "0"}, "below 1"), ({"phrasing": "haiku"}, "phrasing"),
-    ({"intents": "coffee,karaoke"}, "karaoke"), ({"walk_radius_m": "-3"}, "positive"), ({"bogus": "1"}, "bogus"),
-    ({"skip_trivial": "maybe"}, "skip_trivial"),
-])
+@pytest.mark.parametrize(
+    "opts,needle",
+    [
+        ({"max_steps": "zero"}, "max_steps"),
+        ({"max_steps": "0"}, "below 1"),
+        ({"phrasing": "haiku"}, "phrasing"),
+        ({"intents": "coffee,karaoke"}, "karaoke"),
+        ({"walk_radius_m": "-3"}, "positive"),
+        ({"bogus": "1"}, "bogus"),
+        ({"skip_trivial": "maybe"}, "skip_trivial"),
+    ],
+)
 def test_bad_options(opts: dict, needle: str) -> None:
     with pytest.raises(DataError, match=needle):
         EVGeoQA(options=opts)
@@ -179,20 +201,45 @@ def test_episodes_record_radii_and_hash_follows_options(bench: EVGeoQA, helsinki
     assert bench.data_hash() != EVGeoQA(options={"locations": "10", "walk_radius_m": "60"}).data_hash()
 
 
-def _res(eid: str, tier: str, h: tuple[float, float, float], moves: float, cause: str | None = None,
-         city: str = "Helsinki", repeat: int = 0, **scores: float) -> EpisodeResult:
-    return EpisodeResult(benchmark="evgeoqa", episode_id=eid, repeat=repeat, error_category=cause,
-                         tags={"city": city, "tier": tier, "tiers_m": "778,1556", "reachable": "true",
-                               "search_radius_m": "389", "walk_radius_m": "78", "max_steps": "20"},
-                         scores={"hits@1": h[0], "hits@2": h[1], "hits@3": h[2], "change_location": moves, **scores})
+def _res(
+    eid: str,
+    tier: str,
+    h: tuple[float, float, float],
+    moves: float,
+    cause: str | None = None,
+    city: str = "Helsinki",
+    repeat: int = 0,
+    **scores: float,
+) -> EpisodeResult:
+    return EpisodeResult(
+        benchmark="evgeoqa",
+        episode_id=eid,
+        repeat=repeat,
+        error_category=cause,
+        tags={
+            "city": city,
+            "tier": tier,
+            "tiers_m": "778,1556",
+            "reachable": "true",
+            "search_radius_m": "389",
+            "walk_radius_m": "78",
+            "max_steps": "20",
+        },
+        scores={"hits@1": h[0], "hits@2": h[1], "hits@3": h[2], "change_location": moves, **scores},
+    )
 
 
 def test_tables_follow_the_paper_layouts() -> None:
-    rs = [_res("a", "1", (1, 1, 1), 0), _res("b", "1", (0, 1, 1), 1),
-          _res("c", "2", (0, 0, 0), 3, "insufficient_exploration", argument_errors=2),
-          _res("d", "3", (0, 0, 1), 5)]
+    rs = [
+        _res("a", "1", (1, 1, 1), 0),
+        _res("b", "1", (0, 1, 1), 1),
+        _res("c", "2", (0, 0, 0), 3, "insufficient_exploration", argument_errors=2),
+        _res("d", "3", (0, 0, 1), 5),
+    ]
     t2, t3, err, data = evgeoqa_tables(rs, "m")
-    assert t2.columns[2:5] == ["<778 m Hits@1", "<778 m Hits@2", "<778 m Hits@3"] and t2.columns[-1] == "No Limit Hits@3"
+    assert (
+        t2.columns[2:5] == ["<778 m Hits@1", "<778 m Hits@2", "<778 m Hits@3"] and t2.columns[-1] == "No Limit Hits@3"
+    )
     assert t2.rows == [["Helsinki", "m", 0.5, 1.0, 1.0, 1 / 3, 2 / 3, 2 / 3, 0.25, 0.5, 0.75]]
     assert t3.rows == [["Helsinki", "m", 0.5, 4 / 3, 2.25]]
     assert err.rows[0][:4] == ["Helsinki", "m", 4, 1]

@@ -78,7 +78,9 @@ def test_generation_is_deterministic(pack, dataset) -> None:  # type: ignore[no-
 def _brute_force_valid(pack, setting: Setting, categories: set[str]) -> dict[str, list[str]]:  # type: ignore[no-untyped-def]
     """station id -> ids of the POIs that make it valid, from every place of the pack, no index."""
     places = [pack.place(i) for i in range(len(pack.lat))]
-    stations = [p for p in places if p.kind == "poi" and (p.category_key, p.category) == ("amenity", "charging_station")]
+    stations = [
+        p for p in places if p.kind == "poi" and (p.category_key, p.category) == ("amenity", "charging_station")
+    ]
     pois = []
     for p in places:
         cats = poi_categories(p.category_key, p.category)
@@ -87,8 +89,10 @@ def _brute_force_valid(pack, setting: Setting, categories: set[str]) -> dict[str
         pois.append((p, cats))
     out = {}
     for s in stations:
-        near = sorted(((haversine_m(s.lat, s.lon, p.lat, p.lon), i, p, c) for i, (p, c) in enumerate(pois)),
-                      key=lambda x: (x[0], x[1]))
+        near = sorted(
+            ((haversine_m(s.lat, s.lon, p.lat, p.lon), i, p, c) for i, (p, c) in enumerate(pois)),
+            key=lambda x: (x[0], x[1]),
+        )
         shown = [x for x in near if x[0] <= setting.walk_radius_m][: setting.poi_cap]
         good = [p.place_id for _, _, p, c in shown if c & categories]
         if good:
@@ -106,8 +110,10 @@ def test_ground_truth_matches_brute_force(pack, dataset) -> None:  # type: ignor
         valid = cache.setdefault(q.intent, _brute_force_valid(pack, s, set(INTENT_BY_ID[q.intent].categories)))
         assert 0 < len(valid) < n_stations  # trivial intents (every station valid) are skipped by default
         by_id = {st.station_id: st for st in dataset.stations}
-        ranked = sorted(valid, key=lambda sid: (pack.route([(q.lat, q.lon), (by_id[sid].lat, by_id[sid].lon)],
-                                                           "drive").distance_m, sid))
+        ranked = sorted(
+            valid,
+            key=lambda sid: (pack.route([(q.lat, q.lon), (by_id[sid].lat, by_id[sid].lon)], "drive").distance_m, sid),
+        )
         assert [a.station_id for a in q.answers] == ranked[: s.gt_size], q.id
         for a in q.answers:
             assert a.poi_keys == valid[a.station_id]

@@ -19,7 +19,10 @@ pytestmark = pytest.mark.model
 def test_every_episode_is_scored_or_classified(gemma_engine, helsinki_pack: Path, mode: str) -> None:  # type: ignore[no-untyped-def]
     bench = EVGeoQA(options={"locations": "2", "max_steps": "4", "max_tokens": "96"})
     eps = bench.episodes()
-    picked = [next(e for e in eps if e.tags["reachable"] == "true"), next(e for e in eps if e.tags["reachable"] == "false")]
+    picked = [
+        next(e for e in eps if e.tags["reachable"] == "true"),
+        next(e for e in eps if e.tags["reachable"] == "false"),
+    ]
     ctx = RunContext(sampling=Sampling(temperature=0.0, max_tokens=96, seed=0), tool_mode=mode)
     for ep in picked:
         r = asyncio.run(bench.run_episode(ep, gemma_engine, ctx, 0))

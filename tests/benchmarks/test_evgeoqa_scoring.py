@@ -17,12 +17,21 @@ def _station(i: int, name: str | None = None, north_m: float = 0.0) -> Station:
 
 
 STATIONS = [_station(i) for i in range(1, 6)] + [
-    _station(6, "Twin"), _station(7, "Twin"),  # a shared name names neither
+    _station(6, "Twin"),
+    _station(7, "Twin"),  # a shared name names neither
     Station(station_id="X", name="Elsewhere", lat=31.0, lon=121.0),
-    Station(station_id="Y", name="Near S2", lat=offset(*(_station(2).lat, _station(2).lon), 30.0, 0.0)[0],
-            lon=_station(2).lon),  # 30 m from S2: the same site
-    Station(station_id="Z", name="Across S2", lat=offset(*(_station(2).lat, _station(2).lon), 80.0, 0.0)[0],
-            lon=_station(2).lon),  # 80 m: another site
+    Station(
+        station_id="Y",
+        name="Near S2",
+        lat=offset(*(_station(2).lat, _station(2).lon), 30.0, 0.0)[0],
+        lon=_station(2).lon,
+    ),  # 30 m from S2: the same site
+    Station(
+        station_id="Z",
+        name="Across S2",
+        lat=offset(*(_station(2).lat, _station(2).lon), 80.0, 0.0)[0],
+        lon=_station(2).lon,
+    ),  # 80 m: another site
     Station(station_id="Q", name="二期（长兴方向）", lat=31.5, lon=121.5),
 ]
 INDEX = StationIndex(STATIONS)
@@ -30,8 +39,17 @@ INDEX = StationIndex(STATIONS)
 
 def _answers(*ids: str, pois: dict[str, list[str]] | None = None) -> list[AnswerStation]:
     by = {s.station_id: s for s in STATIONS}
-    return [AnswerStation(station_id=i, name=by[i].name, lat=by[i].lat, lon=by[i].lon, geodesic_m=0.0,
-                          poi_keys=(pois or {}).get(i, [])) for i in ids]
+    return [
+        AnswerStation(
+            station_id=i,
+            name=by[i].name,
+            lat=by[i].lat,
+            lon=by[i].lon,
+            geodesic_m=0.0,
+            poi_keys=(pois or {}).get(i, []),
+        )
+        for i in ids
+    ]
 
 
 GT = _answers("S1", "S2", "S3", "S4", "S5")
@@ -69,22 +87,33 @@ def test_same_site_within_50_m() -> None:
 
 
 def _cls(**kw) -> str | None:  # type: ignore[no-untyped-def]
-    base = dict(stop="final", hit=False, preds=["X"], index=INDEX, answers=_answers("S1", pois={"S1": ["cafe1"]}),
-                seen_stations=["X"], seen_poi_keys=[], argument_errors=0)
+    base = dict(
+        stop="final",
+        hit=False,
+        preds=["X"],
+        index=INDEX,
+        answers=_answers("S1", pois={"S1": ["cafe1"]}),
+        seen_stations=["X"],
+        seen_poi_keys=[],
+        argument_errors=0,
+    )
     base.update(kw)
     return classify(**base)
 
 
-@pytest.mark.parametrize("kw,cause", [
-    ({"hit": True}, None),
-    ({"stop": "format_errors", "preds": []}, "format_error"),
-    ({"stop": "max_steps", "preds": [], "argument_errors": 3}, "max_tool_calls"),
-    ({"seen_stations": []}, "hallucinated_station"),  # X was never returned by a search
-    ({"preds": ["made-up"]}, "hallucinated_station"),
-    ({"seen_stations": ["X", "S1"], "seen_poi_keys": ["cafe1"]}, "factual_conflation"),
-    ({"seen_stations": ["X", "S1"], "seen_poi_keys": ["other"], "argument_errors": 1}, "argument_error"),
-    ({"seen_stations": ["X", "S1"], "seen_poi_keys": ["other"]}, "insufficient_exploration"),
-    ({"seen_poi_keys": ["cafe1"]}, "insufficient_exploration"),  # the POI seen, but never its station
-])
+@pytest.mark.parametrize(
+    "kw,cause",
+    [
+        ({"hit": True}, None),
+        ({"stop": "format_errors", "preds": []}, "format_error"),
+        ({"stop": "max_steps", "preds": [], "argument_errors": 3}, "max_tool_calls"),
+        ({"seen_stations": []}, "hallucinated_station"),  # X was never returned by a search
+        ({"preds": ["made-up"]}, "hallucinated_station"),
+        ({"seen_stations": ["X", "S1"], "seen_poi_keys": ["cafe1"]}, "factual_conflation"),
+        ({"seen_stations": ["X", "S1"], "seen_poi_keys": ["other"], "argument_errors": 1}, "argument_error"),
+        ({"seen_stations": ["X", "S1"], "seen_poi_keys": ["other"]}, "insufficient_exploration"),
+        ({"seen_poi_keys": ["cafe1"]}, "insufficient_exploration"),  # the POI seen, but never its station
+    ],
+)
 def test_failure_causes(kw, cause) -> None:  # type: ignore[no-untyped-def]
     assert _cls(**kw) == cause

@@ -101,30 +101,37 @@ def test_cal_distance_is_the_driving_distance(world: PackWorld) -> None:
     assert r.ok and r.data == {"distance": f"{round(want)} meters"}
 
 
-@pytest.mark.parametrize("name,args,category,needle", [
-    (SEARCH_STATIONS, {"coord": [60.17, 24.94]}, "invalid_arguments", "[lat, lon]"),  # swapped
-    (SEARCH_STATIONS, {"coord": [200, 60.17]}, "invalid_arguments", "outside the valid range"),
-    (SEARCH_STATIONS, {"coord": [24.90, 60.17]}, "out_of_area", "outside the map area"),
-    (SEARCH_STATIONS, {"coord": [24.94]}, "invalid_arguments", "two numbers"),
-    (SEARCH_STATIONS, {"coord": ["a", "b"]}, "invalid_arguments", "two numbers"),
-    (SEARCH_STATIONS, {"coord": "here"}, "invalid_arguments", "not [lon, lat]"),
-    (SEARCH_STATIONS, {"coord": [True, 60.17]}, "invalid_arguments", "two numbers"),
-    (SEARCH_STATIONS, {}, "invalid_arguments", "missing argument"),
-    (SEARCH_STATIONS, {"coord": [24.94, 60.17], "radius": 9}, "invalid_arguments", "unknown argument"),
-    (SEARCH_POIS, {"location": [24.94, 60.17]}, "invalid_arguments", "unknown argument"),
-    (CHANGE_LOCATION, {"distance": "far", "direction": "N"}, "invalid_arguments", "distance"),
-    (CHANGE_LOCATION, {"distance": -5, "direction": "N"}, "invalid_arguments", "more than 0"),
-    (CHANGE_LOCATION, {"distance": True, "direction": "N"}, "invalid_arguments", "distance"),
-    (CHANGE_LOCATION, {"distance": 100, "direction": "up"}, "invalid_arguments", "N, E, S, W"),
-    (CHANGE_LOCATION, {"distance": 100}, "invalid_arguments", "missing"),
-    (CHANGE_LOCATION, {"start_location": None, "distance": 100, "direction": "N"}, "invalid_arguments",
-     "start_location: expected [lon, lat]"),  # an explicit null is not a left-out argument
-    ("Final_Answer", {"stations": ["s1"]}, "unknown_tool", "unknown tool"),  # the loop ends on it; never executed
-    (CHANGE_LOCATION, {"distance": 50_000, "direction": "N"}, "out_of_area", "leaves the map"),
-    (CAL_DISTANCE, {"coord1": [24.94, 60.17]}, "invalid_arguments", "missing"),
-    ("Search_Everything", {}, "unknown_tool", "unknown tool"),
-    (SEARCH_STATIONS, ["not", "an", "object"], "invalid_arguments", "JSON object"),
-])
+@pytest.mark.parametrize(
+    "name,args,category,needle",
+    [
+        (SEARCH_STATIONS, {"coord": [60.17, 24.94]}, "invalid_arguments", "[lat, lon]"),  # swapped
+        (SEARCH_STATIONS, {"coord": [200, 60.17]}, "invalid_arguments", "outside the valid range"),
+        (SEARCH_STATIONS, {"coord": [24.90, 60.17]}, "out_of_area", "outside the map area"),
+        (SEARCH_STATIONS, {"coord": [24.94]}, "invalid_arguments", "two numbers"),
+        (SEARCH_STATIONS, {"coord": ["a", "b"]}, "invalid_arguments", "two numbers"),
+        (SEARCH_STATIONS, {"coord": "here"}, "invalid_arguments", "not [lon, lat]"),
+        (SEARCH_STATIONS, {"coord": [True, 60.17]}, "invalid_arguments", "two numbers"),
+        (SEARCH_STATIONS, {}, "invalid_arguments", "missing argument"),
+        (SEARCH_STATIONS, {"coord": [24.94, 60.17], "radius": 9}, "invalid_arguments", "unknown argument"),
+        (SEARCH_POIS, {"location": [24.94, 60.17]}, "invalid_arguments", "unknown argument"),
+        (CHANGE_LOCATION, {"distance": "far", "direction": "N"}, "invalid_arguments", "distance"),
+        (CHANGE_LOCATION, {"distance": -5, "direction": "N"}, "invalid_arguments", "more than 0"),
+        (CHANGE_LOCATION, {"distance": True, "direction": "N"}, "invalid_arguments", "distance"),
+        (CHANGE_LOCATION, {"distance": 100, "direction": "up"}, "invalid_arguments", "N, E, S, W"),
+        (CHANGE_LOCATION, {"distance": 100}, "invalid_arguments", "missing"),
+        (
+            CHANGE_LOCATION,
+            {"start_location": None, "distance": 100, "direction": "N"},
+            "invalid_arguments",
+            "start_location: expected [lon, lat]",
+        ),  # an explicit null is not a left-out argument
+        ("Final_Answer", {"stations": ["s1"]}, "unknown_tool", "unknown tool"),  # the loop ends on it; never executed
+        (CHANGE_LOCATION, {"distance": 50_000, "direction": "N"}, "out_of_area", "leaves the map"),
+        (CAL_DISTANCE, {"coord1": [24.94, 60.17]}, "invalid_arguments", "missing"),
+        ("Search_Everything", {}, "unknown_tool", "unknown tool"),
+        (SEARCH_STATIONS, ["not", "an", "object"], "invalid_arguments", "JSON object"),
+    ],
+)
 def test_bad_calls_are_tool_errors(world: PackWorld, name: str, args, category: str, needle: str) -> None:  # type: ignore[no-untyped-def]
     ex = GeoRoverExecutor(world, 60.17, 24.945)
     r = ex(name, args)

@@ -61,10 +61,15 @@ def make_oracle(cases: dict[str, Case]) -> FakeEngine:
         case = cases[query]
         program = case.truth.tool_list
         if "You are the planner" in system:
-            plan = {"name": "make_plan", "arguments": {
-                "thinking": "follow the standard procedure", "intent": case.scenario,
-                "constraints": oracle_answer(case)["constraints"],
-                "steps": [[f"call {i}: {c['name']}"] for i, c in enumerate(program)]}}
+            plan = {
+                "name": "make_plan",
+                "arguments": {
+                    "thinking": "follow the standard procedure",
+                    "intent": case.scenario,
+                    "constraints": oracle_answer(case)["constraints"],
+                    "steps": [[f"call {i}: {c['name']}"] for i, c in enumerate(program)],
+                },
+            }
             return json.dumps(plan)
         if "You are a worker" in system:
             task = req.messages[-1].content
@@ -72,7 +77,9 @@ def make_oracle(cases: dict[str, Case]) -> FakeEngine:
             return json.dumps({"name": program[i]["name"], "arguments": program[i]["arguments"]})
         if "You are the reporter" in system:
             a = oracle_answer(case)
-            return json.dumps({"name": "final_answer", "arguments": {k: a[k] for k in ("answer", "route_index") if k in a}})
+            return json.dumps(
+                {"name": "final_answer", "arguments": {k: a[k] for k in ("answer", "route_index") if k in a}}
+            )
         done = sum(1 for m in req.messages if m.role == "user" and m.content.startswith("Result of "))
         if done < len(program):
             return json.dumps({"name": program[done]["name"], "arguments": program[done]["arguments"]})
@@ -90,8 +97,9 @@ async def _run(bench, engine, mode: str = "json"):  # type: ignore[no-untyped-de
 def test_oracle_scores_full_marks(helsinki_pack: Path, framework: str) -> None:
     bench = _bench(framework=framework)
     eps = bench.episodes()
-    assert {e.tags["scenario"] for e in eps} == set(__import__(
-        "rig.benchmarks.mobilitybench.lexicon", fromlist=["SCENARIOS"]).SCENARIOS)  # all 11 scenarios
+    assert {e.tags["scenario"] for e in eps} == set(
+        __import__("rig.benchmarks.mobilitybench.lexicon", fromlist=["SCENARIOS"]).SCENARIOS
+    )  # all 11 scenarios
     cases = {Case.model_validate(e.ground_truth).query: Case.model_validate(e.ground_truth) for e in eps}
     results = asyncio.run(_run(bench, make_oracle(cases)))
     for r in results:
@@ -105,8 +113,11 @@ def test_oracle_scores_full_marks(helsinki_pack: Path, framework: str) -> None:
         assert r.tags["similarity_model"] == "char-jaccard" and r.tags["temperature"] == "0.1"
     if framework == "plan":
         # the reference's cumulative capture shows up as redundancy for multi-call programs
-        multi = [r for r in results if len(Case.model_validate(
-            next(e for e in eps if e.id == r.episode_id).ground_truth).truth.tool_list) > 1]
+        multi = [
+            r
+            for r in results
+            if len(Case.model_validate(next(e for e in eps if e.id == r.episode_id).ground_truth).truth.tool_list) > 1
+        ]
         assert multi and all(r.scores["reference:TS_R"] < 1.0 for r in multi)
     tables = bench.tables(results, bench.opts, label="oracle")
     main = tables[0]
@@ -143,6 +154,7 @@ def test_engine_error_is_a_failed_result(helsinki_pack: Path) -> None:
     class Erroring(FakeEngine):
         async def chat(self, request):  # type: ignore[no-untyped-def]
             from rig.records import Generation
+
             return Generation(request_hash="x", error="engine exploded")
 
     r = asyncio.run(bench.run_episode(ep, Erroring(answer=lambda q: ""), RunContext(sampling=Sampling()), 0))

@@ -11,9 +11,11 @@ from rig.benchmarks.mobilitybench.scoring.text import stated_traffic, traffic_tr
 from rig.benchmarks.mobilitybench.similarity import CharJaccard
 
 COLS = ["query", "context", "task_scenario", "intent_family", "city", "road", "tool_list", "ans"]
-CLEAR = ("{'status': '1', 'info': 'OK', 'trafficinfo': {'description': '示例大道：双向畅通。', 'evaluation': "
-         "{'expedite': '100.00%', 'congested': '0.00%', 'blocked': '0.00%', 'unknown': '0.00%', 'status': '1', "
-         "'description': '畅通'}, 'roads': [{'name': '示例大道', 'status': '1'}]}}")
+CLEAR = (
+    "{'status': '1', 'info': 'OK', 'trafficinfo': {'description': '示例大道：双向畅通。', 'evaluation': "
+    "{'expedite': '100.00%', 'congested': '0.00%', 'blocked': '0.00%', 'unknown': '0.00%', 'status': '1', "
+    "'description': '畅通'}, 'roads': [{'name': '示例大道', 'status': '1'}]}}"
+)
 
 
 def _csv(tmp_path: Path, ans: str) -> Path:
@@ -21,17 +23,23 @@ def _csv(tmp_path: Path, ans: str) -> Path:
     with path.open("w", newline="", encoding="utf-8") as f:
         w = csv.DictWriter(f, fieldnames=COLS)
         w.writeheader()
-        w.writerow({"query": "示例大道现在堵不堵",
-                    "context": "{'user_current_location': '116.4,39.9', 'city': '北京市'}",
-                    "task_scenario": "Traffic Info Query", "intent_family": "Basic Information Retrieval",
-                    "city": "北京市", "road": "示例大道",
-                    "tool_list": "[{'name': 'traffic_status', 'arguments': {'name': '示例大道', 'city': '北京市'}}]",
-                    "ans": ans})
+        w.writerow(
+            {
+                "query": "示例大道现在堵不堵",
+                "context": "{'user_current_location': '116.4,39.9', 'city': '北京市'}",
+                "task_scenario": "Traffic Info Query",
+                "intent_family": "Basic Information Retrieval",
+                "city": "北京市",
+                "road": "示例大道",
+                "tool_list": "[{'name': 'traffic_status', 'arguments': {'name': '示例大道', 'city': '北京市'}}]",
+                "ans": ans,
+            }
+        )
     return path
 
 
 def test_traffic_status_is_read_from_the_amap_cell_even_when_cut(tmp_path: Path) -> None:
-    for ans in (CLEAR, CLEAR[:CLEAR.index("'roads'")]):  # whole, and cut mid-cell as a spreadsheet limit cuts it
+    for ans in (CLEAR, CLEAR[: CLEAR.index("'roads'")]):  # whole, and cut mid-cell as a spreadsheet limit cuts it
         (case,), _ = load_upstream(_csv(tmp_path, ans))
         assert isinstance(case.truth.slots["ans"], dict)
         assert case.truth.checks is not None and case.truth.checks.traffic == "clear"
@@ -55,15 +63,28 @@ def test_traffic_answer_must_state_the_datas_status(tmp_path: Path) -> None:
 def test_traffic_truth_rules() -> None:
     assert traffic_truth({"trafficinfo": {"evaluation": {"status": "3"}}}) == "congested"
     assert traffic_truth({"trafficinfo": {"description": "部分路段缓行", "evaluation": {}}}) == "slow"
-    assert traffic_truth({"trafficinfo": {"evaluation": {"expedite": "20%", "congested": "10%",
-                                                         "blocked": "70%"}}}) == "congested"
+    assert (
+        traffic_truth({"trafficinfo": {"evaluation": {"expedite": "20%", "congested": "10%", "blocked": "70%"}}})
+        == "congested"
+    )
     assert traffic_truth("not parsed") is None and traffic_truth({"trafficinfo": {}}) is None
     assert stated_traffic("Traffic is free-flowing in both directions") == {"clear"}
     assert stated_traffic("Heavy traffic, jams near the bridge") == {"congested"}
 
 
-ROUTE_COLS = ["query", "context", "task_scenario", "intent_family", "query_end_poi", "tool_list", "llm_ner_ans",
-              "bus_lines_list", "matched_transit_index", "time", "duration"]
+ROUTE_COLS = [
+    "query",
+    "context",
+    "task_scenario",
+    "intent_family",
+    "query_end_poi",
+    "tool_list",
+    "llm_ner_ans",
+    "bus_lines_list",
+    "matched_transit_index",
+    "time",
+    "duration",
+]
 BUS = "[{'name': 'bus_route', 'arguments': {'origin': '116.4,39.9', 'destination': '116.5,39.95'}}]"
 
 
@@ -73,16 +94,26 @@ def _route_csv(tmp_path: Path, rows: list[dict[str, str]]) -> Path:
         w = csv.DictWriter(f, fieldnames=ROUTE_COLS)
         w.writeheader()
         for r in rows:
-            w.writerow({"context": "{'user_current_location': '116.4,39.9', 'city': '北京市', 'travel_tool': '公交'}",
-                        "intent_family": "Preference-Constrained Route Planning", "query_end_poi": "示例公园",
-                        "tool_list": BUS, **r})
+            w.writerow(
+                {
+                    "context": "{'user_current_location': '116.4,39.9', 'city': '北京市', 'travel_tool': '公交'}",
+                    "intent_family": "Preference-Constrained Route Planning",
+                    "query_end_poi": "示例公园",
+                    "tool_list": BUS,
+                    **r,
+                }
+            )
     return path
 
 
 def test_route_constrained_ie_truth_has_the_avoid_items(tmp_path: Path) -> None:
-    row = {"query": "去示例公园，不要1号线，不要八通线", "task_scenario": "Route-Constrained Planning",
-           "llm_ner_ans": "输出:不要1号线,不要八通线", "matched_transit_index": "1.0",
-           "bus_lines_list": "[['地铁1号线(东站--西站)', '八通线'], ['地铁6号线', '公交12路']]"}
+    row = {
+        "query": "去示例公园，不要1号线，不要八通线",
+        "task_scenario": "Route-Constrained Planning",
+        "llm_ner_ans": "输出:不要1号线,不要八通线",
+        "matched_transit_index": "1.0",
+        "bus_lines_list": "[['地铁1号线(东站--西站)', '八通线'], ['地铁6号线', '公交12路']]",
+    }
     (case,), _ = load_upstream(_route_csv(tmp_path, [row]))
     gold = case.truth.constraints or []
     assert sorted(g.slot for g in gold) == ["avoid", "avoid", "destination", "mode"]
@@ -95,8 +126,12 @@ def test_route_constrained_ie_truth_has_the_avoid_items(tmp_path: Path) -> None:
 
 
 def test_arrival_departure_ie_truth_has_the_time(tmp_path: Path) -> None:
-    row = {"query": "8点半要到示例公园，几点出发", "task_scenario": "Arrival/Departure Time Query",
-           "time": "8点半", "duration": "37分钟"}
+    row = {
+        "query": "8点半要到示例公园，几点出发",
+        "task_scenario": "Arrival/Departure Time Query",
+        "time": "8点半",
+        "duration": "37分钟",
+    }
     (case,), _ = load_upstream(_route_csv(tmp_path, [row]))
     gold = case.truth.constraints or []
     assert [g.slot for g in gold if g.slot == "time"] == ["time"]

@@ -18,40 +18,80 @@ from rig.benchmarks.mobilitybench.similarity import CharJaccard
 from rig.records import Sampling
 from tests.fakes import FakeEngine
 
-COLS = ["query", "context", "task_scenario", "intent_family", "strategy_list", "query_start_poi", "query_end_poi",
-        "std_end", "city", "tool_list", "route_ans", "weather", "weather_description", "time", "ans_loc",
-        "poi_result", "matched_transit_index", "duration"]
+COLS = [
+    "query",
+    "context",
+    "task_scenario",
+    "intent_family",
+    "strategy_list",
+    "query_start_poi",
+    "query_end_poi",
+    "std_end",
+    "city",
+    "tool_list",
+    "route_ans",
+    "weather",
+    "weather_description",
+    "time",
+    "ans_loc",
+    "poi_result",
+    "matched_transit_index",
+    "duration",
+]
 LOC = "123.779300,41.306982"
 DEST = "122.509006,40.644482"
 
 
 def _rows() -> list[dict[str, str]]:
-    big_route = "{'status': '1', 'route': {'paths': [{'distance': '152000', 'steps': [" + ", ".join(
-        "{'instruction': '向西行驶%d米', 'road_name': '沈丹高速'}" % i for i in range(2000)) + "]}]}}"
+    big_route = (
+        "{'status': '1', 'route': {'paths': [{'distance': '152000', 'steps': ["
+        + ", ".join("{'instruction': '向西行驶%d米', 'road_name': '沈丹高速'}" % i for i in range(2000))
+        + "]}]}}"
+    )
     assert len(big_route) > CELL_LIMIT
     return [
-        {"query": "去大石桥不走高速", "context": f"{{'user_current_location': '{LOC}', 'city': '本溪市'}}",
-         "task_scenario": "Option-Constrained Route Planning", "intent_family": "Preference-Constrained Route Planning",
-         "strategy_list": "['不走高速']", "query_end_poi": "大石桥",
-         "std_end": f"{{'name': '大石桥市', 'location': '{DEST}'}}", "city": "本溪市",
-         "tool_list": f"[{{'name': 'query_poi', 'arguments': {{'keywords': '大石桥', 'city': '本溪市'}}}}, "
-                      f"{{'name': 'driving_route', 'arguments': {{'origin': '{LOC}', 'destination': '{DEST}', "
-                      f"'strategy': ['不走高速']}}}}]",
-         "route_ans": big_route[:CELL_LIMIT]},  # cut at the Excel cell limit, as 15 sample cells are
-        {"query": "淮安今天天气怎么样", "context": "{'user_current_location': '119.0,33.6', 'city': '淮安市'}",
-         "task_scenario": "Weather Query", "intent_family": "Basic Information Retrieval", "city": "淮安市",
-         "time": "今天", "weather_description": "淮安市当前天气多云，气温-4℃",
-         "tool_list": "[{'name': 'weather_query', 'arguments': {'city': '淮安市', 'need_forecast': False}}]",
-         "weather": "{'status': <ToolStatus.SUCCESS: 0>, 'data': {'weather_description': '多云'}}"},
+        {
+            "query": "去大石桥不走高速",
+            "context": f"{{'user_current_location': '{LOC}', 'city': '本溪市'}}",
+            "task_scenario": "Option-Constrained Route Planning",
+            "intent_family": "Preference-Constrained Route Planning",
+            "strategy_list": "['不走高速']",
+            "query_end_poi": "大石桥",
+            "std_end": f"{{'name': '大石桥市', 'location': '{DEST}'}}",
+            "city": "本溪市",
+            "tool_list": f"[{{'name': 'query_poi', 'arguments': {{'keywords': '大石桥', 'city': '本溪市'}}}}, "
+            f"{{'name': 'driving_route', 'arguments': {{'origin': '{LOC}', 'destination': '{DEST}', "
+            f"'strategy': ['不走高速']}}}}]",
+            "route_ans": big_route[:CELL_LIMIT],
+        },  # cut at the Excel cell limit, as 15 sample cells are
+        {
+            "query": "淮安今天天气怎么样",
+            "context": "{'user_current_location': '119.0,33.6', 'city': '淮安市'}",
+            "task_scenario": "Weather Query",
+            "intent_family": "Basic Information Retrieval",
+            "city": "淮安市",
+            "time": "今天",
+            "weather_description": "淮安市当前天气多云，气温-4℃",
+            "tool_list": "[{'name': 'weather_query', 'arguments': {'city': '淮安市', 'need_forecast': False}}]",
+            "weather": "{'status': <ToolStatus.SUCCESS: 0>, 'data': {'weather_description': '多云'}}",
+        },
         {"query": "", "context": "{}", "task_scenario": "Weather Query", "tool_list": "[]"},  # malformed: no query
-        {"query": "长乐西路在哪", "context": "{'user_current_location': '108.9,34.2', 'city': '西安市'}",
-         "task_scenario": "POI Query", "intent_family": "Basic Information Retrieval",
-         "tool_list": "[{'name': 'query_poi', 'arguments': {'keywords': '长乐西路'}}]",
-         "ans_loc": "108.985031,34.269410",
-         "poi_result": "{'status': <ToolStatus.SUCCESS: 0>, 'data': {'location': '108.985031,34.269410', "
-                       "'name': '长乐西路', 'address': '西安市'}, 'error': None}"},
-        {"query": "坐地铁去", "context": "not a dict", "task_scenario": "Route-Constrained Planning",
-         "tool_list": "[]"},  # malformed: context
+        {
+            "query": "长乐西路在哪",
+            "context": "{'user_current_location': '108.9,34.2', 'city': '西安市'}",
+            "task_scenario": "POI Query",
+            "intent_family": "Basic Information Retrieval",
+            "tool_list": "[{'name': 'query_poi', 'arguments': {'keywords': '长乐西路'}}]",
+            "ans_loc": "108.985031,34.269410",
+            "poi_result": "{'status': <ToolStatus.SUCCESS: 0>, 'data': {'location': '108.985031,34.269410', "
+            "'name': '长乐西路', 'address': '西安市'}, 'error': None}",
+        },
+        {
+            "query": "坐地铁去",
+            "context": "not a dict",
+            "task_scenario": "Route-Constrained Planning",
+            "tool_list": "[]",
+        },  # malformed: context
     ]
 
 
@@ -84,10 +124,17 @@ def test_import_reports_truncated_and_malformed(upstream_csv: Path) -> None:
     assert [c.id for c in cases] == ["case_1", "case_2", "case_4"]  # ids follow data rows
     assert opt.context["user_current_location"] == LOC and opt.truth.lang == "zh"
     assert isinstance(opt.truth.slots["route_ans"], str)  # the cut cell stays text
-    assert opt.truth.checks.route == {"tool": "driving_route", "origin": LOC, "destination": DEST, "waypoints": [],
-                                      "strategy": ["不走高速"]}
-    assert {(c.slot, c.values[0]) for c in opt.truth.constraints} == {("destination", "大石桥"),
-                                                                        ("preferences", "avoid_highways")}
+    assert opt.truth.checks.route == {
+        "tool": "driving_route",
+        "origin": LOC,
+        "destination": DEST,
+        "waypoints": [],
+        "strategy": ["不走高速"],
+    }
+    assert {(c.slot, c.values[0]) for c in opt.truth.constraints} == {
+        ("destination", "大石桥"),
+        ("preferences", "avoid_highways"),
+    }
     assert weather.truth.checks.similar == "淮安市当前天气多云，气温-4℃"
     assert poi.truth.checks.places == ["长乐西路"] and poi.truth.checks.coord["lat"] == pytest.approx(34.26941)
     # The repaired truncated literal is usable by the answer rules (general type reads route_ans).
@@ -108,31 +155,61 @@ def test_xlsx_imports_like_csv(upstream_csv: Path, tmp_path: Path) -> None:
     got, got_rep = load_upstream(xlsx)
     want, want_rep = load_upstream(upstream_csv)
     assert [c.model_dump() for c in got] == [c.model_dump() for c in want]
-    assert (got_rep.rows, got_rep.cases, got_rep.truncated, got_rep.malformed) == \
-        (want_rep.rows, want_rep.cases, want_rep.truncated, want_rep.malformed)
+    assert (got_rep.rows, got_rep.cases, got_rep.truncated, got_rep.malformed) == (
+        want_rep.rows,
+        want_rep.cases,
+        want_rep.truncated,
+        want_rep.malformed,
+    )
 
 
 def test_imported_cases_score_in_reference_mode(upstream_csv: Path) -> None:
     cases, _ = load_upstream(upstream_csv)
     opt, weather, poi = cases
-    fence = "```json\n" + json.dumps({"route_index": "0", "content": "不走高速，全程152公里"}, ensure_ascii=False) + "\n```"
-    s = M.score(M.Prediction(intent="有偏好的路线规划", thinking="去大石桥", steps=["查询大石桥坐标", "进行不走高速的路线规划"],
-                             calls=[M.Call(name=t["name"], arguments=t["arguments"], ok=True, task=i)
-                                    for i, t in enumerate(opt.truth.tool_list)], report=fence),
-                opt.truth, "reference", CharJaccard(), cumulative=True)
+    fence = (
+        "```json\n" + json.dumps({"route_index": "0", "content": "不走高速，全程152公里"}, ensure_ascii=False) + "\n```"
+    )
+    s = M.score(
+        M.Prediction(
+            intent="有偏好的路线规划",
+            thinking="去大石桥",
+            steps=["查询大石桥坐标", "进行不走高速的路线规划"],
+            calls=[
+                M.Call(name=t["name"], arguments=t["arguments"], ok=True, task=i)
+                for i, t in enumerate(opt.truth.tool_list)
+            ],
+            report=fence,
+        ),
+        opt.truth,
+        "reference",
+        CharJaccard(),
+        cumulative=True,
+    )
     assert s["ID"] == 1.0 and s["IE"] == 1.0 and s["DEC_P"] == 0.5 and s["DEC_R"] == 1.0
     assert s["TS_P"] == 1.0 and s["TS_R"] == pytest.approx(0.6667) and s["DR"] == 1.0 and s["FPR"] == 1.0
-    w = M.score(M.Prediction(intent="天气查询", content="淮安市当前天气多云，气温-4℃"), weather.truth, "reference", CharJaccard())
+    w = M.score(
+        M.Prediction(intent="天气查询", content="淮安市当前天气多云，气温-4℃"),
+        weather.truth,
+        "reference",
+        CharJaccard(),
+    )
     assert (w["DR"], w["FPR"]) == (1.0, 1.0)
 
 
 def _write_sandbox(d: Path) -> None:
     d.mkdir()
-    (d / "nested_poi_data.json").write_text(json.dumps(
-        {"大石桥": {"营口市": {"location": DEST, "name": "大石桥市", "address": "营口市"}}}, ensure_ascii=False))
+    (d / "nested_poi_data.json").write_text(
+        json.dumps(
+            {"大石桥": {"营口市": {"location": DEST, "name": "大石桥市", "address": "营口市"}}}, ensure_ascii=False
+        )
+    )
     route = {"status": "1", "route": {"paths": [{"distance": "152000", "cost": {"duration": "6000"}, "steps": []}]}}
-    (d / "driving_route_handle.json").write_text(json.dumps({DEST: {LOC: {"不走高速": {"default": route}}}}, ensure_ascii=False))
-    (d / "weather_sandbox.json").write_text(json.dumps({"淮安市": {"False": {"weather_description": "多云"}}}, ensure_ascii=False))
+    (d / "driving_route_handle.json").write_text(
+        json.dumps({DEST: {LOC: {"不走高速": {"default": route}}}}, ensure_ascii=False)
+    )
+    (d / "weather_sandbox.json").write_text(
+        json.dumps({"淮安市": {"False": {"weather_description": "多云"}}}, ensure_ascii=False)
+    )
     (d / "reverse_geocoding_sandbox.json").write_text(json.dumps({"34.2,108.9": "西安市雁塔区"}, ensure_ascii=False))
 
 
@@ -149,7 +226,10 @@ def test_sandbox_files_replay(upstream_csv: Path, tmp_path: Path) -> None:
     assert r.ok and r.source == "hit" and r.data["data"]["route"]["paths"][0]["distance"] == "152000"
     near = svc.call("driving_route", {"origin": "123.7797,41.3072", "destination": DEST, "strategy": ["不走高速"]})
     assert near.ok and near.source == "fuzzy"  # within 100 m: labelled fallback
-    assert svc.call("reverse_geocoding", {"longitude": "108.9", "latitude": "34.2"}).data["data"]["address"] == "西安市雁塔区"
+    assert (
+        svc.call("reverse_geocoding", {"longitude": "108.9", "latitude": "34.2"}).data["data"]["address"]
+        == "西安市雁塔区"
+    )
     miss = svc.call("traffic_status", {"name": "成都大道", "city": "成都"})
     assert not miss.ok and miss.error_category == "replay_miss"
 
@@ -164,8 +244,18 @@ def test_sandbox_files_replay(upstream_csv: Path, tmp_path: Path) -> None:
         done = sum(1 for m in req.messages if m.role == "user" and m.content.startswith("Result of "))
         if done < len(prog):
             return json.dumps({"name": prog[done]["name"], "arguments": prog[done]["arguments"]}, ensure_ascii=False)
-        return json.dumps({"name": "final_answer", "arguments": {"answer": "全程152公里，约100分钟的路线", "intent": ep.tags["scenario"],
-                                                                 "constraints": {}, "route_index": 0}}, ensure_ascii=False)
+        return json.dumps(
+            {
+                "name": "final_answer",
+                "arguments": {
+                    "answer": "全程152公里，约100分钟的路线",
+                    "intent": ep.tags["scenario"],
+                    "constraints": {},
+                    "route_index": 0,
+                },
+            },
+            ensure_ascii=False,
+        )
 
     ctx = RunContext(sampling=Sampling(), tool_mode="json")
     results = [asyncio.run(bench.run_episode(e, FakeEngine(answer=answer), ctx, 0)) for e in eps]

@@ -18,8 +18,9 @@ pytestmark = pytest.mark.model
 
 @pytest.mark.parametrize("framework", ["react", "plan"])
 def test_gemma_episodes_end_scored_or_classified(helsinki_pack: Path, gemma_engine, framework: str) -> None:  # type: ignore[no-untyped-def]
-    bench = get_benchmark_class("mobilitybench")(None, {"framework": framework, "similarity": "jaccard",
-                                                        "max_steps": "3"})
+    bench = get_benchmark_class("mobilitybench")(
+        None, {"framework": framework, "similarity": "jaccard", "max_steps": "3"}
+    )
     eps = [e for e in bench.episodes() if e.id in ("mb-weather-01", "mb-p2p-01")]
     ctx = RunContext(sampling=Sampling(max_tokens=64), tool_mode="prompt")
     results = [asyncio.run(bench.run_episode(e, gemma_engine, ctx, 0)) for e in eps]

@@ -15,8 +15,10 @@ from rig.benchmarks.mobilitybench.similarity import CharJaccard, EmbeddingBacken
 
 ZH = LEXICONS["zh"]
 Q = {"name": "query_poi", "arguments": {"keywords": "甲", "city": "北京市"}}
-D = {"name": "driving_route", "arguments": {"origin": "116.1,39.9", "destination": "116.2,39.8",
-                                            "waypoints": ["116.15,39.85"]}}
+D = {
+    "name": "driving_route",
+    "arguments": {"origin": "116.1,39.9", "destination": "116.2,39.8", "waypoints": ["116.15,39.85"]},
+}
 
 
 def _multistop() -> M.Truth:
@@ -32,8 +34,13 @@ def _fence(**body: object) -> str:
 
 
 def _pe(calls: list[M.Call], workers: list[int]) -> M.Prediction:
-    return M.Prediction(intent="路线规划", steps=["查询坐标"], calls=calls, workers=workers, report=_fence(
-        route_index="0", content="推荐路线全程12公里，耗时20分钟", route_info=""))
+    return M.Prediction(
+        intent="路线规划",
+        steps=["查询坐标"],
+        calls=calls,
+        workers=workers,
+        report=_fence(route_index="0", content="推荐路线全程12公里，耗时20分钟", route_info=""),
+    )
 
 
 def test_cumulative_capture_with_parallel_tasks_in_a_later_step() -> None:
@@ -88,15 +95,28 @@ def test_route_constrained_without_any_index_scores_zero_without_raising() -> No
 
 
 def test_efficiency_splits_a_total_when_both_counts_are_zero() -> None:
-    usage = {"Planner_prompt_tokens": 0, "Planner_completion_tokens": 0, "Planner_total_tokens": 101,
-             "Worker_prompt_tokens": 10, "Worker_completion_tokens": 5, "Worker_total_tokens": 99}
+    usage = {
+        "Planner_prompt_tokens": 0,
+        "Planner_completion_tokens": 0,
+        "Planner_total_tokens": 101,
+        "Worker_prompt_tokens": 10,
+        "Worker_completion_tokens": 5,
+        "Worker_total_tokens": 99,
+    }
     assert ref_efficiency(usage) == (70 + 10, 31 + 5)  # rig ignored the Planner total (0, 0)
     assert ref_efficiency({"planner_prompt_tokens": 7}) == (0, 0)  # the key spellings are case-sensitive
 
 
 def test_tool_scores_are_rounded_to_four_decimals() -> None:
-    truth = M.Truth(scenario="Weather Query", lang="zh", tool_list=[
-        Q, {"name": "weather_query", "arguments": {"city": "北京"}}, {"name": "reverse_geocoding", "arguments": {}}])
+    truth = M.Truth(
+        scenario="Weather Query",
+        lang="zh",
+        tool_list=[
+            Q,
+            {"name": "weather_query", "arguments": {"city": "北京"}},
+            {"name": "reverse_geocoding", "arguments": {}},
+        ],
+    )
     ts_p, ts_r, sc = ref_tools([("query_poi", {"keywords": "甲"}), ("query_poi", {}), ("query_poi", {})], truth)
     assert ts_p == 0.3333  # 1/3, rounded
     assert ts_r == 1 - 0.6667  # redundancy rounded before the subtraction, bit for bit

@@ -27,11 +27,20 @@ def truth(scenario: str, **kw) -> M.Truth:  # type: ignore[no-untyped-def]
 P2P_SLOTS = {"query_end_poi": "平遥县呃", "query_start_poi": ""}
 
 
-@pytest.mark.parametrize("intent,thinking,steps,want_id,want_ie", [
-    ("路线规划", "用户要步行去平遥县呃", ["查询平遥县呃的坐标", "规划步行路线"], 1.0, 1.0),  # a
-    ("导航", "去平遥", ["查询坐标"], 0.0, 0.0),  # b: Jaccard 0
-    ("步行路线规划请求", "用户要步行", ["查询坐标", "规划步行路线"], 1.0, 0.0),  # c: contains the label; slot missing
-])
+@pytest.mark.parametrize(
+    "intent,thinking,steps,want_id,want_ie",
+    [
+        ("路线规划", "用户要步行去平遥县呃", ["查询平遥县呃的坐标", "规划步行路线"], 1.0, 1.0),  # a
+        ("导航", "去平遥", ["查询坐标"], 0.0, 0.0),  # b: Jaccard 0
+        (
+            "步行路线规划请求",
+            "用户要步行",
+            ["查询坐标", "规划步行路线"],
+            1.0,
+            0.0,
+        ),  # c: contains the label; slot missing
+    ],
+)
 def test_a51_reference_route(intent, thinking, steps, want_id, want_ie):  # type: ignore[no-untyped-def]
     t = truth(P2P, slots=P2P_SLOTS)
     assert M.ref_intent(intent, P2P, JAC, ZH) == want_id
@@ -76,14 +85,22 @@ def test_paper_intent_names_a_label() -> None:
 
 # -- A5.2 DEC ----------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("scenario,steps,ref,paper", [
-    (P2P, ["查询平遥县呃的坐标", "规划步行路线"], (0.5, 0.5), (1.0, 1.0)),  # a
-    (OPT, ["查询大石桥坐标", "进行不走高速的路线规划"], (0.5, 1.0), (1.0, 1.0)),  # b
-    (OPT, ["Find the coordinates of Dashiqiao", "Plan a driving route that avoids highways"], (0.0, 0.0),
-     (1.0, 1.0)),  # c: English plan
-    (WEATHER, ["查询淮安市天气", "获取当前位置"], (0.5, 1.0), (1.0, 0.5)),  # d
-    ("Something Else", ["anything"], (None, None), (None, None)),  # e: unknown scenario, excluded
-])
+
+@pytest.mark.parametrize(
+    "scenario,steps,ref,paper",
+    [
+        (P2P, ["查询平遥县呃的坐标", "规划步行路线"], (0.5, 0.5), (1.0, 1.0)),  # a
+        (OPT, ["查询大石桥坐标", "进行不走高速的路线规划"], (0.5, 1.0), (1.0, 1.0)),  # b
+        (
+            OPT,
+            ["Find the coordinates of Dashiqiao", "Plan a driving route that avoids highways"],
+            (0.0, 0.0),
+            (1.0, 1.0),
+        ),  # c: English plan
+        (WEATHER, ["查询淮安市天气", "获取当前位置"], (0.5, 1.0), (1.0, 0.5)),  # d
+        ("Something Else", ["anything"], (None, None), (None, None)),  # e: unknown scenario, excluded
+    ],
+)
 def test_a52_decomposition(scenario, steps, ref, paper):  # type: ignore[no-untyped-def]
     assert M.ref_decomposition(steps, scenario, ZH) == ref
     assert M.paper_decomposition(steps, scenario) == paper
@@ -91,7 +108,12 @@ def test_a52_decomposition(scenario, steps, ref, paper):  # type: ignore[no-unty
 
 def test_a52_reference_step_extraction() -> None:
     # The regexes run over the whole plan: "不走高速…路线规划" also matches walking (走) and plain route planning.
-    assert ZH.steps_in("查询大石桥坐标; 进行不走高速的路线规划") == ["定位", "步行路线规划", "有偏好的路线规划", "路线规划"]
+    assert ZH.steps_in("查询大石桥坐标; 进行不走高速的路线规划") == [
+        "定位",
+        "步行路线规划",
+        "有偏好的路线规划",
+        "路线规划",
+    ]
     # The English translation behaves alike: "plan a walking route" is not the literal "route planning".
     assert EN.steps_in("Look up the coordinates of Kiasma; plan a walking route") == ["locate", "walking route"]
 
@@ -107,8 +129,10 @@ def test_paper_decomposition_uses_tool_actions() -> None:
 # -- A5.3 TS / SC ------------------------------------------------------------------------------------------
 
 GT_QP = {"name": "query_poi", "arguments": {"keywords": "大石桥", "city": "本溪市"}}
-GT_DR = {"name": "driving_route", "arguments": {"origin": "123.779300,41.306982", "destination": "122.509006,40.644482",
-                                                "strategy": ["不走高速"]}}
+GT_DR = {
+    "name": "driving_route",
+    "arguments": {"origin": "123.779300,41.306982", "destination": "122.509006,40.644482", "strategy": ["不走高速"]},
+}
 QP, DRV = dict(GT_QP), dict(GT_DR)
 
 
@@ -128,8 +152,11 @@ def test_a53_tools() -> None:
     b = _calls(("query_poi", {"keywords": "大石桥"}), ("query_poi", {"keywords": "大石桥", "city": "本溪市"}))
     assert M.ref_tools([(c.name, c.arguments) for c in b], t) == (0.5, 0.5, 1.0)  # b
     assert _paper(b, t) == (0.5, 0.5, 1.0)
-    c = _calls(("query_poi", {"keywords": "大石桥", "region": "辽宁"}), ("driving_route", {"origin": "123.7793,41.306982"}),
-               ("walking_route", {"origin": "123.7793,41.306982", "destination": "122.509006,40.644482"}))
+    c = _calls(
+        ("query_poi", {"keywords": "大石桥", "region": "辽宁"}),
+        ("driving_route", {"origin": "123.7793,41.306982"}),
+        ("walking_route", {"origin": "123.7793,41.306982", "destination": "122.509006,40.644482"}),
+    )
     ts_p, ts_r, sc = M.ref_tools([(x.name, x.arguments) for x in c], t)  # c
     assert (ts_p, sc) == (1.0, 0.25) and ts_r == pytest.approx(0.6667, abs=1e-9)
     p = _paper(c, t)
@@ -137,8 +164,10 @@ def test_a53_tools() -> None:
 
 
 def test_a53_renamed_empty_and_json_args() -> None:
-    t = truth("Traffic Info Query", tool_list=[GT_QP, {"name": "traffic_status_road_api",
-                                                        "arguments": {"name": "成都大道", "city": "成都"}}])
+    t = truth(
+        "Traffic Info Query",
+        tool_list=[GT_QP, {"name": "traffic_status_road_api", "arguments": {"name": "成都大道", "city": "成都"}}],
+    )
     d = _calls(("traffic_status", {"name": "成都大道", "city": "成都"}))
     assert M.ref_tools([(x.name, x.arguments) for x in d], t) == (0.5, 1.0, 1.0)  # d
     assert _paper(d, t) == (0.5, 1.0, 1.0)
@@ -153,8 +182,10 @@ def test_a53_renamed_empty_and_json_args() -> None:
 def test_a53_cumulative_capture() -> None:
     # g: a two-step P&E run making exactly the GT calls; the reference's capture gives 3 rows
     t = truth(OPT, tool_list=[GT_QP, GT_DR])
-    calls = [M.Call(name="query_poi", arguments=QP["arguments"], task=0, ok=True),
-             M.Call(name="driving_route", arguments=DRV["arguments"], task=1, ok=True)]
+    calls = [
+        M.Call(name="query_poi", arguments=QP["arguments"], task=0, ok=True),
+        M.Call(name="driving_route", arguments=DRV["arguments"], task=1, ok=True),
+    ]
     rows = M.cumulative_capture(calls)
     assert [n for n, _ in rows] == ["query_poi", "query_poi", "driving_route"]
     ts_p, ts_r, sc = M.ref_tools(rows, t)
@@ -173,53 +204,97 @@ def test_no_calls() -> None:
 
 # -- A5.4 DR / FPR (reference) -----------------------------------------------------------------------------
 
+
 def J(**kw) -> str:  # type: ignore[no-untyped-def]
     import json
+
     return "```json\n" + json.dumps(kw, ensure_ascii=False) + "\n```"
 
 
 WEATHER_GT = "淮安市当前天气多云，气温-4℃，东北风3级"
-POI_SLOTS = {"ans_loc": (108.985031, 34.26941),  # the loader's tuple: the first rule silently does not apply
-             "poi_result": "{'status': <ToolStatus.SUCCESS: 0>, 'data': {'location': '108.985031,34.269410', "
-                           "'name': '长乐西路', 'address': '西安市'}, 'error': None}"}
+POI_SLOTS = {
+    "ans_loc": (108.985031, 34.26941),  # the loader's tuple: the first rule silently does not apply
+    "poi_result": "{'status': <ToolStatus.SUCCESS: 0>, 'data': {'location': '108.985031,34.269410', "
+    "'name': '长乐西路', 'address': '西安市'}, 'error': None}",
+}
 
 
-@pytest.mark.parametrize("scenario,slots,answer,want", [
-    (P2P, {}, J(route_index="0", content="推荐第一条路线"), (1.0, 1.0)),  # a
-    (P2P, {}, J(route_index="-1", content="路线不可达"), (1.0, 0.0)),  # b
-    (P2P, {}, J(route_index="", content="全程约15公里，耗时40分钟"), (1.0, 0.0)),  # c
-    (P2P, {}, '{"route_index": "-1", "content": "路线不可达", "route_info": ""}', (0.0, 0.0)),  # d
-    (P2P, {}, "推荐方案2，全程15公里", (1.0, 1.0)),  # e
-    ("Route-Constrained Planning", {"matched_transit_index": 1.0}, J(route_index="1", content="x"), (1.0, 1.0)),  # f
-    ("Route-Constrained Planning", {"matched_transit_index": 1.0}, J(route_index="0", content="x"), (1.0, 0.0)),
-    ("Route-Constrained Planning", {"matched_transit_index": 0.0},
-     J(route_index="", content="全程12公里约50分钟的路线"), (1.0, 1.0)),  # g
-    ("Route Property Query", {}, "距离约15.5公里，驾车约44分钟", (1.0, 1.0)),  # i
-    ("Route Property Query", {}, "大约15.5公里", (0.0, 0.0)),
-    (WEATHER, {"weather_description": WEATHER_GT}, "天气：" + WEATHER_GT, (1.0, 1.0)),  # j
-    (WEATHER, {"weather_description": WEATHER_GT}, "淮安今天多云，-4度", (1.0, 0.0)),
-    (WEATHER, {"weather_description": WEATHER_GT}, "无法获取", (0.0, 0.0)),
-    (WEATHER, {"weather_description": WEATHER_GT}, J(route_index="", content="根据天气查询工具结果",
-                                                     route_info=WEATHER_GT), (1.0, 0.0)),  # k
-    (POI, POI_SLOTS, "位于108.99,34.27附近", (1.0, 1.0)),  # l
-    (POI, POI_SLOTS, "找到长乐西路，在西安市", (1.0, 1.0)),
-    (POI, POI_SLOTS, "坐标 109.10,34.30，陕西省西安市", (1.0, 0.0)),
-    ("Geolocation Query", {"formatted_address": "湖北省武汉市新洲区阳逻街道111省道"}, "您在湖北省武汉市新洲区附近",
-     (1.0, 1.0)),  # m
-    ("Geolocation Query", {"formatted_address": "湖北省武汉市新洲区阳逻街道111省道"}, "您在湖北省武汉市江岸区附近",
-     (1.0, 0.0)),
-    ("Traffic Info Query", {"ans": {"trafficinfo": {"description": "成功大道：双向畅通。"}}}, "成都大道目前双向畅通",
-     (1.0, 1.0)),  # n
-    ("Traffic Info Query", {"ans": {"trafficinfo": {"description": "成功大道：双向畅通。"}}}, "成都大道目前畅通",
-     (1.0, 0.0)),
-    ("Traffic Info Query", {}, "路况畅通", (1.0, 0.5)),  # o
-    ("Nearby Query", {"near_poi_ans": {"data": {"pois": [{"name": "中国建设银行(海口大英山支行)"}]}}},
-     "附近有中国建设银行(海口大英山支行)", (0.0, 0.0)),  # p
-    ("Nearby Query", {"near_poi_ans": {"data": {"pois": [{"name": "中国建设银行(海口大英山支行)"}]}}},
-     "附近有中国建设银行(海口大英山支行)，步行约600米", (1.0, 1.0)),
-    (P2P, {}, "", (0.0, 0.0)),  # q
-    ("Something Else", {}, "Sorry, failed to generate a valid report.", (1.0, 0.0)),  # r
-])
+@pytest.mark.parametrize(
+    "scenario,slots,answer,want",
+    [
+        (P2P, {}, J(route_index="0", content="推荐第一条路线"), (1.0, 1.0)),  # a
+        (P2P, {}, J(route_index="-1", content="路线不可达"), (1.0, 0.0)),  # b
+        (P2P, {}, J(route_index="", content="全程约15公里，耗时40分钟"), (1.0, 0.0)),  # c
+        (P2P, {}, '{"route_index": "-1", "content": "路线不可达", "route_info": ""}', (0.0, 0.0)),  # d
+        (P2P, {}, "推荐方案2，全程15公里", (1.0, 1.0)),  # e
+        (
+            "Route-Constrained Planning",
+            {"matched_transit_index": 1.0},
+            J(route_index="1", content="x"),
+            (1.0, 1.0),
+        ),  # f
+        ("Route-Constrained Planning", {"matched_transit_index": 1.0}, J(route_index="0", content="x"), (1.0, 0.0)),
+        (
+            "Route-Constrained Planning",
+            {"matched_transit_index": 0.0},
+            J(route_index="", content="全程12公里约50分钟的路线"),
+            (1.0, 1.0),
+        ),  # g
+        ("Route Property Query", {}, "距离约15.5公里，驾车约44分钟", (1.0, 1.0)),  # i
+        ("Route Property Query", {}, "大约15.5公里", (0.0, 0.0)),
+        (WEATHER, {"weather_description": WEATHER_GT}, "天气：" + WEATHER_GT, (1.0, 1.0)),  # j
+        (WEATHER, {"weather_description": WEATHER_GT}, "淮安今天多云，-4度", (1.0, 0.0)),
+        (WEATHER, {"weather_description": WEATHER_GT}, "无法获取", (0.0, 0.0)),
+        (
+            WEATHER,
+            {"weather_description": WEATHER_GT},
+            J(route_index="", content="根据天气查询工具结果", route_info=WEATHER_GT),
+            (1.0, 0.0),
+        ),  # k
+        (POI, POI_SLOTS, "位于108.99,34.27附近", (1.0, 1.0)),  # l
+        (POI, POI_SLOTS, "找到长乐西路，在西安市", (1.0, 1.0)),
+        (POI, POI_SLOTS, "坐标 109.10,34.30，陕西省西安市", (1.0, 0.0)),
+        (
+            "Geolocation Query",
+            {"formatted_address": "湖北省武汉市新洲区阳逻街道111省道"},
+            "您在湖北省武汉市新洲区附近",
+            (1.0, 1.0),
+        ),  # m
+        (
+            "Geolocation Query",
+            {"formatted_address": "湖北省武汉市新洲区阳逻街道111省道"},
+            "您在湖北省武汉市江岸区附近",
+            (1.0, 0.0),
+        ),
+        (
+            "Traffic Info Query",
+            {"ans": {"trafficinfo": {"description": "成功大道：双向畅通。"}}},
+            "成都大道目前双向畅通",
+            (1.0, 1.0),
+        ),  # n
+        (
+            "Traffic Info Query",
+            {"ans": {"trafficinfo": {"description": "成功大道：双向畅通。"}}},
+            "成都大道目前畅通",
+            (1.0, 0.0),
+        ),
+        ("Traffic Info Query", {}, "路况畅通", (1.0, 0.5)),  # o
+        (
+            "Nearby Query",
+            {"near_poi_ans": {"data": {"pois": [{"name": "中国建设银行(海口大英山支行)"}]}}},
+            "附近有中国建设银行(海口大英山支行)",
+            (0.0, 0.0),
+        ),  # p
+        (
+            "Nearby Query",
+            {"near_poi_ans": {"data": {"pois": [{"name": "中国建设银行(海口大英山支行)"}]}}},
+            "附近有中国建设银行(海口大英山支行)，步行约600米",
+            (1.0, 1.0),
+        ),
+        (P2P, {}, "", (0.0, 0.0)),  # q
+        ("Something Else", {}, "Sorry, failed to generate a valid report.", (1.0, 0.0)),  # r
+    ],
+)
 def test_a54_reference_answer(scenario, slots, answer, want):  # type: ignore[no-untyped-def]
     assert M.ref_answer(answer, truth(scenario, slots=slots), JAC, ZH) == want
 
@@ -235,7 +310,7 @@ def test_a54h_missing_index_is_excluded() -> None:
 def test_reference_content_and_index_extraction() -> None:
     assert M.ref_content(J(route_index="2", content="hello")) == "hello"
     assert M.ref_content('{"content": "x"}') == '{"content": "x"}'  # un-fenced JSON is not read
-    assert M.ref_route_index('route_index: 3', ZH) == "3"
+    assert M.ref_route_index("route_index: 3", ZH) == "3"
     assert M.ref_route_index('"route_index": "-1"', ZH) is None  # the regex cannot read -1
     assert M.ref_route_index("推荐方案1", ZH) == "0"
 
@@ -243,9 +318,13 @@ def test_reference_content_and_index_extraction() -> None:
 # -- A5.4 analogues in paper mode --------------------------------------------------------------------------
 
 ORIGIN, DEST = "24.941000,60.170000", "24.936700,60.176600"
-ROUTE_TRUTH = dict(tool_list=[{"name": "walking_route", "arguments": {"origin": ORIGIN, "destination": DEST}}],
-                   checks=M.Checks(route={"tool": "walking_route", "origin": ORIGIN, "destination": DEST},
-                                   distance_m=1200.0, duration_s=900.0), lang="en")
+ROUTE_TRUTH = dict(
+    tool_list=[{"name": "walking_route", "arguments": {"origin": ORIGIN, "destination": DEST}}],
+    checks=M.Checks(
+        route={"tool": "walking_route", "origin": ORIGIN, "destination": DEST}, distance_m=1200.0, duration_s=900.0
+    ),
+    lang="en",
+)
 OK_CALL = M.Call(name="walking_route", arguments={"origin": ORIGIN, "destination": DEST}, ok=True)
 
 
@@ -282,15 +361,24 @@ def test_paper_delivery_needs_recovered_tools() -> None:
 
 def test_paper_info_checks() -> None:
     ok = [M.Call(name="weather_query", arguments={"city": "Helsinki"}, ok=True)]
-    w = truth(WEATHER, lang="en", tool_list=[{"name": "weather_query", "arguments": {"city": "Helsinki"}}],
-              checks=M.Checks(facts=[["cloudy", "overcast"], ["-4"]]))
+    w = truth(
+        WEATHER,
+        lang="en",
+        tool_list=[{"name": "weather_query", "arguments": {"city": "Helsinki"}}],
+        checks=M.Checks(facts=[["cloudy", "overcast"], ["-4"]]),
+    )
     p = M.Prediction(delivered=True, calls=ok, content="Helsinki: cloudy, -4 °C.")
     assert _fpr(p, w) == (1.0, 1.0)
     assert _fpr(p.model_copy(update={"content": "Helsinki: cloudy, -3 °C."}), w) == (1.0, 0.0)
-    poi = truth(POI, lang="en", tool_list=[{"name": "query_poi", "arguments": {"keywords": "Kiasma"}}],
-                checks=M.Checks(places=["Kiasma"], coord={"lat": 60.1722, "lon": 24.9366, "max_m": 250}))
-    q = M.Prediction(delivered=True, calls=[M.Call(name="query_poi", arguments={}, ok=True)],
-                     content="It is at 24.9370,60.1720.")
+    poi = truth(
+        POI,
+        lang="en",
+        tool_list=[{"name": "query_poi", "arguments": {"keywords": "Kiasma"}}],
+        checks=M.Checks(places=["Kiasma"], coord={"lat": 60.1722, "lon": 24.9366, "max_m": 250}),
+    )
+    q = M.Prediction(
+        delivered=True, calls=[M.Call(name="query_poi", arguments={}, ok=True)], content="It is at 24.9370,60.1720."
+    )
     assert _fpr(q, poi) == (1.0, 1.0)  # coordinate within 250 m
     assert _fpr(q.model_copy(update={"content": "It is at 24.9500,60.1720."}), poi) == (1.0, 0.0)
     assert _fpr(q.model_copy(update={"content": "Kiasma is on Mannerheiminaukio."}), poi) == (1.0, 1.0)
@@ -308,12 +396,21 @@ def test_stated_quantities() -> None:
 
 # -- A5.5 IT / OT, A5.6 aggregation -------------------------------------------------------------------------
 
+
 def test_a55_efficiency() -> None:
-    a = {"Planner_prompt_tokens": 1000, "Planner_completion_tokens": 200, "Worker_prompt_tokens": 3000,
-         "Worker_completion_tokens": 100, "Reporter Prompt Tokens": 2500, "Reporter Completion Tokens": 300}
+    a = {
+        "Planner_prompt_tokens": 1000,
+        "Planner_completion_tokens": 200,
+        "Worker_prompt_tokens": 3000,
+        "Worker_completion_tokens": 100,
+        "Reporter Prompt Tokens": 2500,
+        "Reporter Completion Tokens": 300,
+    }
     assert M.ref_efficiency(a) == (6500, 600)
-    assert M.ref_efficiency({"Planner_total_tokens": 1000, "Worker_total_tokens": 0,
-                             "Reporter_total_tokens": 999}) == (1399, 600)
+    assert M.ref_efficiency({"Planner_total_tokens": 1000, "Worker_total_tokens": 0, "Reporter_total_tokens": 999}) == (
+        1399,
+        600,
+    )
     assert M.ref_efficiency({}) == (0, 0)
     t = truth(P2P)
     errored = M.score(M.Prediction(errored=True, prompt_tokens=50, completion_tokens=5), t, "reference", JAC)
@@ -324,15 +421,20 @@ def test_a55_efficiency() -> None:
 
 
 def test_a56_aggregation() -> None:
-    rs = [T.RefResult(details={"TS_P": 1.0, "TS_R": 0.5, "SC": 1.0}),
-          T.RefResult(details={"TS_P": 0.5, "TS_R": 1.0, "SC": 0.0}),
-          T.RefResult(error="boom"),
-          T.RefResult(score=1.0, details={"note": "empty GT"})]
+    rs = [
+        T.RefResult(details={"TS_P": 1.0, "TS_R": 0.5, "SC": 1.0}),
+        T.RefResult(details={"TS_P": 0.5, "TS_R": 1.0, "SC": 0.0}),
+        T.RefResult(error="boom"),
+        T.RefResult(score=1.0, details={"note": "empty GT"}),
+    ]
     agg = T.aggregate_reference(rs)
     assert agg["sub_scores"] == {"TS_P": 0.75, "TS_R": 0.75, "SC": 0.5}
     assert agg["average_score"] == 0.3333 and agg["total"] == 4 and agg["successful"] == 3
     assert T.aggregate([{"DR": 1.0, "FPR": None}, {"DR": 0.0, "FPR": 1.0}]) == {
-        **dict.fromkeys(M.METRICS), "DR": 0.5, "FPR": 1.0}
+        **dict.fromkeys(M.METRICS),
+        "DR": 0.5,
+        "FPR": 1.0,
+    }
 
 
 def test_reference_mode_drops_missing_pieces() -> None:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import pytest
 import yaml
@@ -40,9 +40,14 @@ def _reference(bench: RouteEval, request: ChatRequest) -> tuple[str, list[str]]:
 
 
 def _call(route_type: str, places: list[str], est: float = 2.0) -> dict:
-    return {"name": TOOL_NAME, "arguments": {"estimated_distance": est, "route_type": route_type,
-                                             "waypoints": [{"address": f"{n}, Helsinki", "description": "via"}
-                                                           for n in places]}}
+    return {
+        "name": TOOL_NAME,
+        "arguments": {
+            "estimated_distance": est,
+            "route_type": route_type,
+            "waypoints": [{"address": f"{n}, Helsinki", "description": "via"} for n in places],
+        },
+    }
 
 
 def _render(call: dict, mode: str) -> str:
@@ -51,10 +56,16 @@ def _render(call: dict, mode: str) -> str:
     return json.dumps(call, ensure_ascii=False)
 
 
-def _run(bench: RouteEval, ep: Episode, engine, mode: str,  # type: ignore[no-untyped-def]
-         repeat: int = 0) -> EpisodeResult:
-    return asyncio.run(bench.run_episode(ep, engine, RunContext(sampling=Sampling(max_tokens=512), tool_mode=mode),
-                                         repeat))
+def _run(
+    bench: RouteEval,
+    ep: Episode,
+    engine,
+    mode: str,  # type: ignore[no-untyped-def]
+    repeat: int = 0,
+) -> EpisodeResult:
+    return asyncio.run(
+        bench.run_episode(ep, engine, RunContext(sampling=Sampling(max_tokens=512), tool_mode=mode), repeat)
+    )
 
 
 class NativeFake(FakeEngine):
@@ -72,8 +83,11 @@ class NativeFake(FakeEngine):
     async def chat(self, request: ChatRequest) -> Generation:
         self.requests.append(request)
         c = self.make(request)
-        return Generation(request_hash=request.digest(), finish_reason="stop",
-                          tool_calls=[ParsedCall(name=c["name"], arguments=c["arguments"])])
+        return Generation(
+            request_hash=request.digest(),
+            finish_reason="stop",
+            tool_calls=[ParsedCall(name=c["name"], arguments=c["arguments"])],
+        )
 
 
 def _expected_miles(bench: RouteEval, helsinki_pack: Path, route_type: str, places: list[str]) -> float:
@@ -89,8 +103,9 @@ def _expected_miles(bench: RouteEval, helsinki_pack: Path, route_type: str, plac
 
 
 @pytest.mark.parametrize("mode", ["json", "yaml", "prompt", "native"])
-def test_oracle_gets_the_accuracy_the_map_predicts(bench: RouteEval, episodes: list[Episode], helsinki_pack: Path,
-                                                   mode: str) -> None:
+def test_oracle_gets_the_accuracy_the_map_predicts(
+    bench: RouteEval, episodes: list[Episode], helsinki_pack: Path, mode: str
+) -> None:
     def make(req: ChatRequest) -> dict:
         return _call(*_reference(bench, req))
 
@@ -128,8 +143,14 @@ def test_request_shape_follows_the_paper(bench: RouteEval, episodes: list[Episod
     assert wp["maxItems"] == 12 and wp["items"]["properties"]["address"]["maxLength"] == 120
 
 
-def _one(bench: RouteEval, episodes: list[Episode], text: str, mode: str = "json", finish: str = "stop",
-         error: str | None = None) -> EpisodeResult:
+def _one(
+    bench: RouteEval,
+    episodes: list[Episode],
+    text: str,
+    mode: str = "json",
+    finish: str = "stop",
+    error: str | None = None,
+) -> EpisodeResult:
     class Scripted(FakeEngine):
         async def chat(self, request: ChatRequest) -> Generation:
             return Generation(request_hash="x", text=text, finish_reason=finish, error=error)
@@ -156,8 +177,17 @@ def test_error_taxonomy(bench: RouteEval, episodes: list[Episode]) -> None:
     r = _one(bench, episodes, json.dumps(_call("loop", ["Ateneum", "Kiasma"])))
     assert r.error_category is None and r.scores["success"] == 1.0 and 0.5 < r.scores["accuracy"] < 0.8
     # a 4.7 mile tour for a 1.5 mile request: a measured route, more than 50% off
-    far = ["Helsingin keskustakirjasto Oodi", "Linnunlauluntie", "Paasivuoren puistikko", "Hakaniemenranta",
-           "Snellmaninaukio", "Vanha Kauppahalli", "Kasarmitori", "Vanha kirkkopuisto", "Kiasma"]
+    far = [
+        "Helsingin keskustakirjasto Oodi",
+        "Linnunlauluntie",
+        "Paasivuoren puistikko",
+        "Hakaniemenranta",
+        "Snellmaninaukio",
+        "Vanha Kauppahalli",
+        "Kasarmitori",
+        "Vanha kirkkopuisto",
+        "Kiasma",
+    ]
     r = _one(bench, episodes, json.dumps(_call("loop", far)))
     assert r.error_category == "distance_mismatch" and r.scores["success"] == 0.0
     assert r.scores["accuracy"] == 0.0 and r.scores["d_actual_mi"] > 3.0
@@ -180,14 +210,17 @@ def test_missing_skip_keeps_the_prompts_a_pack_can_answer(helsinki_pack: Path) -
     assert len(eps) == 12 and {e.tags["region"] for e in eps} == {"generic"} and len(b.skipped) == 38
 
 
-@pytest.mark.parametrize(("options", "needle"), [
-    ({"colour": "red"}, "unknown option"),
-    ({"missing": "ignore"}, "option missing"),
-    ({"max_tokens": "lots"}, "option max_tokens"),
-    ({"prompts": "nope"}, "option prompts"),
-    ({"pack": "/nonexistent/pack"}, "option pack"),
-    ({"replay": "/nonexistent/replay.sqlite"}, "option replay"),
-])
+@pytest.mark.parametrize(
+    ("options", "needle"),
+    [
+        ({"colour": "red"}, "unknown option"),
+        ({"missing": "ignore"}, "option missing"),
+        ({"max_tokens": "lots"}, "option max_tokens"),
+        ({"prompts": "nope"}, "option prompts"),
+        ({"pack": "/nonexistent/pack"}, "option pack"),
+        ({"replay": "/nonexistent/replay.sqlite"}, "option replay"),
+    ],
+)
 def test_bad_options_are_data_errors(helsinki_pack: Path, options: dict, needle: str) -> None:
     with pytest.raises(DataError, match=needle):
         RouteEval(None, options).episodes()
@@ -221,19 +254,38 @@ def test_runner_store_and_report(bench: RouteEval, episodes: list[Episode], tmp_
             return "I cannot plan routes."
         return _render(_call(*_reference(bench, req)), "json")
 
-    asyncio.run(run_items(plan([(bench, eps)], 2), FakeEngine(answer), store,
-                          RunContext(sampling=Sampling(), tool_mode="json")))
+    asyncio.run(
+        run_items(plan([(bench, eps)], 2), FakeEngine(answer), store, RunContext(sampling=Sampling(), tool_mode="json"))
+    )
     results = store.results("routeeval")
     store.close()
     assert len(results) == 6
     assert sorted(r.error_category or "ok" for r in results) == ["ok"] * 3 + ["tool_calling_failure"] * 3
     spec = load_registry().get("gemma3-270m")
-    info = BenchmarkInfo(name="routeeval", version="1", data_path=str(bench.data), data_hash=bench.data_hash(),
-                         episodes=3)
-    cfg = RunConfig(model=spec, benchmarks=[info], repeats=2, limit=None, decode="none", tool_mode="json", seed=0,
-                    temperature=0.0, max_tokens=8, gpu=None)
-    RunManifest(run_id="r1", config_hash=cfg.digest(), config=cfg, host=host_info(), started_at=0.0,
-                status="finished", gpu_memory=GpuMemorySummary(available=False, reason="CPU")).write(run_dir)
+    info = BenchmarkInfo(
+        name="routeeval", version="1", data_path=str(bench.data), data_hash=bench.data_hash(), episodes=3
+    )
+    cfg = RunConfig(
+        model=spec,
+        benchmarks=[info],
+        repeats=2,
+        limit=None,
+        decode="none",
+        tool_mode="json",
+        seed=0,
+        temperature=0.0,
+        max_tokens=8,
+        gpu=None,
+    )
+    RunManifest(
+        run_id="r1",
+        config_hash=cfg.digest(),
+        config=cfg,
+        host=host_info(),
+        started_at=0.0,
+        status="finished",
+        gpu_memory=GpuMemorySummary(available=False, reason="CPU"),
+    ).write(run_dir)
     md = report_markdown(run_dir)
     for n in range(1, 8):
         assert f"Table {n})" in md
@@ -254,8 +306,9 @@ def test_default_measure_is_the_papers(bench: RouteEval, episodes: list[Episode]
     assert full.scores["d_actual_mi"] == pytest.approx(closed.scores["d_actual_mi"], rel=1e-9)
     assert full.tags["route_measure"] == "sequence" and closed.tags["route_measure"] == "closed"
     open_loop = _run(seq, ep, FakeEngine(lambda r: json.dumps(_call("loop", ref))), "json")
-    assert open_loop.scores["d_actual_mi"] == pytest.approx(_expected_miles(bench, helsinki_pack, "point-to-point",
-                                                                            ref), rel=1e-9)
+    assert open_loop.scores["d_actual_mi"] == pytest.approx(
+        _expected_miles(bench, helsinki_pack, "point-to-point", ref), rel=1e-9
+    )
     assert open_loop.scores["d_actual_mi"] < closed.scores["d_actual_mi"] - 0.1
     # the tables say which measure the numbers used; results stored before the option were measured closed
     from rig.benchmarks.routeeval.tables import measure_note

@@ -26,8 +26,18 @@ def test_us50_has_the_paper_distribution() -> None:
     assert set(Counter(p.style for p in ps)) == {"simple", "terrain", "landmark", "multi"}
     # the ten international cities the paper lists
     intl = {p.city.split(",")[0] for p in ps if p.region == "international"}  # type: ignore[union-attr]
-    assert intl == {"Paris", "Tokyo", "Rome", "London", "Barcelona", "Singapore", "Sydney", "Berlin", "Vancouver",
-                    "Banff"}
+    assert intl == {
+        "Paris",
+        "Tokyo",
+        "Rome",
+        "London",
+        "Barcelona",
+        "Singapore",
+        "Sydney",
+        "Berlin",
+        "Vancouver",
+        "Banff",
+    }
     lengths = Counter(pp.length_of(p.target_miles) for p in ps)
     assert lengths["short"] > 0 and lengths["long"] > 0
 
@@ -90,16 +100,19 @@ def test_loader_accepts_a_minimal_pack(tmp_path: Path) -> None:
     assert pp.prompts[0].id == "a" and pp.length_of(2) == "short" and pp.length_of(6) == "other"
 
 
-@pytest.mark.parametrize(("text", "needle"), [
-    (GOOD.replace("route_type: loop", "route_type: circuit"), "prompts.0 (id a).route_type"),
-    (GOOD.replace("target_miles: 2", "target_miles: -2"), "prompts.0 (id a).target_miles"),
-    (GOOD.replace("city: Helsinki, region: international", "city: Helsinki, region: generic"), "generic prompts"),
-    (GOOD.replace("style: simple}", "style: simple, colour: red}"), "colour"),
-    (GOOD + GOOD.split("prompts:\n")[1], "duplicate prompt id 'a'"),
-    ("name: t\nprompts: []\n", "prompts"),
-    ("- just a list\n", "a prompt pack is a mapping"),
-    ("name: [unclosed\n", "not readable as YAML"),
-])
+@pytest.mark.parametrize(
+    ("text", "needle"),
+    [
+        (GOOD.replace("route_type: loop", "route_type: circuit"), "prompts.0 (id a).route_type"),
+        (GOOD.replace("target_miles: 2", "target_miles: -2"), "prompts.0 (id a).target_miles"),
+        (GOOD.replace("city: Helsinki, region: international", "city: Helsinki, region: generic"), "generic prompts"),
+        (GOOD.replace("style: simple}", "style: simple, colour: red}"), "colour"),
+        (GOOD + GOOD.split("prompts:\n")[1], "duplicate prompt id 'a'"),
+        ("name: t\nprompts: []\n", "prompts"),
+        ("- just a list\n", "a prompt pack is a mapping"),
+        ("name: [unclosed\n", "not readable as YAML"),
+    ],
+)
 def test_loader_errors_name_file_and_field(tmp_path: Path, text: str, needle: str) -> None:
     with pytest.raises(DataError) as exc:
         load_prompt_pack(_write(tmp_path, text))

@@ -16,8 +16,11 @@ pytestmark = pytest.mark.model
 
 
 @pytest.mark.parametrize("mode", ["native", "json", "yaml"])
-def test_every_run_is_scored_or_classified(gemma_engine, helsinki_pack: Path,  # type: ignore[no-untyped-def]
-                                           mode: str) -> None:
+def test_every_run_is_scored_or_classified(
+    gemma_engine,
+    helsinki_pack: Path,  # type: ignore[no-untyped-def]
+    mode: str,
+) -> None:
     bench = RouteEval()
     eps = [e for e in bench.episodes() if e.id in ("hel-01", "hel-03")]
     ctx = RunContext(sampling=Sampling(temperature=0.7, max_tokens=96, seed=0), tool_mode=mode)

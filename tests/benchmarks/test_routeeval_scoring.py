@@ -17,16 +17,19 @@ def test_paper_example_5_mile_target() -> None:
     assert accuracy(4.0, 5.0) == pytest.approx(0.80)
 
 
-@pytest.mark.parametrize(("actual", "target", "expected"), [
-    (5.0, 5.0, 1.0),  # exact
-    (3.0, 2.0, 0.5),  # 50% over
-    (1.0, 2.0, 0.5),  # 50% under
-    (10.0, 5.0, 0.0),  # 100% over: clipped at 0
-    (17.0, 5.0, 0.0),  # far over: still 0, never negative
-    (0.0, 5.0, 0.0),  # nothing walked
-    (6.2, 6.2, 1.0),
-    (13.1 * 1.1, 13.1, 0.9),
-])
+@pytest.mark.parametrize(
+    ("actual", "target", "expected"),
+    [
+        (5.0, 5.0, 1.0),  # exact
+        (3.0, 2.0, 0.5),  # 50% over
+        (1.0, 2.0, 0.5),  # 50% under
+        (10.0, 5.0, 0.0),  # 100% over: clipped at 0
+        (17.0, 5.0, 0.0),  # far over: still 0, never negative
+        (0.0, 5.0, 0.0),  # nothing walked
+        (6.2, 6.2, 1.0),
+        (13.1 * 1.1, 13.1, 0.9),
+    ],
+)
 def test_accuracy_hand_cases(actual: float, target: float, expected: float) -> None:
     assert accuracy(actual, target) == pytest.approx(expected)
 
@@ -45,17 +48,30 @@ def test_mismatch_is_strictly_more_than_half() -> None:
     assert not is_mismatch(2.5, 5.0)
 
 
-@pytest.mark.parametrize(("raw", "norm"), [
-    ("loop", "loop"), ("Loop", "loop"), (" out and back ", "out-and-back"), ("point_to_point", "point-to-point"),
-    ("Out-And-Back", "out-and-back"), ("circuit", None), ("", None), (3, None), (None, None),
-])
+@pytest.mark.parametrize(
+    ("raw", "norm"),
+    [
+        ("loop", "loop"),
+        ("Loop", "loop"),
+        (" out and back ", "out-and-back"),
+        ("point_to_point", "point-to-point"),
+        ("Out-And-Back", "out-and-back"),
+        ("circuit", None),
+        ("", None),
+        (3, None),
+        (None, None),
+    ],
+)
 def test_route_type_normalisation(raw: object, norm: str | None) -> None:
     assert normalise_route_type(raw) == norm
 
 
 def _args(**kw: object) -> dict:
-    base = {"estimated_distance": 3, "route_type": "loop",
-            "waypoints": [{"address": "Ateneum", "description": "start"}, {"address": "Kiasma", "description": ""}]}
+    base = {
+        "estimated_distance": 3,
+        "route_type": "loop",
+        "waypoints": [{"address": "Ateneum", "description": "start"}, {"address": "Kiasma", "description": ""}],
+    }
     base.update(kw)
     return base
 
@@ -68,33 +84,64 @@ def test_check_call_accepts_and_cleans() -> None:
     assert check_call(_args(waypoints=[{"address": "A"}, {"address": "B"}]), 12, 120)[0] is None
 
 
-@pytest.mark.parametrize(("args", "category"), [
-    ("not a dict", "tool_calling_failure"),
-    ({"route_type": "loop", "waypoints": []}, "tool_calling_failure"),  # no estimated_distance
-    (_args(estimated_distance="3"), "tool_calling_failure"),  # a string is not a number
-    (_args(estimated_distance=True), "tool_calling_failure"),
-    (_args(route_type="figure eight"), "invalid_route_type"),
-    (_args(route_type=None), "invalid_route_type"),
-    (_args(waypoints="Ateneum"), "tool_calling_failure"),
-    (_args(waypoints=[{"address": "Ateneum", "description": ""}]), "tool_calling_failure"),  # one waypoint
-    (_args(waypoints=[{"address": f"P{i}", "description": ""} for i in range(13)]), "tool_calling_failure"),
-    (_args(waypoints=[{"address": " ", "description": ""}, {"address": "B", "description": ""}]),
-     "tool_calling_failure"),
-    (_args(waypoints=[{"address": "x" * 121, "description": ""}, {"address": "B", "description": ""}]),
-     "tool_calling_failure"),
-])
+@pytest.mark.parametrize(
+    ("args", "category"),
+    [
+        ("not a dict", "tool_calling_failure"),
+        ({"route_type": "loop", "waypoints": []}, "tool_calling_failure"),  # no estimated_distance
+        (_args(estimated_distance="3"), "tool_calling_failure"),  # a string is not a number
+        (_args(estimated_distance=True), "tool_calling_failure"),
+        (_args(route_type="figure eight"), "invalid_route_type"),
+        (_args(route_type=None), "invalid_route_type"),
+        (_args(waypoints="Ateneum"), "tool_calling_failure"),
+        (_args(waypoints=[{"address": "Ateneum", "description": ""}]), "tool_calling_failure"),  # one waypoint
+        (_args(waypoints=[{"address": f"P{i}", "description": ""} for i in range(13)]), "tool_calling_failure"),
+        (
+            _args(waypoints=[{"address": " ", "description": ""}, {"address": "B", "description": ""}]),
+            "tool_calling_failure",
+        ),
+        (
+            _args(waypoints=[{"address": "x" * 121, "description": ""}, {"address": "B", "description": ""}]),
+            "tool_calling_failure",
+        ),
+    ],
+)
 def test_check_call_classifies(args: object, category: str) -> None:
     cat, why, _ = check_call(args, 12, 120)
     assert cat == category and why
 
 
-def _r(pid: str, acc: float, success: bool, err: str | None, d: float | None = None, wp: int | None = None,
-       repeat: int = 0, **tags: str) -> EpisodeResult:
-    return EpisodeResult(benchmark="routeeval", episode_id=pid, repeat=repeat, error_category=err,
-                         tags={"category": "simple", "region": "US", "length": "short", "route_type": "loop",
-                               "tool_mode": "json", **tags},
-                         scores={"accuracy": acc, "success": float(success), "d_target_mi": 5.0, "d_actual_mi": d,
-                                 "n_waypoints": None if wp is None else float(wp)})
+def _r(
+    pid: str,
+    acc: float,
+    success: bool,
+    err: str | None,
+    d: float | None = None,
+    wp: int | None = None,
+    repeat: int = 0,
+    **tags: str,
+) -> EpisodeResult:
+    return EpisodeResult(
+        benchmark="routeeval",
+        episode_id=pid,
+        repeat=repeat,
+        error_category=err,
+        tags={
+            "category": "simple",
+            "region": "US",
+            "length": "short",
+            "route_type": "loop",
+            "tool_mode": "json",
+            **tags,
+        },
+        scores={
+            "accuracy": acc,
+            "success": float(success),
+            "d_target_mi": 5.0,
+            "d_actual_mi": d,
+            "n_waypoints": None if wp is None else float(wp),
+        },
+    )
 
 
 def _runs() -> list[EpisodeResult]:
@@ -102,8 +149,18 @@ def _runs() -> list[EpisodeResult]:
         _r("a", 1.0, True, None, d=5.0, wp=4),  # perfect
         _r("a", 0.96, True, None, d=4.8, wp=6, repeat=1),  # perfect (>= 0.95)
         _r("b", 0.8, True, None, d=6.0, wp=5, category="complex", region="international", length="long"),  # high
-        _r("b", 0.3, False, "distance_mismatch", d=8.5, wp=3, repeat=1, category="complex", region="international",
-           length="long"),
+        _r(
+            "b",
+            0.3,
+            False,
+            "distance_mismatch",
+            d=8.5,
+            wp=3,
+            repeat=1,
+            category="complex",
+            region="international",
+            length="long",
+        ),
         _r("c", 0.0, False, "invalid_waypoint", wp=2, category="moderate", region="generic", length="other"),
         _r("c", 0.0, False, "tool_calling_failure", repeat=1, category="moderate", region="generic", length="other"),
     ]
@@ -135,8 +192,14 @@ def test_tables_reproduce_the_paper_layouts() -> None:
     assert by["Table 2"].rows == [["m", 2, 3, pytest.approx(summary(_runs())["std"])]]
     assert by["Table 3"].rows == [[1, "m", "50.0%", "3/6"]]
     t5 = by["Table 5"]
-    assert [r[0] for r in t5.rows] == ["Invalid waypoints", "Distance mismatch >50%", "Tool calling failure",
-                                       "API timeout", "Invalid route type", "Other errors"]
+    assert [r[0] for r in t5.rows] == [
+        "Invalid waypoints",
+        "Distance mismatch >50%",
+        "Tool calling failure",
+        "API timeout",
+        "Invalid route type",
+        "Other errors",
+    ]
     assert [r[1] for r in t5.rows] == [1, 1, 1, 0, 0, 0]
     assert t5.rows[0][2] == "16.7%"
     assert by["Table 6"].rows == [["m", 1, 1, 1, 0, 0, 0]]

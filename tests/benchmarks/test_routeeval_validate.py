@@ -22,36 +22,45 @@ def validator(pack) -> RouteValidator:  # type: ignore[no-untyped-def]
 
 
 def test_address_candidates_drop_trailing_parts() -> None:
-    assert address_candidates("Ateneum, Kaivokatu 2, Helsinki") == ["Ateneum, Kaivokatu 2, Helsinki",
-                                                                    "Ateneum, Kaivokatu 2", "Ateneum"]
+    assert address_candidates("Ateneum, Kaivokatu 2, Helsinki") == [
+        "Ateneum, Kaivokatu 2, Helsinki",
+        "Ateneum, Kaivokatu 2",
+        "Ateneum",
+    ]
     assert address_candidates(" , Kiasma ,") == ["Kiasma"]
     assert address_candidates("") == []
 
 
-@pytest.mark.parametrize(("query", "name", "ok"), [
-    ("Kiasma museum", "Kiasma", True),  # extra words in the query are fine
-    ("Kiasmaa", "Kiasma", True),  # a typo
-    ("Tuomiokirkko, Helsinki", "Helsingin tuomiokirkko", True),  # city words (and their genitive) aside
-    ("Central Park, New York, NY", "New Bamboo Center", False),  # shares a word, not the place
-    ("Park", "Hostel Diana Park (Erottajanpuisto)", False),
-    ("Oodi Library", "BR", False),
-    ("Helsinki", "Helsinki", False),  # only the city's name
-])
+@pytest.mark.parametrize(
+    ("query", "name", "ok"),
+    [
+        ("Kiasma museum", "Kiasma", True),  # extra words in the query are fine
+        ("Kiasmaa", "Kiasma", True),  # a typo
+        ("Tuomiokirkko, Helsinki", "Helsingin tuomiokirkko", True),  # city words (and their genitive) aside
+        ("Central Park, New York, NY", "New Bamboo Center", False),  # shares a word, not the place
+        ("Park", "Hostel Diana Park (Erottajanpuisto)", False),
+        ("Oodi Library", "BR", False),
+        ("Helsinki", "Helsinki", False),  # only the city's name
+    ],
+)
 def test_name_matches(query: str, name: str, ok: bool) -> None:
     assert name_matches(query, name, {"helsinki"}) is ok
 
 
-@pytest.mark.parametrize(("address", "expected"), [
-    ("Ateneum", "Ateneum"),
-    ("Ateneum, Helsinki, Finland", "Ateneum"),
-    ("Kiasma Museum", "Kiasma"),
-    ("Kaivokatu 2, 00100 Helsinki", "Kaivokatu 2"),
-    ("Helsinki Cathedral", "Helsingin tuomiokirkko"),  # through the alias
-    ("Stockmann department store", "Stockmann"),
-    ("Central Park, New York, NY", None),
-    ("Times Square", None),
-    ("Helsinki, Finland", None),  # a city is not a waypoint
-])
+@pytest.mark.parametrize(
+    ("address", "expected"),
+    [
+        ("Ateneum", "Ateneum"),
+        ("Ateneum, Helsinki, Finland", "Ateneum"),
+        ("Kiasma Museum", "Kiasma"),
+        ("Kaivokatu 2, 00100 Helsinki", "Kaivokatu 2"),
+        ("Helsinki Cathedral", "Helsingin tuomiokirkko"),  # through the alias
+        ("Stockmann department store", "Stockmann"),
+        ("Central Park, New York, NY", None),
+        ("Times Square", None),
+        ("Helsinki, Finland", None),  # a city is not a waypoint
+    ],
+)
 def test_geocode_rule(validator: RouteValidator, address: str, expected: str | None) -> None:
     g = validator.geocode(0, address, "Helsinki")
     assert (g.name if g else None) == expected
@@ -123,18 +132,35 @@ def test_replay_store_answers_before_the_pack(tmp_path: Path, pack) -> None:  # 
     store = ReplayStore(tmp_path / "replay.sqlite")
     MapService(None, store)  # registers the rig tools' key specs
     a, b = {"lat": 37.4443, "lon": -122.1598}, {"lat": 37.4419, "lon": -122.1430}
-    store.put("rig", "geocode", {"query": "University Avenue", "city": "Palo Alto, CA", "limit": 5},
-              [{"name": "University Avenue", "lat": a["lat"], "lon": a["lon"], "match": "exact"}])
-    store.put("rig", "geocode", {"query": "Palo Alto City Hall", "city": "Palo Alto, CA", "limit": 5},
-              {"status": "OK", "results": [{"formatted_address": "250 Hamilton Ave",
-                                            "geometry": {"location": {"lat": b["lat"], "lng": b["lon"]}}}]})
+    store.put(
+        "rig",
+        "geocode",
+        {"query": "University Avenue", "city": "Palo Alto, CA", "limit": 5},
+        [{"name": "University Avenue", "lat": a["lat"], "lon": a["lon"], "match": "exact"}],
+    )
+    store.put(
+        "rig",
+        "geocode",
+        {"query": "Palo Alto City Hall", "city": "Palo Alto, CA", "limit": 5},
+        {
+            "status": "OK",
+            "results": [
+                {"formatted_address": "250 Hamilton Ave", "geometry": {"location": {"lat": b["lat"], "lng": b["lon"]}}}
+            ],
+        },
+    )
     leg = {"mode": "walk", "waypoints": [], "avoid": []}  # keyed as the route tool validates them (defaults filled)
     store.put("rig", "route", {"origin": a, "destination": b, **leg}, {"distance_m": 1500.0})
-    store.put("rig", "route", {"origin": b, "destination": a, **leg},
-              {"routes": [{"legs": [{"distance": {"value": 1700}}]}]})
+    store.put(
+        "rig", "route", {"origin": b, "destination": a, **leg}, {"routes": [{"legs": [{"distance": {"value": 1700}}]}]}
+    )
     assert store_cities(tmp_path / "replay.sqlite", "rig") == {"palo alto, ca"}
-    v = RouteValidator([Site("helsinki", pack, store), Site("replay", None, store,
-                                                            cities=store_cities(tmp_path / "replay.sqlite", "rig"))])
+    v = RouteValidator(
+        [
+            Site("helsinki", pack, store),
+            Site("replay", None, store, cities=store_cities(tmp_path / "replay.sqlite", "rig")),
+        ]
+    )
     assert v.site_for("Palo Alto, CA") is v.sites[1]
     m = v.measure("loop", ["University Avenue", "Palo Alto City Hall"], "Palo Alto, CA", closed=True)
     assert m.ok and m.site == "replay" and m.distance_m == pytest.approx(3200.0)

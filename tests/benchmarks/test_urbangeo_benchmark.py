@@ -35,9 +35,11 @@ def _episode_of(episodes: list[Episode], request: ChatRequest) -> Episode:
     raise AssertionError("request is not a candidate prompt")
 
 
-def oracle(episodes: list[Episode], verdict: str = "All steps shown. reason:[[12]], answer:[[8]]") \
-        -> Callable[[ChatRequest], str]:
+def oracle(
+    episodes: list[Episode], verdict: str = "All steps shown. reason:[[12]], answer:[[8]]"
+) -> Callable[[ChatRequest], str]:
     """Answers every question with its ground truth; as judge, returns ``verdict``."""
+
     def answer(req: ChatRequest) -> str:
         if req.messages[0].content.startswith("You grade"):
             return verdict
@@ -45,6 +47,7 @@ def oracle(episodes: list[Episode], verdict: str = "All steps shown. reason:[[12
         if "letters" in gt:
             return gt["answer"]
         return f"<reason>computed</reason>\n<answer>{gt['truth_text']}</answer>"
+
     return answer
 
 
@@ -85,18 +88,21 @@ def test_data_hash_is_stable_and_tracks_generation_options(bench: UrbanGeoEval, 
     assert UrbanGeoEval(options={**SMALL, "pack": str(helsinki_pack)}).data_hash() == bench.data_hash()
 
 
-@pytest.mark.parametrize("options,match", [
-    ({"bogus": "1"}, "unknown option"),
-    ({"modules": "knowledge,memory"}, "modules"),
-    ({"templates": "Retrieve_POI_Colour"}, "templates"),
-    ({"tasks": "XX"}, "tasks"),
-    ({"n_per_task": "zero"}, "n_per_task"),
-    ({"n_per_template": "0"}, "at least 1"),
-    ({"choice": "maybe"}, "choice"),
-    ({"judge": "no-such-model"}, "judge"),
-    ({"judge_temperature": "hot"}, "judge_temperature"),
-    ({"judge_decode": "json"}, "judge_decode"),
-])
+@pytest.mark.parametrize(
+    "options,match",
+    [
+        ({"bogus": "1"}, "unknown option"),
+        ({"modules": "knowledge,memory"}, "modules"),
+        ({"templates": "Retrieve_POI_Colour"}, "templates"),
+        ({"tasks": "XX"}, "tasks"),
+        ({"n_per_task": "zero"}, "n_per_task"),
+        ({"n_per_template": "0"}, "at least 1"),
+        ({"choice": "maybe"}, "choice"),
+        ({"judge": "no-such-model"}, "judge"),
+        ({"judge_temperature": "hot"}, "judge_temperature"),
+        ({"judge_decode": "json"}, "judge_decode"),
+    ],
+)
 def test_bad_options_name_the_option(helsinki_pack: Path, options: dict, match: str) -> None:
     with pytest.raises(DataError, match=match):
         UrbanGeoEval(options=options)
@@ -132,13 +138,17 @@ def test_oracle_scores_full_marks_and_records_the_judge(bench: UrbanGeoEval, epi
         assert bench.headline(r) == pytest.approx(r.scores["total_pct"] / 100)
 
 
-@pytest.mark.parametrize("verdict,status", [
-    ("Great work, 12 out of 15.", "missing"),
-    ("Reason: [[12]] **Answer:** [[8]]", "malformed"),
-    ("reason:[[40]], answer:[[8]]", "out_of_range"),
-])
-def test_unparsed_verdict_is_recorded_not_zero(bench: UrbanGeoEval, episodes: list[Episode], verdict: str,
-                                               status: str) -> None:
+@pytest.mark.parametrize(
+    "verdict,status",
+    [
+        ("Great work, 12 out of 15.", "missing"),
+        ("Reason: [[12]] **Answer:** [[8]]", "malformed"),
+        ("reason:[[40]], answer:[[8]]", "out_of_range"),
+    ],
+)
+def test_unparsed_verdict_is_recorded_not_zero(
+    bench: UrbanGeoEval, episodes: list[Episode], verdict: str, status: str
+) -> None:
     eps = [e for e in episodes if e.tags["module"] == "reasoning"]
     res = run(bench, eps, FakeEngine(oracle(episodes, verdict)))
     for r in res:
@@ -164,11 +174,13 @@ def test_wrong_answers_score_by_the_papers_formulas(bench: UrbanGeoEval, episode
         if "letters" in gt:
             return next(x for x in gt["letters"] if x != gt["answer"])
         t = gt["truth"]
-        ans = {"DS": f"{t.get('km', 0) + 3:.3f} km",
-               "DR": f"Bearing: {(t.get('bearing', 0) + 20) % 360:.2f} degrees, Cardinal direction: Nowhere",
-               "RE": next(x for x in t.get("labels", ["-"]) if x != t.get("label")),
-               "PN": "->".join(t.get("order", [])[:1] + t.get("order", [])[1:][::-1]),
-               "PR": next((c for c in t.get("candidates", []) if c != t.get("destination")), "")}.get(gt["task"], "?")
+        ans = {
+            "DS": f"{t.get('km', 0) + 3:.3f} km",
+            "DR": f"Bearing: {(t.get('bearing', 0) + 20) % 360:.2f} degrees, Cardinal direction: Nowhere",
+            "RE": next(x for x in t.get("labels", ["-"]) if x != t.get("label")),
+            "PN": "->".join(t.get("order", [])[:1] + t.get("order", [])[1:][::-1]),
+            "PR": next((c for c in t.get("candidates", []) if c != t.get("destination")), ""),
+        }.get(gt["task"], "?")
         return f"<reason>guess</reason><answer>{ans}</answer>"
 
     res = {r.episode_id: r for r in run(bench, episodes, FakeEngine(wrong))}
@@ -185,8 +197,11 @@ def test_wrong_answers_score_by_the_papers_formulas(bench: UrbanGeoEval, episode
             assert r.scores["answer"] == 0.0
         elif task == "PN":
             n = len(e.ground_truth["truth"]["order"]) - 1
-            reversed_same = sum(1 for a, b in zip(e.ground_truth["truth"]["order"][1:],
-                                                  e.ground_truth["truth"]["order"][1:][::-1]) if a == b)
+            reversed_same = sum(
+                1
+                for a, b in zip(e.ground_truth["truth"]["order"][1:], e.ground_truth["truth"]["order"][1:][::-1])
+                if a == b
+            )
             assert r.scores["answer"] == max(0.0, 10.0 - 2 * (n - reversed_same))
 
 
@@ -199,8 +214,12 @@ def test_letter_constraint_follows_decode_and_option(helsinki_pack: Path) -> Non
             return await super().chat(request)
 
     opts = {"n_per_template": "1", "modules": "knowledge", "templates": "Classify_POI,Retrieve_Coordinates"}
-    for choice, decode, constrained in (("auto", "none", False), ("auto", "json", True), ("on", "none", True),
-                                        ("off", "json", False)):
+    for choice, decode, constrained in (
+        ("auto", "none", False),
+        ("auto", "json", True),
+        ("on", "none", True),
+        ("off", "json", False),
+    ):
         b = UrbanGeoEval(options={**opts, "choice": choice})
         eps = b.episodes()
         seen.clear()
@@ -231,8 +250,17 @@ def test_tables_have_the_papers_layouts(bench: UrbanGeoEval, episodes: list[Epis
     tables = {t.title: t for t in bench.tables(res, bench.opts, label="oracle")}
     t4 = next(t for k, t in tables.items() if "Table 4" in k)
     # issue 19: Overall is the paper's macro average; the micro one beside it, labelled
-    assert t4.columns == ["Model", "Node", "Area", "Road", "Type", "Function", "Surroundings", "Overall",
-                          "Overall (micro)"]
+    assert t4.columns == [
+        "Model",
+        "Node",
+        "Area",
+        "Road",
+        "Type",
+        "Function",
+        "Surroundings",
+        "Overall",
+        "Overall (micro)",
+    ]
     assert t4.rows == [["oracle", 100.0, 100.0, 100.0, 100.0, 100.0, 100.0, 100.0, 100.0]]
     t5 = next(t for k, t in tables.items() if "Table 5" in k)
     assert t5.columns[1:15] == [f"{t} {p}" for t in ("DS", "DR", "RE", "PN", "PR", "NV", "RC") for p in ("R", "A")]

@@ -99,16 +99,22 @@ def test_length_distractors_are_the_papers_multiples(city: City, questions: dict
 def test_coordinate_distractors_are_one_hundredth_degree_off(questions: dict) -> None:
     for q in questions["Retrieve_Coordinates"]:
         lat, lon = K.parse_ll(q.options[q.answer])
-        offs = sorted((round(a - lat, 4), round(b - lon, 4)) for i, o in enumerate(q.options) if i != q.answer
-                      for a, b in [K.parse_ll(o)])
+        offs = sorted(
+            (round(a - lat, 4), round(b - lon, 4))
+            for i, o in enumerate(q.options)
+            if i != q.answer
+            for a, b in [K.parse_ll(o)]
+        )
         assert offs == sorted(itertools.product((-0.01, 0.01), repeat=2))
 
 
 def test_spatial_distractors_are_far_from_the_scene(city: City, questions: dict) -> None:
     for t in ("Infer_POI_From_Scene", "Find_Nearest_POI"):
         for q in questions[t]:
-            anchor = q.facts.get("centre") or [city.pois_by_name[q.facts["poi"].casefold()][0].lat,
-                                               city.pois_by_name[q.facts["poi"].casefold()][0].lon]
+            anchor = q.facts.get("centre") or [
+                city.pois_by_name[q.facts["poi"].casefold()][0].lat,
+                city.pois_by_name[q.facts["poi"].casefold()][0].lon,
+            ]
             for i, o in enumerate(q.options):
                 if i == q.answer:
                     continue
@@ -121,11 +127,11 @@ def test_knowledge_generation_is_deterministic(helsinki_pack: Path, questions: d
     fresh = City(helsinki_pack)  # a new instance: nothing cached carries over
     for t in ("Retrieve_POI_Address", "Find_Junctions", "Compare_Type_Diversity", "Infer_POI_From_Scene"):
         again = K.generate(fresh, t, N, seed=0)
-        assert [(q.question, q.options, q.answer) for q in again] == \
-            [(q.question, q.options, q.answer) for q in questions[t]]
+        assert [(q.question, q.options, q.answer) for q in again] == [
+            (q.question, q.options, q.answer) for q in questions[t]
+        ]
     other = [(q.question, q.options) for t in K.TEMPLATES for q in K.generate(fresh, t, 2, seed=1)]
     assert other != [(q.question, q.options) for t in K.TEMPLATES for q in questions[t][:2]]
-
 
 
 # Digest of every template's questions (seed 0, N per template) as generated before the template records replaced
@@ -172,8 +178,9 @@ def test_relation_truth_from_prompt(problems: dict) -> None:
     subtypes = set()
     for p in problems["RE"]:
         lists = [_points(line) for line in p.context.splitlines()[1:]]
-        fn = {"road-road": G.road_road_relation, "road-area": G.road_area_relation,
-              "area-area": G.area_area_relation}[p.subtype]
+        fn = {"road-road": G.road_road_relation, "road-area": G.road_area_relation, "area-area": G.area_area_relation}[
+            p.subtype
+        ]
         assert fn(lists[0], lists[1]) == p.truth["label"] and p.truth["label"] in p.truth["labels"]
         subtypes.add(p.subtype)
         ring_sizes = [len(x) for x, line in zip(lists, p.context.splitlines()[1:]) if "Area:" in line]
@@ -183,11 +190,15 @@ def test_relation_truth_from_prompt(problems: dict) -> None:
 
 def test_planning_truth_is_the_unique_optimum(city: City, problems: dict) -> None:
     for p in problems["PN"]:
-        pts = {n: (lambda q: (round(q.lat, 5), round(q.lon, 5)))(city.pois_by_name[n.casefold()][0])
-               for n in p.facts["names"]}
+        pts = {
+            n: (lambda q: (round(q.lat, 5), round(q.lon, 5)))(city.pois_by_name[n.casefold()][0])
+            for n in p.facts["names"]
+        }
         start, rest = p.facts["names"][0], p.facts["names"][1:]
-        lengths = sorted((G.path_length_km([pts[start], *(pts[n] for n in perm)]), [start, *perm])
-                         for perm in itertools.permutations(rest))
+        lengths = sorted(
+            (G.path_length_km([pts[start], *(pts[n] for n in perm)]), [start, *perm])
+            for perm in itertools.permutations(rest)
+        )
         assert lengths[0][1] == p.truth["order"]
         assert lengths[1][0] - lengths[0][0] >= 0.03
 
@@ -222,7 +233,7 @@ def test_recommendation_has_exactly_one_fit(problems: dict) -> None:
         want = re.search(r"I want an? (.+?) within", p.question).group(1)
         fits = []
         for line in p.context.splitlines()[1:]:
-            name = line[2: line.index(" (")]
+            name = line[2 : line.index(" (")]
             pt = _points(line)[0]
             cat = re.search(r"category: ([^;]+)", line).group(1)
             week = H.parse(line.split("opening hours (OSM syntax): ")[1].split("; wheelchair access:")[0])
@@ -235,7 +246,7 @@ def test_prediction_destination_is_a_candidate_ahead(problems: dict) -> None:
     for p in problems["PR"]:
         lines = p.context.splitlines()
         traj = [_points(x)[0] for x in lines[1:6]]
-        cands = {x[3: x.rindex(" (")]: _points(x)[0] for x in lines[7:]}
+        cands = {x[3 : x.rindex(" (")]: _points(x)[0] for x in lines[7:]}
         assert p.truth["destination"] in cands and len(cands) == 5
         heading = G.bearing(traj[0], traj[-1])
         off = {n: G.angle_diff(heading, G.bearing(traj[-1], pt)) for n, pt in cands.items()}

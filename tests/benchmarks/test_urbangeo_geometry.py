@@ -47,11 +47,20 @@ def test_bearings_hand_computed() -> None:
     assert round(G.bearing((51.5196, -0.1270), (51.5082, -0.0760)), 2) == 109.74
 
 
-@pytest.mark.parametrize("deg,eight,sixteen", [
-    (0.0, "North", "North"), (22.4, "North", "North-Northeast"), (22.6, "Northeast", "North-Northeast"),
-    (44.99, "Northeast", "Northeast"), (108.3, "East", "East-Southeast"), (180.0, "South", "South"),
-    (247.6, "West", "West-Southwest"), (359.0, "North", "North"), (-90.0, "West", "West"),
-])
+@pytest.mark.parametrize(
+    "deg,eight,sixteen",
+    [
+        (0.0, "North", "North"),
+        (22.4, "North", "North-Northeast"),
+        (22.6, "Northeast", "North-Northeast"),
+        (44.99, "Northeast", "Northeast"),
+        (108.3, "East", "East-Southeast"),
+        (180.0, "South", "South"),
+        (247.6, "West", "West-Southwest"),
+        (359.0, "North", "North"),
+        (-90.0, "West", "West"),
+    ],
+)
 def test_cardinals(deg: float, eight: str, sixteen: str) -> None:
     assert G.cardinal8(deg) == eight
     assert G.cardinal16(deg) == sixteen
@@ -73,35 +82,44 @@ def square(n0: float, e0: float, size: float) -> list[tuple[float, float]]:
     return [at(n0, e0), at(n0, e0 + size), at(n0 + size, e0 + size), at(n0 + size, e0)]
 
 
-@pytest.mark.parametrize("other,expected", [
-    (square(50, 50, 100), "Overlapping"),  # a quarter of each shared
-    (square(0, 105, 100), "Adjacent"),  # 5 m gap along a whole side
-    (square(0, 200, 100), "Separate"),  # 100 m apart
-    (square(0, 120, 100), None),  # 20 m: between "shared" (15 m) and "clearly apart" (30 m)
-    (square(10, 10, 30), "Overlapping"),  # inside
-])
+@pytest.mark.parametrize(
+    "other,expected",
+    [
+        (square(50, 50, 100), "Overlapping"),  # a quarter of each shared
+        (square(0, 105, 100), "Adjacent"),  # 5 m gap along a whole side
+        (square(0, 200, 100), "Separate"),  # 100 m apart
+        (square(0, 120, 100), None),  # 20 m: between "shared" (15 m) and "clearly apart" (30 m)
+        (square(10, 10, 30), "Overlapping"),  # inside
+    ],
+)
 def test_area_area(other: list, expected: str | None) -> None:
     assert G.area_area_relation(square(0, 0, 100), other) == expected
 
 
-@pytest.mark.parametrize("road,expected", [
-    ([at(50, -50), at(50, 150)], "Pass through"),  # straight across the middle
-    ([at(-5, -50), at(-5, 150)], "Touch"),  # along the south side, 5 m outside
-    ([at(5, -50), at(5, 150)], "Touch"),  # along the south side, 5 m inside: never deeper than 15 m
-    ([at(-100, -50), at(-100, 150)], "Lie outside"),
-    ([at(-22, -50), at(-22, 150)], None),  # 22 m away: unclear
-])
+@pytest.mark.parametrize(
+    "road,expected",
+    [
+        ([at(50, -50), at(50, 150)], "Pass through"),  # straight across the middle
+        ([at(-5, -50), at(-5, 150)], "Touch"),  # along the south side, 5 m outside
+        ([at(5, -50), at(5, 150)], "Touch"),  # along the south side, 5 m inside: never deeper than 15 m
+        ([at(-100, -50), at(-100, 150)], "Lie outside"),
+        ([at(-22, -50), at(-22, 150)], None),  # 22 m away: unclear
+    ],
+)
 def test_road_area(road: list, expected: str | None) -> None:
     assert G.road_area_relation(road, square(0, 0, 100)) == expected
 
 
-@pytest.mark.parametrize("r2,expected", [
-    ([at(-100, 100), at(100, 100)], "Intersecting"),  # crosses in the middle
-    ([at(50, 0), at(50, 200)], "Parallel"),  # 50 m to the north, same direction, same extent
-    ([at(-300, 300), at(-100, 300)], "Disconnected"),  # perpendicular, 100 m apart, no crossing
-    ([at(5, 100), at(100, 100)], None),  # a T-junction ending 5 m short of the road: unclear
-    ([at(-50, 0), at(50, 5)], None),  # crossing within 15 m of an end point
-])
+@pytest.mark.parametrize(
+    "r2,expected",
+    [
+        ([at(-100, 100), at(100, 100)], "Intersecting"),  # crosses in the middle
+        ([at(50, 0), at(50, 200)], "Parallel"),  # 50 m to the north, same direction, same extent
+        ([at(-300, 300), at(-100, 300)], "Disconnected"),  # perpendicular, 100 m apart, no crossing
+        ([at(5, 100), at(100, 100)], None),  # a T-junction ending 5 m short of the road: unclear
+        ([at(-50, 0), at(50, 5)], None),  # crossing within 15 m of an end point
+    ],
+)
 def test_road_road(r2: list, expected: str | None) -> None:
     assert G.road_road_relation([at(0, 0), at(0, 200)], r2) == expected
 

@@ -11,30 +11,36 @@ from rig.benchmarks.urbangeo import judge as J
 from rig.benchmarks.urbangeo import scoring as S
 
 
-@pytest.mark.parametrize("text,reason,answer", [
-    ("The reasoning is sound.\nreason:[[12]], answer:[[9.42]]", 12.0, 9.42),
-    ("REASON: [[ 15 ]] ,  Answer:[[10]]", 15.0, 10.0),  # case and spaces aside
-    ("reason:[[3]], answer:[[1]], total:[[4]]", 3.0, 1.0),  # the paper's form with a consistent total
-    ("reason:[[0]], answer:[[0]]", 0.0, 0.0),
-    ("first reason:[[5]], answer:[[5]] ... again reason:[[5]], answer:[[5]]", 5.0, 5.0),  # repeated, agreeing
-])
+@pytest.mark.parametrize(
+    "text,reason,answer",
+    [
+        ("The reasoning is sound.\nreason:[[12]], answer:[[9.42]]", 12.0, 9.42),
+        ("REASON: [[ 15 ]] ,  Answer:[[10]]", 15.0, 10.0),  # case and spaces aside
+        ("reason:[[3]], answer:[[1]], total:[[4]]", 3.0, 1.0),  # the paper's form with a consistent total
+        ("reason:[[0]], answer:[[0]]", 0.0, 0.0),
+        ("first reason:[[5]], answer:[[5]] ... again reason:[[5]], answer:[[5]]", 5.0, 5.0),  # repeated, agreeing
+    ],
+)
 def test_verdict_good(text: str, reason: float, answer: float) -> None:
     v = J.parse_verdict(text, 15)
     assert v.status == "ok" and v.reason == reason and v.answer == answer
 
 
-@pytest.mark.parametrize("text,status", [
-    ("Reason: [[12]] **Answer:** [[0]] **Total:** [[12]]", "malformed"),  # the paper's figures' markup: not ours
-    ("reason:[[twelve]], answer:[[1]]", "malformed"),
-    ("reason:[[-1]], answer:[[1]]", "malformed"),
-    ("reason:[[12/15]], answer:[[1]]", "malformed"),
-    ("I would give it 12 for reasoning and 9 for the answer.", "missing"),
-    ("", "missing"),
-    ("reason:[[16]], answer:[[1]]", "out_of_range"),  # reasoning max 15 for a foundational task
-    ("reason:[[10]], answer:[[10.5]]", "out_of_range"),
-    ("reason:[[3]], answer:[[1]] or maybe reason:[[4]], answer:[[1]]", "ambiguous"),
-    ("reason:[[3]], answer:[[1]], total:[[5]]", "inconsistent_total"),
-])
+@pytest.mark.parametrize(
+    "text,status",
+    [
+        ("Reason: [[12]] **Answer:** [[0]] **Total:** [[12]]", "malformed"),  # the paper's figures' markup: not ours
+        ("reason:[[twelve]], answer:[[1]]", "malformed"),
+        ("reason:[[-1]], answer:[[1]]", "malformed"),
+        ("reason:[[12/15]], answer:[[1]]", "malformed"),
+        ("I would give it 12 for reasoning and 9 for the answer.", "missing"),
+        ("", "missing"),
+        ("reason:[[16]], answer:[[1]]", "out_of_range"),  # reasoning max 15 for a foundational task
+        ("reason:[[10]], answer:[[10.5]]", "out_of_range"),
+        ("reason:[[3]], answer:[[1]] or maybe reason:[[4]], answer:[[1]]", "ambiguous"),
+        ("reason:[[3]], answer:[[1]], total:[[5]]", "inconsistent_total"),
+    ],
+)
 def test_verdict_rejected(text: str, status: str) -> None:
     v = J.parse_verdict(text, 15)
     assert v.status == status and v.reason is None and v.answer is None and not v.ok
@@ -96,8 +102,10 @@ def test_distance_penalty_figure_33() -> None:
 
 def test_direction_penalty_figure_10() -> None:
     # Figure 34's reply: 108.3 deg, East-Southeast; truth 109.74. Figure 10's formula gives 10 - 1.44 x 0.25.
-    text = ("The bearing from the British Museum to the Tower of London is 108.3° from true north, which "
-            "corresponds to the East-Southeast (ESE) direction.")
+    text = (
+        "The bearing from the British Museum to the Tower of London is 108.3° from true north, which "
+        "corresponds to the East-Southeast (ESE) direction."
+    )
     score, read = S.score_direction(text, 109.74)
     assert score == pytest.approx(9.64) and read["consistent"]
     # A named direction that contradicts the answer's own bearing costs 2 points.
@@ -109,8 +117,10 @@ def test_direction_penalty_figure_10() -> None:
 
 def test_relation_exact_match() -> None:
     labels = ["Intersecting", "Parallel", "Disconnected"]
-    figure_35 = ("The slopes of the segments ... are not equal, indicating that the roads are not parallel. ... the "
-                 "most likely spatial relationship is Disconnected.")
+    figure_35 = (
+        "The slopes of the segments ... are not equal, indicating that the roads are not parallel. ... the "
+        "most likely spatial relationship is Disconnected."
+    )
     assert S.parse_relation(figure_35, labels) == "Disconnected"
     assert S.parse_relation("Passes through the area", ["Pass through", "Touch", "Lie outside"]) == "Pass through"
     assert S.parse_relation("Overlapping.", ["Overlapping", "Adjacent", "Separate"]) == "Overlapping"
@@ -120,8 +130,10 @@ def test_relation_exact_match() -> None:
 def test_planning_hamming_figure_38() -> None:
     names = ["The Northall", "Trafalgar Square", "London Bridge", "London Eye", "Big Ben"]
     truth = ["The Northall", "Trafalgar Square", "Big Ben", "London Eye", "London Bridge"]
-    reply = ("The optimal visiting order is: The Northall -> Trafalgar Square -> London Bridge -> London Eye -> "
-             "Big Ben, with a total distance of approximately 6.97 kilometers.")
+    reply = (
+        "The optimal visiting order is: The Northall -> Trafalgar Square -> London Bridge -> London Eye -> "
+        "Big Ben, with a total distance of approximately 6.97 kilometers."
+    )
     score, read = S.score_order(reply, names, truth)
     assert score == 6.0 and read["misplaced"] == 2  # the paper's judge gave 6/10 too
     assert S.score_order("->".join(truth), names, truth)[0] == 10.0
@@ -129,10 +141,19 @@ def test_planning_hamming_figure_38() -> None:
 
 
 def test_prediction_and_recommendation_candidates() -> None:
-    cands = ["Jing'an Kerry Centre", "Shanghai Disneyland", "HBC Cinema", "Shanghai Pudong International Airport",
-             "Shanghai Peace Park"]
-    assert S.parse_candidate("the most likely final destination is D. Shanghai Pudong International Airport "
-                             "(31.1493, 121.8149).", cands) == cands[3]
+    cands = [
+        "Jing'an Kerry Centre",
+        "Shanghai Disneyland",
+        "HBC Cinema",
+        "Shanghai Pudong International Airport",
+        "Shanghai Peace Park",
+    ]
+    assert (
+        S.parse_candidate(
+            "the most likely final destination is D. Shanghai Pudong International Airport (31.1493, 121.8149).", cands
+        )
+        == cands[3]
+    )
     assert S.parse_candidate("D", cands) == cands[3]
     assert S.parse_candidate("Shanghai Disneyland or HBC Cinema", cands) is None  # two named: no single answer
 

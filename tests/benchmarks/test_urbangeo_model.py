@@ -34,9 +34,17 @@ def _run(bench: UrbanGeoEval, engine, eps) -> list:  # type: ignore[no-untyped-d
 
 
 def test_embedded_model_as_candidate_and_constrained_judge(gemma_engine, helsinki_pack: Path) -> None:  # type: ignore[no-untyped-def]
-    b = UrbanGeoEval(options={"n_per_template": "1", "n_per_task": "1", "templates": "Classify_POI,Landuse_AOI",
-                              "tasks": "DS,RE", "max_tokens": "64", "judge_max_tokens": "48",
-                              "judge_decode": "verdict"})
+    b = UrbanGeoEval(
+        options={
+            "n_per_template": "1",
+            "n_per_task": "1",
+            "templates": "Classify_POI,Landuse_AOI",
+            "tasks": "DS,RE",
+            "max_tokens": "64",
+            "judge_max_tokens": "48",
+            "judge_decode": "verdict",
+        }
+    )
     eps = b.episodes()
     assert [e.tags["module"] for e in eps] == ["knowledge"] * 2 + ["reasoning"] * 2
     for e, r in zip(eps, _run(b, gemma_engine, eps)):
@@ -57,8 +65,9 @@ def test_embedded_model_as_candidate_and_constrained_judge(gemma_engine, helsink
 
 
 def test_free_judge_verdict_is_parsed_or_recorded_unparsed(gemma_engine, helsinki_pack: Path) -> None:  # type: ignore[no-untyped-def]
-    b = UrbanGeoEval(options={"modules": "reasoning", "tasks": "DS", "n_per_task": "1", "max_tokens": "48",
-                              "judge_max_tokens": "64"})
+    b = UrbanGeoEval(
+        options={"modules": "reasoning", "tasks": "DS", "n_per_task": "1", "max_tokens": "48", "judge_max_tokens": "64"}
+    )
     (r,) = _run(b, gemma_engine, b.episodes())
     judge = r.output["judge"]
     assert judge["status"] == "ok" or judge["status"] in UNPARSED, judge
@@ -67,14 +76,27 @@ def test_free_judge_verdict_is_parsed_or_recorded_unparsed(gemma_engine, helsink
         assert judge["text"] is not None  # the raw verdict is kept for inspection
 
 
-def test_separate_judge_entry_is_loaded_once_and_closed(gemma_engine, helsinki_pack: Path,  # type: ignore[no-untyped-def]
-                                                        tmp_path: Path) -> None:
+def test_separate_judge_entry_is_loaded_once_and_closed(
+    gemma_engine,
+    helsinki_pack: Path,  # type: ignore[no-untyped-def]
+    tmp_path: Path,
+) -> None:
     entry = yaml.safe_load((REPO / "models.yaml").read_text())["models"]["gemma3-270m"]
     models = tmp_path / "judges.yaml"
     models.write_text(yaml.safe_dump({"models": {"gemma-judge": entry}}))
-    b = UrbanGeoEval(options={"modules": "reasoning", "tasks": "DR,PR", "n_per_task": "1", "max_tokens": "32",
-                              "judge": "gemma-judge", "judge_models": str(models), "judge_decode": "verdict",
-                              "judge_max_tokens": "48", "judge_temperature": "0"})
+    b = UrbanGeoEval(
+        options={
+            "modules": "reasoning",
+            "tasks": "DR,PR",
+            "n_per_task": "1",
+            "max_tokens": "32",
+            "judge": "gemma-judge",
+            "judge_models": str(models),
+            "judge_decode": "verdict",
+            "judge_max_tokens": "48",
+            "judge_temperature": "0",
+        }
+    )
     eps = b.episodes()
     res = _run(b, gemma_engine, eps[:1])
     first = b.judge._engine
@@ -89,11 +111,32 @@ def test_separate_judge_entry_is_loaded_once_and_closed(gemma_engine, helsinki_p
 
 
 def test_cli_run_with_report(tmp_path: Path, embedded_weights: str, helsinki_pack: Path) -> None:
-    opts = ["n_per_template=1", "n_per_task=1", "templates=Classify_POI,Query_Length", "tasks=DS,PN",
-            "max_tokens=48", "judge_max_tokens=40", "judge_decode=verdict"]
+    opts = [
+        "n_per_template=1",
+        "n_per_task=1",
+        "templates=Classify_POI,Query_Length",
+        "tasks=DS,PN",
+        "max_tokens=48",
+        "judge_max_tokens=40",
+        "judge_decode=verdict",
+    ]
     out = tmp_path / "runs"
-    cmd = [sys.executable, "-m", "rig.cli", "bench", "--model", "gemma3-270m", "--benchmark", "urbangeo",
-           "--limit", "4", "--decode", "json", "--out", str(out)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "rig.cli",
+        "bench",
+        "--model",
+        "gemma3-270m",
+        "--benchmark",
+        "urbangeo",
+        "--limit",
+        "4",
+        "--decode",
+        "json",
+        "--out",
+        str(out),
+    ]
     for o in opts:
         cmd += ["-O", o]
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=REPO)
@@ -114,6 +157,10 @@ def test_cli_run_with_report(tmp_path: Path, embedded_weights: str, helsinki_pac
     assert info["name"] == "urbangeo" and info["episodes"] == 4
     assert info["data_hash"] == UrbanGeoEval(options=dict(o.split("=", 1) for o in opts)).data_hash()
     report = p.stdout
-    for title in ("layout of the paper's Table 4", "layout of the paper's Table 5", "judge verdicts per task",
-                  "per city"):
+    for title in (
+        "layout of the paper's Table 4",
+        "layout of the paper's Table 5",
+        "judge verdicts per task",
+        "per city",
+    ):
         assert title in report, report[-2000:]

@@ -14,20 +14,41 @@ from rig.records import EpisodeResult
 
 
 def _k(dim: str, correct: bool, i: int) -> EpisodeResult:
-    return EpisodeResult(benchmark="urbangeo", episode_id=f"k{dim}{i}", repeat=0,
-                         tags={"module": "knowledge", "dimension": dim, "city": "Helsinki"},
-                         scores={"correct": float(correct), "parsed": 1.0})
+    return EpisodeResult(
+        benchmark="urbangeo",
+        episode_id=f"k{dim}{i}",
+        repeat=0,
+        tags={"module": "knowledge", "dimension": dim, "city": "Helsinki"},
+        scores={"correct": float(correct), "parsed": 1.0},
+    )
 
 
-def _r(task: str, program: float | None, judge: float | None, i: int = 0, judge_name: str = "cand",
-       self_tag: str | None = "yes") -> EpisodeResult:
+def _r(
+    task: str,
+    program: float | None,
+    judge: float | None,
+    i: int = 0,
+    judge_name: str = "cand",
+    self_tag: str | None = "yes",
+) -> EpisodeResult:
     tags = {"module": "reasoning", "task": task, "city": "Helsinki", "judge": judge_name, "judge_temperature": "0.6"}
     if self_tag is not None:
         tags["judge_self"] = self_tag
     answer = program if task in ("DS", "DR", "RE", "PN", "PR") else judge
-    return EpisodeResult(benchmark="urbangeo", episode_id=f"r{task}{i}", repeat=0, tags=tags,
-                         scores={"reason": 10.0, "answer": answer, "answer_program": program, "answer_judge": judge,
-                                 "points_max": 25.0, "total_pct": None if answer is None else (10 + answer) * 4})
+    return EpisodeResult(
+        benchmark="urbangeo",
+        episode_id=f"r{task}{i}",
+        repeat=0,
+        tags=tags,
+        scores={
+            "reason": 10.0,
+            "answer": answer,
+            "answer_program": program,
+            "answer_judge": judge,
+            "points_max": 25.0,
+            "total_pct": None if answer is None else (10 + answer) * 4,
+        },
+    )
 
 
 def test_overall_is_the_papers_macro_average() -> None:
@@ -62,8 +83,13 @@ def test_every_r_or_total_table_names_the_judge_and_self_judging() -> None:
 
 
 def test_program_vs_judge_agreement() -> None:
-    res = [_r("DS", 10.0, 10.0, 0), _r("DS", 10.0, 4.0, 1), _r("DS", 0.0, 0.5, 2), _r("DS", 6.0, None, 3),
-           _r("NV", None, 7.0)]
+    res = [
+        _r("DS", 10.0, 10.0, 0),
+        _r("DS", 10.0, 4.0, 1),
+        _r("DS", 0.0, 0.5, 2),
+        _r("DS", 6.0, None, 3),
+        _r("NV", None, 7.0),
+    ]
     t = agreement_table(res, "judge: j")
     assert t is not None and [r[0] for r in t.rows] == ["DS"]  # NV has no program score; unparsed verdicts left out
     _, pairs, prog, judge, bias, mad, within1, side = t.rows[0]

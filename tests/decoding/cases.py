@@ -33,8 +33,10 @@ NESTED = {
                 "type": "object",
                 "properties": {
                     "id": {"type": "integer"},
-                    "sub": {"type": "array", "items": {
-                        "type": "object", "properties": {"k": {"type": "string"}}, "required": ["k"]}},
+                    "sub": {
+                        "type": "array",
+                        "items": {"type": "object", "properties": {"k": {"type": "string"}}, "required": ["k"]},
+                    },
                 },
                 "required": ["id"],
             },
@@ -52,8 +54,10 @@ UNION = {
     ]
 }
 
-OPTIONAL_ONLY = {"type": "object", "properties": {"x": {"type": "number"}, "y": {"type": "number"},
-                                                  "label": {"const": "pt"}}}
+OPTIONAL_ONLY = {
+    "type": "object",
+    "properties": {"x": {"type": "number"}, "y": {"type": "number"}, "label": {"const": "pt"}},
+}
 
 FREE = {"type": "object", "properties": {"meta": {"type": "object"}, "any": {}}, "required": ["meta"]}
 
@@ -62,15 +66,31 @@ TOP_ARRAY = {"type": "array", "items": {"enum": ["a", 1, True, None]}, "minItems
 
 # A closed alternative next to a schema-free one that starts the same way: greedy lexers (llguidance) must
 # not commit to the closed one (regression: schema-free values are kept regular, see prims.json_any).
-MIXED = {"type": "array", "items": {"anyOf": [
-    {"type": "object", "properties": {"origin": {"type": "string"}, "dest": {"type": "string"},
-                                      "pkg": {"type": "object", "properties": {"w": {"type": "number"}},
-                                              "required": ["w"]}},
-     "required": ["origin", "dest", "pkg"], "additionalProperties": False},
-    {"type": "object"}, {"type": "string"}]}}
+MIXED = {
+    "type": "array",
+    "items": {
+        "anyOf": [
+            {
+                "type": "object",
+                "properties": {
+                    "origin": {"type": "string"},
+                    "dest": {"type": "string"},
+                    "pkg": {"type": "object", "properties": {"w": {"type": "number"}}, "required": ["w"]},
+                },
+                "required": ["origin", "dest", "pkg"],
+                "additionalProperties": False,
+            },
+            {"type": "object"},
+            {"type": "string"},
+        ]
+    },
+}
 
-SHORT = {"type": "object", "properties": {"code": {"type": "string", "minLength": 2, "maxLength": 3}},
-         "required": ["code"]}
+SHORT = {
+    "type": "object",
+    "properties": {"code": {"type": "string", "minLength": 2, "maxLength": 3}},
+    "required": ["code"],
+}
 
 
 @dataclass(frozen=True)
@@ -82,16 +102,32 @@ class Case:
     valid_but_rejected: bool = False
 
 
-SCHEMAS = {"person": PERSON, "nested": NESTED, "union": UNION, "optional": OPTIONAL_ONLY, "free": FREE,
-           "top_array": TOP_ARRAY, "short": SHORT, "mixed": MIXED}
+SCHEMAS = {
+    "person": PERSON,
+    "nested": NESTED,
+    "union": UNION,
+    "optional": OPTIONAL_ONLY,
+    "free": FREE,
+    "top_array": TOP_ARRAY,
+    "short": SHORT,
+    "mixed": MIXED,
+}
 
 JSON_CASES = [
     Case("person", '{"name": "Ann", "mode": "fast"}', True, "required keys only"),
-    Case("person", '{"name":"Ann","age":41,"tags":["a","b"],"mode":"slow","score":-1.5e-3,"ok":true,"note":null}',
-         True, "every key, compact"),
+    Case(
+        "person",
+        '{"name":"Ann","age":41,"tags":["a","b"],"mode":"slow","score":-1.5e-3,"ok":true,"note":null}',
+        True,
+        "every key, compact",
+    ),
     Case("person", '{\n  "name": "Ann",\n  "tags": [\n    "x"\n  ],\n  "mode": "fastest"\n}', True, "pretty-printed"),
-    Case("person", '{"name": "Zo\u00eb \\u00e9 \\"q\\" \\\\ \\/ \\n\\t \u65e5\u672c \U0001F600", "mode": "fast"}',
-         True, "unicode and escapes"),
+    Case(
+        "person",
+        '{"name": "Zo\u00eb \\u00e9 \\"q\\" \\\\ \\/ \\n\\t \u65e5\u672c \U0001f600", "mode": "fast"}',
+        True,
+        "unicode and escapes",
+    ),
     Case("person", '{"name": "a", "tags": [], "mode": "fast"}', True, "empty array"),
     Case("person", '{"name": "a", "mode": "fast", "note": "n"}', True, "nullable string as string"),
     Case("person", '{"mode": "fast"}', False, "missing required key"),
@@ -123,8 +159,12 @@ JSON_CASES = [
     Case("optional", '{"x": 1, "label": "pt"}', True, "skip middle optional key"),
     Case("optional", '{"label": "other"}', False, "const"),
     Case("optional", '{"x": 1,}', False, "dangling comma after optional"),
-    Case("free", '{"meta": {"any key": [1, {"deep": null}], "k2": "v"}, "any": [true, 2.5, "s"]}', True,
-         "schema-free object and value"),
+    Case(
+        "free",
+        '{"meta": {"any key": [1, {"deep": null}], "k2": "v"}, "any": [true, 2.5, "s"]}',
+        True,
+        "schema-free object and value",
+    ),
     Case("free", '{"meta": {}}', True, "empty free object"),
     Case("free", '{"meta": []}', False, "array for object"),
     Case("top_array", '["a", 1]', True, "enum of mixed scalars"),
@@ -135,22 +175,35 @@ JSON_CASES = [
     Case("mixed", '[{"origin": "a", "dest": "b", "pkg": {"w": 1}}]', True, "closed alternative"),
     Case("mixed", '[{"origin": "a", "dest": "b"}]', True, "prefix of the closed alternative, schema-free match"),
     Case("mixed", '[{"x": [1, {"y": null}]}, "s", {}]', True, "schema-free and string alternatives"),
-    Case("mixed", '[1]', False, "no alternative"),
+    Case("mixed", "[1]", False, "no alternative"),
     Case("short", '{"code": "ab"}', True, "minLength"),
-    Case("short", '{"code": "\u00e9\U0001F600x"}', True, "length in code points"),
+    Case("short", '{"code": "\u00e9\U0001f600x"}', True, "length in code points"),
     Case("short", '{"code": "\\u00e9b\\n"}', True, "escapes count as one character"),
     Case("short", '{"code": "a"}', False, "too short"),
     Case("short", '{"code": "abcd"}', False, "too long"),
-    Case("short", '{"code": "a\\ud83d\\ude00"}', False, "surrogate-pair escape under a length bound",
-         valid_but_rejected=True),
+    Case(
+        "short",
+        '{"code": "a\\ud83d\\ude00"}',
+        False,
+        "surrogate-pair escape under a length bound",
+        valid_but_rejected=True,
+    ),
 ]
 
 YAML_CASES = [
     Case("person", 'name: "Ann"\nmode: "fast"\n', True, "required keys only"),
-    Case("person", 'name: "Ann"\nage: 41\ntags:\n  - "a"\n  - "b"\nmode: "slow"\nscore: -1.5e-3\nok: true\n'
-         'note: null\n', True, "every key"),
-    Case("person", 'name: "Zo\u00eb \\u00e9 \\"q\\" \\\\ \\/ \\n\\t \u65e5\u672c \U0001F600 # not a comment"\n'
-         'mode: "fast"\n', True, "unicode and escapes"),
+    Case(
+        "person",
+        'name: "Ann"\nage: 41\ntags:\n  - "a"\n  - "b"\nmode: "slow"\nscore: -1.5e-3\nok: true\nnote: null\n',
+        True,
+        "every key",
+    ),
+    Case(
+        "person",
+        'name: "Zo\u00eb \\u00e9 \\"q\\" \\\\ \\/ \\n\\t \u65e5\u672c \U0001f600 # not a comment"\nmode: "fast"\n',
+        True,
+        "unicode and escapes",
+    ),
     Case("person", 'name: "a"\ntags: []\nmode: "fast"\n', True, "empty array"),
     Case("person", 'name: "a"\nmode: "fast"\nscore: 1.0e+5\n', True, "float with signed exponent"),
     Case("person", 'name: "a"\nmode: "fast"\nscore: 7\n', True, "integer for number"),
@@ -158,8 +211,7 @@ YAML_CASES = [
     Case("person", 'name: "a"\nmode: "medium"\n', False, "bad enum"),
     Case("person", 'name: "a"\nmode: "fast"\nextra: 1\n', False, "extra key"),
     Case("person", 'name: "a"\ntags:\n   - "x"\nmode: "fast"\n', False, "wrong indent (3 spaces)"),
-    Case("person", 'name: "a"\ntags:\n- "x"\nmode: "fast"\n', False, "sequence not indented",
-         valid_but_rejected=True),
+    Case("person", 'name: "a"\ntags:\n- "x"\nmode: "fast"\n', False, "sequence not indented", valid_but_rejected=True),
     Case("person", 'name: "a"\n  mode: "fast"\n', False, "indented sibling key"),
     Case("person", 'name: a\nmode: "fast"\n', False, "plain (unquoted) string"),
     Case("person", 'name: "a"\nmode: fast\n', False, "unquoted enum"),
@@ -171,14 +223,22 @@ YAML_CASES = [
     Case("person", 'name: "\\ud83d\\ude00"\nmode: "fast"\n', False, "surrogate escapes (PyYAML keeps them unpaired)"),
     Case("person", 'name: "a"\nmode: "fast"\n# done\n', False, "comment"),
     Case("person", 'name: "a"\ntags: [ ]\nmode: "fast"\n', False, "flow array with blank"),
-    Case("nested", 'items:\n  - id: 1\n    sub:\n      - k: "a"\n      - k: "b"\n  - id: 2\n', True,
-         "sequence of mappings with nested sequence of mappings"),
-    Case("nested", 'items:\n  - id: 1\n    sub: []\nmatrix:\n  -\n    - 1\n    - 2\n  - []\n', True,
-         "empty and nested sequences"),
+    Case(
+        "nested",
+        'items:\n  - id: 1\n    sub:\n      - k: "a"\n      - k: "b"\n  - id: 2\n',
+        True,
+        "sequence of mappings with nested sequence of mappings",
+    ),
+    Case(
+        "nested",
+        "items:\n  - id: 1\n    sub: []\nmatrix:\n  -\n    - 1\n    - 2\n  - []\n",
+        True,
+        "empty and nested sequences",
+    ),
     Case("nested", "items: []\n", False, "minItems"),
-    Case("nested", 'items:\n  - id: 1\n    sub:\n      - {}\n', False, "missing key in nested mapping"),
-    Case("nested", 'items:\n  -\n    id: 1\n', False, "mapping not on the dash line", valid_but_rejected=True),
-    Case("nested", 'items:\n  - id: 1\n   sub: []\n', False, "misaligned key in sequence item"),
+    Case("nested", "items:\n  - id: 1\n    sub:\n      - {}\n", False, "missing key in nested mapping"),
+    Case("nested", "items:\n  -\n    id: 1\n", False, "mapping not on the dash line", valid_but_rejected=True),
+    Case("nested", "items:\n  - id: 1\n   sub: []\n", False, "misaligned key in sequence item"),
     Case("union", 'a: "x"\n', True, "first alternative"),
     Case("union", "b: 1\n", True, "second alternative"),
     Case("union", "null\n", True, "null alternative"),
@@ -188,8 +248,12 @@ YAML_CASES = [
     Case("optional", "y: 2\n", True, "skip leading optional key"),
     Case("optional", 'x: 1\nlabel: "pt"\n', True, "skip middle optional key"),
     Case("optional", 'label: "other"\n', False, "const"),
-    Case("free", 'meta:\n  any_key:\n    - 1\n    - deep: null\n  "k 2": "v"\nany:\n  - true\n  - 2.5\n  - "s"\n',
-         True, "schema-free mapping (plain and quoted keys) and value"),
+    Case(
+        "free",
+        'meta:\n  any_key:\n    - 1\n    - deep: null\n  "k 2": "v"\nany:\n  - true\n  - 2.5\n  - "s"\n',
+        True,
+        "schema-free mapping (plain and quoted keys) and value",
+    ),
     Case("free", 'meta: {"a": [1, {"b": null}]}\n', True, "flow style inside a schema-free value"),
     Case("free", "meta: {}\n", True, "empty free mapping"),
     Case("free", "meta:\n  on: 1\n", False, "plain key that loads as a boolean"),
@@ -201,8 +265,8 @@ YAML_CASES = [
     Case("mixed", '- origin: "a"\n  dest: "b"\n  pkg:\n    w: 1\n', True, "closed alternative"),
     Case("mixed", '- origin: "a"\n  dest: "b"\n', True, "prefix of the closed alternative, schema-free match"),
     Case("mixed", '- x:\n    - 1\n    - y: null\n- "s"\n- {}\n', True, "schema-free and string alternatives"),
-    Case("mixed", '- 1\n', False, "no alternative"),
+    Case("mixed", "- 1\n", False, "no alternative"),
     Case("short", 'code: "ab"\n', True, "minLength"),
-    Case("short", 'code: "\u00e9\U0001F600x"\n', True, "length in code points"),
+    Case("short", 'code: "\u00e9\U0001f600x"\n', True, "length in code points"),
     Case("short", 'code: "abcd"\n', False, "too long"),
 ]

@@ -175,6 +175,7 @@ def engines(request: pytest.FixtureRequest) -> Verdicts:
         if "xgrammar_matcher" in found:
             out["xgrammar gbnf"] = found["xgrammar_matcher"].accepts(gbnf, text)
         return out
+
     return verdicts
 
 

@@ -8,8 +8,7 @@ from typing import Any
 from rig.decoding.schema import AnyValue, Arr, Enum, Normalizer, Obj, Prim, Union_
 
 # Characters that stress escaping in both formats: quotes, backslash, controls, YAML specials, non-ASCII.
-CHARS = [*"abcXYZ 09_-:#'\"\\/{}[],&*!|>%@\t\n", "\x01", "\x7f", "\x85", "\u00e9", "\u2028", "\u65e5",
-         "\U0001F600"]
+CHARS = [*"abcXYZ 09_-:#'\"\\/{}[],&*!|>%@\t\n", "\x01", "\x7f", "\x85", "\u00e9", "\u2028", "\u65e5", "\U0001f600"]
 
 
 def sample(schema: Any, rng: random.Random, norm: Normalizer | None = None, depth: int = 0) -> Any:
@@ -71,9 +70,9 @@ def mutate(text: str, rng: random.Random) -> str:
         return text[:i] + c + text[i:]
     i = min(i, len(text) - 1)
     if op == "delete":
-        return text[:i] + text[i + 1:]
+        return text[:i] + text[i + 1 :]
     if op == "replace":
-        return text[:i] + c + text[i + 1:]
+        return text[:i] + c + text[i + 1 :]
     j = rng.randrange(i, min(len(text), i + 12) + 1)
     return text[:j] + text[i:j] + text[j:]
 

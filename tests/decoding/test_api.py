@@ -22,9 +22,15 @@ from rig.decoding import (
 )
 from tests.decoding.cases import NESTED, PERSON
 
-ANSWER = {"type": "object", "properties": {"API": {"type": "array", "items": {"enum": ["a", "b"]}},
-                                           "parameters": {"type": "array", "items": {"type": "object"}}},
-          "required": ["API", "parameters"], "additionalProperties": False}
+ANSWER = {
+    "type": "object",
+    "properties": {
+        "API": {"type": "array", "items": {"enum": ["a", "b"]}},
+        "parameters": {"type": "array", "items": {"type": "object"}},
+    },
+    "required": ["API", "parameters"],
+    "additionalProperties": False,
+}
 
 
 def test_to_gbnf_and_to_lark_dispatch_on_kind() -> None:
@@ -47,13 +53,16 @@ def test_key_order_in_the_schema_is_kept() -> None:
     assert ga.index('"\\"x\\""') < ga.index('"\\"y\\""') and gb.index('"\\"y\\""') < gb.index('"\\"x\\""')
 
 
-@pytest.mark.parametrize(("pattern", "good", "bad"), [
-    (r"^\d{3}-[A-Z]+(x|y)?$", ["123-AB", "000-Zy"], ["12-AB", "123-ab", "123-ABz", "123-"]),
-    (r"[a-c]{2,3}\.(?:txt|md)", ["ab.txt", "abc.md"], ["a.txt", "abcd.md", "ab.doc", "abXtxt"]),
-    (r"(?P<sign>[-+])?\d+(\.\d*)?", ["+1.", "-12.50", "7"], ["+", ".5", "1.2.3"]),
-    (r"[^\s,]+(, [^\s,]+)*", ["a, b, c", "\u00e9t\u00e9"], ["a,b", "a, ", " a"]),
-    (r"yes|no|\x41\u00e9\*", ["yes", "no", "A\u00e9*"], ["maybe", "A\u00e9"]),
-])
+@pytest.mark.parametrize(
+    ("pattern", "good", "bad"),
+    [
+        (r"^\d{3}-[A-Z]+(x|y)?$", ["123-AB", "000-Zy"], ["12-AB", "123-ab", "123-ABz", "123-"]),
+        (r"[a-c]{2,3}\.(?:txt|md)", ["ab.txt", "abc.md"], ["a.txt", "abcd.md", "ab.doc", "abXtxt"]),
+        (r"(?P<sign>[-+])?\d+(\.\d*)?", ["+1.", "-12.50", "7"], ["+", ".5", "1.2.3"]),
+        (r"[^\s,]+(, [^\s,]+)*", ["a, b, c", "\u00e9t\u00e9"], ["a,b", "a, ", " a"]),
+        (r"yes|no|\x41\u00e9\*", ["yes", "no", "A\u00e9*"], ["maybe", "A\u00e9"]),
+    ],
+)
 def test_regex_translation(pattern: str, good: list[str], bad: list[str], engines) -> None:  # type: ignore[no-untyped-def]
     import re
 
@@ -94,7 +103,10 @@ def test_parse_output() -> None:
     value, err = parse_output("name: !!python/object/apply:os.getcwd []\nmode: fast\n", y)
     assert value is None and err and "invalid YAML" in err
     # YAML 1.1 booleans are not strings
-    assert parse_output('name: "a"\nmode: "fast"\nnote: no\n', y)[1] == "schema: $.note: expected string or null, got boolean"
+    assert (
+        parse_output('name: "a"\nmode: "fast"\nnote: no\n', y)[1]
+        == "schema: $.note: expected string or null, got boolean"
+    )
     assert parse_output("abc", Constraint(kind="regex", pattern="[a-c]+")) == ("abc", None)
     assert parse_output("abd", Constraint(kind="regex", pattern="[a-c]+"))[0] is None
     assert parse_output("no", Constraint(kind="choice", choices=["yes", "no"])) == ("no", None)
@@ -110,26 +122,47 @@ def test_strict_refuses_unenforceable_keywords() -> None:
 
 
 def test_refs_defs_allof_and_type_lists(engines) -> None:  # type: ignore[no-untyped-def]
-    s = {"$defs": {"pt": {"type": "object", "properties": {"x": {"type": "number"}, "y": {"type": "number"}},
-                          "required": ["x", "y"]}},
-         "type": "object",
-         "properties": {"a": {"$ref": "#/$defs/pt"}, "b": {"allOf": [{"$ref": "#/$defs/pt"}, {"description": "d"}]},
-                        "c": {"type": ["integer", "null"]}, "d": {"const": 3}, "e": {"enum": [1, "1", True], "type": "string"}},
-         "required": ["a", "b", "c", "d", "e"]}
+    s = {
+        "$defs": {
+            "pt": {
+                "type": "object",
+                "properties": {"x": {"type": "number"}, "y": {"type": "number"}},
+                "required": ["x", "y"],
+            }
+        },
+        "type": "object",
+        "properties": {
+            "a": {"$ref": "#/$defs/pt"},
+            "b": {"allOf": [{"$ref": "#/$defs/pt"}, {"description": "d"}]},
+            "c": {"type": ["integer", "null"]},
+            "d": {"const": 3},
+            "e": {"enum": [1, "1", True], "type": "string"},
+        },
+        "required": ["a", "b", "c", "d", "e"],
+    }
     gbnf, lark = json_schema_to_gbnf(s), json_schema_to_lark(s)
     ok = '{"a": {"x": 1, "y": 2.5}, "b": {"x": 0, "y": -1}, "c": null, "d": 3, "e": "1"}'
-    bad = ['{"a": {"x": 1}, "b": {"x": 0, "y": -1}, "c": null, "d": 3, "e": "1"}',
-           '{"a": {"x": 1, "y": 2}, "b": {"x": 0, "y": -1}, "c": 1.5, "d": 3, "e": "1"}',
-           '{"a": {"x": 1, "y": 2}, "b": {"x": 0, "y": -1}, "c": 1, "d": 3, "e": 1}']
+    bad = [
+        '{"a": {"x": 1}, "b": {"x": 0, "y": -1}, "c": null, "d": 3, "e": "1"}',
+        '{"a": {"x": 1, "y": 2}, "b": {"x": 0, "y": -1}, "c": 1.5, "d": 3, "e": "1"}',
+        '{"a": {"x": 1, "y": 2}, "b": {"x": 0, "y": -1}, "c": 1, "d": 3, "e": 1}',
+    ]
     assert all(engines(gbnf, lark, ok).values())
     for text in bad:
         assert not any(engines(gbnf, lark, text).values()), text
 
 
 def test_recursive_ref_json_works_yaml_refuses(engines) -> None:  # type: ignore[no-untyped-def]
-    tree = {"$defs": {"node": {"type": "object", "properties": {"v": {"type": "integer"},
-                                                                "kids": {"type": "array", "items": {"$ref": "#/$defs/node"}}},
-                               "required": ["v"]}}, "$ref": "#/$defs/node"}
+    tree = {
+        "$defs": {
+            "node": {
+                "type": "object",
+                "properties": {"v": {"type": "integer"}, "kids": {"type": "array", "items": {"$ref": "#/$defs/node"}}},
+                "required": ["v"],
+            }
+        },
+        "$ref": "#/$defs/node",
+    }
     gbnf, lark = json_schema_to_gbnf(tree), json_schema_to_lark(tree)
     assert all(engines(gbnf, lark, '{"v": 1, "kids": [{"v": 2, "kids": [{"v": 3}]}, {"v": 4}]}').values())
     assert not any(engines(gbnf, lark, '{"v": 1, "kids": [{"kids": []}]}').values())
@@ -137,19 +170,28 @@ def test_recursive_ref_json_works_yaml_refuses(engines) -> None:  # type: ignore
         yaml_schema_to_gbnf(tree)
 
 
-@pytest.mark.parametrize("schema", [
-    False, {"type": "object", "properties": {"a": False}, "required": ["a"]}, {"enum": [1], "type": "string"},
-    {"type": "array", "minItems": 3, "maxItems": 2}, {"type": "object", "required": ["z"], "additionalProperties": False},
-    {"$ref": "#/$defs/missing"}, {"type": "strange"},
-])
+@pytest.mark.parametrize(
+    "schema",
+    [
+        False,
+        {"type": "object", "properties": {"a": False}, "required": ["a"]},
+        {"enum": [1], "type": "string"},
+        {"type": "array", "minItems": 3, "maxItems": 2},
+        {"type": "object", "required": ["z"], "additionalProperties": False},
+        {"$ref": "#/$defs/missing"},
+        {"type": "strange"},
+    ],
+)
 def test_unsatisfiable_or_malformed_schemas(schema: object) -> None:
     with pytest.raises(SchemaError):
         json_schema_to_gbnf(schema)  # type: ignore[arg-type]
 
 
 def test_no_engine_imported_at_import_time() -> None:
-    code = ("import sys, rig.decoding as d; d.to_gbnf(d.Constraint(kind='json_schema', schema_={'type': 'object'})); "
-            "print(sorted(m for m in ('llama_cpp', 'llguidance', 'yaml', 'jsonschema') if m in sys.modules))")
+    code = (
+        "import sys, rig.decoding as d; d.to_gbnf(d.Constraint(kind='json_schema', schema_={'type': 'object'})); "
+        "print(sorted(m for m in ('llama_cpp', 'llguidance', 'yaml', 'jsonschema') if m in sys.modules))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert json.loads(out.replace("'", '"')) == []
 
@@ -184,12 +226,16 @@ def test_schema_free_nesting_is_bounded(engines) -> None:  # type: ignore[no-unt
 _AMBIGUOUS_HEX = re.compile(r"(?<!\\)(?:\\\\)*\\x[0-9a-fA-F]{2}[0-9a-fA-F]")
 
 
-@pytest.mark.parametrize("constraint", [
-    Constraint(kind="json_schema", schema_=PERSON),
-    Constraint(kind="yaml_schema", schema_=NESTED),
-    Constraint(kind="choice", choices=["\x01a", "-9", "/b"]),
-    Constraint(kind="regex", pattern=r"[/b\-0-9]+\x2fa"),
-], ids=["json", "yaml", "choice", "regex"])
+@pytest.mark.parametrize(
+    "constraint",
+    [
+        Constraint(kind="json_schema", schema_=PERSON),
+        Constraint(kind="yaml_schema", schema_=NESTED),
+        Constraint(kind="choice", choices=["\x01a", "-9", "/b"]),
+        Constraint(kind="regex", pattern=r"[/b\-0-9]+\x2fa"),
+    ],
+    ids=["json", "yaml", "choice", "regex"],
+)
 def test_gbnf_hex_escapes_read_the_same_in_every_engine(constraint: Constraint) -> None:
     gbnf = to_gbnf(constraint)
     assert "\\x" in gbnf  # the case is exercised

@@ -30,8 +30,14 @@ class Recording(FakeEngine):
     async def chat(self, request: ChatRequest) -> Generation:
         if request.constraint is not None:
             self.constraints.append(request.constraint)
-        return Generation(request_hash=request.digest(), text="no", prompt_tokens=1, completion_tokens=1,
-                          timings=Timings(e2e_s=0.0), finish_reason="stop")
+        return Generation(
+            request_hash=request.digest(),
+            text="no",
+            prompt_tokens=1,
+            completion_tokens=1,
+            timings=Timings(e2e_s=0.0),
+            finish_reason="stop",
+        )
 
 
 def _constraints(name: str, mode: str) -> list[Constraint]:
@@ -49,8 +55,13 @@ def _constraints(name: str, mode: str) -> list[Constraint]:
 
 @pytest.mark.parametrize("mode", ["json", "yaml"])
 @pytest.mark.parametrize("name", sorted(BENCHMARKS))
-def test_every_benchmark_grammar_loads(name: str, mode: str, llama_matcher, guidance,  # type: ignore[no-untyped-def]
-                                       helsinki_pack: Path) -> None:
+def test_every_benchmark_grammar_loads(
+    name: str,
+    mode: str,
+    llama_matcher,
+    guidance,  # type: ignore[no-untyped-def]
+    helsinki_pack: Path,
+) -> None:
     constraints = _constraints(name, mode)
     assert constraints, f"{name} sent no constraint in {mode} mode"
     for c in {to_gbnf(c): c for c in constraints}.values():

@@ -18,16 +18,31 @@ from rig.decoding import json_schema_to_gbnf, json_schema_to_lark, validate, yam
 from rig.decoding.yaml_gbnf import yaml_dump
 from tests.decoding.conftest import CALLNAVI, callnavi_apis, callnavi_schemas
 
-DOMAINS = ["aviation", "bank", "gov", "hospital", "hotel", "hr", "insurance", "logistics", "shopping",
-           "telecommunications"]
+DOMAINS = [
+    "aviation",
+    "bank",
+    "gov",
+    "hospital",
+    "hotel",
+    "hr",
+    "insurance",
+    "logistics",
+    "shopping",
+    "telecommunications",
+]
 
 
 def names_schema(domain: str) -> dict:
     names = list(dict.fromkeys(a["name"] for a in callnavi_apis(domain)))
-    return {"type": "object",
-            "properties": {"API": {"type": "array", "items": {"type": "string", "enum": names}},
-                           "parameters": {"type": "array", "items": {"type": "object"}}},
-            "required": ["API", "parameters"], "additionalProperties": False}
+    return {
+        "type": "object",
+        "properties": {
+            "API": {"type": "array", "items": {"type": "string", "enum": names}},
+            "parameters": {"type": "array", "items": {"type": "object"}},
+        },
+        "required": ["API", "parameters"],
+        "additionalProperties": False,
+    }
 
 
 def per_api_params(domain: str, typed: bool = False) -> dict[str, dict]:
@@ -41,8 +56,12 @@ def per_api_params(domain: str, typed: bool = False) -> dict[str, dict]:
     if not typed:
         for api in callnavi_apis(domain):
             keys = list(api["parameters"])  # a dict of name -> type hint, or (telecommunications) a list of names
-            out[api["name"]] = {"type": "object", "properties": {k: {} for k in keys}, "required": keys,
-                                "additionalProperties": False}
+            out[api["name"]] = {
+                "type": "object",
+                "properties": {k: {} for k in keys},
+                "required": keys,
+                "additionalProperties": False,
+            }
         return out
     for api in callnavi_schemas(domain):
         p = {k: v for k, v in api["parameters"].items() if k != "$schema"}
@@ -74,15 +93,24 @@ def ground_truth(domain: str) -> list[dict]:
 @pytest.mark.parametrize("domain", DOMAINS)
 def test_grammars_load_in_every_engine(domain: str, engines) -> None:  # type: ignore[no-untyped-def]
     for schema in (names_schema(domain), per_api_schema(domain), per_api_schema(domain, typed=True)):
-        for gbnf, lark in ((json_schema_to_gbnf(schema), json_schema_to_lark(schema)),
-                           (yaml_schema_to_gbnf(schema), yaml_schema_to_lark(schema))):
+        for gbnf, lark in (
+            (json_schema_to_gbnf(schema), json_schema_to_lark(schema)),
+            (yaml_schema_to_gbnf(schema), yaml_schema_to_lark(schema)),
+        ):
             verdicts = engines(gbnf, lark, "")  # compiles the grammars; an empty document is never an answer
             assert not any(verdicts.values()), verdicts
 
 
 @pytest.mark.parametrize("fmt", ["json", "yaml"])
-@pytest.mark.parametrize(("domain", "variant"), [("telecommunications", "names"), ("telecommunications", "per_api"),
-                                                 ("logistics", "per_api"), ("logistics", "typed")])
+@pytest.mark.parametrize(
+    ("domain", "variant"),
+    [
+        ("telecommunications", "names"),
+        ("telecommunications", "per_api"),
+        ("logistics", "per_api"),
+        ("logistics", "typed"),
+    ],
+)
 def test_ground_truth_accepted_iff_valid(domain: str, variant: str, fmt: str, engines) -> None:  # type: ignore[no-untyped-def]
     typed = variant == "typed"
     schema = names_schema(domain) if variant == "names" else per_api_schema(domain, typed=typed)
@@ -94,8 +122,13 @@ def test_ground_truth_accepted_iff_valid(domain: str, variant: str, fmt: str, en
     counts = {True: 0, False: 0}
     for gt in ground_truth(domain):
         if variant != "names":
-            gt = {**gt, "parameters": [reorder(p, params.get(name, {}))
-                                       for name, p in zip(gt["API"], gt["parameters"], strict=False)] + gt["parameters"][len(gt["API"]):]}
+            gt = {
+                **gt,
+                "parameters": [
+                    reorder(p, params.get(name, {})) for name, p in zip(gt["API"], gt["parameters"], strict=False)
+                ]
+                + gt["parameters"][len(gt["API"]) :],
+            }
         valid = validate(gt, schema) == []
         text = json.dumps(gt) if fmt == "json" else yaml_dump(gt)
         verdicts = engines(gbnf, lark, text)
@@ -115,8 +148,10 @@ def test_bad_answers_rejected(engines) -> None:  # type: ignore[no-untyped-def]
         {"API": ["getNameFromNumber"]},  # missing key
         {"API": ["getNameFromNumber"], "parameters": [{"phoneNumber": "1", "x": 2}]},  # extra parameter
     ]
-    for fmt, to_gbnf, to_lark, dump in (("json", json_schema_to_gbnf, json_schema_to_lark, json.dumps),
-                                        ("yaml", yaml_schema_to_gbnf, yaml_schema_to_lark, yaml_dump)):
+    for fmt, to_gbnf, to_lark, dump in (
+        ("json", json_schema_to_gbnf, json_schema_to_lark, json.dumps),
+        ("yaml", yaml_schema_to_gbnf, yaml_schema_to_lark, yaml_dump),
+    ):
         gbnf, lark = to_gbnf(schema), to_lark(schema)
         assert all(engines(gbnf, lark, dump(good)).values()), fmt
         for value in bad:
@@ -133,14 +168,20 @@ def test_benchmark_schema_ties_parameters_to_apis(engines) -> None:  # type: ign
     apis = [Api(**a) for a in callnavi_apis("telecommunications")]
     schema = answer_schema(apis, "params")
     call = {"accountId": "A1"}
-    good = [{"API": ["getBillingAddress"], "parameters": [call]},
-            {"API": ["getBillingAddress"], "parameters": []},
-            {"API": ["getNameFromNumber", "getBillingAddress"], "parameters": [{"phoneNumber": "1"}, call]}]
-    bad = [{"API": ["getBillingAddress"], "parameters": [call, call]},
-           {"API": ["getNameFromNumber", "getBillingAddress"], "parameters": [{"phoneNumber": "1"}]},
-           {"API": ["getBillingAddress"] * 7, "parameters": [call] * 7}]
-    for fmt, to_gbnf, to_lark, dump in (("json", json_schema_to_gbnf, json_schema_to_lark, json.dumps),
-                                        ("yaml", yaml_schema_to_gbnf, yaml_schema_to_lark, yaml_dump)):
+    good = [
+        {"API": ["getBillingAddress"], "parameters": [call]},
+        {"API": ["getBillingAddress"], "parameters": []},
+        {"API": ["getNameFromNumber", "getBillingAddress"], "parameters": [{"phoneNumber": "1"}, call]},
+    ]
+    bad = [
+        {"API": ["getBillingAddress"], "parameters": [call, call]},
+        {"API": ["getNameFromNumber", "getBillingAddress"], "parameters": [{"phoneNumber": "1"}]},
+        {"API": ["getBillingAddress"] * 7, "parameters": [call] * 7},
+    ]
+    for fmt, to_gbnf, to_lark, dump in (
+        ("json", json_schema_to_gbnf, json_schema_to_lark, json.dumps),
+        ("yaml", yaml_schema_to_gbnf, yaml_schema_to_lark, yaml_dump),
+    ):
         gbnf, lark = to_gbnf(schema), to_lark(schema)
         for value in good:
             assert validate(value, schema) == [], value

@@ -20,21 +20,32 @@ from rig.registry import ModelSpec, Weights, load_registry
 
 REPO = Path(__file__).resolve().parents[2]
 HAS_OUTLINES = all(importlib.util.find_spec(m) is not None for m in ("outlines", "llguidance"))
-needs_outlines = pytest.mark.skipif(not HAS_OUTLINES, reason="outlines and llguidance not installed "
-                                                              "(pip install 'rig[outlines]')")
+needs_outlines = pytest.mark.skipif(
+    not HAS_OUTLINES, reason="outlines and llguidance not installed (pip install 'rig[outlines]')"
+)
 
 
 def _spec(**engine_args: Any) -> ModelSpec:
-    return ModelSpec(name="tiny", base="tiny", engine="llamacpp", weights=Weights(file="x.gguf"), quantization="q4",
-                     context_length=512, engine_args=engine_args)
+    return ModelSpec(
+        name="tiny",
+        base="tiny",
+        engine="llamacpp",
+        weights=Weights(file="x.gguf"),
+        quantization="q4",
+        context_length=512,
+        engine_args=engine_args,
+    )
 
 
 def test_bad_constraint_backend_is_refused_naming_entry_and_field() -> None:
     pytest.importorskip("llama_cpp")
     from rig.engines import create_engine
 
-    with pytest.raises(EngineError, match=r"entry 'tiny': engine_args.constraint_backend 'outline' is not one of "
-                                          r"native, outlines"):
+    with pytest.raises(
+        EngineError,
+        match=r"entry 'tiny': engine_args.constraint_backend 'outline' is not one of "
+        r"native, outlines",
+    ):
         create_engine(_spec(constraint_backend="outline"), "x.gguf")
 
 
@@ -55,8 +66,15 @@ def test_check_audit_refuses_a_mismatched_llguidance_vocabulary() -> None:
     ok = VocabAudit(**fields | {"model": "m", "n_vocab": 10, "outlines_entries": 10, "llguidance_tokens": 10})
     check_audit(ok)
     with pytest.raises(OutlinesUnavailable, match=r"does not match llama.cpp's .*use constraint_backend native"):
-        check_audit(ok.model_copy(update={"llguidance_mismatches": 2, "llguidance_mismatches_utf8": 1,
-                                          "llguidance_mismatch_examples": ["7: b'ab' -> b'a'"]}))
+        check_audit(
+            ok.model_copy(
+                update={
+                    "llguidance_mismatches": 2,
+                    "llguidance_mismatches_utf8": 1,
+                    "llguidance_mismatch_examples": ["7: b'ab' -> b'a'"],
+                }
+            )
+        )
     with pytest.raises(OutlinesUnavailable):
         check_audit(ok.model_copy(update={"llguidance_tokens": 9}))
 
@@ -79,8 +97,9 @@ def outlines_engine(embedded_weights: str):  # type: ignore[no-untyped-def]
 
 
 def _chat(engine: Any, text: str, constraint: Constraint | None, max_tokens: int = 96) -> Any:
-    req = ChatRequest(messages=[Message(role="user", content=text)], sampling=Sampling(max_tokens=max_tokens),
-                      constraint=constraint)
+    req = ChatRequest(
+        messages=[Message(role="user", content=text)], sampling=Sampling(max_tokens=max_tokens), constraint=constraint
+    )
     return asyncio.run(engine.chat(req))
 
 
@@ -93,8 +112,11 @@ def test_audit_of_the_embedded_vocabulary(outlines_engine) -> None:  # type: ign
     a = outlines_engine._outlines.audit
     assert a.n_vocab == outlines_engine.llm.n_vocab() == 262144
     assert a.outlines_entries == a.n_vocab - a.outlines_missing
-    assert a.outlines_missing == a.dropped_over_buffer + a.collided == a.collided_same_bytes + a.collided_lossy + \
-        a.dropped_over_buffer
+    assert (
+        a.outlines_missing
+        == a.dropped_over_buffer + a.collided
+        == a.collided_same_bytes + a.collided_lossy + a.dropped_over_buffer
+    )
     assert a.dropped_over_buffer > 0 and a.dropped_max_bytes > 32  # pieces over the 32-byte buffer vanish
     assert a.replacement_pieces == 128 and a.collided_lossy >= 127  # bytes 0x80-0xFF collapse onto U+FFFD
     # llama.cpp spells a newline with token 107; Outlines' dict keeps only the byte token <0x0A> for "\n"
@@ -109,18 +131,26 @@ def test_audit_of_the_embedded_vocabulary(outlines_engine) -> None:  # type: ign
 
 
 def _weather_tool() -> ToolSpec:
-    return ToolSpec(name="get_weather", description="Weather forecast for a city",
-                    parameters={"type": "object", "properties": {"city": {"type": "string", "maxLength": 32},
-                                                                 "days": {"type": "integer"}},
-                                "required": ["city"], "additionalProperties": False})
+    return ToolSpec(
+        name="get_weather",
+        description="Weather forecast for a city",
+        parameters={
+            "type": "object",
+            "properties": {"city": {"type": "string", "maxLength": 32}, "days": {"type": "integer"}},
+            "required": ["city"],
+            "additionalProperties": False,
+        },
+    )
 
 
 def _callnavi_schema() -> dict:
     from rig.benchmarks.callnavi.data import Api
     from rig.benchmarks.callnavi.prompts import answer_schema
 
-    apis = [Api(name="getWeather", parameters={"city": "string", "date": "string"}),
-            Api(name="getRoute", parameters={"origin": "string", "destination": "string"})]
+    apis = [
+        Api(name="getWeather", parameters={"city": "string", "date": "string"}),
+        Api(name="getRoute", parameters={"origin": "string", "destination": "string"}),
+    ]
     return answer_schema(apis, "params")
 
 
@@ -131,10 +161,13 @@ def _envelope_schema() -> dict:
 
 
 CASES = {
-    "callnavi": (_callnavi_schema, "APIs: getWeather(city, date), getRoute(origin, destination). Reply with the "
-                                   "API calls that answer the question, for example "
-                                   '{"API": ["getRoute"], "parameters": [{"origin": "A", "destination": "B"}]}. '
-                                   "Question: what is the weather in Helsinki tomorrow?"),
+    "callnavi": (
+        _callnavi_schema,
+        "APIs: getWeather(city, date), getRoute(origin, destination). Reply with the "
+        "API calls that answer the question, for example "
+        '{"API": ["getRoute"], "parameters": [{"origin": "A", "destination": "B"}]}. '
+        "Question: what is the weather in Helsinki tomorrow?",
+    ),
     "envelope": (_envelope_schema, "Tool get_weather(city, days). Call it for: weather in Tampere for 3 days."),
 }
 
@@ -160,11 +193,18 @@ def test_outlines_constrained_output_parses_and_validates(outlines_engine, case:
 @pytest.mark.model
 @needs_outlines
 def test_outlines_truncated_output_is_not_a_constraint_error(outlines_engine) -> None:  # type: ignore[no-untyped-def]
-    c = Constraint(kind="json_schema", schema_={"type": "object", "properties": {"story": {"type": "string"}},
-                                                "required": ["story"], "additionalProperties": False})
+    c = Constraint(
+        kind="json_schema",
+        schema_={
+            "type": "object",
+            "properties": {"story": {"type": "string"}},
+            "required": ["story"],
+            "additionalProperties": False,
+        },
+    )
     g = _chat(outlines_engine, "Tell a long story in JSON.", c, max_tokens=8)
     assert g.error is None and g.finish_reason == "length" and g.completion_tokens == 8
-    assert g.text.startswith('{') and parse_output(g.text, c)[1]  # cut short: does not parse, and says so
+    assert g.text.startswith("{") and parse_output(g.text, c)[1]  # cut short: does not parse, and says so
 
 
 @pytest.mark.model

@@ -13,10 +13,54 @@ from hypothesis import strategies as st
 
 from tests.readers import READERS, REGRESSIONS
 
-_PIECES = ["{", "}", "[", "]", '"', "'", ":", ",", " ", "\n", "-", "1", "0" * 50, "9" * 400, "1e400", "NaN", "&a",
-           "*a", "!!binary", "!!set", "2024-02-30", "```", "```json", "<think>", "</think>", "<tool_call>",
-           "</tool_call>", "<reason>", "</reason>", "<answer>", "</answer>", "reason:[[", "]]", "answer", "km",
-           "bearing", "\\ud83d", "\ud83d", "name", "arguments", '"name": "f"', '"x": ', "true", "null", "\t", "é"]
+_PIECES = [
+    "{",
+    "}",
+    "[",
+    "]",
+    '"',
+    "'",
+    ":",
+    ",",
+    " ",
+    "\n",
+    "-",
+    "1",
+    "0" * 50,
+    "9" * 400,
+    "1e400",
+    "NaN",
+    "&a",
+    "*a",
+    "!!binary",
+    "!!set",
+    "2024-02-30",
+    "```",
+    "```json",
+    "<think>",
+    "</think>",
+    "<tool_call>",
+    "</tool_call>",
+    "<reason>",
+    "</reason>",
+    "<answer>",
+    "</answer>",
+    "reason:[[",
+    "]]",
+    "answer",
+    "km",
+    "bearing",
+    "\\ud83d",
+    "\ud83d",
+    "name",
+    "arguments",
+    '"name": "f"',
+    '"x": ',
+    "true",
+    "null",
+    "\t",
+    "é",
+]
 REPLY = st.one_of(
     st.text(max_size=300),
     st.lists(st.sampled_from(_PIECES), max_size=80).map("".join),
@@ -54,8 +98,13 @@ def test_issue_replies_are_format_errors_with_reasons() -> None:
     for text, why in [('["\\ud83d"]', "surrogate"), ("[" * 800 + "]" * 800, "deep"), ("1" * 4400, "digits")]:
         value, err = load_json(text)
         assert value is None and err is not None and why in err
-    for text, why in [("a: !!binary //79", "binary"), ("&a [*a]", "not yet complete"), ("[" * 600, "deep"),
-                      ('a: "\\ud83d\\ude00"', "surrogate"), (READERS_LAUGHS, "values")]:
+    for text, why in [
+        ("a: !!binary //79", "binary"),
+        ("&a [*a]", "not yet complete"),
+        ("[" * 600, "deep"),
+        ('a: "\\ud83d\\ude00"', "surrogate"),
+        (READERS_LAUGHS, "values"),
+    ]:
         value, err = load_yaml(text)
         assert value is None and err is not None and why in err, (text[:30], err)
     assert parse_answer("{" * 1000, "json", dict)[1].startswith("json_error")

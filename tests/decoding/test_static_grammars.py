@@ -12,24 +12,50 @@ from rig.decoding import json_schema_to_gbnf, yaml_schema_to_gbnf
 from rig.decoding.yaml_gbnf import yaml_dump
 
 GRAMMARS = Path(__file__).resolve().parents[2] / "grammars"
-TOOL_CALL = {"type": "object", "properties": {"name": {"type": "string"}, "arguments": {"type": "object"}},
-             "required": ["name", "arguments"]}
+TOOL_CALL = {
+    "type": "object",
+    "properties": {"name": {"type": "string"}, "arguments": {"type": "object"}},
+    "required": ["name", "arguments"],
+}
 GENERATED = {
     "json.gbnf": lambda: json_schema_to_gbnf(True, any_depth=None),
     "yaml_subset.gbnf": lambda: yaml_schema_to_gbnf(True),
     "tool_call.gbnf": lambda: json_schema_to_gbnf(TOOL_CALL),
 }
-DEEP = {"a": [1, {"b": [True, None, {"c": "\u00e9\"\\"}]}], "": {}, "on": []}
+DEEP = {"a": [1, {"b": [True, None, {"c": '\u00e9"\\'}]}], "": {}, "on": []}
 SAMPLES = {
-    "json.gbnf": [(json.dumps(DEEP), True), (json.dumps(DEEP, indent=2), True), ("[[[[[[[[[[1]]]]]]]]]]", True),
-                  ('"x"', True), ("-0.5e+3", True),
-                  ("1" * 20, True), ("1" * 21, False), ("0." + "1" * 21, False), ("1e1234", False), ("{'a': 1}", False), ("[1,]", False), ("tru", False), ("", False)],
-    "yaml_subset.gbnf": [(yaml_dump(DEEP), True), ('- 1\n- {"a": [2.5, null]}\n', True), ('"s"\n', True),
-                         ("- " + "1" * 21 + "\n", False),
-                         ("a: 1\n  b: 2\n", False), ("a: yes\n", False), ("on: 1\n", False), ("a: 1", False)],
-    "tool_call.gbnf": [('{"name": "get_weather", "arguments": {"city": "Paris", "days": [1, 2]}}', True),
-                       ('{"name": "f", "arguments": {}}', True), ('{"arguments": {}, "name": "f"}', False),
-                       ('{"name": "f", "arguments": []}', False), ('{"name": "f"}', False)],
+    "json.gbnf": [
+        (json.dumps(DEEP), True),
+        (json.dumps(DEEP, indent=2), True),
+        ("[[[[[[[[[[1]]]]]]]]]]", True),
+        ('"x"', True),
+        ("-0.5e+3", True),
+        ("1" * 20, True),
+        ("1" * 21, False),
+        ("0." + "1" * 21, False),
+        ("1e1234", False),
+        ("{'a': 1}", False),
+        ("[1,]", False),
+        ("tru", False),
+        ("", False),
+    ],
+    "yaml_subset.gbnf": [
+        (yaml_dump(DEEP), True),
+        ('- 1\n- {"a": [2.5, null]}\n', True),
+        ('"s"\n', True),
+        ("- " + "1" * 21 + "\n", False),
+        ("a: 1\n  b: 2\n", False),
+        ("a: yes\n", False),
+        ("on: 1\n", False),
+        ("a: 1", False),
+    ],
+    "tool_call.gbnf": [
+        ('{"name": "get_weather", "arguments": {"city": "Paris", "days": [1, 2]}}', True),
+        ('{"name": "f", "arguments": {}}', True),
+        ('{"arguments": {}, "name": "f"}', False),
+        ('{"name": "f", "arguments": []}', False),
+        ('{"name": "f"}', False),
+    ],
 }
 
 

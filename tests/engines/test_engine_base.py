@@ -19,8 +19,13 @@ from rig.records import ChatRequest, Generation, Message, ToolSpec
 from rig.registry import ModelSpec, Weights, load_registry
 
 REPO = Path(__file__).resolve().parents[2]
-TOOLS = [ToolSpec(name="getWeather", description="Weather for a city",
-                  parameters={"type": "object", "properties": {"city": {"type": "string"}}})]
+TOOLS = [
+    ToolSpec(
+        name="getWeather",
+        description="Weather for a city",
+        parameters={"type": "object", "properties": {"city": {"type": "string"}}},
+    )
+]
 # The least each engine needs in engine_args to be constructed.
 MINIMAL: dict[str, dict[str, Any]] = {"openai_compat": {"base_url": "http://127.0.0.1:8000"}}
 
@@ -31,9 +36,16 @@ def engine_cls(name: str) -> type[Engine]:
 
 
 def spec(engine: str = "llamacpp", thinking: str = "none", **engine_args: Any) -> ModelSpec:
-    return ModelSpec(name="tiny", base="tiny", engine=engine, weights=Weights(file="x.gguf"),  # type: ignore[arg-type]
-                     quantization="q4", context_length=512, thinking=thinking,  # type: ignore[arg-type]
-                     engine_args=MINIMAL.get(engine, {}) | engine_args)
+    return ModelSpec(
+        name="tiny",
+        base="tiny",
+        engine=engine,
+        weights=Weights(file="x.gguf"),  # type: ignore[arg-type]
+        quantization="q4",
+        context_length=512,
+        thinking=thinking,  # type: ignore[arg-type]
+        engine_args=MINIMAL.get(engine, {}) | engine_args,
+    )
 
 
 def request(**kw: Any) -> ChatRequest:
@@ -52,24 +64,33 @@ def test_every_engine_declares_a_strict_args_model(name: str) -> None:
 
 @pytest.mark.parametrize("name", list(ENGINES))
 def test_unknown_engine_arg_is_refused_naming_entry_and_field(name: str) -> None:
-    with pytest.raises(EngineError, match=rf"models.yaml entry 'tiny': engine_args \['n_gpu_layer'\] not understood "
-                                          rf"by {name} \(allowed: \[.*\]\)"):
+    with pytest.raises(
+        EngineError,
+        match=rf"models.yaml entry 'tiny': engine_args \['n_gpu_layer'\] not understood "
+        rf"by {name} \(allowed: \[.*\]\)",
+    ):
         engine_cls(name)(spec(name, n_gpu_layer=3), "x")
 
 
-@pytest.mark.parametrize(("name", "args", "message"), [
-    ("llamacpp", {"grammar_mask": "sometimes"}, r"engine_args.grammar_mask 'sometimes' is not one of lazy, full"),
-    ("llamacpp", {"n_batch": "big"}, r"engine_args.n_batch 'big': Input should be a valid integer"),
-    ("vllm", {"gpu_memory_utilization": "most"}, r"engine_args.gpu_memory_utilization 'most': Input should be"),
-    ("ollama", {"host": "http://10.0.0.5:11434"}, r"engine_args.host: 'http://10.0.0.5:11434' is not on loopback"),
-    ("ollama", {"preload": "sometimes"}, r"engine_args.preload 'sometimes': Input should be a valid boolean"),
-    ("openai_compat", {"spawn": []}, r"engine_args.spawn: must be a non-empty list of strings"),
-    ("openai_compat", {"usage_fallback": "stream"}, r"engine_args.usage_fallback 'stream' is not one of nonstream"),
-    ("openai_compat", {"spawn": ["python", "-m", "server"]}, r"openai_compat needs exactly one of "
-                                                              r"engine_args.base_url .* or engine_args.spawn"),
-])
-def test_bad_engine_arg_value_is_refused_naming_entry_and_field(name: str, args: dict[str, Any],
-                                                                message: str) -> None:
+@pytest.mark.parametrize(
+    ("name", "args", "message"),
+    [
+        ("llamacpp", {"grammar_mask": "sometimes"}, r"engine_args.grammar_mask 'sometimes' is not one of lazy, full"),
+        ("llamacpp", {"n_batch": "big"}, r"engine_args.n_batch 'big': Input should be a valid integer"),
+        ("vllm", {"gpu_memory_utilization": "most"}, r"engine_args.gpu_memory_utilization 'most': Input should be"),
+        ("ollama", {"host": "http://10.0.0.5:11434"}, r"engine_args.host: 'http://10.0.0.5:11434' is not on loopback"),
+        ("ollama", {"preload": "sometimes"}, r"engine_args.preload 'sometimes': Input should be a valid boolean"),
+        ("openai_compat", {"spawn": []}, r"engine_args.spawn: must be a non-empty list of strings"),
+        ("openai_compat", {"usage_fallback": "stream"}, r"engine_args.usage_fallback 'stream' is not one of nonstream"),
+        (
+            "openai_compat",
+            {"spawn": ["python", "-m", "server"]},
+            r"openai_compat needs exactly one of "
+            r"engine_args.base_url .* or engine_args.spawn",
+        ),
+    ],
+)
+def test_bad_engine_arg_value_is_refused_naming_entry_and_field(name: str, args: dict[str, Any], message: str) -> None:
     with pytest.raises(EngineError, match=r"^models.yaml entry 'tiny': " + message):
         engine_cls(name)(spec(name, **args), "x")
 
@@ -134,8 +155,10 @@ def gen(text: str = "", **kw: Any) -> Generation:
 
 
 def test_thinking_stripped_before_text_tool_calls_are_read() -> None:
-    text = ('<think>maybe {"name": "nope", "arguments": {}}</think>\n'
-            '<tool_call>{"name": "getWeather", "arguments": {"city": "Oulu"}}</tool_call>')
+    text = (
+        '<think>maybe {"name": "nope", "arguments": {}}</think>\n'
+        '<tool_call>{"name": "getWeather", "arguments": {"city": "Oulu"}}</tool_call>'
+    )
     g, eng = chat(Reply(gen(text)), thinking="strip", tools=TOOLS, tool_mode="native")
     assert "<think>" not in g.text and g.parse_status == "ok"
     assert [(c.name, c.arguments) for c in g.tool_calls] == [("getWeather", {"city": "Oulu"})]
@@ -144,14 +167,18 @@ def test_thinking_stripped_before_text_tool_calls_are_read() -> None:
     assert kept.text == "<think>x</think>answer"
 
 
-@pytest.mark.parametrize(("calls", "status", "parsed"), [
-    ([("getWeather", '{"city": "Turku"}')], "ok", [("getWeather", {"city": "Turku"})]),
-    ([("getWeather", {"city": "Turku"})], "ok", [("getWeather", {"city": "Turku"})]),
-    ([("getWeather", "")], "ok", [("getWeather", {})]),  # a call without arguments
-    ([("getWeather", '{"city": ')], "parse_error", []),
-    ([("getWeather", "[1, 2]")], "parse_error", []),
-    ([("a", "{}"), ("b", "{oops")], "parse_error", [("a", {})]),
-], ids=["json-text", "object", "empty", "broken", "not-an-object", "one-of-two"])
+@pytest.mark.parametrize(
+    ("calls", "status", "parsed"),
+    [
+        ([("getWeather", '{"city": "Turku"}')], "ok", [("getWeather", {"city": "Turku"})]),
+        ([("getWeather", {"city": "Turku"})], "ok", [("getWeather", {"city": "Turku"})]),
+        ([("getWeather", "")], "ok", [("getWeather", {})]),  # a call without arguments
+        ([("getWeather", '{"city": ')], "parse_error", []),
+        ([("getWeather", "[1, 2]")], "parse_error", []),
+        ([("a", "{}"), ("b", "{oops")], "parse_error", [("a", {})]),
+    ],
+    ids=["json-text", "object", "empty", "broken", "not-an-object", "one-of-two"],
+)
 def test_native_call_arguments_parsed_as_json(calls: list, status: str, parsed: list) -> None:
     g, eng = chat(Reply(gen('{"name": "ignored", "arguments": {}}'), calls=calls), tools=TOOLS, tool_mode="native")
     assert g.parse_status == status and [(c.name, c.arguments) for c in g.tool_calls] == parsed
@@ -207,7 +234,14 @@ def test_every_engine_chat_is_generate_then_finalize_once(name: str, monkeypatch
 
 
 def test_openai_tools_is_the_function_shape() -> None:
-    assert openai_tools(TOOLS) == [{"type": "function", "function": {
-        "name": "getWeather", "description": "Weather for a city",
-        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}]
+    assert openai_tools(TOOLS) == [
+        {
+            "type": "function",
+            "function": {
+                "name": "getWeather",
+                "description": "Weather for a city",
+                "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
+            },
+        }
+    ]
     assert openai_tools([]) == []

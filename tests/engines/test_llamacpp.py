@@ -47,23 +47,37 @@ def test_prompt_longer_than_context_is_a_recorded_error(gemma_engine) -> None:  
 
 SCHEMA = {
     "type": "object",
-    "properties": {"API": {"type": "array", "items": {"type": "string", "enum": ["getWeather", "getRoute"]},
-                           "maxItems": 3},
-                   "parameters": {"type": "array", "maxItems": 3, "items": {
-                       "type": "object", "properties": {"city": {"type": "string", "maxLength": 32},
-                                      "origin": {"type": "string", "maxLength": 32}},
-                       "additionalProperties": False}}},
+    "properties": {
+        "API": {"type": "array", "items": {"type": "string", "enum": ["getWeather", "getRoute"]}, "maxItems": 3},
+        "parameters": {
+            "type": "array",
+            "maxItems": 3,
+            "items": {
+                "type": "object",
+                "properties": {
+                    "city": {"type": "string", "maxLength": 32},
+                    "origin": {"type": "string", "maxLength": 32},
+                },
+                "additionalProperties": False,
+            },
+        },
+    },
     "required": ["API", "parameters"],
     "additionalProperties": False,
 }
 
 
-@pytest.mark.parametrize("question", ["What is the weather in Helsinki tomorrow?", "Route me from Kamppi to Pasila.",
-                                      "Tell me a joke."])
+@pytest.mark.parametrize(
+    "question", ["What is the weather in Helsinki tomorrow?", "Route me from Kamppi to Pasila.", "Tell me a joke."]
+)
 def test_json_schema_constrained_output_parses(gemma_engine, question: str) -> None:  # type: ignore[no-untyped-def]
     c = Constraint(kind="json_schema", schema_=SCHEMA)
-    g = chat(gemma_engine, f"Answer in JSON with keys API and parameters. {question}", constraint=c,
-             sampling={"max_tokens": 200})
+    g = chat(
+        gemma_engine,
+        f"Answer in JSON with keys API and parameters. {question}",
+        constraint=c,
+        sampling={"max_tokens": 200},
+    )
     assert g.error is None, g.error
     value = json.loads(g.text)
     assert set(value) == {"API", "parameters"}
@@ -77,8 +91,9 @@ def test_not_a_gguf_is_a_clear_engine_error(tmp_path: Path) -> None:
 
     bad = tmp_path / "broken.gguf"
     bad.write_bytes(b"this is not a model")
-    spec = ModelSpec(name="b", base="b", engine="llamacpp", weights=Weights(file=str(bad)), quantization="q4",
-                     context_length=512)
+    spec = ModelSpec(
+        name="b", base="b", engine="llamacpp", weights=Weights(file=str(bad)), quantization="q4", context_length=512
+    )
     with pytest.raises(EngineError, match="could not load"):
         asyncio.run(create_engine(spec, str(bad)).load())
 
@@ -88,8 +103,15 @@ def test_unknown_engine_arg_rejected() -> None:
     from rig.engines import create_engine
     from rig.registry import ModelSpec, Weights
 
-    spec = ModelSpec(name="b", base="b", engine="llamacpp", weights=Weights(file="x"), quantization="q4",
-                     context_length=512, engine_args={"n_gpu_layer": 3})
+    spec = ModelSpec(
+        name="b",
+        base="b",
+        engine="llamacpp",
+        weights=Weights(file="x"),
+        quantization="q4",
+        context_length=512,
+        engine_args={"n_gpu_layer": 3},
+    )
     with pytest.raises(EngineError, match="n_gpu_layer"):
         create_engine(spec, "x")
 
@@ -102,10 +124,15 @@ def test_template_probe_folds_what_the_gemma_format_would_drop(gemma_engine) -> 
     t = gemma_engine.template
     assert gemma_engine.describe()["template"] == t
     assert gemma_engine.describe()["threads"]["decode"] == physical_cores()  # no n_threads in the entry
-    req = ChatRequest(messages=[Message(role="system", content="SYSTEM-RULES"), Message(role="user", content="Q1"),
-                                Message(role="assistant", content="A1"),
-                                Message(role="tool", name="route", content="RESULT-42"),
-                                Message(role="user", content="Q2")])
+    req = ChatRequest(
+        messages=[
+            Message(role="system", content="SYSTEM-RULES"),
+            Message(role="user", content="Q1"),
+            Message(role="assistant", content="A1"),
+            Message(role="tool", name="route", content="RESULT-42"),
+            Message(role="user", content="Q2"),
+        ]
+    )
     prompt, _, _ = gemma_engine.render(req)
     assert "SYSTEM-RULES" in prompt and "RESULT-42" in prompt
     assert prompt.index("SYSTEM-RULES") < prompt.index("Q1") < prompt.index("A1") < prompt.index("RESULT-42")

@@ -7,11 +7,19 @@ from rig.engines.llamacpp_grammar import GrammarError, LazyGrammar
 
 pytestmark = pytest.mark.model
 
-SCHEMA = {"type": "object", "properties": {"city": {"type": "string", "maxLength": 20},
-                                           "days": {"type": "array", "items": {"type": "integer"}, "maxItems": 3}},
-          "required": ["city", "days"], "additionalProperties": False}
-PROMPTS = ["<start_of_turn>user\nWeather in Oulu for the next days, as JSON.<end_of_turn>\n<start_of_turn>model\n",
-           "<start_of_turn>user\nWrite a poem about the sea.<end_of_turn>\n<start_of_turn>model\n"]
+SCHEMA = {
+    "type": "object",
+    "properties": {
+        "city": {"type": "string", "maxLength": 20},
+        "days": {"type": "array", "items": {"type": "integer"}, "maxItems": 3},
+    },
+    "required": ["city", "days"],
+    "additionalProperties": False,
+}
+PROMPTS = [
+    "<start_of_turn>user\nWeather in Oulu for the next days, as JSON.<end_of_turn>\n<start_of_turn>model\n",
+    "<start_of_turn>user\nWrite a poem about the sea.<end_of_turn>\n<start_of_turn>model\n",
+]
 
 
 @pytest.fixture(scope="module")
@@ -29,8 +37,9 @@ def _run(llm, prompt: str, *, grammar=None, procs=None, n: int = 40) -> list[int
     toks = llm.tokenize(prompt.encode(), add_bos=True, special=True)
     llm.reset()  # evaluate the whole prompt each time: logits from a reused prefix differ in the last bits
     out: list[int] = []
-    for t in llm.generate(toks, temp=0.0, top_k=0, top_p=1.0, min_p=0.0, repeat_penalty=1.0, grammar=grammar,
-                          logits_processor=procs):
+    for t in llm.generate(
+        toks, temp=0.0, top_k=0, top_p=1.0, min_p=0.0, repeat_penalty=1.0, grammar=grammar, logits_processor=procs
+    ):
         if llama_cpp.llama_vocab_is_eog(llm._model.vocab, t) or len(out) >= n:
             break
         out.append(t)
@@ -72,8 +81,16 @@ def test_bad_grammar_mask_is_refused_naming_entry_and_field() -> None:
     from rig.engines.base import EngineError
     from rig.registry import ModelSpec, Weights
 
-    spec = ModelSpec(name="tiny", base="tiny", engine="llamacpp", weights=Weights(file="x.gguf"), quantization="q4",
-                     context_length=512, engine_args={"grammar_mask": "sometimes"})
-    with pytest.raises(EngineError,
-                       match=r"entry 'tiny': engine_args.grammar_mask 'sometimes' is not one of lazy, full"):
+    spec = ModelSpec(
+        name="tiny",
+        base="tiny",
+        engine="llamacpp",
+        weights=Weights(file="x.gguf"),
+        quantization="q4",
+        context_length=512,
+        engine_args={"grammar_mask": "sometimes"},
+    )
+    with pytest.raises(
+        EngineError, match=r"entry 'tiny': engine_args.grammar_mask 'sometimes' is not one of lazy, full"
+    ):
         create_engine(spec, "x.gguf")

@@ -37,9 +37,15 @@ class Stub:
         self.show_answer: tuple[int, dict[str, Any]] | None = None  # overrides /api/show
         self.content = ["The ", "answer."]
         self.tool_calls: list[dict[str, Any]] | None = None
-        self.final: dict[str, Any] = {"prompt_eval_count": 64, "eval_count": 5, "done_reason": "stop",
-                                      "total_duration": 2_000_000_000, "load_duration": 50_000_000,
-                                      "prompt_eval_duration": 100_000_000, "eval_duration": 250_000_000}
+        self.final: dict[str, Any] = {
+            "prompt_eval_count": 64,
+            "eval_count": 5,
+            "done_reason": "stop",
+            "total_duration": 2_000_000_000,
+            "load_duration": 50_000_000,
+            "prompt_eval_duration": 100_000_000,
+            "eval_duration": 250_000_000,
+        }
         self.mid_stream_error: str | None = None
 
     def chats(self) -> list[dict[str, Any]]:
@@ -66,11 +72,23 @@ def _handler(stub: Stub) -> type[BaseHTTPRequestHandler]:
             elif self.path == "/api/tags":
                 self._json(200, {"models": [{"name": t, "model": t} for t in sorted(stub.pulled)]})
             elif self.path == "/api/ps":
-                self._json(200, {"models": [{"name": TAG, "model": TAG, "size": 700_000_000, "size_vram": 512_000_000,
-                                             "digest": "abc", "expires_at": "2026-11-22T20:00:00Z",
-                                             "context_length": NUM_CTX,
-                                             "details": {"format": "gguf", "family": "gemma3",
-                                                         "quantization_level": "Q8_0"}}]})
+                self._json(
+                    200,
+                    {
+                        "models": [
+                            {
+                                "name": TAG,
+                                "model": TAG,
+                                "size": 700_000_000,
+                                "size_vram": 512_000_000,
+                                "digest": "abc",
+                                "expires_at": "2026-11-22T20:00:00Z",
+                                "context_length": NUM_CTX,
+                                "details": {"format": "gguf", "family": "gemma3", "quantization_level": "Q8_0"},
+                            }
+                        ]
+                    },
+                )
             else:
                 self._json(404, {"error": "not found"})
 
@@ -84,18 +102,33 @@ def _handler(stub: Stub) -> type[BaseHTTPRequestHandler]:
                 elif model not in stub.pulled:
                     self._json(404, {"error": f"model '{model}' not found"})
                 else:
-                    self._json(200, {
-                        "details": {"format": "gguf", "family": "gemma3", "parameter_size": "268.10M",
-                                    "quantization_level": "Q8_0"},
-                        "model_info": {"general.architecture": "gemma3", "gemma3.context_length": 32768},
-                        "capabilities": ["completion", "tools"]})
+                    self._json(
+                        200,
+                        {
+                            "details": {
+                                "format": "gguf",
+                                "family": "gemma3",
+                                "parameter_size": "268.10M",
+                                "quantization_level": "Q8_0",
+                            },
+                            "model_info": {"general.architecture": "gemma3", "gemma3.context_length": 32768},
+                            "capabilities": ["completion", "tools"],
+                        },
+                    )
             elif self.path == "/api/chat":
                 if model not in stub.pulled:
                     self._json(404, {"error": f'model "{model}" not found, try pulling it first'})
                 elif not body.get("messages"):  # documented "load a model" request
-                    self._json(200, {"model": model, "created_at": "2026-11-22T19:00:00Z",
-                                     "message": {"role": "assistant", "content": ""}, "done_reason": "load",
-                                     "done": True})
+                    self._json(
+                        200,
+                        {
+                            "model": model,
+                            "created_at": "2026-11-22T19:00:00Z",
+                            "message": {"role": "assistant", "content": ""},
+                            "done_reason": "load",
+                            "done": True,
+                        },
+                    )
                 else:
                     self._stream_chat(model)
             else:
@@ -112,8 +145,10 @@ def _handler(stub: Stub) -> type[BaseHTTPRequestHandler]:
                 self._line({"error": stub.mid_stream_error})
                 return
             if stub.tool_calls:
-                self._line(base | {"message": {"role": "assistant", "content": "", "tool_calls": stub.tool_calls},
-                                   "done": False})
+                self._line(
+                    base
+                    | {"message": {"role": "assistant", "content": "", "tool_calls": stub.tool_calls}, "done": False}
+                )
             self._line(base | {"message": {"role": "assistant", "content": ""}, "done": True} | stub.final)
 
         def _line(self, obj: dict[str, Any]) -> None:
@@ -136,9 +171,16 @@ def stub():  # type: ignore[no-untyped-def]
 
 
 def make(host: str, tag: str = TAG, **spec_kw: Any) -> OllamaEngine:
-    spec = ModelSpec(name="g-ollama", base="g-ollama", engine="ollama", weights=Weights(ollama=tag),
-                     quantization="q8_0", context_length=NUM_CTX, engine_args={"host": host},
-                     **spec_kw)
+    spec = ModelSpec(
+        name="g-ollama",
+        base="g-ollama",
+        engine="ollama",
+        weights=Weights(ollama=tag),
+        quantization="q8_0",
+        context_length=NUM_CTX,
+        engine_args={"host": host},
+        **spec_kw,
+    )
     eng = create_engine(spec, tag)
     assert isinstance(eng, OllamaEngine)
     return eng
@@ -159,14 +201,22 @@ def req(text: str = "Hello?", **kw: Any) -> ChatRequest:
     return ChatRequest(messages=[Message(role="user", content=text)], **kw)
 
 
-TOOLS = [ToolSpec(name="getWeather", description="Weather for a city",
-                  parameters={"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]})]
+TOOLS = [
+    ToolSpec(
+        name="getWeather",
+        description="Weather for a city",
+        parameters={"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+    )
+]
 
 
 def test_options_set_explicitly_on_every_call(stub) -> None:  # type: ignore[no-untyped-def]
     eng = make(stub.url, thinking="off")
-    a, b = run(eng, req(sampling=Sampling(temperature=0.0, seed=1, max_tokens=7, top_p=1.0)),
-               req(sampling=Sampling(temperature=0.7, seed=2, max_tokens=9, top_p=0.9, top_k=20)))
+    a, b = run(
+        eng,
+        req(sampling=Sampling(temperature=0.0, seed=1, max_tokens=7, top_p=1.0)),
+        req(sampling=Sampling(temperature=0.7, seed=2, max_tokens=9, top_p=0.9, top_k=20)),
+    )
     assert a.error is None and b.error is None
     sent = stub.chats()
     assert [c["options"] for c in sent] == [
@@ -199,8 +249,12 @@ def test_json_schema_sent_as_format_other_constraints_refused(stub) -> None:  # 
     (g,) = run(eng, req(constraint=Constraint(kind="json_schema", schema_=schema)))
     assert g.error is None and stub.chats()[-1]["format"] == schema
     assert eng.capabilities.grammar_kinds == ("json_schema",)
-    for c in (Constraint(kind="yaml_schema", schema_=schema), Constraint(kind="grammar", grammar='root ::= "a"'),
-              Constraint(kind="regex", pattern="a+"), Constraint(kind="choice", choices=["a", "b"])):
+    for c in (
+        Constraint(kind="yaml_schema", schema_=schema),
+        Constraint(kind="grammar", grammar='root ::= "a"'),
+        Constraint(kind="regex", pattern="a+"),
+        Constraint(kind="choice", choices=["a", "b"]),
+    ):
         with pytest.raises(EngineError, match=f"cannot enforce a {c.kind}.*JSON schema"):
             run(make(stub.url), req(constraint=c))
 
@@ -256,8 +310,11 @@ def test_truncated_prompt_at_num_ctx_is_an_error(stub) -> None:  # type: ignore[
 
 def test_dropped_messages_detected_from_count_far_below_estimate(stub) -> None:  # type: ignore[no-untyped-def]
     stub.final["prompt_eval_count"] = 300  # Ollama kept only the last message of a long conversation
-    long_history = [Message(role="user", content="lorem ipsum dolor sit amet " * 400),
-                    Message(role="assistant", content="ok"), Message(role="user", content="And now?")]
+    long_history = [
+        Message(role="user", content="lorem ipsum dolor sit amet " * 400),
+        Message(role="assistant", content="ok"),
+        Message(role="user", content="And now?"),
+    ]
     (g,) = run(make(stub.url), ChatRequest(messages=long_history))
     assert g.error and "far below" in g.error and "num_ctx" in g.error
     (ok,) = run(make(stub.url), req("a short question"))
@@ -280,22 +337,27 @@ def test_native_tool_calls_parsed_and_tools_sent(stub) -> None:  # type: ignore[
     eng = make(stub.url)
     (g,) = run(eng, req("Weather in Helsinki?", tools=TOOLS, tool_mode="native"))
     assert stub.chats()[-1]["tools"] == [{"type": "function", "function": TOOLS[0].model_dump()}]
-    assert g.parse_status == "ok" and [(c.name, c.arguments) for c in g.tool_calls] == [("getWeather",
-                                                                                          {"city": "Helsinki"})]
+    assert g.parse_status == "ok" and [(c.name, c.arguments) for c in g.tool_calls] == [
+        ("getWeather", {"city": "Helsinki"})
+    ]
     assert eng.counters["tool_calls_from_text"] == 0
 
 
-@pytest.mark.parametrize("content", [
-    '<tool_call>\n{"name": "getWeather", "arguments": {"city": "Helsinki"}}\n</tool_call>',
-    '{"name": "getWeather", "arguments": {"city": "Helsinki"}}',
-    '```json\n[{"name": "getWeather", "arguments": "{\\"city\\": \\"Helsinki\\"}"}]\n```',
-])
+@pytest.mark.parametrize(
+    "content",
+    [
+        '<tool_call>\n{"name": "getWeather", "arguments": {"city": "Helsinki"}}\n</tool_call>',
+        '{"name": "getWeather", "arguments": {"city": "Helsinki"}}',
+        '```json\n[{"name": "getWeather", "arguments": "{\\"city\\": \\"Helsinki\\"}"}]\n```',
+    ],
+)
 def test_tool_calls_returned_as_text_detected(stub, content: str) -> None:  # type: ignore[no-untyped-def]
     stub.content = [content[:10], content[10:]]
     eng = make(stub.url)
     (g,) = run(eng, req("Weather in Helsinki?", tools=TOOLS, tool_mode="native"))
-    assert g.parse_status == "ok" and [(c.name, c.arguments) for c in g.tool_calls] == [("getWeather",
-                                                                                          {"city": "Helsinki"})]
+    assert g.parse_status == "ok" and [(c.name, c.arguments) for c in g.tool_calls] == [
+        ("getWeather", {"city": "Helsinki"})
+    ]
     assert eng.counters["tool_calls_from_text"] == 1
 
 

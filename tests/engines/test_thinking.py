@@ -8,7 +8,7 @@ from rig.engines.thinking import allow_thinking_gbnf, strip_thinking
 
 
 def test_strip_thinking() -> None:
-    assert strip_thinking("<think>plan: call A</think>\n{\"a\": 1}") == '{"a": 1}'
+    assert strip_thinking('<think>plan: call A</think>\n{"a": 1}') == '{"a": 1}'
     assert strip_thinking('{"a": 1}') == '{"a": 1}'
     assert strip_thinking("dangling</think> answer") == "answer"
 
@@ -17,13 +17,17 @@ def test_think_block_then_constrained_answer(embedded_weights: str) -> None:
     from tests.decoding.conftest import LlamaMatcher
 
     m = LlamaMatcher(embedded_weights)
-    schema = {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"],
-              "additionalProperties": False}
+    schema = {
+        "type": "object",
+        "properties": {"ok": {"type": "boolean"}},
+        "required": ["ok"],
+        "additionalProperties": False,
+    }
     g = allow_thinking_gbnf(to_gbnf(Constraint(kind="json_schema", schema_=schema)))
     assert m.loads(g)
     assert m.accepts(g, '{"ok": true}')
     assert m.accepts(g, '<think>The user wants a yes. So ok is true.</think>\n{"ok": true}')
-    assert not m.accepts(g, "<think>never closed {\"ok\": true}")
+    assert not m.accepts(g, '<think>never closed {"ok": true}')
     assert not m.accepts(g, '<think>a</think><think>b</think>{"ok": true}')  # one block only
     assert not m.accepts(g, '<think>a</think>{"ok": "yes"}')  # the answer is still constrained
 

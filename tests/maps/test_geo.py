@@ -26,7 +26,8 @@ def test_geodesic_matches_evgeoqa_ground_truth() -> None:
     d = geodesic_m(30.573871636176943, 120.37401098079212, 30.440093, 120.304083)
     assert d / 1000 == pytest.approx(16.27918236, abs=1e-5)
     assert haversine_m(30.573871636176943, 120.37401098079212, 30.440093, 120.304083) / 1000 == pytest.approx(
-        16.31444, abs=1e-4)
+        16.31444, abs=1e-4
+    )
 
 
 def test_offset_matches_reference_example() -> None:

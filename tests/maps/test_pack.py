@@ -25,10 +25,16 @@ def test_pack_files_and_info(pack_dir, helsinki_pbf) -> None:
     assert hours > 0
 
 
-@pytest.mark.parametrize("name, category", [
-    ("Ateneum", "museum"), ("Stockmann", "department_store"), ("Cafe Ekberg", "cafe"),
-    ("Suomen Kansallisteatteri", "theatre"), ("Hilton Helsinki Strand", "hotel"),
-])
+@pytest.mark.parametrize(
+    "name, category",
+    [
+        ("Ateneum", "museum"),
+        ("Stockmann", "department_store"),
+        ("Cafe Ekberg", "cafe"),
+        ("Suomen Kansallisteatteri", "theatre"),
+        ("Hilton Helsinki Strand", "hotel"),
+    ],
+)
 def test_geocode_exact_names(pack, name, category) -> None:
     top = pack.geocode(name)[0]
     assert top.name == name and top.category == category and top.match == "exact" and top.score == 100
@@ -72,8 +78,9 @@ def test_nearby_within_radius_nearest_first(pack) -> None:
     assert all(haversine_m(lat, lon, r.lat, r.lon) <= 300.01 for r in res)
     cafes = pack.nearby(lat, lon, 500, category="cafe", limit=50)
     assert cafes and all(r.category == "cafe" for r in cafes)
-    assert {r.place_id for r in pack.nearby(lat, lon, 500, category="amenity=cafe", limit=50)} == \
-        {r.place_id for r in cafes}
+    assert {r.place_id for r in pack.nearby(lat, lon, 500, category="amenity=cafe", limit=50)} == {
+        r.place_id for r in cafes
+    }
     kw = pack.nearby(lat, lon, 1000, keyword="ekberg")
     assert [r.name for r in kw] == ["Cafe Ekberg"]
     assert pack.nearby(lat, lon, 1) == [] or all(r.distance_m <= 1 for r in pack.nearby(lat, lon, 1))

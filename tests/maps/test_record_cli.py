@@ -33,15 +33,18 @@ def server():  # type: ignore[no-untyped-def]
 
 
 def rig(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "rig.cli", "maps", "record", *args], capture_output=True, text=True,
-                          timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "rig.cli", "maps", "record", *args], capture_output=True, text=True, timeout=60
+    )
 
 
 def test_dry_run_then_record_then_replay(tmp_path: Path, server: str) -> None:
     cfg = tmp_path / "rec.yaml"
     cfg.write_text(f"provider: testmaps\nendpoints:\n  poi: {{url: '{server}'}}\nkeys:\n  poi: {{names: [keywords]}}\n")
     qs = tmp_path / "q.jsonl"
-    qs.write_text('{"endpoint": "poi", "args": {"keywords": "Ateneum"}}\n{"endpoint": "poi", "args": {"keywords": "Kiasma"}}\n')
+    qs.write_text(
+        '{"endpoint": "poi", "args": {"keywords": "Ateneum"}}\n{"endpoint": "poi", "args": {"keywords": "Kiasma"}}\n'
+    )
     store = tmp_path / "s.sqlite"
     dry = rig(str(cfg), str(qs), "--store", str(store))
     assert dry.returncode == 0, dry.stderr

@@ -50,8 +50,7 @@ def test_record_then_replay_over_loopback(tmp_path, local_server, monkeypatch) -
     monkeypatch.setenv("RIG_TEST_MAP_KEY", "secret-key")
     store = ReplayStore(tmp_path / "r.sqlite")
     store.register("amap", "query_poi", KeySpec(names=["keywords", "city"]))
-    ep = RecordEndpoint(url=local_server, key_param="key", key_env="RIG_TEST_MAP_KEY",
-                        static_params={"output": "json"})
+    ep = RecordEndpoint(url=local_server, key_param="key", key_env="RIG_TEST_MAP_KEY", static_params={"output": "json"})
     # Passing the real HTTP transport explicitly keeps the offline guard on: loopback is still allowed.
     rec = Recorder(store, "amap", {"query_poi": ep}, enable=True, transport=http_transport)
     first = rec.call("query_poi", {"keywords": "Ateneum", "city": "Helsinki"})

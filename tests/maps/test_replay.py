@@ -13,8 +13,11 @@ FUZZY = ReplayPolicy(fuzzy_names=True, fuzzy_threshold=85, nearest=True, max_dis
 def store(tmp_path):
     s = ReplayStore(tmp_path / "replay.sqlite")
     s.register("amap", "query_poi", KeySpec(names=["keywords", "city"], fuzzy_field="keywords"))
-    s.register("amap", "walking_route", KeySpec(coords=[CoordField(name="origin", order="lon,lat"),
-                                                        CoordField(name="destination", order="lon,lat")]))
+    s.register(
+        "amap",
+        "walking_route",
+        KeySpec(coords=[CoordField(name="origin", order="lon,lat"), CoordField(name="destination", order="lon,lat")]),
+    )
     s.register("amap", "reverse_geocoding", KeySpec(coords=[CoordField(name="latitude", lon_arg="longitude")]))
     s.register("rig", "traffic", KeySpec(names=["road"], times=["at"]))
     yield s
@@ -28,8 +31,9 @@ def test_exact_hit_with_canonical_names(store) -> None:
 
 
 def test_exact_hit_with_rounded_coordinates_and_declared_order(store) -> None:
-    store.put("amap", "walking_route", {"origin": "24.9412341,60.1700001", "destination": "24.95,60.168"},
-              {"status": "1"})
+    store.put(
+        "amap", "walking_route", {"origin": "24.9412341,60.1700001", "destination": "24.95,60.168"}, {"status": "1"}
+    )
     a = store.get("amap", "walking_route", {"origin": " 24.94123406 , 60.17", "destination": [24.95, 60.168]})
     assert a.label == "hit"
     # The key is written lat first whatever the provider's order.
@@ -41,8 +45,9 @@ def test_fuzzy_name_hit_and_miss(store) -> None:
     a = store.get("amap", "query_poi", {"keywords": "Suomen Kansalisteatteri", "city": "Helsinki"}, FUZZY)
     assert a.label == "fuzzy" and a.fallback == "name" and a.response == {"id": 1} and a.similarity >= 85
     # Other arguments must match exactly: another city is a miss.
-    assert store.get("amap", "query_poi", {"keywords": "Suomen Kansalisteatteri", "city": "Espoo"}, FUZZY).label \
-        == "miss"
+    assert (
+        store.get("amap", "query_poi", {"keywords": "Suomen Kansalisteatteri", "city": "Espoo"}, FUZZY).label == "miss"
+    )
     # Strict policy (the default) never falls back.
     assert store.get("amap", "query_poi", {"keywords": "Suomen Kansalisteatteri", "city": "Helsinki"}).label == "miss"
     assert store.get("amap", "query_poi", {"keywords": "Ateneum", "city": "Helsinki"}, FUZZY).label == "miss"
@@ -116,8 +121,12 @@ def test_injection_strings_are_just_data(store, tmp_path) -> None:
     evil = "'; DROP TABLE entries;--"
     store.put("amap", "query_poi", {"keywords": evil}, {"id": 3})
     assert store.get("amap", "query_poi", {"keywords": evil}).label == "hit"
-    tables = {r[0] for r in sqlite3.connect(tmp_path / "replay.sqlite").execute(
-        "SELECT name FROM sqlite_master WHERE type='table'")}
+    tables = {
+        r[0]
+        for r in sqlite3.connect(tmp_path / "replay.sqlite").execute(
+            "SELECT name FROM sqlite_master WHERE type='table'"
+        )
+    }
     assert "entries" in tables
 
 

@@ -29,8 +29,12 @@ def test_walking_route_between_named_places(pack) -> None:
 
 
 def test_route_through_waypoints_is_sum_of_legs(pack) -> None:
-    pts = [_place(pack, "Ateneum"), _place(pack, "Stockmann"), _place(pack, "Cafe Ekberg"),
-           _place(pack, "Suomen Kansallisteatteri")]
+    pts = [
+        _place(pack, "Ateneum"),
+        _place(pack, "Stockmann"),
+        _place(pack, "Cafe Ekberg"),
+        _place(pack, "Suomen Kansallisteatteri"),
+    ]
     for mode in ("walk", "bike", "drive"):
         r = pack.route(pts, mode)
         assert len(r.legs) == 3

@@ -12,8 +12,12 @@ def test_json_types_not_python_ones() -> None:
 
 
 def test_cleaned_copy_and_first_error() -> None:
-    schema = {"type": "object", "properties": {"q": {"type": "string", "minLength": 1}, "n": {"type": "integer",
-              "default": 5, "minimum": 1}}, "required": ["q"], "additionalProperties": False}
+    schema = {
+        "type": "object",
+        "properties": {"q": {"type": "string", "minLength": 1}, "n": {"type": "integer", "default": 5, "minimum": 1}},
+        "required": ["q"],
+        "additionalProperties": False,
+    }
     assert validate({"q": "cafe"}, schema) == {"q": "cafe", "n": 5}
     with pytest.raises(ArgumentError, match=r"\$\.n: 0 is below the minimum 1"):
         validate({"q": "cafe", "n": 0}, schema)

@@ -64,8 +64,14 @@ class ThreadedFakeEngine(Engine):
         event("call")
         prompt = request.messages[-1].content
         text = await asyncio.to_thread(self._decode, prompt)
-        return Generation(request_hash=request.digest(), text=text, prompt_tokens=len(prompt.split()),
-                          completion_tokens=1, finish_reason="stop", timings=Timings(e2e_s=self.delay))
+        return Generation(
+            request_hash=request.digest(),
+            text=text,
+            prompt_tokens=len(prompt.split()),
+            completion_tokens=1,
+            finish_reason="stop",
+            timings=Timings(e2e_s=self.delay),
+        )
 
     async def close(self) -> None:
         if self.busy:

@@ -33,34 +33,53 @@ def test_all_benchmarks_skips_those_without_data(monkeypatch: pytest.MonkeyPatch
 
 
 def test_options_are_routed_per_benchmark(monkeypatch: pytest.MonkeyPatch, embedded_weights: str) -> None:
-    monkeypatch.setattr("rig.runs.bench.BENCHMARKS", {"callnavi": benchmarks.BENCHMARKS["callnavi"],
-                                                     "nodata": f"{__name__}:NoData"})
-    monkeypatch.setattr(benchmarks, "BENCHMARKS", {"callnavi": benchmarks.BENCHMARKS["callnavi"],
-                                                   "nodata": f"{__name__}:NoData"})
-    _s, _w, chosen, cfg, _sk = _build(BenchOptions(model="gemma3-270m", limit=2,
-                                                   options={"callnavi.task": "routing", "callnavi.format": "yaml"}))
-    assert cfg.benchmarks[0].options == {"task": "routing", "format": "yaml", "paper_denominators": False,
-                                         "domains": None, "mode": "paper"}
+    monkeypatch.setattr(
+        "rig.runs.bench.BENCHMARKS", {"callnavi": benchmarks.BENCHMARKS["callnavi"], "nodata": f"{__name__}:NoData"}
+    )
+    monkeypatch.setattr(
+        benchmarks, "BENCHMARKS", {"callnavi": benchmarks.BENCHMARKS["callnavi"], "nodata": f"{__name__}:NoData"}
+    )
+    _s, _w, chosen, cfg, _sk = _build(
+        BenchOptions(model="gemma3-270m", limit=2, options={"callnavi.task": "routing", "callnavi.format": "yaml"})
+    )
+    assert cfg.benchmarks[0].options == {
+        "task": "routing",
+        "format": "yaml",
+        "paper_denominators": False,
+        "domains": None,
+        "mode": "paper",
+    }
     assert chosen[0][0].opts.format == "yaml"
     with pytest.raises(BenchError, match="without --benchmark, name the benchmark it is for"):
         _build(BenchOptions(model="gemma3-270m", options={"task": "routing"}))
     # one benchmark named: a bare key is its own, a key for another benchmark is refused
-    _s, _w, chosen, cfg, _sk = _build(BenchOptions(model="gemma3-270m", benchmark="callnavi", limit=2,
-                                                   options={"task": "routing"}))
-    assert cfg.benchmarks[0].options == {"task": "routing", "format": "json", "paper_denominators": False,
-                                         "domains": None, "mode": "paper"}
+    _s, _w, chosen, cfg, _sk = _build(
+        BenchOptions(model="gemma3-270m", benchmark="callnavi", limit=2, options={"task": "routing"})
+    )
+    assert cfg.benchmarks[0].options == {
+        "task": "routing",
+        "format": "json",
+        "paper_denominators": False,
+        "domains": None,
+        "mode": "paper",
+    }
     with pytest.raises(BenchError, match="does not include benchmark 'nodata'"):
         _build(BenchOptions(model="gemma3-270m", benchmark="callnavi", options={"nodata.x": "1"}))
 
 
 def test_manifest_records_effective_options(helsinki_pack: Path, embedded_weights: str) -> None:
     """A step budget left at its default is still in the run record: options are the validated model."""
-    _s, _w, chosen, cfg, _sk = _build(BenchOptions(model="gemma3-270m", benchmark="evgeoqa", limit=1,
-                                                   options={"max_format_errors": "2"}))
+    _s, _w, chosen, cfg, _sk = _build(
+        BenchOptions(model="gemma3-270m", benchmark="evgeoqa", limit=1, options={"max_format_errors": "2"})
+    )
     info = cfg.benchmarks[0]
-    assert {k: info.options[k] for k in ("max_steps", "max_format_errors", "max_tokens")} == \
-        {"max_steps": 20, "max_format_errors": 2, "max_tokens": 512}
+    assert {k: info.options[k] for k in ("max_steps", "max_format_errors", "max_tokens")} == {
+        "max_steps": 20,
+        "max_format_errors": 2,
+        "max_tokens": 512,
+    }
     assert info.settings == {}  # the field old manifests wrote; new runs record everything in options
-    _s, _w, chosen, cfg, _sk = _build(BenchOptions(model="gemma3-270m", benchmark="mobilitybench", limit=1,
-                                                   options={"similarity": "jaccard"}))
+    _s, _w, chosen, cfg, _sk = _build(
+        BenchOptions(model="gemma3-270m", benchmark="mobilitybench", limit=1, options={"similarity": "jaccard"})
+    )
     assert cfg.benchmarks[0].options["max_steps"] == 10 and cfg.benchmarks[0].options["framework"] == "react"

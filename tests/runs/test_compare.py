@@ -16,18 +16,54 @@ pytestmark = pytest.mark.model
 def test_quantize_then_compare(tmp_path: Path, embedded_weights: str) -> None:
     models = tmp_path / "models.yaml"
     shutil.copy(REPO / "models.yaml", models)
-    q = subprocess.run([sys.executable, "-m", "rig.cli", "models", "quantize", "gemma3-270m", "--to", "q4_0",
-                        "--models", str(models), "--out", str(tmp_path / "w" / "g-q4_0.gguf")],
-                       capture_output=True, text=True, timeout=300)
+    q = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "rig.cli",
+            "models",
+            "quantize",
+            "gemma3-270m",
+            "--to",
+            "q4_0",
+            "--models",
+            str(models),
+            "--out",
+            str(tmp_path / "w" / "g-q4_0.gguf"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert q.returncode == 0, q.stderr
     entry = yaml.safe_load(models.read_text())["models"]["gemma3-270m-q4_0"]
     assert entry["quantization"] == "q4_0" and entry["weights"]["file"] == "w/g-q4_0.gguf"
     gguf = tmp_path / "w" / "g-q4_0.gguf"
     assert gguf.read_bytes()[:4] == b"GGUF" and gguf.stat().st_size != Path(embedded_weights).stat().st_size
 
-    c = subprocess.run([sys.executable, "-m", "rig.cli", "compare", "gemma3-270m", "gemma3-270m-q4_0",
-                        "--models", str(models), "--limit", "2", "-O", "task=routing", "--max-tokens", "8",
-                        "--out", str(tmp_path / "runs")], capture_output=True, text=True, timeout=600)
+    c = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "rig.cli",
+            "compare",
+            "gemma3-270m",
+            "gemma3-270m-q4_0",
+            "--models",
+            str(models),
+            "--limit",
+            "2",
+            "-O",
+            "task=routing",
+            "--max-tokens",
+            "8",
+            "--out",
+            str(tmp_path / "runs"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert c.returncode == 0, c.stderr
     cdir = next((tmp_path / "runs").glob("compare-*"))
     md = (cdir / "compare.md").read_text()
@@ -43,6 +79,9 @@ def test_quantize_then_compare(tmp_path: Path, embedded_weights: str) -> None:
 def test_unknown_quantization_is_clear(tmp_path: Path, embedded_weights: str) -> None:
     models = tmp_path / "models.yaml"
     shutil.copy(REPO / "models.yaml", models)
-    q = subprocess.run([sys.executable, "-m", "rig.cli", "models", "quantize", "gemma3-270m", "--to", "q9_9",
-                        "--models", str(models)], capture_output=True, text=True)
+    q = subprocess.run(
+        [sys.executable, "-m", "rig.cli", "models", "quantize", "gemma3-270m", "--to", "q9_9", "--models", str(models)],
+        capture_output=True,
+        text=True,
+    )
     assert q.returncode == 2 and "unknown quantization 'q9_9'" in q.stderr

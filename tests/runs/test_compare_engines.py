@@ -22,8 +22,9 @@ def test_variant_runs_under_its_engines_interpreter(monkeypatch: pytest.MonkeyPa
     assert bench_argv("no-such-model", o, tmp_path)[0] == sys.executable  # rig bench names the error
 
 
-def test_without_the_variable_every_variant_uses_this_interpreter(monkeypatch: pytest.MonkeyPatch,
-                                                                  tmp_path: Path) -> None:
+def test_without_the_variable_every_variant_uses_this_interpreter(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     monkeypatch.delenv("RIG_PYTHON_VLLM", raising=False)
     o = BenchOptions(benchmark="callnavi", models_file=REPO / "models.yaml")
     assert bench_argv("qwen3-8b-vllm", o, tmp_path)[0] == sys.executable

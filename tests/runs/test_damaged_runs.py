@@ -27,7 +27,7 @@ def damage(run_dir: Path, how: str) -> Path:
     elif how == "empty":
         db.write_bytes(b"")
     elif how == "truncated":
-        db.write_bytes(db.read_bytes()[:4096 + 100])
+        db.write_bytes(db.read_bytes()[: 4096 + 100])
     elif how == "random":
         db.write_bytes(os.urandom(8192))
     elif how == "not-rig":

@@ -43,11 +43,26 @@ def test_html_renders_in_headless_chromium(tmp_path: Path) -> None:
     run_dir = make_run(tmp_path)
     page = tmp_path / "report.html"
     page.write_text(html_report([run_dir]))
-    base = ["unshare", "-n", CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
-            "--disable-extensions", "--disable-background-networking", "--disable-component-update", "--disable-sync",
-            f"--user-data-dir={tmp_path / 'profile'}"]
-    dom = subprocess.run([*base, "--enable-logging=stderr", "--v=0", "--dump-dom", page.as_uri()],
-                         capture_output=True, text=True, timeout=120)
+    base = [
+        "unshare",
+        "-n",
+        CHROMIUM,
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--no-first-run",
+        "--disable-extensions",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        f"--user-data-dir={tmp_path / 'profile'}",
+    ]
+    dom = subprocess.run(
+        [*base, "--enable-logging=stderr", "--v=0", "--dump-dom", page.as_uri()],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert dom.returncode == 0, dom.stderr[-2000:]
     body = re.search(r'<tbody id="ep_body">(.*?)</tbody>', dom.stdout, re.S).group(1)
     assert body.count("<tr>") == 32  # the script rendered every episode row (one page)
@@ -57,8 +72,9 @@ def test_html_renders_in_headless_chromium(tmp_path: Path) -> None:
     assert not [ln for ln in console if "Error" in ln or "Uncaught" in ln or "Content Security Policy" in ln], console
     assert "Content-Security-Policy" in page.read_text() and "default-src 'none'" in page.read_text()
     shot = tmp_path / "shot.png"
-    subprocess.run([*base, f"--screenshot={shot}", "--window-size=1400,2400", page.as_uri()], capture_output=True,
-                   timeout=120)
+    subprocess.run(
+        [*base, f"--screenshot={shot}", "--window-size=1400,2400", page.as_uri()], capture_output=True, timeout=120
+    )
     assert shot.exists() and shot.stat().st_size > 20_000  # a real rendering, not a blank page
 
 
@@ -79,20 +95,38 @@ def test_markup_in_replies_cannot_break_the_episode_data(tmp_path: Path) -> None
     data = json.loads(block)
     assert len(data["episodes"]) == 32
     assert all(g["text"].startswith(hostile) for e in data["episodes"] for g in e["gens"])
+
+
 FIVE = Path(__file__).parent / "fixtures" / "run_before_issue17"  # a real five-benchmark run of the embedded model
 
 
 def _chromium(tmp_path: Path, page: Path, shot: Path) -> str:
-    base = ["unshare", "-n", CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
-            "--disable-extensions", "--disable-background-networking", "--disable-component-update", "--disable-sync",
-            f"--user-data-dir={tmp_path / 'profile'}"]
-    dom = subprocess.run([*base, "--enable-logging=stderr", "--v=0", "--dump-dom", page.as_uri()],
-                         capture_output=True, text=True, timeout=120)
+    base = [
+        "unshare",
+        "-n",
+        CHROMIUM,
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--no-first-run",
+        "--disable-extensions",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        f"--user-data-dir={tmp_path / 'profile'}",
+    ]
+    dom = subprocess.run(
+        [*base, "--enable-logging=stderr", "--v=0", "--dump-dom", page.as_uri()],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert dom.returncode == 0, dom.stderr[-2000:]
     console = [ln for ln in dom.stderr.splitlines() if "CONSOLE" in ln]
     assert not [ln for ln in console if "Error" in ln or "Uncaught" in ln or "Content Security Policy" in ln], console
-    subprocess.run([*base, f"--screenshot={shot}", "--window-size=1400,1800", page.as_uri()], capture_output=True,
-                   timeout=120)
+    subprocess.run(
+        [*base, f"--screenshot={shot}", "--window-size=1400,1800", page.as_uri()], capture_output=True, timeout=120
+    )
     assert shot.exists() and shot.stat().st_size > 20_000  # a real rendering, kept in the test's output folder
     return dom.stdout
 
@@ -109,9 +143,24 @@ def test_markup_in_replies_renders_every_row_in_chromium(tmp_path: Path) -> None
     run_dir = make_run(tmp_path, engine=FakeEngine(lambda req: "<!--<script>" + oracle(bench)(req), delay=0.002))
     page = tmp_path / "report.html"
     page.write_text(html_report([run_dir]))
-    cmd = ["unshare", "-n", CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
-           "--disable-extensions", "--disable-background-networking", "--disable-component-update", "--disable-sync",
-           f"--user-data-dir={tmp_path / 'profile'}", "--enable-logging=stderr", "--v=0", "--dump-dom", page.as_uri()]
+    cmd = [
+        "unshare",
+        "-n",
+        CHROMIUM,
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--no-first-run",
+        "--disable-extensions",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        f"--user-data-dir={tmp_path / 'profile'}",
+        "--enable-logging=stderr",
+        "--v=0",
+        "--dump-dom",
+        page.as_uri(),
+    ]
     dom = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     assert dom.returncode == 0, dom.stderr[-2000:]
     body = re.search(r'<tbody id="ep_body">(.*?)</tbody>', dom.stdout, re.S).group(1)
@@ -119,6 +168,8 @@ def test_markup_in_replies_renders_every_row_in_chromium(tmp_path: Path) -> None
     assert "&lt;!--&lt;script&gt;" in body  # the reply is shown as text
     console = [ln for ln in dom.stderr.splitlines() if "CONSOLE" in ln]
     assert not [ln for ln in console if "Error" in ln or "Uncaught" in ln or "Content Security Policy" in ln], console
+
+
 def test_dashboard_of_a_five_benchmark_run_comes_first(tmp_path: Path) -> None:
     pytest.importorskip("matplotlib")
     run = tmp_path / "run"
@@ -128,15 +179,19 @@ def test_dashboard_of_a_five_benchmark_run_comes_first(tmp_path: Path) -> None:
     dom = _chromium(tmp_path, page, tmp_path / "dashboard_five.png")
     # what a reader meets first: the dashboard, then the run's tables, then the episodes
     assert dom.index("Dashboard") < dom.index("Latency, tokens, memory") < dom.index('id="ep_body"')
-    dashboard = dom[dom.index("Dashboard"):dom.index("Latency, tokens, memory")]
+    dashboard = dom[dom.index("Dashboard") : dom.index("Latency, tokens, memory")]
     for name in ("callnavi", "evgeoqa", "mobilitybench", "routeeval", "urbangeo"):
         assert name in dashboard
     assert "Why episodes failed" in dashboard and "Headline score with 95% CI" in dashboard
     # the episode trace: model turns and tool calls with the map answer's provenance, not raw score JSON
     body = re.search(r'<tbody id="ep_body">(.*)</tbody>', dom, re.S).group(1)
     assert "Model, turn 1" in body and "tool call" in body and 'class="src src-' in body
-    assert {p.name for p in (run / "figures").iterdir()} >= {"headline.svg", "headline.pdf", "headline.png",
-                                                             "failures.svg"}
+    assert {p.name for p in (run / "figures").iterdir()} >= {
+        "headline.svg",
+        "headline.pdf",
+        "headline.png",
+        "failures.svg",
+    }
 
 
 @pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium package is not installed")
@@ -158,7 +213,7 @@ def test_dashboard_of_a_comparison_shows_the_pareto_plots(tmp_path: Path) -> Non
     page = tmp_path / "compare.html"
     page.write_text(html_report([none, json_run], figures_dir=tmp_path / "figures"))
     dom = _chromium(tmp_path, page, tmp_path / "dashboard_compare.png")
-    dashboard = dom[dom.index("Dashboard"):dom.index('id="ep_body"')]
+    dashboard = dom[dom.index("Dashboard") : dom.index('id="ep_body"')]
     assert "Across runs" in dashboard and "Score against latency" in dashboard
     assert "point:gemma3-270m (none/prompt) #1" in dashboard and "point:gemma3-270m (json/json) #2" in dashboard
     assert (tmp_path / "figures" / "pareto_latency.pdf").read_bytes()[:4] == b"%PDF"

@@ -14,20 +14,37 @@ from pathlib import Path
 
 from tests.conftest import REPO
 
-MODELS = "models:\n  fake:\n    engine: llamacpp\n    weights: {file: w.gguf}\n    quantization: none\n" \
-         "    context_length: 4096\n"
+MODELS = (
+    "models:\n  fake:\n    engine: llamacpp\n    weights: {file: w.gguf}\n    quantization: none\n"
+    "    context_length: 4096\n"
+)
 ARGS = ["--model", "fake", "--benchmark", "callnavi", "-O", "task=routing", "--limit", "6", "--no-report"]
 
 
-def start(tmp: Path, out: Path, *args: str, events: Path | None = None, commit_delay: float = 0.0,
-          resume: str | None = None, delay: float = 0.15) -> subprocess.Popen:
+def start(
+    tmp: Path,
+    out: Path,
+    *args: str,
+    events: Path | None = None,
+    commit_delay: float = 0.0,
+    resume: str | None = None,
+    delay: float = 0.15,
+) -> subprocess.Popen:
     env = dict(os.environ, KILLABLE_FAKE="1", PYTHONPATH=str(REPO), KILLABLE_DELAY=str(delay))
     if events is not None:
         env["KILLABLE_EVENTS"] = str(events)
     if commit_delay:
         env["KILLABLE_COMMIT_DELAY"] = str(commit_delay)
-    cmd = [sys.executable, "-m", "tests.runs.killable", "bench", "--models", str(tmp / "models.yaml"),
-           "--out", str(out)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "tests.runs.killable",
+        "bench",
+        "--models",
+        str(tmp / "models.yaml"),
+        "--out",
+        str(out),
+    ]
     cmd += ["--resume", resume] if resume else list(args)
     return subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
@@ -49,8 +66,12 @@ def wait_for(events: Path, name: str, count: int = 1, timeout: float = 60) -> No
 def rows(run_dir: Path) -> list[tuple]:
     con = sqlite3.connect(f"{(run_dir / 'results.sqlite').resolve().as_uri()}?mode=ro", uri=True)
     try:
-        out = [(b, e, r, s, json.loads(rec)["generations"][0]["text"]) for b, e, r, s, rec in con.execute(
-            "SELECT benchmark, episode_id, repeat, scores, record FROM results ORDER BY benchmark, episode_id, repeat")]
+        out = [
+            (b, e, r, s, json.loads(rec)["generations"][0]["text"])
+            for b, e, r, s, rec in con.execute(
+                "SELECT benchmark, episode_id, repeat, scores, record FROM results ORDER BY benchmark, episode_id, repeat"
+            )
+        ]
     finally:
         con.close()
     return out

@@ -25,9 +25,15 @@ def make_run(tmp_path: Path, n_eps: int | None = None, engine: FakeEngine | None
     engine = engine or FakeEngine(oracle(bench), delay=0.002)
     asyncio.run(run_items(plan([(bench, eps)], 1), engine, store, RunContext(sampling=Sampling())))
     store.close()
-    RunManifest(run_id="r1", config_hash=cfg.digest(), config=cfg, host=host_info(), started_at=0.0,
-                status="finished", gpu_memory=GpuMemorySummary(available=False, reason="no --gpu given (CPU run)")
-                ).write(run_dir)
+    RunManifest(
+        run_id="r1",
+        config_hash=cfg.digest(),
+        config=cfg,
+        host=host_info(),
+        started_at=0.0,
+        status="finished",
+        gpu_memory=GpuMemorySummary(available=False, reason="no --gpu given (CPU run)"),
+    ).write(run_dir)
     return run_dir
 
 
@@ -38,10 +44,21 @@ def _build_fake(n_eps):  # type: ignore[no-untyped-def]
     bench = CallNavi()
     eps = bench.episodes()[: n_eps or None]
     spec = load_registry().get("gemma3-270m")
-    info = BenchmarkInfo(name="callnavi", version="1", data_path=str(bench.data), data_hash=bench.data_hash(),
-                         episodes=len(eps))
-    cfg = RunConfig(model=spec, benchmarks=[info], repeats=1, limit=None, decode="none", tool_mode="prompt", seed=0,
-                    temperature=0.0, max_tokens=8, gpu=None)
+    info = BenchmarkInfo(
+        name="callnavi", version="1", data_path=str(bench.data), data_hash=bench.data_hash(), episodes=len(eps)
+    )
+    cfg = RunConfig(
+        model=spec,
+        benchmarks=[info],
+        repeats=1,
+        limit=None,
+        decode="none",
+        tool_mode="prompt",
+        seed=0,
+        temperature=0.0,
+        max_tokens=8,
+        gpu=None,
+    )
     return spec, None, bench, eps, cfg
 
 
@@ -95,10 +112,14 @@ def _bench_with_fake_engine(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, opt
     data = tmp_path / "data"
     shutil.copytree(CallNavi.default_data(), data)
     monkeypatch.setattr("rig.runs.bench.resolve_weights", lambda spec, path: "x")
-    monkeypatch.setattr("rig.runs.bench.create_engine",
-                        lambda spec, weights, gpu=None: FakeEngine(oracle(CallNavi(data))))
-    run_dir = run_bench(BenchOptions(model="gemma3-270m", benchmark="callnavi", data=data, out=tmp_path / "runs",
-                                     limit=6, options=options))
+    monkeypatch.setattr(
+        "rig.runs.bench.create_engine", lambda spec, weights, gpu=None: FakeEngine(oracle(CallNavi(data)))
+    )
+    run_dir = run_bench(
+        BenchOptions(
+            model="gemma3-270m", benchmark="callnavi", data=data, out=tmp_path / "runs", limit=6, options=options
+        )
+    )
     return run_dir, data
 
 
@@ -116,12 +137,18 @@ def test_report_works_on_a_run_folder_alone(tmp_path: Path, monkeypatch: pytest.
     assert "prompt unavailable" in html  # prompts are rebuilt from data only, and say so when it is gone
 
 
-def test_manifest_records_defaults_and_old_manifests_report_the_same(tmp_path: Path,
-                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+def test_manifest_records_defaults_and_old_manifests_report_the_same(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     run_dir, data = _bench_with_fake_engine(tmp_path, monkeypatch, {"task": "routing"})
     man = RunManifest.read(run_dir)
-    assert man.config.benchmarks[0].options == {"format": "json", "task": "routing", "paper_denominators": False,
-                                                "domains": None, "mode": "paper"}
+    assert man.config.benchmarks[0].options == {
+        "format": "json",
+        "task": "routing",
+        "paper_denominators": False,
+        "domains": None,
+        "mode": "paper",
+    }
     new = report_markdown(run_dir)
     # a manifest written before typed options: -O strings as passed, plus the old settings field
     man.config.benchmarks[0].options, man.config.benchmarks[0].settings = {"task": "routing"}, {}
@@ -131,7 +158,8 @@ def test_manifest_records_defaults_and_old_manifests_report_the_same(tmp_path: P
 
 
 def test_routeeval_report_keeps_the_prompt_pack_facts_when_the_pack_file_is_gone(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, helsinki_pack: Path) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, helsinki_pack: Path
+) -> None:
     """The length bins and pack size come from the stored results' tags, not from the prompt file."""
     from rig.benchmarks.routeeval.benchmark import RouteEval
     from rig.runs.bench import BenchOptions, run_bench
@@ -139,10 +167,12 @@ def test_routeeval_report_keeps_the_prompt_pack_facts_when_the_pack_file_is_gone
     data = tmp_path / "mine.yaml"
     shutil.copy(RouteEval.default_data() / "helsinki.yaml", data)
     monkeypatch.setattr("rig.runs.bench.resolve_weights", lambda spec, path: "x")
-    monkeypatch.setattr("rig.runs.bench.create_engine",
-                        lambda spec, weights, gpu=None: FakeEngine(lambda req: "no route today"))
-    run_dir = run_bench(BenchOptions(model="gemma3-270m", benchmark="routeeval", data=data, out=tmp_path / "runs",
-                                     limit=3))
+    monkeypatch.setattr(
+        "rig.runs.bench.create_engine", lambda spec, weights, gpu=None: FakeEngine(lambda req: "no route today")
+    )
+    run_dir = run_bench(
+        BenchOptions(model="gemma3-270m", benchmark="routeeval", data=data, out=tmp_path / "runs", limit=3)
+    )
     before = report_markdown(run_dir)
     assert "Short routes (0.75-1.5 miles)" in before and "3 prompt(s) of 12 in pack 'helsinki'" in before
     data.unlink()

@@ -86,20 +86,41 @@ def test_callnavi_misaligned_file_is_refused_naming_file_and_field(tmp_path: Pat
 
 
 LOC = "116.30,39.98"
-COLS = ["query", "context", "task_scenario", "intent_family", "city", "time", "weather_description", "tool_list",
-        "ans_loc", "poi_result"]
+COLS = [
+    "query",
+    "context",
+    "task_scenario",
+    "intent_family",
+    "city",
+    "time",
+    "weather_description",
+    "tool_list",
+    "ans_loc",
+    "poi_result",
+]
 
 
 def _mobility_csv(tmp: Path) -> Path:
     rows = [
-        {"query": "北京明天天气如何", "context": f"{{'user_current_location': '{LOC}', 'city': '北京市'}}",
-         "task_scenario": "Weather Query", "intent_family": "Basic Information Retrieval", "city": "北京市",
-         "time": "明天", "weather_description": "北京市明天晴，气温12℃",
-         "tool_list": "[{'name': 'weather_query', 'arguments': {'city': '北京市', 'need_forecast': True}}]"},
-        {"query": "颐和园在哪里", "context": f"{{'user_current_location': '{LOC}', 'city': '北京市'}}",
-         "task_scenario": "POI Query", "intent_family": "Basic Information Retrieval",
-         "tool_list": "[{'name': 'query_poi', 'arguments': {'keywords': '颐和园'}}]", "ans_loc": "116.27,39.99",
-         "poi_result": "{'status': 1, 'data': {'location': '116.27,39.99', 'name': '颐和园'}}"},
+        {
+            "query": "北京明天天气如何",
+            "context": f"{{'user_current_location': '{LOC}', 'city': '北京市'}}",
+            "task_scenario": "Weather Query",
+            "intent_family": "Basic Information Retrieval",
+            "city": "北京市",
+            "time": "明天",
+            "weather_description": "北京市明天晴，气温12℃",
+            "tool_list": "[{'name': 'weather_query', 'arguments': {'city': '北京市', 'need_forecast': True}}]",
+        },
+        {
+            "query": "颐和园在哪里",
+            "context": f"{{'user_current_location': '{LOC}', 'city': '北京市'}}",
+            "task_scenario": "POI Query",
+            "intent_family": "Basic Information Retrieval",
+            "tool_list": "[{'name': 'query_poi', 'arguments': {'keywords': '颐和园'}}]",
+            "ans_loc": "116.27,39.99",
+            "poi_result": "{'status': 1, 'data': {'location': '116.27,39.99', 'name': '颐和园'}}",
+        },
     ]
     path = tmp / "cases.csv"
     with path.open("w", newline="", encoding="utf-8") as f:
@@ -110,24 +131,56 @@ def _mobility_csv(tmp: Path) -> Path:
 
 
 def _raw_results(tmp: Path) -> Path:
-    usage = {"planner": {"prompt_tokens": 100, "completion_tokens": 20},
-             "worker": {"total_tokens": 50}, "reporter": {"prompt_tokens": 30, "completion_tokens": 10}}
-    weather = {"case_id": "case_1", "model_name": "upstream-model",
-               "planner_output": {"thinking": "查北京明天天气", "intent": "天气查询", "steps": [["查询北京明天天气"]]},
-               "worker_output": [{"tool_calls": [{"id": "1", "name": "weather_query",
-                                                  "args": {"city": "北京市", "need_forecast": True}}],
-                                 "tool_results": [{"status": "1", "data": "晴"}]}],
-               "reporter_output": "北京市明天晴，气温12℃", "token_usage": usage, "error": None}
-    poi = {"case_id": "case_2", "model_name": "upstream-model", "planner_output": {},
-           "worker_output": [], "reporter_output": "", "token_usage": {}, "error": "planner crashed"}
+    usage = {
+        "planner": {"prompt_tokens": 100, "completion_tokens": 20},
+        "worker": {"total_tokens": 50},
+        "reporter": {"prompt_tokens": 30, "completion_tokens": 10},
+    }
+    weather = {
+        "case_id": "case_1",
+        "model_name": "upstream-model",
+        "planner_output": {"thinking": "查北京明天天气", "intent": "天气查询", "steps": [["查询北京明天天气"]]},
+        "worker_output": [
+            {
+                "tool_calls": [{"id": "1", "name": "weather_query", "args": {"city": "北京市", "need_forecast": True}}],
+                "tool_results": [{"status": "1", "data": "晴"}],
+            }
+        ],
+        "reporter_output": "北京市明天晴，气温12℃",
+        "token_usage": usage,
+        "error": None,
+    }
+    poi = {
+        "case_id": "case_2",
+        "model_name": "upstream-model",
+        "planner_output": {},
+        "worker_output": [],
+        "reporter_output": "",
+        "token_usage": {},
+        "error": "planner crashed",
+    }
     return _write(tmp / "raw_results.json", [weather, poi])
 
 
 @pytest.mark.parametrize("mode", ["paper", "reference"])
 def test_mobilitybench_rescore_report_html_export(tmp_path: Path, mode: str) -> None:
     data, raw = _mobility_csv(tmp_path), _raw_results(tmp_path)
-    res = runner.invoke(app, ["rescore", "mobilitybench", str(raw), "--data", str(data), "--mode", mode,
-                              "-O", "similarity=jaccard", "--out", str(tmp_path / "runs")])
+    res = runner.invoke(
+        app,
+        [
+            "rescore",
+            "mobilitybench",
+            str(raw),
+            "--data",
+            str(data),
+            "--mode",
+            mode,
+            "-O",
+            "similarity=jaccard",
+            "--out",
+            str(tmp_path / "runs"),
+        ],
+    )
     assert res.exit_code == 0, res.output
     (run,) = (tmp_path / "runs").iterdir()
     by_id = {r.episode_id: r for r in read_results(run / "results.sqlite")}
@@ -151,8 +204,15 @@ def test_mobilitybench_unknown_case_is_refused(tmp_path: Path) -> None:
     data = _mobility_csv(tmp_path)
     raw = _write(tmp_path / "raw_results.json", [{"case_id": "case_9"}])
     with pytest.raises(RescoreError, match=re.escape("raw_results.json: record 0, field case_id: 'case_9'")):
-        rescore(RescoreOptions(benchmark="mobilitybench", predictions=[raw], data=data,
-                               options={"similarity": "jaccard"}, out=tmp_path / "runs"))
+        rescore(
+            RescoreOptions(
+                benchmark="mobilitybench",
+                predictions=[raw],
+                data=data,
+                options={"similarity": "jaccard"},
+                out=tmp_path / "runs",
+            )
+        )
 
 
 def test_mobilitybench_without_tool_results_paper_delivery_is_not_measured(tmp_path: Path) -> None:
@@ -160,8 +220,15 @@ def test_mobilitybench_without_tool_results_paper_delivery_is_not_measured(tmp_p
     rows = json.loads(raw.read_text(encoding="utf-8"))
     del rows[0]["worker_output"][0]["tool_results"]
     _write(raw, rows)
-    run = rescore(RescoreOptions(benchmark="mobilitybench", predictions=[raw], data=data,
-                                 options={"similarity": "jaccard"}, out=tmp_path / "runs"))
+    run = rescore(
+        RescoreOptions(
+            benchmark="mobilitybench",
+            predictions=[raw],
+            data=data,
+            options={"similarity": "jaccard"},
+            out=tmp_path / "runs",
+        )
+    )
     weather = next(r for r in read_results(run / "results.sqlite") if r.episode_id == "case_1")
     assert weather.scores["paper:DR"] is None and weather.scores["paper:FPR"] is None
     assert weather.scores["reference:DR"] == 1.0  # the reference reads the answer text only

@@ -17,14 +17,20 @@ ARGS = ["--benchmark", "callnavi", "--limit", "4", "-O", "task=routing", "--no-r
 
 
 def rig(*args: str, out: Path) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "rig.cli", "bench", *args, "--out", str(out)],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    return subprocess.Popen(
+        [sys.executable, "-m", "rig.cli", "bench", *args, "--out", str(out)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
 
 
 def rows(run_dir: Path) -> list[tuple[str, int, str]]:
     con = sqlite3.connect(run_dir / "results.sqlite")
-    out = [(e, r, json.loads(rec)["generations"][0]["text"])
-           for e, r, rec in con.execute("SELECT episode_id, repeat, record FROM results ORDER BY episode_id, repeat")]
+    out = [
+        (e, r, json.loads(rec)["generations"][0]["text"])
+        for e, r, rec in con.execute("SELECT episode_id, repeat, record FROM results ORDER BY episode_id, repeat")
+    ]
     con.close()
     return out
 
@@ -56,13 +62,33 @@ def test_sigkill_then_resume_equals_uninterrupted(tmp_path: Path, embedded_weigh
     assert manifest["status"] == "running"  # killed: never marked finished
 
     # resuming with a changed config is refused
-    bad = subprocess.run([sys.executable, "-m", "rig.cli", "bench", "--model", "gemma3-270m", *ARGS[:-2],
-                          "--max-tokens", "25", "--resume", run_dir.name, "--out", str(out)],
-                         capture_output=True, text=True)
+    bad = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "rig.cli",
+            "bench",
+            "--model",
+            "gemma3-270m",
+            *ARGS[:-2],
+            "--max-tokens",
+            "25",
+            "--resume",
+            run_dir.name,
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert bad.returncode == 2 and "configuration changed" in bad.stderr
 
-    r = subprocess.run([sys.executable, "-m", "rig.cli", "bench", "--resume", run_dir.name, "--out", str(out),
-                        "--no-report"], capture_output=True, text=True, timeout=300)
+    r = subprocess.run(
+        [sys.executable, "-m", "rig.cli", "bench", "--resume", run_dir.name, "--out", str(out), "--no-report"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert r.returncode == 0, r.stderr
     resumed = rows(run_dir)
     keys = [(e, rep) for e, rep, _ in resumed]
@@ -85,8 +111,14 @@ def killable(out: Path, *args: str, events: Path | None = None, commit_delay: fl
         env["KILLABLE_EVENTS"] = str(events)
     if commit_delay:
         env["KILLABLE_COMMIT_DELAY"] = str(commit_delay)
-    return subprocess.Popen([sys.executable, "-m", "tests.runs.killable", "bench", *args, "--out", str(out)], cwd=REPO,
-                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [sys.executable, "-m", "tests.runs.killable", "bench", *args, "--out", str(out)],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def _until(cond, timeout: float = 300) -> None:  # type: ignore[no-untyped-def]
@@ -140,14 +172,22 @@ def test_kills_at_load_mid_episode_mid_commit_and_sigterm_then_resume(tmp_path: 
     assert f"resume with: rig bench --resume {run_dir.name}" in err
     assert json.loads((run_dir / "manifest.json").read_text())["status"] == "interrupted"
     # to the end
-    r = subprocess.run([sys.executable, "-m", "rig.cli", "bench", *resume, "--out", str(out), "--no-report"],
-                       capture_output=True, text=True, timeout=300)
+    r = subprocess.run(
+        [sys.executable, "-m", "rig.cli", "bench", *resume, "--out", str(out), "--no-report"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert r.returncode == 0, r.stderr
     resumed = rows(run_dir)
     keys = [(e, rep) for e, rep, _ in resumed]
     assert len(keys) == len(set(keys))
     assert json.loads((run_dir / "manifest.json").read_text())["status"] == "finished"
-    full = subprocess.run([sys.executable, "-m", "rig.cli", "bench", *args, "--out", str(tmp_path / "full")],
-                          capture_output=True, text=True, timeout=300)
+    full = subprocess.run(
+        [sys.executable, "-m", "rig.cli", "bench", *args, "--out", str(tmp_path / "full")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert full.returncode == 0, full.stderr
     assert rows(next((tmp_path / "full").iterdir())) == resumed  # zero lost, zero duplicated, same outputs

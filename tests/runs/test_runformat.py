@@ -68,8 +68,10 @@ def test_a_newer_manifest_is_refused_naming_the_file(tmp_path: Path) -> None:
     _set_manifest_format(run_dir, MANIFEST_FORMAT + 2)
     with pytest.raises(NewerFormatError) as e:
         RunManifest.read(run_dir)
-    assert str(e.value) == (f"{run_dir / 'manifest.json'} was written by a newer rig "
-                            f"(format {MANIFEST_FORMAT + 2}; this rig reads up to {MANIFEST_FORMAT}): upgrade rig")
+    assert str(e.value) == (
+        f"{run_dir / 'manifest.json'} was written by a newer rig "
+        f"(format {MANIFEST_FORMAT + 2}; this rig reads up to {MANIFEST_FORMAT}): upgrade rig"
+    )
     assert list_runs(tmp_path) == []  # `rig runs` lists only runs it can read
 
 
@@ -78,8 +80,11 @@ def test_a_newer_results_database_is_refused_and_left_untouched(tmp_path: Path) 
     db = run_dir / "results.sqlite"
     _set_user_version(db, RESULTS_SCHEMA_VERSION + 1)
     before = db.read_bytes()
-    with pytest.raises(NewerFormatError, match=r"results\.sqlite was written by a newer rig \(format 2; this rig "
-                                               r"reads up to 1\): upgrade rig"):
+    with pytest.raises(
+        NewerFormatError,
+        match=r"results\.sqlite was written by a newer rig \(format 2; this rig "
+        r"reads up to 1\): upgrade rig",
+    ):
         Store(db)
     with pytest.raises(NewerFormatError):
         read_results(db)
@@ -96,8 +101,11 @@ def test_cli_exits_2_on_a_newer_run(tmp_path: Path, command: str, newer: str) ->
     else:
         _set_user_version(run_dir / "results.sqlite", RESULTS_SCHEMA_VERSION + 1)
         name = "results.sqlite"
-    args = {"report": ["report", str(run_dir)], "export": ["export", str(run_dir)],
-            "resume": ["bench", "--resume", run_dir.name, "--out", str(run_dir.parent)]}[command]
+    args = {
+        "report": ["report", str(run_dir)],
+        "export": ["export", str(run_dir)],
+        "resume": ["bench", "--resume", run_dir.name, "--out", str(run_dir.parent)],
+    }[command]
     r = CliRunner().invoke(app, args)
     assert r.exit_code == 2, r.output
     assert "was written by a newer rig" in r.output and name in r.output.replace("\n", "")

@@ -124,6 +124,13 @@ def test_teardown_runs_when_the_run_is_aborted(tmp_path: Path) -> None:
         raise RuntimeError("interrupted")
 
     with pytest.raises(RuntimeError, match="interrupted"):
-        asyncio.run(run_items(plan([(b, eps)], 1), FakeEngine(oracle(b)), Store(tmp_path / "r.sqlite"),
-                              RunContext(sampling=Sampling()), on_done=stop))
+        asyncio.run(
+            run_items(
+                plan([(b, eps)], 1),
+                FakeEngine(oracle(b)),
+                Store(tmp_path / "r.sqlite"),
+                RunContext(sampling=Sampling()),
+                on_done=stop,
+            )
+        )
     assert b.log == ["setup", "episode", "teardown"]

@@ -19,8 +19,15 @@ from tests.fakes import FakeEngine
 
 # Replies that stopped runs for good (issue 18): a lone surrogate, a YAML surrogate pair, YAML bytes, a
 # self-referencing alias, 400 nested brackets.
-REPLIES = ['["\\ud83d"]', 'a: "\\ud83d\\ude00"', "!!binary //79", "&a [*a]", "[" * 400 + "]" * 400,
-           "- !!binary //79", "- &a [*a]"]
+REPLIES = [
+    '["\\ud83d"]',
+    'a: "\\ud83d\\ude00"',
+    "!!binary //79",
+    "&a [*a]",
+    "[" * 400 + "]" * 400,
+    "- !!binary //79",
+    "- &a [*a]",
+]
 
 
 @pytest.mark.parametrize("fmt", ["json", "yaml"])
@@ -33,8 +40,9 @@ def test_replies_json_cannot_hold_are_stored_and_read_back(tmp_path: Path, fmt: 
         return next(replies)
 
     store = Store(tmp_path / "r.sqlite")
-    stats = asyncio.run(run_items(plan([(b, eps)], 1, order="given"), FakeEngine(answer), store,
-                                  RunContext(sampling=Sampling())))
+    stats = asyncio.run(
+        run_items(plan([(b, eps)], 1, order="given"), FakeEngine(answer), store, RunContext(sampling=Sampling()))
+    )
     store.close()
     assert stats.done == len(eps)
     back = read_results(tmp_path / "r.sqlite")
@@ -54,10 +62,14 @@ def test_tool_call_arguments_json_cannot_hold_are_stored(tmp_path: Path) -> None
     for _ in range(400):
         nested = [nested]
     args = {"q": "\ud83d", "raw": b"\xff\xfe", "loop": loop, "deep": nested, "nan": float("nan")}
-    res = EpisodeResult(benchmark="b", episode_id="e\ud800", repeat=0, output={"x": b"\x00"},
-                        generations=[Generation(request_hash="h", text="t\udc00",
-                                                tool_calls=[ParsedCall(name="f", arguments=args)])],
-                        tool_calls=[ToolCall(name="f", arguments=args)])
+    res = EpisodeResult(
+        benchmark="b",
+        episode_id="e\ud800",
+        repeat=0,
+        output={"x": b"\x00"},
+        generations=[Generation(request_hash="h", text="t\udc00", tool_calls=[ParsedCall(name="f", arguments=args)])],
+        tool_calls=[ToolCall(name="f", arguments=args)],
+    )
     store = Store(tmp_path / "r.sqlite")
     stored = store.write(res)
     store.close()
@@ -80,8 +92,11 @@ def test_an_episode_that_cannot_be_stored_is_recorded_as_failed(tmp_path: Path, 
 
     monkeypatch.setattr(Store, "write", write)
     store = Store(tmp_path / "r.sqlite")
-    stats = asyncio.run(run_items(plan([(b, eps)], 1, order="given"), FakeEngine(lambda r: "[]"), store,
-                                  RunContext(sampling=Sampling())))
+    stats = asyncio.run(
+        run_items(
+            plan([(b, eps)], 1, order="given"), FakeEngine(lambda r: "[]"), store, RunContext(sampling=Sampling())
+        )
+    )
     assert stats.done == 3 and stats.failed == 1
     bad = [r for r in store.results() if r.status == "failed"]
     store.close()

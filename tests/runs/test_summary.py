@@ -21,14 +21,26 @@ def manifest(**kw) -> RunManifest:  # type: ignore[no-untyped-def]
 
 
 def result(eid: str, *gens: Generation, score: float | None = 1.0, status: str = "scored") -> EpisodeResult:
-    return EpisodeResult(benchmark="callnavi", episode_id=eid, repeat=0, generations=list(gens),
-                         scores={"ast": score}, status=status)  # type: ignore[arg-type]
+    return EpisodeResult(
+        benchmark="callnavi", episode_id=eid, repeat=0, generations=list(gens), scores={"ast": score}, status=status
+    )  # type: ignore[arg-type]
 
 
-def gen(e2e: float | None = None, ttft: float | None = None, tps: float | None = None, pt: int | None = None,
-        ct: int | None = None, finish: str | None = None) -> Generation:
-    return Generation(request_hash="h", prompt_tokens=pt, completion_tokens=ct, finish_reason=finish,
-                      timings=Timings(e2e_s=e2e, ttft_s=ttft, decode_tps=tps))
+def gen(
+    e2e: float | None = None,
+    ttft: float | None = None,
+    tps: float | None = None,
+    pt: int | None = None,
+    ct: int | None = None,
+    finish: str | None = None,
+) -> Generation:
+    return Generation(
+        request_hash="h",
+        prompt_tokens=pt,
+        completion_tokens=ct,
+        finish_reason=finish,
+        timings=Timings(e2e_s=e2e, ttft_s=ttft, decode_tps=tps),
+    )
 
 
 def headline(r: EpisodeResult) -> float | None:
@@ -58,8 +70,13 @@ def test_percentiles_medians_and_token_counts_skip_unmeasured_generations() -> N
 
 
 def test_cut_replies_count_length_among_generations_that_say_why_they_stopped() -> None:
-    s = summarize(manifest(), [result("a", gen(finish="stop"), gen(finish="length")),
-                               result("b", gen(), gen(finish="length"), gen(finish="tool_calls"))])
+    s = summarize(
+        manifest(),
+        [
+            result("a", gen(finish="stop"), gen(finish="length")),
+            result("b", gen(), gen(finish="length"), gen(finish="tool_calls")),
+        ],
+    )
     assert (s.cut_replies, s.finish_reasons) == (2, 4)
     assert s.cut_share == 0.5
     none_cut = summarize(manifest(), [result("a", gen(finish="stop"), gen())])

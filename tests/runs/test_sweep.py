@@ -52,33 +52,44 @@ def stored(run: Path) -> list[tuple[str, int]]:
         s.close()
 
 
-@pytest.mark.parametrize("text,where", [
-    ("models: [fake-a, nope]\nbenchmarks: [callnavi]\n", "models[1]"),
-    ("models: [fake-a]\nbenchmarks: [callnav]\n", "benchmarks[0].name"),
-    ("models: [fake-a]\nbenchmarks: [{name: callnavi, options: {taskk: routing}}]\n", "benchmarks[0].options"),
-    ("models: [fake-a]\nbenchmarks: [{name: callnavi, options: {task: both2}}]\n", "benchmarks[0].options"),
-    ("models: [fake-a]\nbenchmarks: [callnavi]\nrepeat: 2\n", "repeat"),
-    ("models: [fake-a]\nbenchmarks: [callnavi]\nresources: {num_gpu: 1}\n", "resources.num_gpu"),
-    ("models: [fake-a]\nbenchmarks: [callnavi]\ndecode: [xml]\n", "decode[0]"),
-    ("models: [fake-a]\nbenchmarks: [callnavi]\nbaseline: fake-b\n", "baseline"),
-])
+@pytest.mark.parametrize(
+    "text,where",
+    [
+        ("models: [fake-a, nope]\nbenchmarks: [callnavi]\n", "models[1]"),
+        ("models: [fake-a]\nbenchmarks: [callnav]\n", "benchmarks[0].name"),
+        ("models: [fake-a]\nbenchmarks: [{name: callnavi, options: {taskk: routing}}]\n", "benchmarks[0].options"),
+        ("models: [fake-a]\nbenchmarks: [{name: callnavi, options: {task: both2}}]\n", "benchmarks[0].options"),
+        ("models: [fake-a]\nbenchmarks: [callnavi]\nrepeat: 2\n", "repeat"),
+        ("models: [fake-a]\nbenchmarks: [callnavi]\nresources: {num_gpu: 1}\n", "resources.num_gpu"),
+        ("models: [fake-a]\nbenchmarks: [callnavi]\ndecode: [xml]\n", "decode[0]"),
+        ("models: [fake-a]\nbenchmarks: [callnavi]\nbaseline: fake-b\n", "baseline"),
+    ],
+)
 def test_bad_sweep_file_is_refused_before_anything_runs(sweep_dir: Path, text: str, where: str) -> None:
     f = write(sweep_dir, text + "models_file: models.yaml\n")
-    r = subprocess.run([sys.executable, "-m", "rig.cli", "sweep", str(f), "--out", str(sweep_dir / "out")],
-                       capture_output=True, text=True, timeout=120)
+    r = subprocess.run(
+        [sys.executable, "-m", "rig.cli", "sweep", str(f), "--out", str(sweep_dir / "out")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert r.returncode == 2, r.stderr
     assert f"{f}: {where}:" in r.stderr
     assert not (sweep_dir / "out").exists()
 
 
 def test_sweep_runs_each_cell_then_skips_finished_ones(sweep_dir: Path) -> None:
-    f = write(sweep_dir, "models: [fake-a, fake-b]\nbenchmarks:\n  - {name: callnavi, options: {task: routing}}\n"
-                         "  - {name: callnavi, options: {task: params}}\nlimit: 2\nmodels_file: models.yaml\n")
+    f = write(
+        sweep_dir,
+        "models: [fake-a, fake-b]\nbenchmarks:\n  - {name: callnavi, options: {task: routing}}\n"
+        "  - {name: callnavi, options: {task: params}}\nlimit: 2\nmodels_file: models.yaml\n",
+    )
     spec, cells = load_sweep(f)
     out = sweep_dir / "out"
     seen: list[str] = []  # statuses the live table was shown
-    res = run_sweep(spec, cells, out, entry=FAKE, on_update=lambda jobs, _o: seen.extend(j.status for j in jobs),
-                    say=lambda m: None)
+    res = run_sweep(
+        spec, cells, out, entry=FAKE, on_update=lambda jobs, _o: seen.extend(j.status for j in jobs), say=lambda m: None
+    )
     assert res.failed == [] and len(res.cells) == 4
     assert all(j.status == "done" and j.attempts == 1 for j in res.jobs)
     assert "running" in seen and "pending" in seen  # the live table saw cells wait and run
@@ -104,11 +115,15 @@ def test_sweep_runs_each_cell_then_skips_finished_ones(sweep_dir: Path) -> None:
     assert logs == {c.key: (out / "cells" / c.key / "bench.log").stat().st_size for c in cells}
 
 
-def test_killed_cell_is_retried_and_resumed_without_loss_or_repeat(sweep_dir: Path,
-                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+def test_killed_cell_is_retried_and_resumed_without_loss_or_repeat(
+    sweep_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("FAKE_DELAY", "0.4")
-    f = write(sweep_dir, "models: [fake-a]\nbenchmarks: [{name: callnavi, options: {task: routing}}]\nlimit: 6\n"
-                         "models_file: models.yaml\n")
+    f = write(
+        sweep_dir,
+        "models: [fake-a]\nbenchmarks: [{name: callnavi, options: {task: routing}}]\nlimit: 6\n"
+        "models_file: models.yaml\n",
+    )
     spec, cells = load_sweep(f)
     out = sweep_dir / "out"
     jd = job_dir(out.resolve(), cells[0], 0, 1)
@@ -140,11 +155,15 @@ def test_killed_cell_is_retried_and_resumed_without_loss_or_repeat(sweep_dir: Pa
     assert RunManifest.read(run).status == "finished"
 
 
-def test_cell_that_keeps_dying_is_reported_and_the_sweep_goes_on(sweep_dir: Path,
-                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+def test_cell_that_keeps_dying_is_reported_and_the_sweep_goes_on(
+    sweep_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("FAKE_CRASH_MODEL", "fake-b")
-    f = write(sweep_dir, "models: [fake-b, fake-a]\nbenchmarks: [{name: callnavi, options: {task: routing}}]\n"
-                         "limit: 1\nmax_retries: 1\nmodels_file: models.yaml\n")
+    f = write(
+        sweep_dir,
+        "models: [fake-b, fake-a]\nbenchmarks: [{name: callnavi, options: {task: routing}}]\n"
+        "limit: 1\nmax_retries: 1\nmodels_file: models.yaml\n",
+    )
     spec, cells = load_sweep(f)
     res = run_sweep(spec, cells, sweep_dir / "out", entry=FAKE, say=lambda m: None)
     bad, good = res.jobs
@@ -169,8 +188,9 @@ def test_two_shards_merged_equal_one_run(sweep_dir: Path) -> None:
     def per_episode(run: Path) -> dict:
         s = Store(run / "results.sqlite")
         try:
-            return {(r.episode_id, r.repeat): (r.status, r.scores, [g.text for g in r.generations])
-                    for r in s.results()}
+            return {
+                (r.episode_id, r.repeat): (r.status, r.scores, [g.text for g in r.generations]) for r in s.results()
+            }
         finally:
             s.close()
 
@@ -186,10 +206,15 @@ def test_two_shards_merged_equal_one_run(sweep_dir: Path) -> None:
 
 
 def test_merge_refuses_an_incomplete_set_of_shards(sweep_dir: Path) -> None:
-    spec, cells = load_sweep(write(sweep_dir, "models: [fake-a]\nbenchmarks: [callnavi]\nlimit: 2\nshards: 2\n"
-                                              "models_file: models.yaml\n"))
+    spec, cells = load_sweep(
+        write(sweep_dir, "models: [fake-a]\nbenchmarks: [callnavi]\nlimit: 2\nshards: 2\nmodels_file: models.yaml\n")
+    )
     run_sweep(spec, cells, sweep_dir / "out", entry=FAKE, say=lambda m: None)
     shard0 = run_folder(job_dir(sweep_dir / "out", cells[0], 0, 2))
-    r = subprocess.run([sys.executable, "-m", "rig.cli", "merge", str(shard0), "--out", str(sweep_dir / "m")],
-                       capture_output=True, text=True, timeout=120)
+    r = subprocess.run(
+        [sys.executable, "-m", "rig.cli", "merge", str(shard0), "--out", str(sweep_dir / "m")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert r.returncode == 2 and "expected shards 0..0 of 2" not in r.stderr and "0..1 of 2" in r.stderr

@@ -24,27 +24,71 @@ def test_ray_sweep_2x2_matches_cells_run_one_by_one(tmp_path: Path, embedded_wei
     pytest.importorskip("ray")
     models = tmp_path / "models.yaml"
     shutil.copy(REPO / "models.yaml", models)
-    q = subprocess.run([sys.executable, "-m", "rig.cli", "models", "quantize", "gemma3-270m", "--to", "q4_0",
-                        "--models", str(models), "--out", str(tmp_path / "w" / "g-q4_0.gguf")],
-                       capture_output=True, text=True, timeout=300)
+    q = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "rig.cli",
+            "models",
+            "quantize",
+            "gemma3-270m",
+            "--to",
+            "q4_0",
+            "--models",
+            str(models),
+            "--out",
+            str(tmp_path / "w" / "g-q4_0.gguf"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert q.returncode == 0, q.stderr
     f = tmp_path / "sweep.yaml"
-    f.write_text("models: [gemma3-270m, gemma3-270m-q4_0]\n"
-                 "benchmarks:\n  - {name: callnavi, options: {task: routing}}\n"
-                 "  - {name: callnavi, options: {task: params}}\n"
-                 "limit: 2\nmax_tokens: 8\nmodels_file: models.yaml\nresources: {num_cpus: 1}\n")
+    f.write_text(
+        "models: [gemma3-270m, gemma3-270m-q4_0]\n"
+        "benchmarks:\n  - {name: callnavi, options: {task: routing}}\n"
+        "  - {name: callnavi, options: {task: params}}\n"
+        "limit: 2\nmax_tokens: 8\nmodels_file: models.yaml\nresources: {num_cpus: 1}\n"
+    )
     env = os.environ | {"RAY_USAGE_STATS_ENABLED": "0"}
-    r = subprocess.run([sys.executable, "-m", "rig.cli", "sweep", str(f), "--ray", "local", "--out",
-                        str(tmp_path / "sweep")], capture_output=True, text=True, timeout=900, env=env, cwd=REPO)
+    r = subprocess.run(
+        [sys.executable, "-m", "rig.cli", "sweep", str(f), "--ray", "local", "--out", str(tmp_path / "sweep")],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env=env,
+        cwd=REPO,
+    )
     assert r.returncode == 0, r.stderr[-3000:]
     md = (tmp_path / "sweep" / "leaderboard.md").read_text()
     assert r.stdout.strip().startswith("# rig sweep (4 cells)")
     _, cells = load_sweep(f)
     for c in cells:  # the same cell by hand, with rig bench
         out = tmp_path / "one" / c.key
-        argv = [sys.executable, "-m", "rig.cli", "bench", "-m", c.model, "-b", "callnavi", "--models", str(models),
-                "--limit", "2", "--max-tokens", "8", "--seed", "0", "-O", f"task={c.options['task']}",
-                "--out", str(out), "--no-report"]
+        argv = [
+            sys.executable,
+            "-m",
+            "rig.cli",
+            "bench",
+            "-m",
+            c.model,
+            "-b",
+            "callnavi",
+            "--models",
+            str(models),
+            "--limit",
+            "2",
+            "--max-tokens",
+            "8",
+            "--seed",
+            "0",
+            "-O",
+            f"task={c.options['task']}",
+            "--out",
+            str(out),
+            "--no-report",
+        ]
         b = subprocess.run(argv, capture_output=True, text=True, timeout=600, cwd=REPO)
         assert b.returncode == 0, b.stderr[-2000:]
         s = run_summary(next(out.iterdir()))

@@ -36,12 +36,15 @@ class CallNavi(Benchmark):
     class Options(BenchmarkOptions):
         format: Literal["json", "yaml"] = Field("json", description="answer format (`--format`; `--decode` implies it)")
         task: Literal["both", "routing", "params"] = Field("both", description="which task to run per question")
-        paper_denominators: bool = Field(False, description="divide by the paper's Table 2 counts (456/188/85), "
-                                                            "not the data's")
-        domains: CommaList | None = Field(None, description="domains to run, comma-separated (default: all in the "
-                                                            "data)")
+        paper_denominators: bool = Field(
+            False, description="divide by the paper's Table 2 counts (456/188/85), not the data's"
+        )
+        domains: CommaList | None = Field(
+            None, description="domains to run, comma-separated (default: all in the data)"
+        )
         mode: Literal["paper", "reference"] = Field(
-            "paper", description="`reference`: score as the public judge scripts do (no GPT repair; JSON only)")
+            "paper", description="`reference`: score as the public judge scripts do (no GPT repair; JSON only)"
+        )
 
     @classmethod
     def default_data(cls) -> Path:
@@ -52,8 +55,10 @@ class CallNavi(Benchmark):
         self.tasks = TASKS if self.opts.task == "both" else (self.opts.task,)
         self._domains: dict[str, D.Domain] | None = None
         if self.opts.mode == "reference" and self.opts.format != "json":
-            raise DataError("callnavi option mode=reference scores JSON answers only (the judge scripts read JSON); "
-                            "use format=json or mode=paper")
+            raise DataError(
+                "callnavi option mode=reference scores JSON answers only (the judge scripts read JSON); "
+                "use format=json or mode=paper"
+            )
 
     def domains(self) -> dict[str, D.Domain]:
         if self._domains is None:
@@ -75,15 +80,18 @@ class CallNavi(Benchmark):
         for dom in self.domains().values():
             for q in dom.questions:
                 for task in self.tasks:
-                    out.append(Episode(
-                        benchmark=self.name,
-                        id=f"{q.id}/{task}",
-                        messages=[Message(role="user",
-                                          content=build_prompt(dom.apis, q.text, task, self.opts.format))],
-                        ground_truth={"API": q.apis, "parameters": q.parameters},
-                        tags={"domain": dom.name, "difficulty": q.difficulty, "task": task, "question": q.id},
-                        prefix_group=f"{dom.name}/{self.opts.format}",
-                    ))
+                    out.append(
+                        Episode(
+                            benchmark=self.name,
+                            id=f"{q.id}/{task}",
+                            messages=[
+                                Message(role="user", content=build_prompt(dom.apis, q.text, task, self.opts.format))
+                            ],
+                            ground_truth={"API": q.apis, "parameters": q.parameters},
+                            tags={"domain": dom.name, "difficulty": q.difficulty, "task": task, "question": q.id},
+                            prefix_group=f"{dom.name}/{self.opts.format}",
+                        )
+                    )
         return out
 
     def constraint_for(self, episode: Episode, decode: str) -> Constraint | None:
@@ -99,14 +107,20 @@ class CallNavi(Benchmark):
             raise DataError(f"--decode {ctx.decode} does not match callnavi --format {self.opts.format}")
         sampling = repeat_sampling(ctx.sampling, repeat, min(ctx.sampling.max_tokens, MAX_TOKENS[task]))
         gen = await single_call(engine, episode, sampling, self.constraint_for(episode, ctx.decode))
-        res = EpisodeResult(benchmark=self.name, episode_id=episode.id, repeat=repeat,
-                            tags={**episode.tags, "mode": self.opts.mode}, generations=[gen])
+        res = EpisodeResult(
+            benchmark=self.name,
+            episode_id=episode.id,
+            repeat=repeat,
+            tags={**episode.tags, "mode": self.opts.mode},
+            generations=[gen],
+        )
         if gen.error:
             res.status, res.error_category, res.error = "failed", "engine_error", gen.error
             res.scores = self._zero_scores(task)
             return res
-        res.scores, res.output, reason = score_output(gen.text, episode.ground_truth, task, self.opts.format,
-                                                      self.opts.mode)
+        res.scores, res.output, reason = score_output(
+            gen.text, episode.ground_truth, task, self.opts.format, self.opts.mode
+        )
         if reason is not None and reason.startswith("parse:") and gen.finish_reason == "length":
             # scored as the model's failure within the run's budget, but named, so the report says why
             reason = f"cut: at max_tokens ({sampling.max_tokens}), {reason}"
@@ -130,8 +144,9 @@ class CallNavi(Benchmark):
         return callnavi_tables(results, label, options.paper_denominators)
 
 
-def score_output(text: str, gt: dict, task: str, fmt: str,
-                 mode: str = "paper") -> tuple[dict[str, float | None], Any, str | None]:
+def score_output(
+    text: str, gt: dict, task: str, fmt: str, mode: str = "paper"
+) -> tuple[dict[str, float | None], Any, str | None]:
     """Scores for one answer, the parsed value, and the first failure reason (None when fully correct)."""
     if mode == "reference":
         return _score_reference(text, gt, task)
@@ -148,8 +163,12 @@ def score_output(text: str, gt: dict, task: str, fmt: str,
     if value is None:
         return {"syntax": 0.0, "structure": 0.0, "ast": 0.0, "order": 0.0}, None, f"parse: {err}"
     v = ast_match(value, gt)
-    scores: dict[str, float | None] = {"syntax": 1.0, "structure": float(v.structure), "ast": float(v.ast),
-                                       "order": float(v.order)}
+    scores: dict[str, float | None] = {
+        "syntax": 1.0,
+        "structure": float(v.structure),
+        "ast": float(v.ast),
+        "order": float(v.order),
+    }
     return scores, value, None if v.ast else f"ast: {v.reason}"
 
 
@@ -159,8 +178,12 @@ def _score_reference(text: str, gt: dict, task: str) -> tuple[dict[str, float | 
         return {"routing": 1.0 if ok else 0.0}, text, None if ok else "routing: normalised text differs (reference)"
     value, parsed = ref_wash(text)
     v = ref_ast(value, gt)
-    scores: dict[str, float | None] = {"syntax": float(parsed), "structure": float(v.structure), "ast": float(v.ast),
-                                       "order": float(v.order)}
+    scores: dict[str, float | None] = {
+        "syntax": float(parsed),
+        "structure": float(v.structure),
+        "ast": float(v.ast),
+        "order": float(v.order),
+    }
     if v.ast:
         return scores, value, None
     return scores, value, ("ast: " if parsed else "parse: not JSON after the quote swap (no repair), ") + v.reason
@@ -203,21 +226,37 @@ def callnavi_tables(results: list[EpisodeResult], label: str = "", paper_denomin
     row.append(_rate(params, "ast", denom("all")))
     present = [x for x in per_diff if x is not None]
     row.append(mean(present) if len(present) == 3 else None)
-    counts = {d: len({r.tags.get("question") for r in results if r.tags.get("difficulty") == d})
-              for d in D.DIFFICULTIES}
+    counts = {
+        d: len({r.tags.get("question") for r in results if r.tags.get("difficulty") == d}) for d in D.DIFFICULTIES
+    }
     failed = sum(r.status == "failed" for r in results)
     mode = scored_mode(results)
-    note = (f"Scored in {mode} mode. "
-            f"Questions per difficulty: easy {counts['easy']}, medium {counts['medium']}, hard {counts['hard']}; "
-            f"repeats {repeats}. Rates use {'the paper' if paper_denominators else 'the data'}'s denominators. "
-            "Syntax validity is strict (no LLM repair). A blank cell means the task was not run.")
+    note = (
+        f"Scored in {mode} mode. "
+        f"Questions per difficulty: easy {counts['easy']}, medium {counts['medium']}, hard {counts['hard']}; "
+        f"repeats {repeats}. Rates use {'the paper' if paper_denominators else 'the data'}'s denominators. "
+        "Syntax validity is strict (no LLM repair). A blank cell means the task was not run."
+    )
     if failed:
         note += f" {failed} episode(s) failed in the engine and count as wrong."
     t4 = Table(
         title=f"CallNavi (layout of the paper's Table 4), {mode} mode",
-        columns=["Model", "Routing Easy", "Routing Medium", "Routing Hard", "Routing All", "Syntax Validity",
-                 "Structural Accuracy", "AST Easy", "AST Medium", "AST Hard", "AST All Avg", "AST Macro Avg"],
-        rows=[row], note=note,
+        columns=[
+            "Model",
+            "Routing Easy",
+            "Routing Medium",
+            "Routing Hard",
+            "Routing All",
+            "Syntax Validity",
+            "Structural Accuracy",
+            "AST Easy",
+            "AST Medium",
+            "AST Hard",
+            "AST All Avg",
+            "AST Macro Avg",
+        ],
+        rows=[row],
+        note=note,
     )
     tables = [t4, _ci_table(routing, params, label)]
     if repeats > 1:
@@ -231,15 +270,22 @@ def _ci_table(routing: list[EpisodeResult], params: list[EpisodeResult], label: 
     from rig.scoring.stats import mean_ci
 
     rows = []
-    for name, rs, key in (("Routing All", routing, "routing"), ("Syntax Validity", params, "syntax"),
-                          ("Structural Accuracy", params, "structure"), ("AST All Avg", params, "ast")):
+    for name, rs, key in (
+        ("Routing All", routing, "routing"),
+        ("Syntax Validity", params, "syntax"),
+        ("Structural Accuracy", params, "structure"),
+        ("AST All Avg", params, "ast"),
+    ):
         vals = [r.scores.get(key) or 0.0 for r in rs]
         if len(vals) >= 2:
             m, lo, hi = mean_ci(vals)
             rows.append([label or "model", name, len(vals), m, lo, hi])
-    return Table(title="CallNavi rates with 95% bootstrap confidence intervals",
-                 columns=["Model", "Measure", "Episodes", "Rate", "CI low", "CI high"], rows=rows,
-                 note="Percentile bootstrap over episodes (2,000 resamples, seed 0).")
+    return Table(
+        title="CallNavi rates with 95% bootstrap confidence intervals",
+        columns=["Model", "Measure", "Episodes", "Rate", "CI low", "CI high"],
+        rows=rows,
+        note="Percentile bootstrap over episodes (2,000 resamples, seed 0).",
+    )
 
 
 def stability_table(results: list[EpisodeResult], label: str = "") -> Table:
@@ -252,24 +298,45 @@ def stability_table(results: list[EpisodeResult], label: str = "") -> Table:
         if not outs:
             continue
         seqs = [[t for _, t in sorted(v)] for v in outs.values()]
-        rows.append([label or "model", task, len(seqs), mean(election_stability(s) for s in seqs),
-                     mean(levenshtein_stability(s) for s in seqs)])
-    return Table(title="CallNavi stability over repeats (paper sec. 5.3)",
-                 columns=["Model", "Task", "Questions", "Election stability", "Levenshtein stability"], rows=rows,
-                 note="Computed on raw outputs after the paper's normalisation (case, whitespace, formatting).")
+        rows.append(
+            [
+                label or "model",
+                task,
+                len(seqs),
+                mean(election_stability(s) for s in seqs),
+                mean(levenshtein_stability(s) for s in seqs),
+            ]
+        )
+    return Table(
+        title="CallNavi stability over repeats (paper sec. 5.3)",
+        columns=["Model", "Task", "Questions", "Election stability", "Levenshtein stability"],
+        rows=rows,
+        note="Computed on raw outputs after the paper's normalisation (case, whitespace, formatting).",
+    )
 
 
 def _domain_table(params: list[EpisodeResult], routing: list[EpisodeResult]) -> Table:
-    doms = sorted({r.tags.get("domain", "") for r in params + routing},
-                  key=lambda d: (d not in D.DOMAINS, D.DOMAINS.index(d) if d in D.DOMAINS else 0, d))
+    doms = sorted(
+        {r.tags.get("domain", "") for r in params + routing},
+        key=lambda d: (d not in D.DOMAINS, D.DOMAINS.index(d) if d in D.DOMAINS else 0, d),
+    )
     rows = []
     for d in doms:
         p = [r for r in params if r.tags.get("domain") == d]
         q = [r for r in routing if r.tags.get("domain") == d]
-        rows.append([d, len({r.tags.get("question") for r in p + q}), _rate(q, "routing"), _rate(p, "syntax"),
-                     _rate(p, "structure"), _rate(p, "ast")])
-    return Table(title="CallNavi by domain", columns=["Domain", "Questions", "Routing", "Syntax", "Structure", "AST"],
-                 rows=rows)
+        rows.append(
+            [
+                d,
+                len({r.tags.get("question") for r in p + q}),
+                _rate(q, "routing"),
+                _rate(p, "syntax"),
+                _rate(p, "structure"),
+                _rate(p, "ast"),
+            ]
+        )
+    return Table(
+        title="CallNavi by domain", columns=["Domain", "Questions", "Routing", "Syntax", "Structure", "AST"], rows=rows
+    )
 
 
 def _failure_table(results: list[EpisodeResult]) -> Table:

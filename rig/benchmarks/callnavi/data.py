@@ -10,8 +10,18 @@ from pydantic import BaseModel, Field
 from rig.benchmarks.base import DataError, read_json
 
 # The upstream scripts' domain order; results are reported in it.
-DOMAINS = ("bank", "shopping", "logistics", "aviation", "hospital", "gov", "hr", "hotel", "insurance",
-           "telecommunications")
+DOMAINS = (
+    "bank",
+    "shopping",
+    "logistics",
+    "aviation",
+    "hospital",
+    "gov",
+    "hr",
+    "hotel",
+    "insurance",
+    "telecommunications",
+)
 DIFFICULTIES = ("easy", "medium", "hard")
 
 
@@ -35,7 +45,6 @@ class Domain(BaseModel):
     name: str
     apis: list[Api]
     questions: list[Question]
-
 
 
 def _question(path: Path, i: int, raw: Any, domain: str) -> Question:

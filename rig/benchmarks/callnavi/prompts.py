@@ -41,7 +41,7 @@ _INSTRUCTIONS = {
     ("params", "yaml"): (
         "Choose the API functions from the list above that answer the question, in the order they must be "
         "called, and give the arguments of each call. Reply with a YAML document only, no explanation, with "
-        'two keys: API (a list of function names) and parameters (a list with one mapping of arguments per '
+        "two keys: API (a list of function names) and parameters (a list with one mapping of arguments per "
         'call, {} for a call without arguments). Use "$$$" for any value that is not given in the question or '
         "that comes from the result of an earlier call. Example:\n"
         'API:\n  - firstFunction\n  - secondFunction\nparameters:\n  - arg: "value"\n  - arg: "$$$"'
@@ -76,16 +76,22 @@ MAX_VALUE_CHARS = 32
 
 def _value_schema(declared: object) -> dict:
     if isinstance(declared, dict) and declared:
-        return {"type": "object", "properties": {k: _value_schema(v) for k, v in declared.items()},
-                "additionalProperties": False}
+        return {
+            "type": "object",
+            "properties": {k: _value_schema(v) for k, v in declared.items()},
+            "additionalProperties": False,
+        }
     return {"anyOf": [{"type": "string", "maxLength": MAX_VALUE_CHARS}, {"type": "number"}, {"type": "boolean"}]}
 
 
 def _call_schema(api: Api) -> dict:
     p = api.parameters
     declared = dict(p) if isinstance(p, dict) else {n: "string" for n in p} if isinstance(p, list) else {}
-    return {"type": "object", "properties": {k: _value_schema(v) for k, v in declared.items()},
-            "additionalProperties": False}
+    return {
+        "type": "object",
+        "properties": {k: _value_schema(v) for k, v in declared.items()},
+        "additionalProperties": False,
+    }
 
 
 def answer_schema(apis: list[Api], task: str) -> dict:
@@ -106,10 +112,15 @@ def answer_schema(apis: list[Api], task: str) -> dict:
             "type": "object",
             "properties": {
                 "API": {"type": "array", "items": names, "minItems": n, "maxItems": n},
-                "parameters": {"anyOf": [{"type": "array", "items": calls, "minItems": n, "maxItems": n},
-                                         {"type": "array", "maxItems": 0}]},
+                "parameters": {
+                    "anyOf": [
+                        {"type": "array", "items": calls, "minItems": n, "maxItems": n},
+                        {"type": "array", "maxItems": 0},
+                    ]
+                },
             },
             "required": ["API", "parameters"],
             "additionalProperties": False,
         }
+
     return {"anyOf": [answer(n) for n in range(1, MAX_CALLS + 1)]}

@@ -50,8 +50,7 @@ def system_prompt(setting: Setting) -> str:
 
 def user_prompt(q: Query) -> str:
     where = f"User location: {q.location_text}\n" if q.location_text else ""
-    return (f"Question: {q.question}\n{where}"
-            f"User coordinate [lon, lat]: [{q.lon:.6f}, {q.lat:.6f}]")
+    return f"Question: {q.question}\n{where}User coordinate [lon, lat]: [{q.lon:.6f}, {q.lat:.6f}]"
 
 
 def messages_for(q: Query, setting: Setting) -> list[Message]:
@@ -64,10 +63,26 @@ class AgentRun(BaseModel):
     executor: GeoRoverExecutor
 
 
-async def run_georover(engine: Engine, q: Query, world: World, *, mode: str, sampling: Sampling,
-                       max_steps: int = MAX_STEPS, max_format_errors: int = MAX_FORMAT_ERRORS) -> AgentRun:
+async def run_georover(
+    engine: Engine,
+    q: Query,
+    world: World,
+    *,
+    mode: str,
+    sampling: Sampling,
+    max_steps: int = MAX_STEPS,
+    max_format_errors: int = MAX_FORMAT_ERRORS,
+) -> AgentRun:
     ex = GeoRoverExecutor(world, q.lat, q.lon)
-    out = await run_tool_loop(engine, messages_for(q, world.setting), tool_specs(world.setting), ex,
-                              final_tool=FINAL, mode=mode, sampling=sampling, max_steps=max_steps,
-                              max_format_errors=max_format_errors)
+    out = await run_tool_loop(
+        engine,
+        messages_for(q, world.setting),
+        tool_specs(world.setting),
+        ex,
+        final_tool=FINAL,
+        mode=mode,
+        sampling=sampling,
+        max_steps=max_steps,
+        max_format_errors=max_format_errors,
+    )
     return AgentRun(outcome=out, executor=ex)

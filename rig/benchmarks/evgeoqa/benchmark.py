@@ -38,10 +38,12 @@ class EVGeoQA(Benchmark):
         pack: str | None = Field(None, description="map pack directory (default: the embedded Helsinki pack)")
         seed: int = Field(0, ge=0, description="seed of the sampled user locations")
         locations: int = Field(24, ge=1, description="user locations sampled over the pack")
-        search_radius_m: float | None = Field(None, gt=0, description="search radius in metres (default: scaled "
-                                                                      "to the pack's extent, see radii scaling)")
-        walk_radius_m: float | None = Field(None, gt=0, description="walking radius in metres (default: scaled "
-                                                                    "to the pack's extent)")
+        search_radius_m: float | None = Field(
+            None, gt=0, description="search radius in metres (default: scaled to the pack's extent, see radii scaling)"
+        )
+        walk_radius_m: float | None = Field(
+            None, gt=0, description="walking radius in metres (default: scaled to the pack's extent)"
+        )
         poi_cap: int = Field(20, ge=1, description="places returned per search")
         gt_size: int = Field(5, ge=1, description="ground-truth stations per query")
         phrasing: Literal["intent", "seed", "mixed"] = Field("intent", description="how queries are worded")
@@ -50,8 +52,9 @@ class EVGeoQA(Benchmark):
         city: str = Field("upstream", description="city name for upstream data")
         max_steps: int = Field(MAX_STEPS, ge=1, description="tool budget, the final answer included (the paper's)")
         max_format_errors: int = Field(MAX_FORMAT_ERRORS, ge=0, description="re-prompts after unreadable replies")
-        max_tokens: int = Field(DEFAULT_MAX_TOKENS, ge=16, description="cap per call (the model's max_tokens "
-                                                                       "applies when lower)")
+        max_tokens: int = Field(
+            DEFAULT_MAX_TOKENS, ge=16, description="cap per call (the model's max_tokens applies when lower)"
+        )
 
         @field_validator("intents")
         @classmethod
@@ -85,9 +88,11 @@ class EVGeoQA(Benchmark):
         try:
             self._upstream_files = None if self.data == GENERATED else find_files(self.data)
             if self.data != GENERATED and self._upstream_files is None:
-                raise DataError(f"evgeoqa --data {self.data}: no upstream QA file there (expected "
-                                f"{' or '.join(QA_NAMES)} beside a station table); leave --data out to generate "
-                                "queries from the map pack")
+                raise DataError(
+                    f"evgeoqa --data {self.data}: no upstream QA file there (expected "
+                    f"{' or '.join(QA_NAMES)} beside a station table); leave --data out to generate "
+                    "queries from the map pack"
+                )
             if self._upstream_files is not None:
                 self._dataset, self._world = load_upstream(self.data, self.opts.city)
                 return self._dataset
@@ -106,8 +111,15 @@ class EVGeoQA(Benchmark):
         o = self.opts
         setting = setting_for(pack, o.search_radius_m, o.walk_radius_m, o.poi_cap, o.gt_size)
         try:
-            self._dataset = generate(pack, seed=o.seed, locations=o.locations, setting=setting,
-                                     phrasing=o.phrasing, skip_trivial=o.skip_trivial, intents=o.intents)
+            self._dataset = generate(
+                pack,
+                seed=o.seed,
+                locations=o.locations,
+                setting=setting,
+                phrasing=o.phrasing,
+                skip_trivial=o.skip_trivial,
+                intents=o.intents,
+            )
         except GenerationError as exc:
             raise DataError(f"evgeoqa: pack {pack.root}: {exc}") from None
         self._world = PackWorld(pack, setting)
@@ -144,16 +156,28 @@ class EVGeoQA(Benchmark):
         tools = tool_specs(s)
         out = []
         for q in ds.queries:
-            out.append(Episode(
-                benchmark=self.name, id=q.id, messages=messages_for(q, s), tools=tools,
-                ground_truth={"query": q.model_dump(mode="json"), "setting": s.model_dump(mode="json")},
-                tags={"city": q.city, "tier": str(s.tier(q.tier_distance_m)), "intent": q.intent,
-                      "reachable": str(q.reachable).lower(), "template": q.template,
-                      "tier_distance_m": f"{q.tier_distance_m:.0f}", "tiers_m": f"{s.tiers_m[0]:g},{s.tiers_m[1]:g}",
-                      "search_radius_m": f"{s.search_radius_m:g}", "walk_radius_m": f"{s.walk_radius_m:g}",
-                      "source": q.source},
-                prefix_group=f"{q.city}/{s.search_radius_m:g}/{s.walk_radius_m:g}",
-            ))
+            out.append(
+                Episode(
+                    benchmark=self.name,
+                    id=q.id,
+                    messages=messages_for(q, s),
+                    tools=tools,
+                    ground_truth={"query": q.model_dump(mode="json"), "setting": s.model_dump(mode="json")},
+                    tags={
+                        "city": q.city,
+                        "tier": str(s.tier(q.tier_distance_m)),
+                        "intent": q.intent,
+                        "reachable": str(q.reachable).lower(),
+                        "template": q.template,
+                        "tier_distance_m": f"{q.tier_distance_m:.0f}",
+                        "tiers_m": f"{s.tiers_m[0]:g},{s.tiers_m[1]:g}",
+                        "search_radius_m": f"{s.search_radius_m:g}",
+                        "walk_radius_m": f"{s.walk_radius_m:g}",
+                        "source": q.source,
+                    },
+                    prefix_group=f"{q.city}/{s.search_radius_m:g}/{s.walk_radius_m:g}",
+                )
+            )
         return out
 
     # -- running -------------------------------------------------------------------------------------------
@@ -161,8 +185,15 @@ class EVGeoQA(Benchmark):
     async def run_episode(self, episode: Episode, engine: Engine, ctx: RunContext, repeat: int) -> EpisodeResult:
         q = Query.model_validate(episode.ground_truth["query"])
         sampling = repeat_sampling(ctx.sampling, repeat, min(ctx.sampling.max_tokens, self.opts.max_tokens))
-        run = await run_georover(engine, q, self.world(), mode=ctx.tool_mode, sampling=sampling,
-                                 max_steps=self.opts.max_steps, max_format_errors=self.opts.max_format_errors)
+        run = await run_georover(
+            engine,
+            q,
+            self.world(),
+            mode=ctx.tool_mode,
+            sampling=sampling,
+            max_steps=self.opts.max_steps,
+            max_format_errors=self.opts.max_format_errors,
+        )
         out, ex = run.outcome, run.executor
         preds = list((out.final or {}).get("stations") or []) if out.stop == "final" else []
         index = self.index()
@@ -170,30 +201,59 @@ class EVGeoQA(Benchmark):
         calls = [c for c in out.tool_calls if c.error_category != "skipped"]
         arg_errors = sum(1 for c in calls if c.error_category in ("invalid_arguments", "unknown_tool"))
         out_of_area = sum(1 for c in calls if c.error_category == "out_of_area")
-        scores.update({
-            "change_location": float(sum(1 for c in calls if c.name == CHANGE_LOCATION)),
-            "tool_calls": float(sum(1 for c in calls if c.name != FINAL)),
-            "argument_errors": float(arg_errors), "out_of_area": float(out_of_area),
-            "format_errors": float(out.format_errors), "steps": float(out.steps),
-        })
+        scores.update(
+            {
+                "change_location": float(sum(1 for c in calls if c.name == CHANGE_LOCATION)),
+                "tool_calls": float(sum(1 for c in calls if c.name != FINAL)),
+                "argument_errors": float(arg_errors),
+                "out_of_area": float(out_of_area),
+                "format_errors": float(out.format_errors),
+                "steps": float(out.steps),
+            }
+        )
         answer = []
         for p in preds:
             s = index.resolve(p)
-            answer.append({"text": p, "station_id": s.station_id if s else None,
-                           "lat": s.lat if s else None, "lon": s.lon if s else None,
-                           "hit": bool(hits([p], q.answers, index, (1,))["hits@1"])})
-        tags = {**episode.tags, "tool_mode": ctx.tool_mode, "mode_used": out.mode_used,
-                "max_steps": str(self.opts.max_steps), "max_tokens": str(sampling.max_tokens), "stop": out.stop}
-        res = EpisodeResult(benchmark=self.name, episode_id=episode.id, repeat=repeat, tags=tags,
-                            generations=out.generations, tool_calls=out.tool_calls, scores=scores,
-                            output={"final": preds, "stop": out.stop, "answer": answer, "trace": ex.trace()})
+            answer.append(
+                {
+                    "text": p,
+                    "station_id": s.station_id if s else None,
+                    "lat": s.lat if s else None,
+                    "lon": s.lon if s else None,
+                    "hit": bool(hits([p], q.answers, index, (1,))["hits@1"]),
+                }
+            )
+        tags = {
+            **episode.tags,
+            "tool_mode": ctx.tool_mode,
+            "mode_used": out.mode_used,
+            "max_steps": str(self.opts.max_steps),
+            "max_tokens": str(sampling.max_tokens),
+            "stop": out.stop,
+        }
+        res = EpisodeResult(
+            benchmark=self.name,
+            episode_id=episode.id,
+            repeat=repeat,
+            tags=tags,
+            generations=out.generations,
+            tool_calls=out.tool_calls,
+            scores=scores,
+            output={"final": preds, "stop": out.stop, "answer": answer, "trace": ex.trace()},
+        )
         if out.stop == "engine_error":
             res.status, res.error_category, res.error = "failed", "engine_error", out.error
             return res
         res.error_category = classify(
-            stop=out.stop, hit=bool(scores["hits@3"]), preds=preds, index=index, answers=q.answers,
-            seen_stations=ex.seen_stations, seen_poi_keys=ex.seen_poi_keys,
-            argument_errors=sum(1 for c in calls if c.error_category in ARGUMENT_ERRORS))
+            stop=out.stop,
+            hit=bool(scores["hits@3"]),
+            preds=preds,
+            index=index,
+            answers=q.answers,
+            seen_stations=ex.seen_stations,
+            seen_poi_keys=ex.seen_poi_keys,
+            argument_errors=sum(1 for c in calls if c.error_category in ARGUMENT_ERRORS),
+        )
         if res.error_category:
             res.error = f"{res.error_category}: stop {out.stop}, answer {preds[:3]}"
         return res
@@ -263,31 +323,61 @@ def evgeoqa_tables(results: list[EpisodeResult], label: str) -> list[Table]:
         err.append(sum(r.error_category == "engine_error" for r in bad))
         err += [int(sum(r.scores.get(k) or 0 for r in rs)) for k in ("argument_errors", "out_of_area", "format_errors")]
         err_rows.append(err)
-    note = (f"Tiers are cumulative (as in the paper): the geodesic distance from the user to the best ground-truth "
-            f"station is below the first bound, below the second, or anything; bounds are 2x and 4x the search "
-            f"radius (the paper's 10 / 20 km for 5 km). Repeats: {repeats}. A blank cell: no episode in that tier.")
+    note = (
+        f"Tiers are cumulative (as in the paper): the geodesic distance from the user to the best ground-truth "
+        f"station is below the first bound, below the second, or anything; bounds are 2x and 4x the search "
+        f"radius (the paper's 10 / 20 km for 5 km). Repeats: {repeats}. A blank cell: no episode in that tier."
+    )
     if failed:
         note += f" {failed} episode(s) failed in the engine and count as misses."
     cols = ["City", "Model"] + [f"{lab} Hits@{k}" for lab in labels for k in KS]
     return [
-        Table(title="EVGeoQA Hits@K by distance tier (layout of the paper's Table 2)", columns=cols, rows=t2_rows,
-              note=note + " A hit: any of the first K answers is a ground-truth station (or on its site, 50 m)."),
-        Table(title="Average Change_Current_Location calls per episode (layout of the paper's Table 3)",
-              columns=["City", "Model", *labels], rows=t3_rows,
-              note="Every invocation counts, refused ones (out of the map, bad arguments) included."),
-        Table(title="EVGeoQA error causes (paper sec. 5.5, appendix A.4)",
-              columns=["City", "Model", "Episodes", "Failed (no hit in 3)", *CAUSES, "engine_error",
-                       "Argument-error calls", "Out-of-area calls", "Format errors"],
-              rows=err_rows,
-              note="First applicable cause per failed episode: format_error (re-prompt budget spent), max_tool_calls "
-                   "(step budget spent), hallucinated_station (names a station no search returned), "
-                   "factual_conflation (the evidence for a ground-truth station was retrieved), argument_error "
-                   "(malformed or out-of-area tool calls), insufficient_exploration (answered before finding a "
-                   "valid station). The last three columns count calls / replies over all episodes."),
-        Table(title="EVGeoQA data", columns=["City", f"Queries {labels[0]}", f"Queries {labels[1]}",
-                                              "Queries (all)", "Reachable without moving", "Search radius (m)",
-                                              "Walk radius (m)", "Step budget"],
-              rows=data_rows,
-              note="Queries counted in this run's results; radii as recorded in the episodes (scaled to the "
-                   "pack's extent for generated data, see the README)."),
+        Table(
+            title="EVGeoQA Hits@K by distance tier (layout of the paper's Table 2)",
+            columns=cols,
+            rows=t2_rows,
+            note=note + " A hit: any of the first K answers is a ground-truth station (or on its site, 50 m).",
+        ),
+        Table(
+            title="Average Change_Current_Location calls per episode (layout of the paper's Table 3)",
+            columns=["City", "Model", *labels],
+            rows=t3_rows,
+            note="Every invocation counts, refused ones (out of the map, bad arguments) included.",
+        ),
+        Table(
+            title="EVGeoQA error causes (paper sec. 5.5, appendix A.4)",
+            columns=[
+                "City",
+                "Model",
+                "Episodes",
+                "Failed (no hit in 3)",
+                *CAUSES,
+                "engine_error",
+                "Argument-error calls",
+                "Out-of-area calls",
+                "Format errors",
+            ],
+            rows=err_rows,
+            note="First applicable cause per failed episode: format_error (re-prompt budget spent), max_tool_calls "
+            "(step budget spent), hallucinated_station (names a station no search returned), "
+            "factual_conflation (the evidence for a ground-truth station was retrieved), argument_error "
+            "(malformed or out-of-area tool calls), insufficient_exploration (answered before finding a "
+            "valid station). The last three columns count calls / replies over all episodes.",
+        ),
+        Table(
+            title="EVGeoQA data",
+            columns=[
+                "City",
+                f"Queries {labels[0]}",
+                f"Queries {labels[1]}",
+                "Queries (all)",
+                "Reachable without moving",
+                "Search radius (m)",
+                "Walk radius (m)",
+                "Step budget",
+            ],
+            rows=data_rows,
+            note="Queries counted in this run's results; radii as recorded in the episodes (scaled to the "
+            "pack's extent for generated data, see the README).",
+        ),
     ]

@@ -39,18 +39,35 @@ class Setting(_Rec):
     distance: Literal["drive", "geodesic"] = "drive"  # Cal_Distance and the ranking of valid stations
 
     @classmethod
-    def scaled(cls, extent_diag_m: float, search_radius_m: float | None = None, walk_radius_m: float | None = None,
-               poi_cap: int = POI_CAP, gt_size: int = GT_SIZE) -> Setting:
+    def scaled(
+        cls,
+        extent_diag_m: float,
+        search_radius_m: float | None = None,
+        walk_radius_m: float | None = None,
+        poi_cap: int = POI_CAP,
+        gt_size: int = GT_SIZE,
+    ) -> Setting:
         scale = min(1.0, extent_diag_m / REFERENCE_DIAG_M)
         search = float(search_radius_m) if search_radius_m is not None else round(PAPER_SEARCH_M * scale)
         walk = float(walk_radius_m) if walk_radius_m is not None else round(PAPER_WALK_M * scale)
-        return cls(search_radius_m=search, walk_radius_m=walk, poi_cap=poi_cap, gt_size=gt_size, scale=round(scale, 6),
-                   extent_diag_m=round(extent_diag_m, 1), tiers_m=(2 * search, 4 * search))
+        return cls(
+            search_radius_m=search,
+            walk_radius_m=walk,
+            poi_cap=poi_cap,
+            gt_size=gt_size,
+            scale=round(scale, 6),
+            extent_diag_m=round(extent_diag_m, 1),
+            tiers_m=(2 * search, 4 * search),
+        )
 
     @classmethod
     def paper(cls) -> Setting:
-        return cls(search_radius_m=PAPER_SEARCH_M, walk_radius_m=PAPER_WALK_M, tiers_m=(10_000.0, 20_000.0),
-                   distance="geodesic")
+        return cls(
+            search_radius_m=PAPER_SEARCH_M,
+            walk_radius_m=PAPER_WALK_M,
+            tiers_m=(10_000.0, 20_000.0),
+            distance="geodesic",
+        )
 
     def tier(self, distance_m: float) -> int:
         """1: under the first tier (paper < 10 km), 2: under the second (< 20 km), 3: beyond."""
@@ -112,6 +129,7 @@ class Dataset(_Rec):
 
 # -- intents ---------------------------------------------------------------------------------------------
 
+
 class Intent(_Rec):
     id: str
     place: str  # the POI slot of the paper's seed templates ("a cafe")
@@ -120,41 +138,97 @@ class Intent(_Rec):
 
 
 INTENTS: list[Intent] = [
-    Intent(id="coffee", place="a cafe", activities=["grab a coffee", "have a coffee and a pastry"],
-           categories=["amenity=cafe"]),
-    Intent(id="meal", place="a restaurant", activities=["have a proper sit-down meal", "eat dinner"],
-           categories=["amenity=restaurant"]),
-    Intent(id="quick_bite", place="a fast-food place", activities=["grab a quick bite"],
-           categories=["amenity=fast_food", "amenity=food_court"]),
-    Intent(id="drink", place="a pub or bar", activities=["have a drink", "have a beer with a friend"],
-           categories=["amenity=pub", "amenity=bar", "amenity=biergarten"]),
-    Intent(id="cash", place="a bank", activities=["withdraw some cash", "sort something out at the bank"],
-           categories=["amenity=bank", "amenity=atm"]),
-    Intent(id="overnight", place="a hotel", activities=["find somewhere to sleep tonight"],
-           categories=["tourism=hotel", "tourism=hostel", "tourism=guest_house", "tourism=motel"]),
-    Intent(id="medicine", place="a pharmacy", activities=["pick up some medicine"],
-           categories=["amenity=pharmacy"]),
-    Intent(id="groceries", place="a grocery store", activities=["buy groceries"],
-           categories=["shop=supermarket", "shop=convenience"]),
-    Intent(id="clothes", place="a clothing store", activities=["shop for clothes", "buy a new pair of shoes"],
-           categories=["shop=clothes", "shop=shoes", "shop=department_store", "shop=mall"]),
-    Intent(id="haircut", place="a hair salon", activities=["get a haircut"],
-           categories=["shop=hairdresser", "shop=beauty"]),
-    Intent(id="books", place="a bookshop or library", activities=["browse some books"],
-           categories=["shop=books", "amenity=library"]),
-    Intent(id="workout", place="a sports centre", activities=["get a workout in"],
-           categories=["leisure=sports_centre", "leisure=fitness_centre"]),
-    Intent(id="run", place="a stadium or park", activities=["go for a run"],
-           categories=["leisure=stadium", "leisure=track", "leisure=park"]),
-    Intent(id="culture", place="a museum or gallery", activities=["see an exhibition"],
-           categories=["tourism=museum", "tourism=gallery"]),
+    Intent(
+        id="coffee",
+        place="a cafe",
+        activities=["grab a coffee", "have a coffee and a pastry"],
+        categories=["amenity=cafe"],
+    ),
+    Intent(
+        id="meal",
+        place="a restaurant",
+        activities=["have a proper sit-down meal", "eat dinner"],
+        categories=["amenity=restaurant"],
+    ),
+    Intent(
+        id="quick_bite",
+        place="a fast-food place",
+        activities=["grab a quick bite"],
+        categories=["amenity=fast_food", "amenity=food_court"],
+    ),
+    Intent(
+        id="drink",
+        place="a pub or bar",
+        activities=["have a drink", "have a beer with a friend"],
+        categories=["amenity=pub", "amenity=bar", "amenity=biergarten"],
+    ),
+    Intent(
+        id="cash",
+        place="a bank",
+        activities=["withdraw some cash", "sort something out at the bank"],
+        categories=["amenity=bank", "amenity=atm"],
+    ),
+    Intent(
+        id="overnight",
+        place="a hotel",
+        activities=["find somewhere to sleep tonight"],
+        categories=["tourism=hotel", "tourism=hostel", "tourism=guest_house", "tourism=motel"],
+    ),
+    Intent(id="medicine", place="a pharmacy", activities=["pick up some medicine"], categories=["amenity=pharmacy"]),
+    Intent(
+        id="groceries",
+        place="a grocery store",
+        activities=["buy groceries"],
+        categories=["shop=supermarket", "shop=convenience"],
+    ),
+    Intent(
+        id="clothes",
+        place="a clothing store",
+        activities=["shop for clothes", "buy a new pair of shoes"],
+        categories=["shop=clothes", "shop=shoes", "shop=department_store", "shop=mall"],
+    ),
+    Intent(
+        id="haircut", place="a hair salon", activities=["get a haircut"], categories=["shop=hairdresser", "shop=beauty"]
+    ),
+    Intent(
+        id="books",
+        place="a bookshop or library",
+        activities=["browse some books"],
+        categories=["shop=books", "amenity=library"],
+    ),
+    Intent(
+        id="workout",
+        place="a sports centre",
+        activities=["get a workout in"],
+        categories=["leisure=sports_centre", "leisure=fitness_centre"],
+    ),
+    Intent(
+        id="run",
+        place="a stadium or park",
+        activities=["go for a run"],
+        categories=["leisure=stadium", "leisure=track", "leisure=park"],
+    ),
+    Intent(
+        id="culture",
+        place="a museum or gallery",
+        activities=["see an exhibition"],
+        categories=["tourism=museum", "tourism=gallery"],
+    ),
     Intent(id="movie", place="a cinema", activities=["watch a movie"], categories=["amenity=cinema"]),
     Intent(id="show", place="a theatre", activities=["see a show"], categories=["amenity=theatre"]),
-    Intent(id="doctor", place="a clinic", activities=["see a doctor or a dentist"],
-           categories=["amenity=clinic", "amenity=doctors", "amenity=dentist"]),
+    Intent(
+        id="doctor",
+        place="a clinic",
+        activities=["see a doctor or a dentist"],
+        categories=["amenity=clinic", "amenity=doctors", "amenity=dentist"],
+    ),
     Intent(id="post", place="a post office", activities=["send a parcel"], categories=["amenity=post_office"]),
-    Intent(id="sports_gear", place="a sports shop", activities=["buy some sports gear"],
-           categories=["shop=sports", "shop=outdoor", "shop=bicycle"]),
+    Intent(
+        id="sports_gear",
+        place="a sports shop",
+        activities=["buy some sports gear"],
+        categories=["shop=sports", "shop=outdoor", "shop=bicycle"],
+    ),
     Intent(id="glasses", place="an optician", activities=["get my glasses fixed"], categories=["shop=optician"]),
 ]
 INTENT_BY_ID = {i.id: i for i in INTENTS}
@@ -181,12 +255,25 @@ INTENT_TEMPLATES = [
 ]
 
 # Not places anyone goes to "do something": transit stops, map furniture, parking and other stations.
-NOISE_CATEGORIES = frozenset({
-    "highway=bus_stop", "railway=tram_stop", "railway=subway_entrance", "railway=station", "railway=halt",
-    "railway=platform", "amenity=parking", "amenity=parking_entrance", "amenity=charging_station",
-    "amenity=bicycle_parking", "amenity=vending_machine", "amenity=waste_basket", "amenity=bench",
-    "amenity=recycling", "building=yes",
-})
+NOISE_CATEGORIES = frozenset(
+    {
+        "highway=bus_stop",
+        "railway=tram_stop",
+        "railway=subway_entrance",
+        "railway=station",
+        "railway=halt",
+        "railway=platform",
+        "amenity=parking",
+        "amenity=parking_entrance",
+        "amenity=charging_station",
+        "amenity=bicycle_parking",
+        "amenity=vending_machine",
+        "amenity=waste_basket",
+        "amenity=bench",
+        "amenity=recycling",
+        "building=yes",
+    }
+)
 NOISE_KEYS = frozenset({"public_transport", "place", "highway"})
 
 

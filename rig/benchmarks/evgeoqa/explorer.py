@@ -45,7 +45,7 @@ class ScriptedExplorer:
         for m in request.messages:
             text = m.content
             if m.role == "user" and text.startswith("Question: "):
-                question = text.split("\n", 1)[0][len("Question: "):]
+                question = text.split("\n", 1)[0][len("Question: ") :]
                 coord = text.rsplit("[lon, lat]: ", 1)[1]
                 lon, lat = json.loads(coord)
                 user = (lat, lon)

@@ -42,8 +42,18 @@ from rig.maps.profiles import MODE_BITS
 
 GENERATOR_VERSION = "1"
 K_TIERS = 4
-MAJOR_ROADS = {"motorway", "motorway_link", "trunk", "trunk_link", "primary", "primary_link", "secondary",
-               "secondary_link", "tertiary", "tertiary_link"}
+MAJOR_ROADS = {
+    "motorway",
+    "motorway_link",
+    "trunk",
+    "trunk_link",
+    "primary",
+    "primary_link",
+    "secondary",
+    "secondary_link",
+    "tertiary",
+    "tertiary_link",
+}
 PHRASINGS = ("intent", "seed", "mixed")
 
 
@@ -51,16 +61,22 @@ class GenerationError(ValueError):
     """The pack cannot give any query (no stations, no valid station for any intent)."""
 
 
-def setting_for(pack, search_radius_m: float | None = None, walk_radius_m: float | None = None,
-                poi_cap: int | None = None, gt_size: int | None = None) -> Setting:
+def setting_for(
+    pack,
+    search_radius_m: float | None = None,
+    walk_radius_m: float | None = None,
+    poi_cap: int | None = None,
+    gt_size: int | None = None,
+) -> Setting:
     e = pack.info.extent
     kw: dict[str, Any] = {}
     if poi_cap is not None:
         kw["poi_cap"] = poi_cap
     if gt_size is not None:
         kw["gt_size"] = gt_size
-    return Setting.scaled(extent_diag_m(e.min_lat, e.min_lon, e.max_lat, e.max_lon), search_radius_m,
-                          walk_radius_m, **kw)
+    return Setting.scaled(
+        extent_diag_m(e.min_lat, e.min_lon, e.max_lat, e.max_lon), search_radius_m, walk_radius_m, **kw
+    )
 
 
 def station_pois(world: PackWorld) -> dict[str, list[PoiHit]]:
@@ -85,8 +101,9 @@ def kmeans_1d(values: np.ndarray, k: int, iters: int = 100) -> tuple[np.ndarray,
     return remap[labels], cent[order]
 
 
-def sample_locations(pack, n: int, rng: np.random.Generator, setting: Setting,
-                     k: int = K_TIERS) -> list[dict[str, Any]]:
+def sample_locations(
+    pack, n: int, rng: np.random.Generator, setting: Setting, k: int = K_TIERS
+) -> list[dict[str, Any]]:
     """``n`` distinct drive-network nodes drawn by density tier and road class (see the module docstring)."""
     from scipy.spatial import cKDTree
 
@@ -122,8 +139,16 @@ def sample_locations(pack, n: int, rng: np.random.Generator, setting: Setting,
         wts = road_w[cand]
         i = int(rng.choice(cand, p=wts / wts.sum()))
         taken[i] = True
-        out.append({"lat": round(float(lat[i]), 7), "lon": round(float(lon[i]), 7), "node": int(nodes[i]),
-                    "tier": tier, "density": int(density[i]), "major_road": bool(major_node[nodes[i]])})
+        out.append(
+            {
+                "lat": round(float(lat[i]), 7),
+                "lon": round(float(lon[i]), 7),
+                "node": int(nodes[i]),
+                "tier": tier,
+                "density": int(density[i]),
+                "major_road": bool(major_node[nodes[i]]),
+            }
+        )
     return out
 
 
@@ -141,9 +166,17 @@ def question_for(intent: Intent, rng: np.random.Generator, phrasing: str) -> tup
     return INTENT_TEMPLATES[i].format(activity=a), f"intent{i}"
 
 
-def generate(pack, *, seed: int = 0, locations: int = 24, setting: Setting | None = None,
-             phrasing: str = "intent", skip_trivial: bool = True, intents: list[str] | None = None,
-             city: str | None = None) -> Dataset:
+def generate(
+    pack,
+    *,
+    seed: int = 0,
+    locations: int = 24,
+    setting: Setting | None = None,
+    phrasing: str = "intent",
+    skip_trivial: bool = True,
+    intents: list[str] | None = None,
+    city: str | None = None,
+) -> Dataset:
     if phrasing not in PHRASINGS:
         raise GenerationError(f"phrasing {phrasing!r} is not one of {', '.join(PHRASINGS)}")
     setting = setting or setting_for(pack)
@@ -184,21 +217,43 @@ def generate(pack, *, seed: int = 0, locations: int = 24, setting: Setting | Non
             answers = []
             for sid, hits in cands[: setting.gt_size]:
                 s = by_id[sid]
-                answers.append(AnswerStation(
-                    station_id=sid, name=s.name, lat=s.lat, lon=s.lon, drive_m=round_m(drive[sid]),
-                    geodesic_m=round_m(geodesic_m(user[0], user[1], s.lat, s.lon)),
-                    poi_keys=[p.key for p in hits], poi_names=[p.name for p in hits]))
+                answers.append(
+                    AnswerStation(
+                        station_id=sid,
+                        name=s.name,
+                        lat=s.lat,
+                        lon=s.lon,
+                        drive_m=round_m(drive[sid]),
+                        geodesic_m=round_m(geodesic_m(user[0], user[1], s.lat, s.lon)),
+                        poi_keys=[p.key for p in hits],
+                        poi_names=[p.name for p in hits],
+                    )
+                )
             question, template = question_for(it, rng, phrasing)
             reach = any(haversine_m(user[0], user[1], a.lat, a.lon) <= setting.search_radius_m for a in answers)
-            queries.append(Query(id=f"{_slug(city)}-{li:03d}-{it.id}", city=city, question=question,
-                                 location_text=where, lat=user[0], lon=user[1], intent=it.id,
-                                 categories=list(it.categories), template=template, answers=answers,
-                                 tier_distance_m=answers[0].geodesic_m, reachable=reach))
+            queries.append(
+                Query(
+                    id=f"{_slug(city)}-{li:03d}-{it.id}",
+                    city=city,
+                    question=question,
+                    location_text=where,
+                    lat=user[0],
+                    lon=user[1],
+                    intent=it.id,
+                    categories=list(it.categories),
+                    template=template,
+                    answers=answers,
+                    tier_distance_m=answers[0].geodesic_m,
+                    reachable=reach,
+                )
+            )
     usable = [it.id for it in chosen if valid[it.id]]
     notes.append(f"intents with a valid station: {len(usable)} of {len(chosen)} ({', '.join(usable) or 'none'})")
     if skipped_trivial:
-        notes.append(f"{skipped_trivial} queries skipped: every station of the pack is valid for their intent "
-                     "(any station would be a hit)")
+        notes.append(
+            f"{skipped_trivial} queries skipped: every station of the pack is valid for their intent "
+            "(any station would be a hit)"
+        )
     if no_route:
         notes.append(f"{no_route} (location, station) pairs without a driving route were left out")
     if not queries:

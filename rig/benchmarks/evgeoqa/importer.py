@@ -71,8 +71,11 @@ def _field(rec: dict[str, Any], where: str, *names: str) -> Any:
 
 def _latlon(value: Any, where: str) -> tuple[float, float]:
     """A data coordinate: [lat, lon]. A pair that only makes sense as [lon, lat] is refused, not guessed."""
-    if (not isinstance(value, (list, tuple)) or len(value) != 2
-            or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in value)):
+    if (
+        not isinstance(value, (list, tuple))
+        or len(value) != 2
+        or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in value)
+    ):
         raise ImportError_(f"{where}: expected [lat, lon], got {str(value)[:60]}")
     lat, lon = float(value[0]), float(value[1])
     if not (math.isfinite(lat) and math.isfinite(lon)) or not -180 <= lon <= 180:
@@ -89,7 +92,7 @@ def _lonlat_text(value: Any, where: str) -> tuple[float, float] | None:
     try:
         lon, lat = (float(x) for x in str(value).split(","))
     except ValueError:
-        raise ImportError_(f"{where}: location {str(value)[:40]!r} is not \"lon,lat\"") from None
+        raise ImportError_(f'{where}: location {str(value)[:40]!r} is not "lon,lat"') from None
     if not (-90 <= lat <= 90 and -180 <= lon <= 180):
         raise ImportError_(f"{where}: location {value!r} is outside [-180, 180] x [-90, 90]")
     return lat, lon
@@ -117,13 +120,22 @@ def read_stations(path: Path) -> tuple[list[Station], list[list[PoiHit]], list[s
         if loc is None:
             no_loc += 1
             continue
-        stations.append(Station(station_id=sid, name=name, lat=loc[0], lon=loc[1], address=str(rec.get("address") or "")))
+        stations.append(
+            Station(station_id=sid, name=name, lat=loc[0], lon=loc[1], address=str(rec.get("address") or ""))
+        )
         plist = []
         for j, p in enumerate(rec.get("pois") or []):
             if not isinstance(p, dict) or not p.get("name"):
                 raise ImportError_(f"{where}: pois[{j}] has no name")
-            plist.append(PoiHit(key=str(p["name"]).strip(), name=str(p["name"]).strip(), type=str(p.get("type") or ""),
-                                address=str(p.get("address") or ""), distance_m=_metres(p.get("distance"))))
+            plist.append(
+                PoiHit(
+                    key=str(p["name"]).strip(),
+                    name=str(p["name"]).strip(),
+                    type=str(p.get("type") or ""),
+                    address=str(p.get("address") or ""),
+                    distance_m=_metres(p.get("distance")),
+                )
+            )
         pois.append(plist)
     notes = [f"{len(stations)} stations with a location in {path.name}"]
     if no_loc:
@@ -142,8 +154,9 @@ def read_queries(path: Path, city: str, setting: Setting) -> list[Query]:
         if qid in seen:
             raise ImportError_(f"{where}: Question_id {qid} appears twice")
         seen.add(qid)
-        lat, lon = _latlon(_field(rec, where, "Question_location_coord", "Question_location_cord"),
-                           f"{where}: Question_location_coord")
+        lat, lon = _latlon(
+            _field(rec, where, "Question_location_coord", "Question_location_cord"), f"{where}: Question_location_coord"
+        )
         raw = _field(rec, where, "Answer")
         if not isinstance(raw, list) or not raw:
             raise ImportError_(f"{where}: Answer must be a non-empty list")
@@ -155,17 +168,35 @@ def read_queries(path: Path, city: str, setting: Setting) -> list[Query]:
             slat, slon = _latlon(_field(a, aw, "Station_coord", "Station_cord"), f"{aw}.Station_coord")
             poi = str(a.get("Station_poi_name") or "").strip()
             dist = a.get("Distance")
-            answers.append(AnswerStation(
-                station_id=str(_field(a, aw, "Station_id")).strip(), name=str(_field(a, aw, "Station_name")).strip(),
-                lat=slat, lon=slon, drive_m=float(dist) * 1000 if isinstance(dist, (int, float)) else None,
-                geodesic_m=round(geodesic_m(lat, lon, slat, slon), 1), poi_keys=[poi] if poi else [],
-                poi_names=[poi] if poi else []))
+            answers.append(
+                AnswerStation(
+                    station_id=str(_field(a, aw, "Station_id")).strip(),
+                    name=str(_field(a, aw, "Station_name")).strip(),
+                    lat=slat,
+                    lon=slon,
+                    drive_m=float(dist) * 1000 if isinstance(dist, (int, float)) else None,
+                    geodesic_m=round(geodesic_m(lat, lon, slat, slon), 1),
+                    poi_keys=[poi] if poi else [],
+                    poi_names=[poi] if poi else [],
+                )
+            )
         reach = any(a.geodesic_m <= setting.search_radius_m for a in answers)
-        out.append(Query(id=qid, city=city, question=str(_field(rec, where, "Question")).strip(),
-                         location_text=str(rec.get("Question_location") or "").strip(), lat=lat, lon=lon,
-                         intent=str(rec.get("Question_poi") or "").strip(),
-                         template=str(rec.get("Question_type") or "").strip(), answers=answers,
-                         tier_distance_m=answers[0].geodesic_m, reachable=reach, source="upstream"))
+        out.append(
+            Query(
+                id=qid,
+                city=city,
+                question=str(_field(rec, where, "Question")).strip(),
+                location_text=str(rec.get("Question_location") or "").strip(),
+                lat=lat,
+                lon=lon,
+                intent=str(rec.get("Question_poi") or "").strip(),
+                template=str(rec.get("Question_type") or "").strip(),
+                answers=answers,
+                tier_distance_m=answers[0].geodesic_m,
+                reachable=reach,
+                source="upstream",
+            )
+        )
     return out
 
 
@@ -196,9 +227,14 @@ def load_upstream(path: Path, city: str = "upstream") -> tuple[Dataset, Upstream
     pad_lat = setting.search_radius_m / 111_195.0
     mid = math.radians(sum(lats) / len(lats))
     pad_lon = pad_lat / max(0.1, math.cos(mid))
-    extent = Extent(min_lat=min(lats) - pad_lat, min_lon=min(lons) - pad_lon, max_lat=max(lats) + pad_lat,
-                    max_lon=max(lons) + pad_lon)
-    setting = setting.model_copy(update={"extent_diag_m": round(haversine_m(extent.min_lat, extent.min_lon,
-                                                                            extent.max_lat, extent.max_lon), 1)})
+    extent = Extent(
+        min_lat=min(lats) - pad_lat,
+        min_lon=min(lons) - pad_lon,
+        max_lat=max(lats) + pad_lat,
+        max_lon=max(lons) + pad_lon,
+    )
+    setting = setting.model_copy(
+        update={"extent_diag_m": round(haversine_m(extent.min_lat, extent.min_lon, extent.max_lat, extent.max_lon), 1)}
+    )
     world = UpstreamWorld(stations, pois, setting, city, extent)
     return Dataset(city=city, setting=setting, stations=stations, queries=queries, notes=notes), world

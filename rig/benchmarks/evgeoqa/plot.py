@@ -18,8 +18,18 @@ from typing import Any
 from rig.benchmarks.evgeoqa.data import Query, Setting
 from rig.records import EpisodeResult
 
-_C = {"road": "#d9d9d9", "search": "#3b6fb6", "poi": "#2e8b57", "move": "#222", "refused": "#c0392b",
-      "seen": "#888", "truth": "#2e8b57", "hit": "#2e8b57", "miss": "#c0392b", "user": "#e67e22"}
+_C = {
+    "road": "#d9d9d9",
+    "search": "#3b6fb6",
+    "poi": "#2e8b57",
+    "move": "#222",
+    "refused": "#c0392b",
+    "seen": "#888",
+    "truth": "#2e8b57",
+    "hit": "#2e8b57",
+    "miss": "#c0392b",
+    "user": "#e67e22",
+}
 
 
 def road_segments(pack, mode: str = "drive") -> list[tuple[float, float, float, float]]:
@@ -32,13 +42,19 @@ def road_segments(pack, mode: str = "drive") -> list[tuple[float, float, float, 
         a, b = int(g["src"][e]), int(g["dst"][e])
         if g["modes"][e] & MODE_BITS[mode] and (min(a, b), max(a, b)) not in done:
             done.add((min(a, b), max(a, b)))  # both directions of a two-way street: one line
-            out.append((float(g["node_lat"][a]), float(g["node_lon"][a]),
-                        float(g["node_lat"][b]), float(g["node_lon"][b])))
+            out.append(
+                (float(g["node_lat"][a]), float(g["node_lon"][a]), float(g["node_lat"][b]), float(g["node_lon"][b]))
+            )
     return out
 
 
-def trajectory_svg(result: EpisodeResult, query: Query, setting: Setting,
-                   roads: list[tuple[float, float, float, float]] | None = None, width: int = 720) -> str:
+def trajectory_svg(
+    result: EpisodeResult,
+    query: Query,
+    setting: Setting,
+    roads: list[tuple[float, float, float, float]] | None = None,
+    width: int = 720,
+) -> str:
     trace: dict[str, Any] = (result.output or {}).get("trace") or {}
     answer: list[dict[str, Any]] = (result.output or {}).get("answer") or []
     user = (query.lat, query.lon)
@@ -66,39 +82,49 @@ def trajectory_svg(result: EpisodeResult, query: Query, setting: Setting,
     def f(v: float) -> str:
         return f"{v:.1f}"
 
-    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" viewBox="0 0 {width} '
-           f'{height}" font-family="sans-serif" font-size="11">',
-           '<defs><marker id="arrow" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" markerHeight="7" '
-           f'orient="auto-start-reverse"><path d="M0,0 L10,5 L0,10 z" fill="{_C["move"]}"/></marker></defs>',
-           f'<rect x="0" y="0" width="{width}" height="{height}" fill="#fff"/>']
+    out = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" viewBox="0 0 {width} '
+        f'{height}" font-family="sans-serif" font-size="11">',
+        '<defs><marker id="arrow" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" markerHeight="7" '
+        f'orient="auto-start-reverse"><path d="M0,0 L10,5 L0,10 z" fill="{_C["move"]}"/></marker></defs>',
+        f'<rect x="0" y="0" width="{width}" height="{height}" fill="#fff"/>',
+    ]
     hits = result.scores.get("hits@1")
-    title = (f"{query.id} (repeat {result.repeat}): {query.question}")
+    title = f"{query.id} (repeat {result.repeat}): {query.question}"
     out.append(f'<text x="10" y="16" font-size="12" font-weight="bold">{escape(title[:110])}</text>')
-    out.append(f'<text x="10" y="31">stop: {escape(str(result.tags.get("stop", "?")))}; Hits@1 '
-               f'{hits if hits is not None else "n/a"}; Hits@3 {result.scores.get("hits@3", "n/a")}; '
-               f'moves {len(moves)}; cause: {escape(str(result.error_category or "none"))}</text>')
+    out.append(
+        f'<text x="10" y="31">stop: {escape(str(result.tags.get("stop", "?")))}; Hits@1 '
+        f"{hits if hits is not None else 'n/a'}; Hits@3 {result.scores.get('hits@3', 'n/a')}; "
+        f"moves {len(moves)}; cause: {escape(str(result.error_category or 'none'))}</text>"
+    )
     out.append("<g>")
     for la, lo, lb, lob in roads or []:
         if lat0 <= la <= lat1 and lon0 <= lo <= lon1:
             (x1, y1), (x2, y2) = xy(la, lo), xy(lb, lob)
-            out.append(f'<line x1="{f(x1)}" y1="{f(y1)}" x2="{f(x2)}" y2="{f(y2)}" stroke="{_C["road"]}" '
-                       'stroke-width="1"/>')
+            out.append(
+                f'<line x1="{f(x1)}" y1="{f(y1)}" x2="{f(x2)}" y2="{f(y2)}" stroke="{_C["road"]}" stroke-width="1"/>'
+            )
     for s in searches:
         x, y = xy(s["lat"], s["lon"])
         if s["tool"] == "Search_Stations":
             r = setting.search_radius_m * scale
-            out.append(f'<circle cx="{f(x)}" cy="{f(y)}" r="{f(r)}" fill="{_C["search"]}" fill-opacity="0.05" '
-                       f'stroke="{_C["search"]}" stroke-dasharray="5,4"/>')
+            out.append(
+                f'<circle cx="{f(x)}" cy="{f(y)}" r="{f(r)}" fill="{_C["search"]}" fill-opacity="0.05" '
+                f'stroke="{_C["search"]}" stroke-dasharray="5,4"/>'
+            )
         else:
             r = setting.walk_radius_m * scale
-            out.append(f'<circle cx="{f(x)}" cy="{f(y)}" r="{f(r)}" fill="none" stroke="{_C["poi"]}" '
-                       'stroke-dasharray="2,3"/>')
+            out.append(
+                f'<circle cx="{f(x)}" cy="{f(y)}" r="{f(r)}" fill="none" stroke="{_C["poi"]}" stroke-dasharray="2,3"/>'
+            )
     for i, m in enumerate(moves, 1):
         (x1, y1), (x2, y2) = xy(*m["from"]), xy(*m["to"])
         color = _C["move"] if m.get("ok") else _C["refused"]
         dash = "" if m.get("ok") else ' stroke-dasharray="4,3"'
-        out.append(f'<line x1="{f(x1)}" y1="{f(y1)}" x2="{f(x2)}" y2="{f(y2)}" stroke="{color}" stroke-width="2"'
-                   f'{dash} marker-end="url(#arrow)"/>')
+        out.append(
+            f'<line x1="{f(x1)}" y1="{f(y1)}" x2="{f(x2)}" y2="{f(y2)}" stroke="{color}" stroke-width="2"'
+            f'{dash} marker-end="url(#arrow)"/>'
+        )
         out.append(f'<text x="{f(x2 + 4)}" y="{f(y2 - 4)}" fill="{color}">m{i}</text>')
     truth = {a.station_id for a in query.answers}
     for sid, (la, lo) in seen.items():
@@ -108,8 +134,10 @@ def trajectory_svg(result: EpisodeResult, query: Query, setting: Setting,
     for rank, a in enumerate(query.answers, 1):
         x, y = xy(a.lat, a.lon)
         fill = _C["truth"] if a.station_id in seen else "#fff"
-        out.append(f'<rect x="{f(x - 5)}" y="{f(y - 5)}" width="10" height="10" fill="{fill}" stroke="{_C["truth"]}" '
-                   'stroke-width="2"/>')
+        out.append(
+            f'<rect x="{f(x - 5)}" y="{f(y - 5)}" width="10" height="10" fill="{fill}" stroke="{_C["truth"]}" '
+            'stroke-width="2"/>'
+        )
         out.append(f'<text x="{f(x + 7)}" y="{f(y + 4)}" fill="{_C["truth"]}">GT{rank}</text>')
     for i, ans in enumerate(answer, 1):
         if ans.get("lat") is None:
@@ -119,8 +147,11 @@ def trajectory_svg(result: EpisodeResult, query: Query, setting: Setting,
         out.append(f'<circle cx="{f(x)}" cy="{f(y)}" r="9" fill="none" stroke="{color}" stroke-width="2"/>')
         out.append(f'<text x="{f(x - 9)}" y="{f(y - 12)}" fill="{color}" font-weight="bold">A{i}</text>')
     ux, uy = xy(*user)
-    star = " ".join(f"{f(ux + (8 if k % 2 == 0 else 3.5) * math.sin(k * math.pi / 5))},"
-                    f"{f(uy - (8 if k % 2 == 0 else 3.5) * math.cos(k * math.pi / 5))}" for k in range(10))
+    star = " ".join(
+        f"{f(ux + (8 if k % 2 == 0 else 3.5) * math.sin(k * math.pi / 5))},"
+        f"{f(uy - (8 if k % 2 == 0 else 3.5) * math.cos(k * math.pi / 5))}"
+        for k in range(10)
+    )
     out.append(f'<polygon points="{star}" fill="{_C["user"]}" stroke="#000" stroke-width="0.5"/>')
     out.append("</g>")
     # scale bar and legend
@@ -129,18 +160,28 @@ def trajectory_svg(result: EpisodeResult, query: Query, setting: Setting,
     out.append(f'<line x1="10" y1="{y0}" x2="{f(10 + bar_m * scale)}" y2="{y0}" stroke="#000" stroke-width="2"/>')
     out.append(f'<text x="{f(14 + bar_m * scale)}" y="{y0 + 4}">{bar_m:g} m</text>')
     unanswered = [a["text"] for a in answer if a.get("lat") is None]
-    items = [(_C["user"], "user"), (_C["move"], "move (m1, m2, ...)"), (_C["refused"], "refused move"),
-             (_C["search"], f"Search_Stations ({setting.search_radius_m:g} m)"),
-             (_C["poi"], f"Search_Nearby_POI ({setting.walk_radius_m:g} m)"), (_C["seen"], "station seen"),
-             (_C["truth"], "ground truth GT1.. (filled: seen)"), (_C["hit"], "answer A1.. hit"),
-             (_C["miss"], "answer miss")]
+    items = [
+        (_C["user"], "user"),
+        (_C["move"], "move (m1, m2, ...)"),
+        (_C["refused"], "refused move"),
+        (_C["search"], f"Search_Stations ({setting.search_radius_m:g} m)"),
+        (_C["poi"], f"Search_Nearby_POI ({setting.walk_radius_m:g} m)"),
+        (_C["seen"], "station seen"),
+        (_C["truth"], "ground truth GT1.. (filled: seen)"),
+        (_C["hit"], "answer A1.. hit"),
+        (_C["miss"], "answer miss"),
+    ]
     for i, (color, text) in enumerate(items):
         x, y = 10 + (i % 3) * 235, y0 + 20 + (i // 3) * 16
-        out.append(f'<rect x="{x}" y="{y - 8}" width="10" height="10" fill="{color}"/>'
-                   f'<text x="{x + 15}" y="{y + 1}">{escape(text)}</text>')
+        out.append(
+            f'<rect x="{x}" y="{y - 8}" width="10" height="10" fill="{color}"/>'
+            f'<text x="{x + 15}" y="{y + 1}">{escape(text)}</text>'
+        )
     if unanswered:
-        out.append(f'<text x="10" y="{height - 6}" fill="{_C["miss"]}">not a known station: '
-                   f'{escape(", ".join(map(str, unanswered))[:100])}</text>')
+        out.append(
+            f'<text x="10" y="{height - 6}" fill="{_C["miss"]}">not a known station: '
+            f"{escape(', '.join(map(str, unanswered))[:100])}</text>"
+        )
     out.append("</svg>")
     return "\n".join(out)
 

@@ -21,8 +21,14 @@ from rig.benchmarks.evgeoqa.data import SAME_SITE_M, AnswerStation, Station
 from rig.maps.geo import geodesic_m
 
 KS = (1, 2, 3)
-CAUSES = ("format_error", "max_tool_calls", "hallucinated_station", "factual_conflation", "argument_error",
-          "insufficient_exploration")
+CAUSES = (
+    "format_error",
+    "max_tool_calls",
+    "hallucinated_station",
+    "factual_conflation",
+    "argument_error",
+    "insufficient_exploration",
+)
 ARGUMENT_ERRORS = ("invalid_arguments", "unknown_tool", "out_of_area")
 
 _BRACKETS = str.maketrans({"（": "(", "）": ")", "【": "[", "】": "]", "［": "[", "］": "]"})
@@ -72,16 +78,25 @@ def match(pred: str, answers: Sequence[AnswerStation], index: StationIndex) -> i
     return None
 
 
-def hits(preds: Sequence[str] | None, answers: Sequence[AnswerStation], index: StationIndex,
-         ks: Sequence[int] = KS) -> dict[str, float]:
+def hits(
+    preds: Sequence[str] | None, answers: Sequence[AnswerStation], index: StationIndex, ks: Sequence[int] = KS
+) -> dict[str, float]:
     preds = list(preds or [])
     matched = [match(p, answers, index) is not None for p in preds]
     return {f"hits@{k}": float(any(matched[:k])) for k in ks}
 
 
-def classify(*, stop: str, hit: bool, preds: Sequence[str] | None, index: StationIndex,
-             answers: Sequence[AnswerStation], seen_stations: Iterable[str], seen_poi_keys: Iterable[str],
-             argument_errors: int) -> str | None:
+def classify(
+    *,
+    stop: str,
+    hit: bool,
+    preds: Sequence[str] | None,
+    index: StationIndex,
+    answers: Sequence[AnswerStation],
+    seen_stations: Iterable[str],
+    seen_poi_keys: Iterable[str],
+    argument_errors: int,
+) -> str | None:
     """Why an episode failed (None when it has a hit). First applicable cause wins:
     format_error (re-prompt budget spent), max_tool_calls (step budget spent; the paper's "Max Tool Call"),
     hallucinated_station (an answer names a station no Search_Stations call returned), factual_conflation (the

@@ -37,8 +37,19 @@ MAX_ANSWER = 3  # Hits@1/2/3 read the first three stations
 MAX_MOVE_M = 100_000.0
 
 _DIRECTIONS = {"N": "N", "NORTH": "N", "S": "S", "SOUTH": "S", "E": "E", "EAST": "E", "W": "W", "WEST": "W"}
-_UNITS = {"": 1.0, "m": 1.0, "meter": 1.0, "meters": 1.0, "metre": 1.0, "metres": 1.0, "km": 1000.0,
-          "kilometer": 1000.0, "kilometers": 1000.0, "kilometre": 1000.0, "kilometres": 1000.0}
+_UNITS = {
+    "": 1.0,
+    "m": 1.0,
+    "meter": 1.0,
+    "meters": 1.0,
+    "metre": 1.0,
+    "metres": 1.0,
+    "km": 1000.0,
+    "kilometer": 1000.0,
+    "kilometers": 1000.0,
+    "kilometre": 1000.0,
+    "kilometres": 1000.0,
+}
 _DISTANCE_RE = re.compile(r"^\s*+([0-9]++(?:\.[0-9]++)?)\s*+([a-zA-Z]*+)\s*+$")  # possessive: linear time
 
 
@@ -49,9 +60,13 @@ def tool_specs(setting: Setting) -> list[ToolSpec]:
 
 def _quoted(setting: Setting) -> SimpleNamespace:
     """The setting's values as the tool descriptions quote them."""
-    return SimpleNamespace(search_m=round(setting.search_radius_m), walk_m=round(setting.walk_radius_m),
-                           poi_cap=setting.poi_cap, max_answer=MAX_ANSWER,
-                           distance="driving distance" if setting.distance == "drive" else "distance (geodesic)")
+    return SimpleNamespace(
+        search_m=round(setting.search_radius_m),
+        walk_m=round(setting.walk_radius_m),
+        poi_cap=setting.poi_cap,
+        max_answer=MAX_ANSWER,
+        distance="driving distance" if setting.distance == "drive" else "distance (geodesic)",
+    )
 
 
 _COORD = {"minItems": 2, "maxItems": 2}  # a [lon, lat] pair; the executor also takes "lon,lat"
@@ -133,8 +148,11 @@ class GeoRoverExecutor(Toolkit):
                 value = [float(p) for p in parts]
             except ValueError:
                 raise ArgError(f"{field}: {value[:40]!r} is not [lon, lat]") from None
-        if (not isinstance(value, (list, tuple)) or len(value) != 2
-                or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in value)):
+        if (
+            not isinstance(value, (list, tuple))
+            or len(value) != 2
+            or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in value)
+        ):
             raise ArgError(f"{field}: expected [lon, lat] (two numbers), got {reprlib.repr(value)}")
         try:
             lon, lat = float(value[0]), float(value[1])
@@ -145,15 +163,17 @@ class GeoRoverExecutor(Toolkit):
         ext = self.world.extent
         if not (-90 <= lat <= 90 and -180 <= lon <= 180):
             if -90 <= lon <= 90 and -180 <= lat <= 180:
-                raise ArgError(f"{field}: [{value[0]}, {value[1]}] is not a valid [lon, lat]; it looks like [lat, "
-                               "lon]. Coordinates are [longitude, latitude]")
+                raise ArgError(
+                    f"{field}: [{value[0]}, {value[1]}] is not a valid [lon, lat]; it looks like [lat, "
+                    "lon]. Coordinates are [longitude, latitude]"
+                )
             raise ArgError(f"{field}: [{value[0]}, {value[1]}] is outside the valid range of [lon, lat]")
         if not ext.contains(lat, lon):
             if ext.contains(lon, lat):
-                raise ArgError(f"{field}: [{value[0]}, {value[1]}] looks like [lat, lon]; coordinates are "
-                               "[longitude, latitude]")
-            raise ArgError(f"{field}: [{value[0]}, {value[1]}] is outside the map area ({self._area()})",
-                           "out_of_area")
+                raise ArgError(
+                    f"{field}: [{value[0]}, {value[1]}] looks like [lat, lon]; coordinates are [longitude, latitude]"
+                )
+            raise ArgError(f"{field}: [{value[0]}, {value[1]}] is outside the map area ({self._area()})", "out_of_area")
         return lat, lon
 
     def _area(self) -> str:
@@ -195,8 +215,15 @@ class GeoRoverExecutor(Toolkit):
         out = []
         for s, d in self.world.stations_near(lat, lon):
             self.seen_stations.setdefault(s.station_id, s)
-            out.append({"station_id": s.station_id, "station_name": s.name, "address": s.address,
-                        "coord": _lonlat_str(s.lat, s.lon), "station_distance": _meters(d)})
+            out.append(
+                {
+                    "station_id": s.station_id,
+                    "station_name": s.name,
+                    "address": s.address,
+                    "coord": _lonlat_str(s.lat, s.lon),
+                    "station_distance": _meters(d),
+                }
+            )
         return out
 
     @tool(SEARCH_POIS, coord=_COORD)
@@ -212,14 +239,23 @@ class GeoRoverExecutor(Toolkit):
         out = []
         for p in self.world.pois_near(lat, lon):
             self.seen_poi_keys.add(p.key)
-            out.append({"poi_name": p.name, "type": p.type, "address": p.address,
-                        "poi_distance": _meters(p.distance_m)})
+            out.append(
+                {"poi_name": p.name, "type": p.type, "address": p.address, "poi_distance": _meters(p.distance_m)}
+            )
         return out
 
-    @tool(CHANGE_LOCATION, start_location=_COORD,
-          distance={"anyOf": [{"type": "number"}, {"type": "string", "maxLength": 24}]})
-    def change_current_location(self, start_location: list[float] | None = None, *, distance: float | str,
-                                direction: Literal["N", "E", "S", "W"]) -> dict[str, Any]:
+    @tool(
+        CHANGE_LOCATION,
+        start_location=_COORD,
+        distance={"anyOf": [{"type": "number"}, {"type": "string", "maxLength": 24}]},
+    )
+    def change_current_location(
+        self,
+        start_location: list[float] | None = None,
+        *,
+        distance: float | str,
+        direction: Literal["N", "E", "S", "W"],
+    ) -> dict[str, Any]:
         """Move from start_location (default: your current location) by a distance in meters due north (N), east
         (E), south (S) or west (W); returns new_location [lon, lat].
 
@@ -235,8 +271,11 @@ class GeoRoverExecutor(Toolkit):
         lon, lat = moved["new_location"]
         if not self.world.extent.contains(lat, lon):
             self.moves.append({"from": list(start), "to": [lat, lon], "ok": False})
-            raise ArgError(f"moving {round(d)} meters {_DIRECTIONS[direction.strip().upper()]} leaves the map area "
-                           f"({self._area()}); your location is unchanged", "out_of_area")
+            raise ArgError(
+                f"moving {round(d)} meters {_DIRECTIONS[direction.strip().upper()]} leaves the map area "
+                f"({self._area()}); your location is unchanged",
+                "out_of_area",
+            )
         self.moves.append({"from": list(start), "to": [lat, lon], "ok": True})
         self.position = (lat, lon)
         return moved
@@ -251,8 +290,10 @@ class GeoRoverExecutor(Toolkit):
         """
         return georover_distance(self.world.distance(self._point(coord1, "coord1"), self._point(coord2, "coord2")))
 
-    @tool(FINAL, stations={"minItems": 1, "maxItems": MAX_ANSWER,
-                           "items": {"type": "string", "minLength": 1, "maxLength": 64}})
+    @tool(
+        FINAL,
+        stations={"minItems": 1, "maxItems": MAX_ANSWER, "items": {"type": "string", "minLength": 1, "maxLength": 64}},
+    )
     def final_answer(self, stations: list[str]) -> list[str]:
         """Give the final answer: up to {kit.max_answer} station_id values from Search_Stations, best station
         first."""
@@ -260,7 +301,13 @@ class GeoRoverExecutor(Toolkit):
 
     def trace(self) -> dict[str, Any]:
         """What the plot and the error analysis read back from the episode's output."""
-        return {"user": list(self.user), "position": list(self.position), "moves": self.moves,
-                "searches": self.searches,
-                "seen_stations": {k: [s.lat, s.lon] for k, s in self.seen_stations.items()},
-                "seen_poi_keys": sorted(self.seen_poi_keys), "calls": dict(self.calls), "errors": dict(self.errors)}
+        return {
+            "user": list(self.user),
+            "position": list(self.position),
+            "moves": self.moves,
+            "searches": self.searches,
+            "seen_stations": {k: [s.lat, s.lon] for k, s in self.seen_stations.items()},
+            "seen_poi_keys": sorted(self.seen_poi_keys),
+            "calls": dict(self.calls),
+            "errors": dict(self.errors),
+        }

@@ -75,8 +75,11 @@ class PackWorld(World):
         for i in np.nonzero(pack.kind == "poi")[0]:
             p = pack.place(int(i))
             if p.category_key == "amenity" and p.category == "charging_station":
-                stations.append(Station(station_id=station_id_of(p.place_id), name=p.name, lat=p.lat, lon=p.lon,
-                                        address=p.address or ""))
+                stations.append(
+                    Station(
+                        station_id=station_id_of(p.place_id), name=p.name, lat=p.lat, lon=p.lon, address=p.address or ""
+                    )
+                )
         self.stations = sorted(stations, key=lambda s: s.station_id)
         self._index()
 
@@ -90,9 +93,16 @@ class PackWorld(World):
         for p in self.pack.nearby(lat, lon, self.setting.walk_radius_m, limit=1_000_000):
             if is_noise(p.category_key, p.category):
                 continue
-            out.append(PoiHit(key=p.place_id, name=p.name, type=f"{p.category_key};{p.category}",
-                              address=p.address or "", distance_m=p.distance_m,
-                              categories=frozenset(poi_categories(p.category_key, p.category))))
+            out.append(
+                PoiHit(
+                    key=p.place_id,
+                    name=p.name,
+                    type=f"{p.category_key};{p.category}",
+                    address=p.address or "",
+                    distance_m=p.distance_m,
+                    categories=frozenset(poi_categories(p.category_key, p.category)),
+                )
+            )
             if len(out) >= self.setting.poi_cap:
                 break
         return out
@@ -109,8 +119,9 @@ class PackWorld(World):
 class UpstreamWorld(World):
     """Upstream stations (``Stations.json``) with their POI lists; distances are WGS84 geodesic."""
 
-    def __init__(self, stations: list[Station], pois: list[list[PoiHit]], setting: Setting, city: str,
-                 extent: Extent) -> None:
+    def __init__(
+        self, stations: list[Station], pois: list[list[PoiHit]], setting: Setting, city: str, extent: Extent
+    ) -> None:
         self.stations = stations
         self.setting = setting
         self.city = city

@@ -36,10 +36,16 @@ _STR = {"type": "string", "maxLength": 120}
 CONSTRAINTS_SCHEMA: dict[str, Any] = {
     "type": "object",
     "description": "every constraint the user stated: places, travel mode, preferences, time, ...; omit what "
-                   "the user did not say",
+    "the user did not say",
     "properties": {
-        "origin": _STR, "destination": _STR, "place": _STR, "near": _STR, "category": _STR, "road": _STR,
-        "city": _STR, "time": _STR,
+        "origin": _STR,
+        "destination": _STR,
+        "place": _STR,
+        "near": _STR,
+        "category": _STR,
+        "road": _STR,
+        "city": _STR,
+        "time": _STR,
         "mode": {"type": "string", "enum": ["walk", "bike", "drive", "transit"]},
         "waypoints": {"type": "array", "items": _STR, "maxItems": 5},
         "preferences": {"type": "array", "items": {"type": "string", "enum": list(STRATEGIES_EN)}, "maxItems": 2},
@@ -48,33 +54,62 @@ CONSTRAINTS_SCHEMA: dict[str, Any] = {
     "additionalProperties": False,
 }
 INTENT = {"type": "string", "maxLength": 60, "description": "one task scenario: " + "; ".join(SCENARIOS)}
-FINAL_TOOL = ToolSpec(name=FINAL, description="Give the final answer to the user and end the task.", parameters={
-    "type": "object",
-    "properties": {
-        "answer": {"type": "string", "maxLength": 1200, "description": "the answer for the user, with the key "
-                   "facts (distances, durations, times, addresses, names) taken from the tool results"},
-        "intent": INTENT,
-        "constraints": CONSTRAINTS_SCHEMA,
-        "route_index": {"type": "integer", "description": "0-based index of the recommended route or transit plan; "
-                        "-1 if the trip is impossible; omit for information questions"},
+FINAL_TOOL = ToolSpec(
+    name=FINAL,
+    description="Give the final answer to the user and end the task.",
+    parameters={
+        "type": "object",
+        "properties": {
+            "answer": {
+                "type": "string",
+                "maxLength": 1200,
+                "description": "the answer for the user, with the key "
+                "facts (distances, durations, times, addresses, names) taken from the tool results",
+            },
+            "intent": INTENT,
+            "constraints": CONSTRAINTS_SCHEMA,
+            "route_index": {
+                "type": "integer",
+                "description": "0-based index of the recommended route or transit plan; "
+                "-1 if the trip is impossible; omit for information questions",
+            },
+        },
+        "required": ["answer", "intent", "constraints"],
+        "additionalProperties": False,
     },
-    "required": ["answer", "intent", "constraints"], "additionalProperties": False})
-REPORT_TOOL = ToolSpec(name=FINAL, description="Give the final answer to the user.", parameters={
-    "type": "object",
-    "properties": {k: FINAL_TOOL.parameters["properties"][k] for k in ("answer", "route_index")},
-    "required": ["answer"], "additionalProperties": False})
-PLAN_TOOL = ToolSpec(name=PLAN, description="Write the plan.", parameters={
-    "type": "object",
-    "properties": {
-        "thinking": {"type": "string", "maxLength": 600, "description": "what the user wants and how to get it"},
-        "intent": INTENT,
-        "constraints": CONSTRAINTS_SCHEMA,
-        "steps": {"type": "array", "minItems": 1, "maxItems": 6, "description": "sequential steps; each step is a "
-                  "list of tasks that can run in parallel, each task one tool call described in words",
-                  "items": {"type": "array", "minItems": 1, "maxItems": 3,
-                            "items": {"type": "string", "maxLength": 200}}},
+)
+REPORT_TOOL = ToolSpec(
+    name=FINAL,
+    description="Give the final answer to the user.",
+    parameters={
+        "type": "object",
+        "properties": {k: FINAL_TOOL.parameters["properties"][k] for k in ("answer", "route_index")},
+        "required": ["answer"],
+        "additionalProperties": False,
     },
-    "required": ["thinking", "intent", "constraints", "steps"], "additionalProperties": False})
+)
+PLAN_TOOL = ToolSpec(
+    name=PLAN,
+    description="Write the plan.",
+    parameters={
+        "type": "object",
+        "properties": {
+            "thinking": {"type": "string", "maxLength": 600, "description": "what the user wants and how to get it"},
+            "intent": INTENT,
+            "constraints": CONSTRAINTS_SCHEMA,
+            "steps": {
+                "type": "array",
+                "minItems": 1,
+                "maxItems": 6,
+                "description": "sequential steps; each step is a "
+                "list of tasks that can run in parallel, each task one tool call described in words",
+                "items": {"type": "array", "minItems": 1, "maxItems": 3, "items": {"type": "string", "maxLength": 200}},
+            },
+        },
+        "required": ["thinking", "intent", "constraints", "steps"],
+        "additionalProperties": False,
+    },
+)
 
 
 class AgentRun(BaseModel):
@@ -92,10 +127,12 @@ class AgentRun(BaseModel):
 
 def context_block(case_context: dict[str, Any]) -> str:
     ctx = {k: v for k, v in case_context.items() if k != "current_time"}
-    return (f"Current time: {case_context.get('current_time', '')} (fixed for this task).\n"
-            f"Context: {json.dumps(ctx, ensure_ascii=False)}\n"
-            "Coordinates are \"lon,lat\" strings (longitude first). The user's current location is "
-            "user_current_location.")
+    return (
+        f"Current time: {case_context.get('current_time', '')} (fixed for this task).\n"
+        f"Context: {json.dumps(ctx, ensure_ascii=False)}\n"
+        'Coordinates are "lon,lat" strings (longitude first). The user\'s current location is '
+        "user_current_location."
+    )
 
 
 LABELS = "\n".join(f"- {s} ({f})" for s, f in SCENARIOS.items())
@@ -145,15 +182,23 @@ def _sum(vals: list[int | None]) -> int | None:
     return sum(present) if present else None
 
 
-def _calls_of(tool_calls: list[ToolCall], task_of: dict[int, int] | None = None,
-              worker_of: dict[int, int] | None = None) -> list[Call]:
+def _calls_of(
+    tool_calls: list[ToolCall], task_of: dict[int, int] | None = None, worker_of: dict[int, int] | None = None
+) -> list[Call]:
     out = []
     for i, tc in enumerate(tool_calls):
         if tc.name == FINAL or tc.error_category == "skipped":
             continue
-        out.append(Call(name=tc.name, arguments=tc.arguments, ok=tc.verdict == "valid",
-                        valid=tc.error_category not in ("invalid_arguments", "unknown_tool"),
-                        task=(task_of or {}).get(i, tc.step or 0), worker=(worker_of or {}).get(i)))
+        out.append(
+            Call(
+                name=tc.name,
+                arguments=tc.arguments,
+                ok=tc.verdict == "valid",
+                valid=tc.error_category not in ("invalid_arguments", "unknown_tool"),
+                task=(task_of or {}).get(i, tc.step or 0),
+                worker=(worker_of or {}).get(i),
+            )
+        )
     return out
 
 
@@ -174,13 +219,15 @@ def _finish(pred: Prediction, final: dict[str, Any] | None) -> None:
         pred.report = report_text(final)
 
 
-async def run_react(engine: Engine, case: Any, service: Any, *, mode: str, sampling: Sampling,
-                    max_steps: int = 10) -> AgentRun:
+async def run_react(
+    engine: Engine, case: Any, service: Any, *, mode: str, sampling: Sampling, max_steps: int = 10
+) -> AgentRun:
     tools = [*agent_tools(case.truth.lang), FINAL_TOOL]
     system = REACT_SYSTEM.format(labels=LABELS, context=context_block(case.context))
     msgs = [Message(role="system", content=system), Message(role="user", content=case.query)]
-    out: LoopOutcome = await run_tool_loop(engine, msgs, tools, service.call, final_tool=FINAL, mode=mode,
-                                           sampling=sampling, max_steps=max_steps)
+    out: LoopOutcome = await run_tool_loop(
+        engine, msgs, tools, service.call, final_tool=FINAL, mode=mode, sampling=sampling, max_steps=max_steps
+    )
     # Thoughts: the generation that made each step's call.
     step_gens = [g for g in out.generations if g.tool_calls]
     thoughts = [_thought(g.text) for g in step_gens]
@@ -195,36 +242,55 @@ async def run_react(engine: Engine, case: Any, service: Any, *, mode: str, sampl
     pred = Prediction(
         intent=str(final.get("intent", "")) if final else None,
         constraints=final.get("constraints") if final else None,
-        thinking=" ".join(t for t in thoughts if t) + (" " + json.dumps(final.get("constraints"), ensure_ascii=False)
-                                                      if final else ""),
-        steps=steps, step_actions=actions, calls=_calls_of(out.tool_calls),
-        delivered=out.stop == "final", errored=out.stop == "engine_error",
+        thinking=" ".join(t for t in thoughts if t)
+        + (" " + json.dumps(final.get("constraints"), ensure_ascii=False) if final else ""),
+        steps=steps,
+        step_actions=actions,
+        calls=_calls_of(out.tool_calls),
+        delivered=out.stop == "final",
+        errored=out.stop == "engine_error",
         prompt_tokens=_sum([g.prompt_tokens for g in out.generations]),
-        completion_tokens=_sum([g.completion_tokens for g in out.generations]))
+        completion_tokens=_sum([g.completion_tokens for g in out.generations]),
+    )
     _finish(pred, final)
-    return AgentRun(prediction=pred, generations=out.generations, tool_calls=out.tool_calls, stop=out.stop,
-                    error=out.error, final=final)
+    return AgentRun(
+        prediction=pred,
+        generations=out.generations,
+        tool_calls=out.tool_calls,
+        stop=out.stop,
+        error=out.error,
+        final=final,
+    )
 
 
-async def run_plan_execute(engine: Engine, case: Any, service: Any, *, mode: str, sampling: Sampling,
-                           max_steps: int = 10) -> AgentRun:
+async def run_plan_execute(
+    engine: Engine, case: Any, service: Any, *, mode: str, sampling: Sampling, max_steps: int = 10
+) -> AgentRun:
     ctx = context_block(case.context)
     run = AgentRun(prediction=Prediction())
     gens, tcs = run.generations, run.tool_calls
     # Planner
     planner_system = PLANNER_SYSTEM.format(labels=LABELS, context=ctx)
-    plan_out = await run_tool_loop(engine, [Message(role="system", content=planner_system),
-                                            Message(role="user", content=case.query)],
-                                   [PLAN_TOOL], lambda n, a: ToolResult(ok=False), final_tool=PLAN, mode=mode,
-                                   sampling=sampling, max_steps=1)
+    plan_out = await run_tool_loop(
+        engine,
+        [Message(role="system", content=planner_system), Message(role="user", content=case.query)],
+        [PLAN_TOOL],
+        lambda n, a: ToolResult(ok=False),
+        final_tool=PLAN,
+        mode=mode,
+        sampling=sampling,
+        max_steps=1,
+    )
     gens += plan_out.generations
     if plan_out.stop == "engine_error":
         return _pe_done(run, "engine_error", plan_out.error, None, None)
     plan = plan_out.final
     budget = max_steps - 2  # planner and reporter take one call each
     tools = agent_tools(case.truth.lang)
-    history = [Message(role="system", content=WORKER_SYSTEM.format(context=ctx)),
-               Message(role="user", content=case.query)]
+    history = [
+        Message(role="system", content=WORKER_SYSTEM.format(context=ctx)),
+        Message(role="user", content=case.query),
+    ]
     tasks_flat: list[str] = []
     if plan:
         history.append(Message(role="assistant", content="Plan: " + json.dumps(plan["steps"], ensure_ascii=False)))
@@ -232,22 +298,34 @@ async def run_plan_execute(engine: Engine, case: Any, service: Any, *, mode: str
             tasks = [t for t in step if t.strip()]
             if not tasks:
                 continue
-            tasks = tasks[:max(0, budget)]
+            tasks = tasks[: max(0, budget)]
             if not tasks:
                 break
             budget -= len(tasks)
             tasks_flat += tasks
             # Parallel tasks see the same history; each is one turn of the shared loop (one call, no final tool), and
             # their messages are merged afterwards in task order.
-            outs = await asyncio.gather(*(
-                run_tool_loop(engine, [*history, Message(role="user", content=f"Task: {t}")], tools, service.call,
-                              final_tool=None, mode=mode, sampling=sampling, max_steps=1, max_format_errors=0)
-                for t in tasks))
+            outs = await asyncio.gather(
+                *(
+                    run_tool_loop(
+                        engine,
+                        [*history, Message(role="user", content=f"Task: {t}")],
+                        tools,
+                        service.call,
+                        final_tool=None,
+                        mode=mode,
+                        sampling=sampling,
+                        max_steps=1,
+                        max_format_errors=0,
+                    )
+                    for t in tasks
+                )
+            )
             merged: list[Message] = []
             failed = 0
             for out in outs:
                 gens += out.generations
-                merged += out.messages[len(history):]  # the task, the reply and, when a call ran, its observation
+                merged += out.messages[len(history) :]  # the task, the reply and, when a call ran, its observation
                 if out.stop == "engine_error":
                     return _pe_done(run, "engine_error", out.error, plan, tasks_flat)
                 # One worker per task, callers or not: the reference's capture records each (see cumulative_capture).
@@ -260,10 +338,21 @@ async def run_plan_execute(engine: Engine, case: Any, service: Any, *, mode: str
             if failed == len(tasks):
                 break  # every task of the step failed: on to the reporter
     # Reporter
-    rep_msgs = [Message(role="system", content=REPORTER_SYSTEM.format(context=ctx)), *history[1:],
-        Message(role="user", content="Now give the final answer.")]
-    rep = await run_tool_loop(engine, rep_msgs, [REPORT_TOOL], lambda n, a: ToolResult(ok=False), final_tool=FINAL,
-                              mode=mode, sampling=sampling, max_steps=1)
+    rep_msgs = [
+        Message(role="system", content=REPORTER_SYSTEM.format(context=ctx)),
+        *history[1:],
+        Message(role="user", content="Now give the final answer."),
+    ]
+    rep = await run_tool_loop(
+        engine,
+        rep_msgs,
+        [REPORT_TOOL],
+        lambda n, a: ToolResult(ok=False),
+        final_tool=FINAL,
+        mode=mode,
+        sampling=sampling,
+        max_steps=1,
+    )
     gens += rep.generations
     final = rep.final
     if rep.stop == "engine_error":
@@ -275,8 +364,9 @@ async def run_plan_execute(engine: Engine, case: Any, service: Any, *, mode: str
     return run
 
 
-def _pe_done(run: AgentRun, stop: str, error: str | None, plan: dict[str, Any] | None,
-             tasks: list[str] | None) -> AgentRun:
+def _pe_done(
+    run: AgentRun, stop: str, error: str | None, plan: dict[str, Any] | None, tasks: list[str] | None
+) -> AgentRun:
     p = run.prediction
     run.stop, run.error = stop, error
     if plan:

@@ -37,17 +37,23 @@ class MobilityBench(Benchmark):
 
     class Options(BenchmarkOptions):
         framework: Literal["react", "plan"] = Field("react", description="`react`, or `plan` (Plan-and-Execute)")
-        mode: Literal["paper", "reference"] = Field("paper", description="metric mode of the main table (both are "
-                                                                         "computed and stored)")
-        sandbox: Literal["replay", "pack"] = Field("replay", description="`replay` (recorded answers only, as in the "
-                                                                         "paper), `pack` (misses of map tools "
-                                                                         "answered by the map pack)")
-        similarity: str = Field("minilm", description="`minilm` (packaged all-MiniLM-L6-v2), `jaccard` / "
-                                                      "`jaccard-lower` (reference fallback), or a "
-                                                      "sentence-transformers model directory (e.g. "
-                                                      "Qwen3-Embedding-0.6B, the reference's)")
-        max_steps: int = Field(10, ge=3, description="model calls that made a call (P&E: planner + workers + "
-                                                     "reporter)")
+        mode: Literal["paper", "reference"] = Field(
+            "paper", description="metric mode of the main table (both are computed and stored)"
+        )
+        sandbox: Literal["replay", "pack"] = Field(
+            "replay",
+            description="`replay` (recorded answers only, as in the "
+            "paper), `pack` (misses of map tools "
+            "answered by the map pack)",
+        )
+        similarity: str = Field(
+            "minilm",
+            description="`minilm` (packaged all-MiniLM-L6-v2), `jaccard` / "
+            "`jaccard-lower` (reference fallback), or a "
+            "sentence-transformers model directory (e.g. "
+            "Qwen3-Embedding-0.6B, the reference's)",
+        )
+        max_steps: int = Field(10, ge=3, description="model calls that made a call (P&E: planner + workers + reporter)")
         temperature: float = Field(PAPER_TEMPERATURE, description="sampling temperature (the paper's)")
         pack: str | None = Field(None, description="map pack directory (default: the embedded Helsinki pack)")
         sandbox_dir: str | None = Field(None, description="upstream sandbox replay files (upstream data only)")
@@ -115,10 +121,16 @@ class MobilityBench(Benchmark):
         self.backend()  # a missing similarity model is bad input: refuse before any episode runs
         out = []
         for c in cases:
-            out.append(Episode(benchmark=self.name, id=c.id, messages=[Message(role="user", content=c.query)],
-                               ground_truth=c.model_dump(mode="json"),
-                               tags={"scenario": c.scenario, "family": c.family, "framework": self.opts.framework},
-                               prefix_group=self.opts.framework))
+            out.append(
+                Episode(
+                    benchmark=self.name,
+                    id=c.id,
+                    messages=[Message(role="user", content=c.query)],
+                    ground_truth=c.model_dump(mode="json"),
+                    tags={"scenario": c.scenario, "family": c.family, "framework": self.opts.framework},
+                    prefix_group=self.opts.framework,
+                )
+            )
         return out
 
     def backend(self):
@@ -139,8 +151,11 @@ class MobilityBench(Benchmark):
         from rig.benchmarks.mobilitybench.similarity import reference_backend
 
         spec = self.opts.similarity
-        return self.backend() if spec not in ("minilm", "jaccard", "jaccard-lower") and Path(spec).is_dir() \
+        return (
+            self.backend()
+            if spec not in ("minilm", "jaccard", "jaccard-lower") and Path(spec).is_dir()
             else reference_backend(spec)
+        )
 
     def service(self):
         """The sandbox: the replay store (built from the pack once, cached), then the pack if sandbox=pack."""
@@ -174,23 +189,51 @@ class MobilityBench(Benchmark):
         o = self.opts
         sampling = sampling.model_copy(update={"temperature": o.temperature})
         agent = run_react if o.framework == "react" else run_plan_execute
-        run = await agent(engine, case, self.service(), mode=ctx.tool_mode, sampling=sampling,
-                          max_steps=o.max_steps)
+        run = await agent(engine, case, self.service(), mode=ctx.tool_mode, sampling=sampling, max_steps=o.max_steps)
         backend = self.backend()
         ref_backend = self.reference_backend()
-        both = {m: M.score(run.prediction, case.truth, m, backend if m == "paper" else ref_backend,
-                           cumulative=(o.framework == "plan" and m == "reference")) for m in M.MODES}
+        both = {
+            m: M.score(
+                run.prediction,
+                case.truth,
+                m,
+                backend if m == "paper" else ref_backend,
+                cumulative=(o.framework == "plan" and m == "reference"),
+            )
+            for m in M.MODES
+        }
         scores: dict[str, float | None] = dict(both[o.mode])
         for m in M.MODES:
             scores.update({f"{m}:{k}": v for k, v in both[m].items()})
-        tags = {**episode.tags, "mode": o.mode, "tool_mode": ctx.tool_mode, "temperature": str(o.temperature),
-                "max_tokens": str(sampling.max_tokens), "max_steps": str(o.max_steps), "sandbox": self.opts.sandbox,
-                "similarity_model": backend.name, "reference_similarity_model": ref_backend.name, "stop": run.stop,
-                "lang": case.truth.lang}
-        res = EpisodeResult(benchmark=self.name, episode_id=episode.id, repeat=repeat, tags=tags,
-                            generations=run.generations, tool_calls=run.tool_calls, scores=scores,
-                            output={"final": run.final, "stop": run.stop, "intent": run.prediction.intent,
-                                    "constraints": run.prediction.constraints, "steps": run.prediction.steps})
+        tags = {
+            **episode.tags,
+            "mode": o.mode,
+            "tool_mode": ctx.tool_mode,
+            "temperature": str(o.temperature),
+            "max_tokens": str(sampling.max_tokens),
+            "max_steps": str(o.max_steps),
+            "sandbox": self.opts.sandbox,
+            "similarity_model": backend.name,
+            "reference_similarity_model": ref_backend.name,
+            "stop": run.stop,
+            "lang": case.truth.lang,
+        }
+        res = EpisodeResult(
+            benchmark=self.name,
+            episode_id=episode.id,
+            repeat=repeat,
+            tags=tags,
+            generations=run.generations,
+            tool_calls=run.tool_calls,
+            scores=scores,
+            output={
+                "final": run.final,
+                "stop": run.stop,
+                "intent": run.prediction.intent,
+                "constraints": run.prediction.constraints,
+                "steps": run.prediction.steps,
+            },
+        )
         if run.stop == "engine_error":
             res.status, res.error_category, res.error = "failed", "engine_error", run.error
         else:
@@ -233,8 +276,10 @@ def mobility_tables(results: list[EpisodeResult], label: str) -> list[Table]:
     for r in results:
         by_fw[r.tags.get("framework", "react")].append(r)
     fw_name = {"react": "ReAct", "plan": "Plan-and-Execute"}
-    note_common = ("Rates are fractions (the paper prints percentages); "
-                   "IT/OT are mean tokens per episode. A blank cell: the metric applies to no episode here.")
+    note_common = (
+        "Rates are fractions (the paper prints percentages); "
+        "IT/OT are mean tokens per episode. A blank cell: the metric applies to no episode here."
+    )
     if "en" in langs:
         note_common += " Reference-mode keyword rules on English data use the rig's English translation."
     tables = []
@@ -244,49 +289,87 @@ def mobility_tables(results: list[EpisodeResult], label: str) -> list[Table]:
             rs = by_fw.get(fw, [])
             if rs:
                 rows.append(_row(f"{label} ({fw_name[fw]})", rs, f"{m}:"))
-        extra = (" Reference mode: cases missing from a metric's table are dropped (not 0); Plan-and-Execute tool "
-                 "calls are captured cumulatively; FPR for route scenarios is 'gave a route index'."
-                 if m == "reference" else
-                 " Paper mode: every episode counts; DEC/TS/SC with nothing produced score 0; FPR checks the route "
-                 "call, the chosen plan and the stated numbers against the sandbox's answers.")
+        extra = (
+            " Reference mode: cases missing from a metric's table are dropped (not 0); Plan-and-Execute tool "
+            "calls are captured cumulatively; FPR for route scenarios is 'gave a route index'."
+            if m == "reference"
+            else " Paper mode: every episode counts; DEC/TS/SC with nothing produced score 0; FPR checks the route "
+            "call, the chosen plan and the stated numbers against the sandbox's answers."
+        )
         sim_note = f"Similarity model: {', '.join(sim_names)}. {note_common}"
         if m == "reference":  # results stored before reference mode had its own similarity used the paper's
-            ref_names = sorted({r.tags.get("reference_similarity_model") or r.tags.get("similarity_model", "?")
-                                for r in results})
-            sim_note = f"Similarity model (the reference's: Jaccard unless a model directory): " \
-                       f"{', '.join(ref_names)}. {note_common}"
-        tables.append(Table(title=f"MobilityBench, {m} metric mode (layout of the paper's Table 2)",
-                            columns=["Model", *COLUMNS], rows=rows,
-                            note=f"Mode: {m}{' (main)' if m == mode else ''}. {sim_note}{extra}"))
+            ref_names = sorted(
+                {r.tags.get("reference_similarity_model") or r.tags.get("similarity_model", "?") for r in results}
+            )
+            sim_note = (
+                f"Similarity model (the reference's: Jaccard unless a model directory): "
+                f"{', '.join(ref_names)}. {note_common}"
+            )
+        tables.append(
+            Table(
+                title=f"MobilityBench, {m} metric mode (layout of the paper's Table 2)",
+                columns=["Model", *COLUMNS],
+                rows=rows,
+                note=f"Mode: {m}{' (main)' if m == mode else ''}. {sim_note}{extra}",
+            )
+        )
     fam_rows = []
     for fw, rs in by_fw.items():
         for fam in FAMILIES:
             sub = [r for r in rs if r.tags.get("family") == fam]
             if sub:
-                fam_rows.append([fw_name.get(fw, fw), fam, len({r.episode_id for r in sub}),
-                                 *(mean_of(r.scores.get(k) for r in sub) for k in COLUMNS)])
-    tables.append(Table(title=f"MobilityBench by intent family ({mode} mode)",
-                        columns=["Framework", "Intent family", "Episodes", *COLUMNS], rows=fam_rows,
-                        note="Families as in the paper (sec. 3.1.2)."))
+                fam_rows.append(
+                    [
+                        fw_name.get(fw, fw),
+                        fam,
+                        len({r.episode_id for r in sub}),
+                        *(mean_of(r.scores.get(k) for r in sub) for k in COLUMNS),
+                    ]
+                )
+    tables.append(
+        Table(
+            title=f"MobilityBench by intent family ({mode} mode)",
+            columns=["Framework", "Intent family", "Episodes", *COLUMNS],
+            rows=fam_rows,
+            note="Families as in the paper (sec. 3.1.2).",
+        )
+    )
     scen_rows = []
     for fw, rs in by_fw.items():
         for sc in SCENARIOS:
             sub = [r for r in rs if r.tags.get("scenario") == sc]
             if sub:
-                scen_rows.append([fw_name.get(fw, fw), sc, len(sub), mean_of(r.scores.get("DR") for r in sub),
-                                  mean_of(r.scores.get("FPR") for r in sub)])
-    tables.append(Table(title=f"MobilityBench by scenario ({mode} mode)",
-                        columns=["Framework", "Scenario", "Runs", "DR", "FPR"], rows=scen_rows))
+                scen_rows.append(
+                    [
+                        fw_name.get(fw, fw),
+                        sc,
+                        len(sub),
+                        mean_of(r.scores.get("DR") for r in sub),
+                        mean_of(r.scores.get("FPR") for r in sub),
+                    ]
+                )
+    tables.append(
+        Table(
+            title=f"MobilityBench by scenario ({mode} mode)",
+            columns=["Framework", "Scenario", "Runs", "DR", "FPR"],
+            rows=scen_rows,
+        )
+    )
     tables.append(_efficiency_table(results, fw_name))
     fails: dict[tuple[str, str], int] = defaultdict(int)
     for r in results:
         if r.error_category:
             fails[(r.tags.get("framework", ""), r.error_category)] += 1
-    tables.append(Table(title="MobilityBench outcomes that did not pass", columns=["Framework", "Reason", "Runs"],
-                        rows=[[fw_name.get(f, f), why, n] for (f, why), n in sorted(fails.items())],
-                        note="engine_error: the engine failed (status failed); max_steps / format_errors / no_plan: "
-                             "the agent ran out of budget or never produced valid calls; not_delivered: no final "
-                             "answer grounded in successful tool calls; wrong_answer: delivered but FPR 0."))
+    tables.append(
+        Table(
+            title="MobilityBench outcomes that did not pass",
+            columns=["Framework", "Reason", "Runs"],
+            rows=[[fw_name.get(f, f), why, n] for (f, why), n in sorted(fails.items())],
+            note="engine_error: the engine failed (status failed); max_steps / format_errors / no_plan: "
+            "the agent ran out of budget or never produced valid calls; not_delivered: no final "
+            "answer grounded in successful tool calls; wrong_answer: delivered but FPR 0.",
+        )
+    )
     return tables
 
 
@@ -298,15 +381,42 @@ def _efficiency_table(results: list[EpisodeResult], fw_name: dict[str, str]) -> 
     for fw, rs in by_fw.items():
         it = [v for r in rs if (v := r.scores.get("paper:IT")) is not None]
         ot = [v for r in rs if (v := r.scores.get("paper:OT")) is not None]
-        lat = [sum(g.timings.e2e_s for g in r.generations if g.timings.e2e_s is not None)
-               for r in rs if any(g.timings.e2e_s is not None for g in r.generations)]
+        lat = [
+            sum(g.timings.e2e_s for g in r.generations if g.timings.e2e_s is not None)
+            for r in rs
+            if any(g.timings.e2e_s is not None for g in r.generations)
+        ]
         calls = [len(r.generations) for r in rs]
         tools = [sum(1 for t in r.tool_calls if t.name != "final_answer") for r in rs]
-        rows.append([fw_name.get(fw, fw), len(rs), mean(it) if it else None, median(it) if it else None,
-                     mean(ot) if ot else None, median(ot) if ot else None, mean(lat) if lat else None,
-                     median(lat) if lat else None, mean(calls), mean(tools)])
-    return Table(title="MobilityBench tokens and latency per episode",
-                 columns=["Framework", "Runs", "IT mean", "IT median", "OT mean", "OT median", "Model time s mean",
-                          "Model time s median", "Model calls", "Tool calls"], rows=rows,
-                 note="Tokens as the engine reports them; model time is the sum of the episode's generation "
-                      "end-to-end times (tool time excluded). Blank: the engine did not report it.")
+        rows.append(
+            [
+                fw_name.get(fw, fw),
+                len(rs),
+                mean(it) if it else None,
+                median(it) if it else None,
+                mean(ot) if ot else None,
+                median(ot) if ot else None,
+                mean(lat) if lat else None,
+                median(lat) if lat else None,
+                mean(calls),
+                mean(tools),
+            ]
+        )
+    return Table(
+        title="MobilityBench tokens and latency per episode",
+        columns=[
+            "Framework",
+            "Runs",
+            "IT mean",
+            "IT median",
+            "OT mean",
+            "OT median",
+            "Model time s mean",
+            "Model time s median",
+            "Model calls",
+            "Tool calls",
+        ],
+        rows=rows,
+        note="Tokens as the engine reports them; model time is the sum of the episode's generation "
+        "end-to-end times (tool time excluded). Blank: the engine did not report it.",
+    )

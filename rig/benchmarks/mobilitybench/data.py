@@ -127,7 +127,7 @@ def resolve(data: Path, pack: Any) -> ResolvedPack:
         if scenario not in SCENARIOS:
             raise DataError(f"{where}.scenario: {scenario!r} is not one of the 11 scenarios")
         if parse_lonlat(user) is None:
-            raise DataError(f"{where}.user_location: {user!r} is not \"lon,lat\"")
+            raise DataError(f'{where}.user_location: {user!r} is not "lon,lat"')
         locs: list[str | None] = []
         program: list[dict[str, Any]] = []
         answers: list[Any] = []
@@ -159,8 +159,9 @@ def resolve(data: Path, pack: Any) -> ResolvedPack:
     return ResolvedPack(cases=cases, entries=entries, current_time=str(doc.get("current_time", "")))
 
 
-def _case(ep: dict[str, Any], where: str, program: list[dict[str, Any]], answers: list[Any], user: str, city: str,
-          now: str) -> Case:
+def _case(
+    ep: dict[str, Any], where: str, program: list[dict[str, Any]], answers: list[Any], user: str, city: str, now: str
+) -> Case:
     spec = ep.get("checks") or {}
     checks = Checks(facts=spec.get("facts") or [])
     slots = dict(ep.get("slots") or {})
@@ -174,8 +175,13 @@ def _case(ep: dict[str, Any], where: str, program: list[dict[str, Any]], answers
     if "route" in spec:
         i, resp = ans("route")
         a = program[i]["arguments"]
-        checks.route = {"tool": program[i]["name"], "origin": a["origin"], "destination": a["destination"],
-                        "waypoints": a.get("waypoints") or [], "strategy": a.get("strategy") or []}
+        checks.route = {
+            "tool": program[i]["name"],
+            "origin": a["origin"],
+            "destination": a["destination"],
+            "waypoints": a.get("waypoints") or [],
+            "strategy": a.get("strategy") or [],
+        }
         dist, dur = _route_summary(resp)
         if spec.get("distance"):
             checks.distance_m = dist
@@ -214,11 +220,24 @@ def _case(ep: dict[str, Any], where: str, program: list[dict[str, Any]], answers
         _, resp = ans("traffic")
         slots["ans"] = resp
     constraints = [ConstraintItem.model_validate(c) for c in ep.get("constraints") or []]
-    truth = Truth(scenario=ep["scenario"], family=SCENARIOS[ep["scenario"]], tool_list=program, slots=slots,
-                  constraints=constraints, checks=checks, lang="en")
+    truth = Truth(
+        scenario=ep["scenario"],
+        family=SCENARIOS[ep["scenario"]],
+        tool_list=program,
+        slots=slots,
+        constraints=constraints,
+        checks=checks,
+        lang="en",
+    )
     context = {"user_current_location": user, "city": city, "current_time": now}
-    return Case(id=ep["id"], query=ep["query"], scenario=ep["scenario"], family=SCENARIOS[ep["scenario"]],
-                context=context, truth=truth)
+    return Case(
+        id=ep["id"],
+        query=ep["query"],
+        scenario=ep["scenario"],
+        family=SCENARIOS[ep["scenario"]],
+        context=context,
+        truth=truth,
+    )
 
 
 def content_digest(data: Path, pack_sha: str) -> str:

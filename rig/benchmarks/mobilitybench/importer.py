@@ -31,8 +31,23 @@ from rig.benchmarks.mobilitybench.scoring.text import repair_literal, traffic_tr
 from rig.benchmarks.mobilitybench.tools import GT_ALIASES, ROUTE_TOOLS, STRATEGY_ZH_TO_EN, lonlat, parse_lonlat
 
 CELL_LIMIT = 32767
-PARSED = ("tool_list", "poi_result", "route_ans", "strategy_list", "context", "std_start", "std_transit", "std_end",
-          "near_poi_info", "near_poi_ans", "bus_lines_list", "query_poi", "weather", "location_ans", "ans_loc")
+PARSED = (
+    "tool_list",
+    "poi_result",
+    "route_ans",
+    "strategy_list",
+    "context",
+    "std_start",
+    "std_transit",
+    "std_end",
+    "near_poi_info",
+    "near_poi_ans",
+    "bus_lines_list",
+    "query_poi",
+    "weather",
+    "location_ans",
+    "ans_loc",
+)
 CASE_FIELDS = ("case_id", "query", "context", "task_scenario", "intent_family")
 _MODES = {"驾车": "drive", "公交": "transit", "步行": "walk", "骑行": "bike"}
 
@@ -45,8 +60,10 @@ class ImportReport(BaseModel):
     malformed: list[tuple[int, str]] = Field(default_factory=list)  # (1-based data row, reason)
 
     def summary(self) -> str:
-        return (f"{self.rows} rows, {self.cases} cases, {len(self.truncated)} truncated cells, "
-                f"{len(self.malformed)} malformed rows")
+        return (
+            f"{self.rows} rows, {self.cases} cases, {len(self.truncated)} truncated cells, "
+            f"{len(self.malformed)} malformed rows"
+        )
 
 
 def parse_cell(value: Any) -> Any:
@@ -77,8 +94,9 @@ def _rows(path: Path) -> list[dict[str, Any]]:
         try:
             import openpyxl
         except ImportError:
-            raise DataError(f"{path}: reading XLSX needs openpyxl (pip install 'rig[mobility]'), "
-                            "or convert it to CSV") from None
+            raise DataError(
+                f"{path}: reading XLSX needs openpyxl (pip install 'rig[mobility]'), or convert it to CSV"
+            ) from None
         wb = openpyxl.load_workbook(path, read_only=True, data_only=True)
         rows = list(wb.active.iter_rows(values_only=True))
         if not rows:
@@ -127,10 +145,18 @@ def _case(cid: str, row: dict[str, Any]) -> Case:
     family = str(cells.get("intent_family") or lookup_scenario(SCENARIOS, scenario))
     slots = {k: v for k, v in cells.items() if k not in CASE_FIELDS and k != "tool_list"}
     slots.setdefault("llm_class", "")
-    truth = Truth(scenario=scenario, family=family, tool_list=tool_list, slots=slots, lang="zh",
-                  constraints=_constraints(scenario, slots, context), checks=_checks(scenario, slots, tool_list))
-    return Case(id=cid, query=str(query), scenario=scenario, family=family, context=context, truth=truth,
-                source="upstream")
+    truth = Truth(
+        scenario=scenario,
+        family=family,
+        tool_list=tool_list,
+        slots=slots,
+        lang="zh",
+        constraints=_constraints(scenario, slots, context),
+        checks=_checks(scenario, slots, tool_list),
+    )
+    return Case(
+        id=cid, query=str(query), scenario=scenario, family=family, context=context, truth=truth, source="upstream"
+    )
 
 
 def _constraints(scenario: str, s: dict[str, Any], context: dict[str, Any]) -> list[ConstraintItem] | None:
@@ -181,25 +207,29 @@ def route_constraints(ner: Any, bus_lines: Any) -> list[ConstraintItem]:
     if ner is None or not str(ner).strip() or str(ner).strip().lower() == "nan":
         return []
     text = _NER_RESIDUE.sub("", str(ner).strip())
-    lines = sorted({str(x) for plan in bus_lines if isinstance(plan, (list, tuple)) for x in plan}) \
-        if isinstance(bus_lines, (list, tuple)) else []
+    lines = (
+        sorted({str(x) for plan in bus_lines if isinstance(plan, (list, tuple)) for x in plan})
+        if isinstance(bus_lines, (list, tuple))
+        else []
+    )
     out: list[ConstraintItem] = []
     for raw in re.split(r"[,，、;；\n]+", text):
         phrase = raw.strip().strip("。.")
         if not phrase:
             continue
         neg = _NEGATION.match(phrase)
-        name = phrase[neg.end():] if neg else _POSITIVE.sub("", phrase)
+        name = phrase[neg.end() :] if neg else _POSITIVE.sub("", phrase)
         if not name:
             continue
         full = [ln for ln in lines if name in ln and ln != name]
-        out.append(ConstraintItem(slot="avoid" if neg else "waypoints",
-                                  values=list(dict.fromkeys([name, phrase, *full]))))
+        out.append(
+            ConstraintItem(slot="avoid" if neg else "waypoints", values=list(dict.fromkeys([name, phrase, *full])))
+        )
     return out
 
 
 def _clock_spellings(t: str) -> list[str]:
-    """"HH:MM" for a clock time written as 8:30, 8点30, 8点半, 下午3点 (none when it is not one)."""
+    """ "HH:MM" for a clock time written as 8:30, 8点30, 8点半, 下午3点 (none when it is not one)."""
     m = re.search(r"(上午|早上|下午|晚上|傍晚|中午)?\s*(\d{1,2})\s*(?:[:：]|点)\s*(半|\d{1,2})?", t)
     if not m:
         return []
@@ -225,8 +255,13 @@ def _checks(scenario: str, s: dict[str, Any], tool_list: list[dict[str, Any]]) -
         routes = [c for c in tool_list if GT_ALIASES.get(c["name"], c["name"]) in ROUTE_TOOLS]
         if routes:
             a = routes[-1].get("arguments") or {}
-            ch.route = {"tool": routes[-1]["name"], "origin": a.get("origin"), "destination": a.get("destination"),
-                        "waypoints": a.get("waypoints") or [], "strategy": a.get("strategy") or []}
+            ch.route = {
+                "tool": routes[-1]["name"],
+                "origin": a.get("origin"),
+                "destination": a.get("destination"),
+                "waypoints": a.get("waypoints") or [],
+                "strategy": a.get("strategy") or [],
+            }
             if routes[-1]["name"] == "bus_route":
                 ch.route["strategy"] = []
         idx = s.get("matched_transit_index")
@@ -270,10 +305,14 @@ def _checks(scenario: str, s: dict[str, Any], tool_list: list[dict[str, Any]]) -
 # -- sandbox replay files --------------------------------------------------------------------------------------
 
 SANDBOX_FILES = {
-    "query_poi": "nested_poi_data.json", "driving_route": "driving_route_handle.json",
-    "walking_route": "walking_route_handle.json", "bicycling_route": "bicycling_route_handle.json",
-    "bus_route": "bus_route_mock.json", "weather_query": "weather_sandbox.json",
-    "search_around_poi": "search_around_poi_sandbox.json", "reverse_geocoding": "reverse_geocoding_sandbox.json",
+    "query_poi": "nested_poi_data.json",
+    "driving_route": "driving_route_handle.json",
+    "walking_route": "walking_route_handle.json",
+    "bicycling_route": "bicycling_route_handle.json",
+    "bus_route": "bus_route_mock.json",
+    "weather_query": "weather_sandbox.json",
+    "search_around_poi": "search_around_poi_sandbox.json",
+    "reverse_geocoding": "reverse_geocoding_sandbox.json",
     "traffic_status": "traffic_info_mock.json",
 }
 
@@ -305,8 +344,13 @@ def sandbox_entries(sandbox_dir: Path) -> tuple[list[tuple[str, dict[str, Any], 
                         strategy = [] if skey == "default" else sorted(skey.split("+"))
                         for wkey, resp in wps.items():
                             waypoints = [] if wkey == "default" else wkey.split(";")
-                            entries.append((tool, {"origin": orig, "destination": dest, "strategy": strategy,
-                                                   "waypoints": waypoints}, mobility_envelope(True, resp)))
+                            entries.append(
+                                (
+                                    tool,
+                                    {"origin": orig, "destination": dest, "strategy": strategy, "waypoints": waypoints},
+                                    mobility_envelope(True, resp),
+                                )
+                            )
         elif tool in ("walking_route", "bicycling_route"):
             for dest, origins in doc.items():
                 for orig, resp in origins.items():
@@ -315,14 +359,19 @@ def sandbox_entries(sandbox_dir: Path) -> tuple[list[tuple[str, dict[str, Any], 
             for dest, origins in doc.items():
                 for orig, wrapped in origins.items():
                     ok = isinstance(wrapped, dict) and wrapped.get("status") == "SUCCESS"
-                    entries.append((tool, {"origin": orig, "destination": dest},
-                                    mobility_envelope(ok, wrapped.get("data") if ok else None,
-                                                      None if ok else "FAILED")))
+                    entries.append(
+                        (
+                            tool,
+                            {"origin": orig, "destination": dest},
+                            mobility_envelope(ok, wrapped.get("data") if ok else None, None if ok else "FAILED"),
+                        )
+                    )
         elif tool == "weather_query":
             for city, by_flag in doc.items():
                 for flag, resp in by_flag.items():
-                    entries.append((tool, {"city": city, "need_forecast": flag == "True"},
-                                    mobility_envelope(True, resp)))
+                    entries.append(
+                        (tool, {"city": city, "need_forecast": flag == "True"}, mobility_envelope(True, resp))
+                    )
         elif tool == "search_around_poi":
             for loc, cats in doc.items():
                 for cat, pois in cats.items():
@@ -330,8 +379,13 @@ def sandbox_entries(sandbox_dir: Path) -> tuple[list[tuple[str, dict[str, Any], 
         elif tool == "reverse_geocoding":
             for key, address in doc.items():
                 lat, _, lon = key.partition(",")  # latitude first in this file
-                entries.append((tool, {"latitude": lat.strip(), "longitude": lon.strip()},
-                                mobility_envelope(True, {"address": address})))
+                entries.append(
+                    (
+                        tool,
+                        {"latitude": lat.strip(), "longitude": lon.strip()},
+                        mobility_envelope(True, {"address": address}),
+                    )
+                )
         elif tool == "traffic_status":
             for road, by_city in doc.items():
                 for city, resp in by_city.items():

@@ -24,21 +24,35 @@ SCENARIOS: dict[str, str] = {
     "Option-Constrained Route Planning": "Preference-Constrained Route Planning",
     "Route-Constrained Planning": "Preference-Constrained Route Planning",
 }
-FAMILIES: tuple[str, ...] = ("Basic Information Retrieval", "Route-Dependent Information Retrieval",
-                             "Basic Route Planning", "Preference-Constrained Route Planning")
+FAMILIES: tuple[str, ...] = (
+    "Basic Information Retrieval",
+    "Route-Dependent Information Retrieval",
+    "Basic Route Planning",
+    "Preference-Constrained Route Planning",
+)
 
 # How the answer is judged, per scenario (reference eval types).
 EVAL_TYPE: dict[str, str] = {
-    "POI Query": "poi", "Geolocation Query": "location", "Nearby Query": "nearby", "Weather Query": "weather",
-    "Traffic Info Query": "traffic", "Route Property Query": "route_info", "Arrival/Departure Time Query": "route_info",
-    "Point-to-Point Planning": "route", "Multi-stop Planning": "route", "Option-Constrained Route Planning": "route",
+    "POI Query": "poi",
+    "Geolocation Query": "location",
+    "Nearby Query": "nearby",
+    "Weather Query": "weather",
+    "Traffic Info Query": "traffic",
+    "Route Property Query": "route_info",
+    "Arrival/Departure Time Query": "route_info",
+    "Point-to-Point Planning": "route",
+    "Multi-stop Planning": "route",
+    "Option-Constrained Route Planning": "route",
     "Route-Constrained Planning": "route_custom",
 }
 
 # Reference slots per scenario (IE, reference mode): GT columns whose values must reappear verbatim.
 REF_SLOTS: dict[str, tuple[str, ...]] = {
-    "POI Query": ("query",), "Geolocation Query": ("longitude", "latitude"),
-    "Nearby Query": ("near_poi_info", "query_poi"), "Weather Query": ("city", "time"), "Traffic Info Query": ("road",),
+    "POI Query": ("query",),
+    "Geolocation Query": ("longitude", "latitude"),
+    "Nearby Query": ("near_poi_info", "query_poi"),
+    "Weather Query": ("city", "time"),
+    "Traffic Info Query": ("road",),
     "Route Property Query": ("query_start_poi", "query_end_poi"),
     "Arrival/Departure Time Query": ("query_start_poi", "query_end_poi"),
     "Point-to-Point Planning": ("query_start_poi", "query_end_poi"),
@@ -108,24 +122,34 @@ _Q_ZH = "查询|获取|得到|查找|了解|搜一下"
 ZH = Lexicon(
     lang="zh",
     intent_labels={
-        "POI Query": "地点查询", "Geolocation Query": "位置查询", "Nearby Query": "附近周边搜索",
-        "Weather Query": "天气查询", "Traffic Info Query": "拥堵", "Route Property Query": "距离",
-        "Arrival/Departure Time Query": "出发时间", "Point-to-Point Planning": "路线规划",
-        "Multi-stop Planning": "路线规划", "Option-Constrained Route Planning": "路线规划",
+        "POI Query": "地点查询",
+        "Geolocation Query": "位置查询",
+        "Nearby Query": "附近周边搜索",
+        "Weather Query": "天气查询",
+        "Traffic Info Query": "拥堵",
+        "Route Property Query": "距离",
+        "Arrival/Departure Time Query": "出发时间",
+        "Point-to-Point Planning": "路线规划",
+        "Multi-stop Planning": "路线规划",
+        "Option-Constrained Route Planning": "路线规划",
         "Route-Constrained Planning": "路线规划",
     },
     gold_steps={
-        "POI Query": ("定位",), "Geolocation Query": ("定位",), "Nearby Query": ("定位", "周边搜"),
-        "Weather Query": ("天气查询",), "Traffic Info Query": ("定位", "路况查询"),
+        "POI Query": ("定位",),
+        "Geolocation Query": ("定位",),
+        "Nearby Query": ("定位", "周边搜"),
+        "Weather Query": ("天气查询",),
+        "Traffic Info Query": ("定位", "路况查询"),
         "Route Property Query": ("定位", "路线规划"),
         "Arrival/Departure Time Query": ("定位", "驾车路线规划", "时间倒推计算"),
-        "Point-to-Point Planning": ("定位", "路线规划"), "Multi-stop Planning": ("定位", "途径点路线规划"),
+        "Point-to-Point Planning": ("定位", "路线规划"),
+        "Multi-stop Planning": ("定位", "途径点路线规划"),
         "Option-Constrained Route Planning": ("定位", "有偏好的路线规划"),
         "Route-Constrained Planning": ("定位", "路线规划"),
     },
     step_patterns={
         "定位": f"({_Q_ZH}|定位|我在哪|模糊信息坐标查询|坐标查询|POI查询|地点查询).*?(位置|坐标|经纬度|当前位置|起点|在哪|地址|：)"
-              f"|(位置|坐标|经纬度|当前位置|起点|在哪|地址).*?({_Q_ZH}|定位|我在哪)",
+        f"|(位置|坐标|经纬度|当前位置|起点|在哪|地址).*?({_Q_ZH}|定位|我在哪)",
         "路况查询": f"({_Q_ZH}).*?(路况|拥堵|堵车|交通状况|通行情况)",
         "天气查询": _either(f"{_Q_ZH}|查一下", "天气|气温|温度|下雨|晴天|预报|气候"),
         "步行路线规划": _either("步行|走路|走", _PLAN_ZH),
@@ -133,7 +157,7 @@ ZH = Lexicon(
         "公交路线规划": _either(r"公交|坐公交|乘公交|公交车|巴士|\d+路", _PLAN_ZH),
         "驾车路线规划": _either("驾车|开车|自驾", _PLAN_ZH),
         "有偏好的路线规划": _either("偏好|避开|避免|最短|最快|高速|不走高速|最少红绿灯|高速优先", _PLAN_ZH)
-                          + "|(驾车路线规划.*?(不走高速|高速优先|避开|偏好))",
+        + "|(驾车路线规划.*?(不走高速|高速优先|避开|偏好))",
         "途径点路线规划": _either("途径点|途经点|中转点|经过|途径|途经.*?点|路过.*?点|经停", _PLAN_ZH),
         "路线规划": "(路线规划|规划路线|怎么走|导航|路径|算路)",
         "公交信息查询": f"({_Q_ZH}).*?(公交|公交车|巴士).*?(信息|站台|首末班)",
@@ -148,11 +172,14 @@ ZH = Lexicon(
     weather_kw=("天气", "晴", "阴", "雨", "雪", "云", "风", "度", "℃", "温"),
     traffic_kw=("拥堵", "畅通", "缓行", "路况", "通行"),
     traffic_judge_kw=("拥堵", "畅通", "缓行", "通行", "拥挤", "顺畅", "双向"),
-    failure=("(无法提供|未能成功|失败|未找到|未缓存|不支持|无可用|无法计算|无法直接计算|查询结果异常|工具限制|技术限制|"
-             "需进一步计算|需要进一步计算|没有可用|无法获取|暂未获取|未获得|未缓存该.*路线|无法查询到.*路线|"
-             "暂不支持.*路线规划|系统当前仅支持|由于.*限制|由于.*异常|由于.*不支持)"),
+    failure=(
+        "(无法提供|未能成功|失败|未找到|未缓存|不支持|无可用|无法计算|无法直接计算|查询结果异常|工具限制|技术限制|"
+        "需进一步计算|需要进一步计算|没有可用|无法获取|暂未获取|未获得|未缓存该.*路线|无法查询到.*路线|"
+        "暂不支持.*路线规划|系统当前仅支持|由于.*限制|由于.*异常|由于.*不支持)"
+    ),
     scheme=r"(?:推荐)?方案\s*(\d+)",
-    lon_range=(70.0, 140.0), lat_range=(15.0, 55.0),
+    lon_range=(70.0, 140.0),
+    lat_range=(15.0, 55.0),
 )
 
 _PLAN_EN = r"route planning|plan (?:a |the )?route|route|directions|navigat\w*|path|plan"
@@ -161,32 +188,41 @@ _Q_EN = r"query|get|obtain|find|look up|lookup|search|locate|geocode|resolve"
 EN = Lexicon(
     lang="en",
     intent_labels={
-        "POI Query": "place query", "Geolocation Query": "location query", "Nearby Query": "nearby search",
-        "Weather Query": "weather query", "Traffic Info Query": "congestion", "Route Property Query": "distance",
-        "Arrival/Departure Time Query": "departure time", "Point-to-Point Planning": "route planning",
-        "Multi-stop Planning": "route planning", "Option-Constrained Route Planning": "route planning",
+        "POI Query": "place query",
+        "Geolocation Query": "location query",
+        "Nearby Query": "nearby search",
+        "Weather Query": "weather query",
+        "Traffic Info Query": "congestion",
+        "Route Property Query": "distance",
+        "Arrival/Departure Time Query": "departure time",
+        "Point-to-Point Planning": "route planning",
+        "Multi-stop Planning": "route planning",
+        "Option-Constrained Route Planning": "route planning",
         "Route-Constrained Planning": "route planning",
     },
     gold_steps={
-        "POI Query": ("locate",), "Geolocation Query": ("locate",), "Nearby Query": ("locate", "nearby search"),
-        "Weather Query": ("weather query",), "Traffic Info Query": ("locate", "traffic query"),
+        "POI Query": ("locate",),
+        "Geolocation Query": ("locate",),
+        "Nearby Query": ("locate", "nearby search"),
+        "Weather Query": ("weather query",),
+        "Traffic Info Query": ("locate", "traffic query"),
         "Route Property Query": ("locate", "route planning"),
         "Arrival/Departure Time Query": ("locate", "driving route", "time back-calculation"),
-        "Point-to-Point Planning": ("locate", "route planning"), "Multi-stop Planning": ("locate", "waypoint route"),
+        "Point-to-Point Planning": ("locate", "route planning"),
+        "Multi-stop Planning": ("locate", "waypoint route"),
         "Option-Constrained Route Planning": ("locate", "preference route"),
         "Route-Constrained Planning": ("locate", "route planning"),
     },
     step_patterns={
         "locate": f"({_Q_EN}).*?(location|position|coordinates?|lat|longitude|address|where|start(?:ing)? point)"
-                  f"|(location|position|coordinates?|address|where am i).*?({_Q_EN})",
+        f"|(location|position|coordinates?|address|where am i).*?({_Q_EN})",
         "traffic query": f"({_Q_EN}|check).*?(traffic|congestion|jam|road condition)",
         "weather query": _either(f"{_Q_EN}|check", "weather|temperature|rain|sunny|forecast|climate"),
         "walking route": _either(r"walk\w*|on foot", _PLAN_EN),
         "cycling route": _either(r"cycl\w*|bik\w*|bicycle", _PLAN_EN),
         "transit route": _either(r"transit|bus|tram|metro|subway|public transport", _PLAN_EN),
         "driving route": _either(r"driv\w*|car", _PLAN_EN),
-        "preference route": _either(r"prefer\w*|avoid\w*|shortest|fastest|highway|motorway|toll\w*|fewest",
-                                    _PLAN_EN),
+        "preference route": _either(r"prefer\w*|avoid\w*|shortest|fastest|highway|motorway|toll\w*|fewest", _PLAN_EN),
         "waypoint route": _either(r"waypoints?|via|stop(?:ping)? at|pass(?:ing)? through|intermediate", _PLAN_EN),
         "route planning": r"(route planning|plan (?:a |the )?route|directions|navigat\w*|routing)",
         "transit info query": f"({_Q_EN}).*?(bus|tram|transit).*?(info\\w*|stop|timetable|schedule)",
@@ -198,13 +234,26 @@ EN = Lexicon(
     route_info_extra=("metre", "meter"),
     address_kw=("street", "road", "district", "city", "address", "katu", "tie", "square", "tori"),
     nearby_kw=("shop", "store", "museum", "restaurant", "cafe", "café", "centre", "center", "square", "market", "bar"),
-    weather_kw=("weather", "sun", "clear", "cloud", "rain", "snow", "wind", "°", "degree", "temperature", "fog",
-                "overcast"),
+    weather_kw=(
+        "weather",
+        "sun",
+        "clear",
+        "cloud",
+        "rain",
+        "snow",
+        "wind",
+        "°",
+        "degree",
+        "temperature",
+        "fog",
+        "overcast",
+    ),
     traffic_kw=("congest", "jam", "free-flowing", "free flowing", "smooth", "slow", "traffic", "heavy"),
     traffic_judge_kw=("congest", "jam", "slow", "smooth", "free-flowing", "heavy", "both directions", "busy"),
     failure=r"(cannot|can't|could not|couldn't|unable|failed|not found|not supported|no result|not available)",
     scheme=r"(?:recommended\s+)?(?:option|plan)\s*#?\s*(\d+)",
-    lon_range=(-180.0, 180.0), lat_range=(-90.0, 90.0),
+    lon_range=(-180.0, 180.0),
+    lat_range=(-90.0, 90.0),
 )
 
 LEXICONS = {"zh": ZH, "en": EN}

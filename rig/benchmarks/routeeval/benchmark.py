@@ -31,23 +31,38 @@ class RouteEval(Benchmark):
     version = "1"
 
     class Options(BenchmarkOptions):
-        prompts: str | None = Field(None, description="a prompt pack in the data folder: `helsinki` (default) or "
-                                                       "`us50` (`--data FILE` names any pack file instead)")
-        pack: CommaList = Field(["helsinki"], description="map packs, comma-separated; each prompt is validated on "
-                                                          "the first pack that covers its city")
-        replay: str | None = Field(None, description="a replay store (`rig.maps.replay`) of recorded `geocode` / "
-                                                     "`route` answers, consulted before the packs")
+        prompts: str | None = Field(
+            None,
+            description="a prompt pack in the data folder: `helsinki` (default) or "
+            "`us50` (`--data FILE` names any pack file instead)",
+        )
+        pack: CommaList = Field(
+            ["helsinki"],
+            description="map packs, comma-separated; each prompt is validated on the first pack that covers its city",
+        )
+        replay: str | None = Field(
+            None,
+            description="a replay store (`rig.maps.replay`) of recorded `geocode` / "
+            "`route` answers, consulted before the packs",
+        )
         replay_provider: str = Field("rig", description="provider name of those answers in the store")
-        missing: Literal["error", "skip"] = Field("error", description="a prompt whose city no pack or store covers: "
-                                                                       "`error` stops before any episode runs; "
-                                                                       "`skip` drops it")
-        max_tokens: int = Field(DEFAULT_MAX_TOKENS, ge=1, description="cap on the reply (the model's own "
-                                                                      "`max_tokens` applies when lower); 12 full "
-                                                                      "waypoints fit")
+        missing: Literal["error", "skip"] = Field(
+            "error",
+            description="a prompt whose city no pack or store covers: "
+            "`error` stops before any episode runs; "
+            "`skip` drops it",
+        )
+        max_tokens: int = Field(
+            DEFAULT_MAX_TOKENS,
+            ge=1,
+            description="cap on the reply (the model's own `max_tokens` applies when lower); 12 full waypoints fit",
+        )
         route_measure: Literal["sequence", "closed"] = Field(
-            "sequence", description="`sequence` (the paper's): the walking route through the waypoints in the order "
-                                    "written; `closed`: a loop is returned to its start and an out-and-back's way out "
-                                    "counted twice when the model left them open")
+            "sequence",
+            description="`sequence` (the paper's): the walking route through the waypoints in the order "
+            "written; `closed`: a loop is returned to its start and an out-and-back's way out "
+            "counted twice when the model left them open",
+        )
 
         @field_validator("pack")
         @classmethod
@@ -142,24 +157,38 @@ class RouteEval(Benchmark):
                 f"{self.prompt_file()}: {len(uncovered)} of {len(pp.prompts)} prompts name a city that no map pack "
                 f"or replay store covers: {'; '.join(cities)} (prompts {', '.join(p.id for p in uncovered[:12])}"
                 f"{' ...' if len(uncovered) > 12 else ''}). Pass pack=DIR[,DIR...] with packs of those cities, "
-                "replay=FILE with recorded answers, or -O missing=skip to run the others.")
+                "replay=FILE with recorded answers, or -O missing=skip to run the others."
+            )
         self.skipped = [p.id for p in uncovered]
         if self.skipped:
-            log.warning("routeeval: skipping %d prompt(s) no map covers: %s", len(self.skipped),
-                        ", ".join(self.skipped))
+            log.warning(
+                "routeeval: skipping %d prompt(s) no map covers: %s", len(self.skipped), ", ".join(self.skipped)
+            )
         pack_tags = tags_of_pack(pp)
         out = []
         for p in pp.prompts:
             if p.id in self.skipped:
                 continue
-            out.append(Episode(
-                benchmark=self.name, id=p.id, messages=messages(p.text, p.target_miles), tools=[TOOL],
-                ground_truth={"target_miles": p.target_miles, "route_type": p.route_type, "city": p.city},
-                tags={"question": p.id, "category": p.category, "region": p.region,
-                      "length": pp.length_of(p.target_miles), "route_type": p.route_type, "style": p.style,
-                      "city": p.city or "generic", **pack_tags},
-                prefix_group=f"routeeval/{pp.name}",  # one system prompt and tool block for the whole pack
-            ))
+            out.append(
+                Episode(
+                    benchmark=self.name,
+                    id=p.id,
+                    messages=messages(p.text, p.target_miles),
+                    tools=[TOOL],
+                    ground_truth={"target_miles": p.target_miles, "route_type": p.route_type, "city": p.city},
+                    tags={
+                        "question": p.id,
+                        "category": p.category,
+                        "region": p.region,
+                        "length": pp.length_of(p.target_miles),
+                        "route_type": p.route_type,
+                        "style": p.style,
+                        "city": p.city or "generic",
+                        **pack_tags,
+                    },
+                    prefix_group=f"routeeval/{pp.name}",  # one system prompt and tool block for the whole pack
+                )
+            )
         return out
 
     # ---- one run -----------------------------------------------------------------------------------
@@ -170,13 +199,36 @@ class RouteEval(Benchmark):
         mode = effective_mode(ctx.tool_mode, engine)
         msgs, req_tools, constraint = prepare(episode.messages, [TOOL], mode)
         sampling = repeat_sampling(ctx.sampling, repeat, min(ctx.sampling.max_tokens, self.opts.max_tokens))
-        gen = await engine.chat(ChatRequest(messages=msgs, tools=req_tools, tool_mode=mode,  # type: ignore[arg-type]
-                                            constraint=constraint, sampling=sampling))
-        res = EpisodeResult(benchmark=self.name, episode_id=episode.id, repeat=repeat, generations=[gen],
-                            tags={**episode.tags, "tool_mode": ctx.tool_mode, "tool_mode_used": mode,
-                                  "route_measure": self.opts.route_measure})
-        res.scores = {"accuracy": 0.0, "success": 0.0, "d_target_mi": target, "d_actual_mi": None,
-                      "n_waypoints": None, "d_estimated_mi": None, "route_type_match": None}
+        gen = await engine.chat(
+            ChatRequest(
+                messages=msgs,
+                tools=req_tools,
+                tool_mode=mode,  # type: ignore[arg-type]
+                constraint=constraint,
+                sampling=sampling,
+            )
+        )
+        res = EpisodeResult(
+            benchmark=self.name,
+            episode_id=episode.id,
+            repeat=repeat,
+            generations=[gen],
+            tags={
+                **episode.tags,
+                "tool_mode": ctx.tool_mode,
+                "tool_mode_used": mode,
+                "route_measure": self.opts.route_measure,
+            },
+        )
+        res.scores = {
+            "accuracy": 0.0,
+            "success": 0.0,
+            "d_target_mi": target,
+            "d_actual_mi": None,
+            "n_waypoints": None,
+            "d_estimated_mi": None,
+            "route_type_match": None,
+        }
 
         def fail(category: str, why: str) -> EpisodeResult:
             res.error_category, res.error = category, why
@@ -200,19 +252,30 @@ class RouteEval(Benchmark):
         if category:
             tc.verdict, tc.error, tc.error_category = "invalid", reason, category
             return fail(category, reason or category)
-        res.scores.update(n_waypoints=float(len(args["addresses"])), d_estimated_mi=args["estimated_distance"],
-                          route_type_match=float(args["route_type"] == gt["route_type"]))
-        m = self.validator().measure(args["route_type"], args["addresses"], gt["city"],
-                                     closed=self.opts.route_measure == "closed")
-        tc.answer = {"site": m.site, "waypoints": [g.model_dump() for g in m.waypoints],
-                     "legs_m": m.legs_m, "closed_by_validator": m.closed_by_validator, "doubled": m.doubled,
-                     "distance_m": m.distance_m}
+        res.scores.update(
+            n_waypoints=float(len(args["addresses"])),
+            d_estimated_mi=args["estimated_distance"],
+            route_type_match=float(args["route_type"] == gt["route_type"]),
+        )
+        m = self.validator().measure(
+            args["route_type"], args["addresses"], gt["city"], closed=self.opts.route_measure == "closed"
+        )
+        tc.answer = {
+            "site": m.site,
+            "waypoints": [g.model_dump() for g in m.waypoints],
+            "legs_m": m.legs_m,
+            "closed_by_validator": m.closed_by_validator,
+            "doubled": m.doubled,
+            "distance_m": m.distance_m,
+        }
         if m.waypoints and m.waypoints[0].source in ("hit", "fuzzy", "pack"):
             tc.meta["source"] = m.waypoints[0].source
-        res.output = {"route_type": args["route_type"], "estimated_distance": args["estimated_distance"],
-                      "waypoints": [{"address": g.address, "name": g.name, "lat": g.lat, "lon": g.lon}
-                                    for g in m.waypoints],
-                      "d_actual_mi": m.miles}
+        res.output = {
+            "route_type": args["route_type"],
+            "estimated_distance": args["estimated_distance"],
+            "waypoints": [{"address": g.address, "name": g.name, "lat": g.lat, "lon": g.lon} for g in m.waypoints],
+            "d_actual_mi": m.miles,
+        }
         if not m.ok:
             tc.verdict, tc.error, tc.error_category = "invalid", m.error, m.error_category
             return fail(m.error_category or "other", m.error or "route not measured")

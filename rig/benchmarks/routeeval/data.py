@@ -47,7 +47,8 @@ class PromptPack(_Strict):
     name: str
     description: str = ""
     length_bins: dict[Literal["short", "long"], tuple[float, float]] = Field(
-        default_factory=lambda: dict(PAPER_LENGTH_BINS))
+        default_factory=lambda: dict(PAPER_LENGTH_BINS)
+    )
     aliases: dict[str, str] = Field(default_factory=dict)  # other names of a place -> its name on the map
     prompts: list[RoutePrompt] = Field(min_length=1)
 

@@ -22,10 +22,17 @@ DESCRIPTION_MAX = 120
 _WAYPOINT = {
     "type": "object",
     "properties": {
-        "address": {"type": "string", "minLength": 1, "maxLength": ADDRESS_MAX,
-                    "description": "Address or name of the place"},
-        "description": {"type": "string", "maxLength": DESCRIPTION_MAX,
-                        "description": "What the runner finds or does here"},
+        "address": {
+            "type": "string",
+            "minLength": 1,
+            "maxLength": ADDRESS_MAX,
+            "description": "Address or name of the place",
+        },
+        "description": {
+            "type": "string",
+            "maxLength": DESCRIPTION_MAX,
+            "description": "What the runner finds or does here",
+        },
     },
     "required": ["address", "description"],
     "additionalProperties": False,
@@ -36,9 +43,12 @@ class RouteTools(Toolkit):
     """The one tool. Its call is the answer: the benchmark measures the route on the map afterwards."""
 
     @tool(TOOL_NAME, waypoints={"description": ..., "minItems": 2, "maxItems": MAX_WAYPOINTS, "items": _WAYPOINT})
-    def generate_running_route(self, estimated_distance: float,
-                               route_type: Literal["loop", "out-and-back", "point-to-point"],
-                               waypoints: list[dict[str, str]]) -> dict[str, Any]:
+    def generate_running_route(
+        self,
+        estimated_distance: float,
+        route_type: Literal["loop", "out-and-back", "point-to-point"],
+        waypoints: list[dict[str, str]],
+    ) -> dict[str, Any]:
         """Generate a running route through waypoints; the route is measured on a walking map.
 
         Args:
@@ -63,5 +73,7 @@ def user_text(prompt: str, target_miles: float) -> str:
 
 
 def messages(prompt: str, target_miles: float) -> list[Message]:
-    return [Message(role="system", content=SYSTEM_PROMPT),
-            Message(role="user", content=user_text(prompt, target_miles))]
+    return [
+        Message(role="system", content=SYSTEM_PROMPT),
+        Message(role="user", content=user_text(prompt, target_miles)),
+    ]

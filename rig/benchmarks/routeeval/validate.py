@@ -97,8 +97,9 @@ def store_cities(path: Path, provider: str) -> set[str]:
     ctx_name is the canonical JSON of its arguments without the query)."""
     con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     try:
-        rows = con.execute("SELECT DISTINCT ctx_name FROM entries WHERE provider=? AND endpoint='geocode'",
-                           (provider,)).fetchall()
+        rows = con.execute(
+            "SELECT DISTINCT ctx_name FROM entries WHERE provider=? AND endpoint='geocode'", (provider,)
+        ).fetchall()
     finally:
         con.close()
     out = set()
@@ -115,8 +116,14 @@ def store_cities(path: Path, provider: str) -> set[str]:
 class Site:
     """One source of map answers: a map pack, a replay store, or both (store first)."""
 
-    def __init__(self, name: str, pack: Any | None = None, store: Any | None = None, provider: str = "rig",
-                 cities: set[str] | None = None) -> None:
+    def __init__(
+        self,
+        name: str,
+        pack: Any | None = None,
+        store: Any | None = None,
+        provider: str = "rig",
+        cities: set[str] | None = None,
+    ) -> None:
         from rig.maps.tools import MapService
 
         self.name, self.pack = name, pack
@@ -138,15 +145,24 @@ class Site:
 def _answers(data: Any) -> list[dict[str, Any]]:
     """Geocode results as {name, lat, lon, match}: rig records, or a recorded Google-style answer."""
     if isinstance(data, list):
-        return [{"name": r.get("name", ""), "lat": r["lat"], "lon": r["lon"], "match": r.get("match", "fuzzy")}
-                for r in data if isinstance(r, dict) and "lat" in r and "lon" in r]
+        return [
+            {"name": r.get("name", ""), "lat": r["lat"], "lon": r["lon"], "match": r.get("match", "fuzzy")}
+            for r in data
+            if isinstance(r, dict) and "lat" in r and "lon" in r
+        ]
     if isinstance(data, dict) and isinstance(data.get("results"), list):
         out = []
         for r in data["results"]:
             loc = (r.get("geometry") or {}).get("location") or {}
             if "lat" in loc and "lng" in loc:
-                out.append({"name": r.get("name") or r.get("formatted_address") or "", "lat": loc["lat"],
-                            "lon": loc["lng"], "match": "provider"})
+                out.append(
+                    {
+                        "name": r.get("name") or r.get("formatted_address") or "",
+                        "lat": loc["lat"],
+                        "lon": loc["lng"],
+                        "match": "provider",
+                    }
+                )
         return out
     return []
 
@@ -205,8 +221,15 @@ class RouteValidator:
                     exact = normalise_name(a["name"]) == normalise_name(query)
                     ok = (exact or a["match"] == "provider") if exact_only else name_matches(query, a["name"], cw)
                     if ok:
-                        return Geocoded(address=address, query=query, name=a["name"], lat=float(a["lat"]),
-                                        lon=float(a["lon"]), match="exact" if exact else a["match"], source=source)
+                        return Geocoded(
+                            address=address,
+                            query=query,
+                            name=a["name"],
+                            lat=float(a["lat"]),
+                            lon=float(a["lon"]),
+                            match="exact" if exact else a["match"],
+                            source=source,
+                        )
         return None
 
     def _leg(self, site_i: int, a: tuple[float, float], b: tuple[float, float]) -> float:
@@ -214,9 +237,10 @@ class RouteValidator:
             return 0.0
         key = (site_i, (round(a[0], 7), round(a[1], 7), round(b[0], 7), round(b[1], 7)))
         if key not in self._leg_cache:
-            res = self.sites[site_i].service.call("route", {"origin": {"lat": a[0], "lon": a[1]},
-                                                            "destination": {"lat": b[0], "lon": b[1]},
-                                                            "mode": "walk"})
+            res = self.sites[site_i].service.call(
+                "route",
+                {"origin": {"lat": a[0], "lon": a[1]}, "destination": {"lat": b[0], "lon": b[1]}, "mode": "walk"},
+            )
             if not res.ok:
                 raise LookupError(f"no walking route from {a} to {b}: {res.error_category}: {res.error}")
             self._leg_cache[key] = _route_metres(res.data)

@@ -39,32 +39,45 @@ class UrbanGeoEval(Benchmark):
     version = "1"
 
     class Options(BenchmarkOptions):
-        pack: CommaList | None = Field(None, description="map packs, comma-separated, one city each (default: the "
-                                                         "embedded `helsinki`; `--data DIR` names one pack instead)")
+        pack: CommaList | None = Field(
+            None,
+            description="map packs, comma-separated, one city each (default: the "
+            "embedded `helsinki`; `--data DIR` names one pack instead)",
+        )
         modules: CommaList = Field(["knowledge", "reasoning"], description="which modules to generate")
-        templates: CommaList | None = Field(None, description="knowledge templates, names of the paper's Table 2 "
-                                                              "(default: all 20)")
-        tasks: CommaList | None = Field(None, description="reasoning tasks of DS, DR, RE, PN, PR, NV, RC (default: "
-                                                          "all 7)")
+        templates: CommaList | None = Field(
+            None, description="knowledge templates, names of the paper's Table 2 (default: all 20)"
+        )
+        tasks: CommaList | None = Field(
+            None, description="reasoning tasks of DS, DR, RE, PN, PR, NV, RC (default: all 7)"
+        )
         n_per_template: int = Field(10, ge=1, description="questions per template per city (the paper: 150)")
         n_per_task: int = Field(10, ge=1, description="problems per task per city")
         seed: int = Field(0, description="generation seed (independent of the sampling seed)")
-        choice: Literal["auto", "on", "off"] = Field("auto", description="constrain the knowledge reply to one "
-                                                                         "option letter; `auto`: when `--decode` is "
-                                                                         "not `none`")
+        choice: Literal["auto", "on", "off"] = Field(
+            "auto",
+            description="constrain the knowledge reply to one option letter; `auto`: when `--decode` is not `none`",
+        )
         knowledge_max_tokens: int = Field(16, ge=1, description="cap on a knowledge reply")
-        max_tokens: int = Field(1024, ge=1, description="cap on a reasoning reply (the model's own `max_tokens` "
-                                                        "applies when lower)")
-        judge: str | None = Field(None, description="models.yaml entry of the judge (default: the candidate "
-                                                    "itself); another entry is loaded once and closed at teardown")
-        judge_temperature: float = Field(0.6, description="judge sampling temperature, 0..2 (the paper's 0.6, "
-                                                                  "appendix B.2)")
+        max_tokens: int = Field(
+            1024, ge=1, description="cap on a reasoning reply (the model's own `max_tokens` applies when lower)"
+        )
+        judge: str | None = Field(
+            None,
+            description="models.yaml entry of the judge (default: the candidate "
+            "itself); another entry is loaded once and closed at teardown",
+        )
+        judge_temperature: float = Field(
+            0.6, description="judge sampling temperature, 0..2 (the paper's 0.6, appendix B.2)"
+        )
         judge_max_tokens: int = Field(512, ge=1, description="cap on a judge reply")
-        judge_decode: Literal["none", "verdict"] = Field("none", description="`verdict`: the judge's reply is "
-                                                                             "constrained to the score line alone")
+        judge_decode: Literal["none", "verdict"] = Field(
+            "none", description="`verdict`: the judge's reply is constrained to the score line alone"
+        )
         judge_models: str | None = Field(None, description="models.yaml to find the judge in (default: rig's)")
-        judge_gpu: int | None = Field(None, ge=0, description="GPU ordinal for a separately loaded judge "
-                                                              "(default: CPU)")
+        judge_gpu: int | None = Field(
+            None, ge=0, description="GPU ordinal for a separately loaded judge (default: CPU)"
+        )
 
         @field_validator("pack")
         @classmethod
@@ -127,8 +140,14 @@ class UrbanGeoEval(Benchmark):
         self.templates: list[str] = o.templates or list(K.TEMPLATES)
         self.tasks: list[str] = o.tasks or list(R.TASKS)
         try:
-            self.judge = Judge(o.judge, o.judge_temperature, o.judge_max_tokens, o.judge_decode,
-                               Path(o.judge_models) if o.judge_models else None, o.judge_gpu)
+            self.judge = Judge(
+                o.judge,
+                o.judge_temperature,
+                o.judge_max_tokens,
+                o.judge_decode,
+                Path(o.judge_models) if o.judge_models else None,
+                o.judge_gpu,
+            )
         except JudgeConfigError as exc:
             raise DataError(f"urbangeo option {exc}") from None
         self._cities: list[Any] | None = None
@@ -169,26 +188,58 @@ class UrbanGeoEval(Benchmark):
                     dim, strategy = K.TEMPLATES[t].dimension, K.TEMPLATES[t].strategy
                     for i, q in enumerate(qs):
                         eid = f"k/{slug}/{t}/{i:03d}"
-                        letters = K.LETTERS[:len(q.options)]
-                        out.append(Episode(
-                            benchmark=self.name, id=eid, messages=knowledge_messages(q.question, q.options, letters),
-                            ground_truth={"answer": q.letter, "letters": letters, "options": q.options,
-                                          "facts": q.facts},
-                            tags={"module": "knowledge", "city": city.name, "template": t, "dimension": dim,
-                                  "strategy": strategy, "question": eid},
-                            prefix_group="urbangeo/knowledge"))  # one system prompt for every question
+                        letters = K.LETTERS[: len(q.options)]
+                        out.append(
+                            Episode(
+                                benchmark=self.name,
+                                id=eid,
+                                messages=knowledge_messages(q.question, q.options, letters),
+                                ground_truth={
+                                    "answer": q.letter,
+                                    "letters": letters,
+                                    "options": q.options,
+                                    "facts": q.facts,
+                                },
+                                tags={
+                                    "module": "knowledge",
+                                    "city": city.name,
+                                    "template": t,
+                                    "dimension": dim,
+                                    "strategy": strategy,
+                                    "question": eid,
+                                },
+                                prefix_group="urbangeo/knowledge",
+                            )
+                        )  # one system prompt for every question
             if "reasoning" in self.opts.modules:
                 for t in self.tasks:
                     ps = R.generate(city, t, self.opts.n_per_task, self.opts.seed)
                     self._short(f"{slug}/{t}", len(ps), self.opts.n_per_task)
                     for i, p in enumerate(ps):
                         eid = f"r/{slug}/{t}/{i:03d}"
-                        out.append(Episode(
-                            benchmark=self.name, id=eid, messages=reasoning_messages(t, p.prompt),
-                            ground_truth={"task": t, "truth": p.truth, "truth_text": p.truth_text, "facts": p.facts},
-                            tags={"module": "reasoning", "city": city.name, "task": t, "task_name": R.TASKS[t][0],
-                                  "tier": R.TASKS[t][1], "subtype": p.subtype or "-", "question": eid},
-                            prefix_group=f"urbangeo/reasoning/{t}"))  # the system prompt differs per task
+                        out.append(
+                            Episode(
+                                benchmark=self.name,
+                                id=eid,
+                                messages=reasoning_messages(t, p.prompt),
+                                ground_truth={
+                                    "task": t,
+                                    "truth": p.truth,
+                                    "truth_text": p.truth_text,
+                                    "facts": p.facts,
+                                },
+                                tags={
+                                    "module": "reasoning",
+                                    "city": city.name,
+                                    "task": t,
+                                    "task_name": R.TASKS[t][0],
+                                    "tier": R.TASKS[t][1],
+                                    "subtype": p.subtype or "-",
+                                    "question": eid,
+                                },
+                                prefix_group=f"urbangeo/reasoning/{t}",
+                            )
+                        )  # the system prompt differs per task
         self._episodes = out
         return out
 
@@ -202,14 +253,29 @@ class UrbanGeoEval(Benchmark):
         code change that alters questions without a version bump still changes the hash."""
         h = hashlib.sha256()
         o = self.opts  # the options that change the episodes, parsed: "010" and "10" agree
-        generation = {"modules": o.modules, "templates": self.templates, "tasks": self.tasks,
-                      "n_per_template": o.n_per_template, "n_per_task": o.n_per_task, "seed": o.seed}
-        head = {"generator": GENERATOR_VERSION, "packs": [c.source_sha256 for c in self.cities()],
-                "options": generation}
+        generation = {
+            "modules": o.modules,
+            "templates": self.templates,
+            "tasks": self.tasks,
+            "n_per_template": o.n_per_template,
+            "n_per_task": o.n_per_task,
+            "seed": o.seed,
+        }
+        head = {
+            "generator": GENERATOR_VERSION,
+            "packs": [c.source_sha256 for c in self.cities()],
+            "options": generation,
+        }
         h.update(json.dumps(head, sort_keys=True).encode())
         for e in self.episodes():
-            h.update(json.dumps([e.id, [m.content for m in e.messages], e.ground_truth], sort_keys=True,
-                                ensure_ascii=False, default=str).encode())
+            h.update(
+                json.dumps(
+                    [e.id, [m.content for m in e.messages], e.ground_truth],
+                    sort_keys=True,
+                    ensure_ascii=False,
+                    default=str,
+                ).encode()
+            )
         return h.hexdigest()[:16]
 
     # ---- one run ---------------------------------------------------------------------------------------------------
@@ -226,9 +292,14 @@ class UrbanGeoEval(Benchmark):
         constraint = Constraint(kind="choice", choices=list(letters)) if constrain else None
         sampling = repeat_sampling(ctx.sampling, repeat, min(ctx.sampling.max_tokens, self.opts.knowledge_max_tokens))
         gen = await engine.chat(ChatRequest(messages=episode.messages, constraint=constraint, sampling=sampling))
-        res = EpisodeResult(benchmark=self.name, episode_id=episode.id, repeat=repeat, generations=[gen],
-                            tags={**episode.tags, "answer_constraint": "choice" if constraint else "none"},
-                            scores={"correct": 0.0, "parsed": 0.0})
+        res = EpisodeResult(
+            benchmark=self.name,
+            episode_id=episode.id,
+            repeat=repeat,
+            generations=[gen],
+            tags={**episode.tags, "answer_constraint": "choice" if constraint else "none"},
+            scores={"correct": 0.0, "parsed": 0.0},
+        )
         if gen.error:
             res.status, res.error_category, res.error = "failed", "engine_error", gen.error
             return res
@@ -247,16 +318,36 @@ class UrbanGeoEval(Benchmark):
         sampling = repeat_sampling(ctx.sampling, repeat, min(ctx.sampling.max_tokens, self.opts.max_tokens))
         gen = await engine.chat(ChatRequest(messages=episode.messages, sampling=sampling))
         judge_name = self.judge.model_name(engine)
-        res = EpisodeResult(benchmark=self.name, episode_id=episode.id, repeat=repeat, generations=[gen],
-                            tags={**episode.tags, "judge": judge_name,
-                                  "judge_self": "yes" if judge_name == engine.spec.name else "no",
-                                  "judge_temperature": f"{self.judge.temperature:g}"})
-        scores: dict[str, float | None] = {"reason": None, "answer": None, "answer_program": None,
-                                           "answer_judge": None, "points_max": float(rmax + 10), "total": None,
-                                           "total_pct": None, "judge_parsed": 0.0, "answer_section": 0.0}
+        res = EpisodeResult(
+            benchmark=self.name,
+            episode_id=episode.id,
+            repeat=repeat,
+            generations=[gen],
+            tags={
+                **episode.tags,
+                "judge": judge_name,
+                "judge_self": "yes" if judge_name == engine.spec.name else "no",
+                "judge_temperature": f"{self.judge.temperature:g}",
+            },
+        )
+        scores: dict[str, float | None] = {
+            "reason": None,
+            "answer": None,
+            "answer_program": None,
+            "answer_judge": None,
+            "points_max": float(rmax + 10),
+            "total": None,
+            "total_pct": None,
+            "judge_parsed": 0.0,
+            "answer_section": 0.0,
+        }
         res.scores = scores
-        judge_info: dict[str, Any] = {"model": judge_name, "temperature": self.judge.temperature,
-                                      "decode": self.judge.decode, "status": "not judged"}
+        judge_info: dict[str, Any] = {
+            "model": judge_name,
+            "temperature": self.judge.temperature,
+            "decode": self.judge.decode,
+            "status": "not judged",
+        }
         if gen.error:
             if task in PROGRAM_TASKS:
                 scores["answer"] = scores["answer_program"] = 0.0
@@ -271,14 +362,18 @@ class UrbanGeoEval(Benchmark):
             if isinstance(v, (int, float)) and not isinstance(v, bool):
                 scores[k] = float(v)
         # The user message is the question with its context; the judge sees it, the reply and the reference.
-        verdict, jgen = await self.judge.grade(engine, task, episode.messages[-1].content, gen.text,
-                                               gt["truth_text"], seed=ctx.sampling.seed + repeat)
-        judge_info.update(status=verdict.status, detail=verdict.detail, reason=verdict.reason,
-                          answer=verdict.answer)
+        verdict, jgen = await self.judge.grade(
+            engine, task, episode.messages[-1].content, gen.text, gt["truth_text"], seed=ctx.sampling.seed + repeat
+        )
+        judge_info.update(status=verdict.status, detail=verdict.detail, reason=verdict.reason, answer=verdict.answer)
         if jgen is not None:
-            judge_info.update(text=jgen.text, prompt_tokens=jgen.prompt_tokens,
-                              completion_tokens=jgen.completion_tokens, e2e_s=jgen.timings.e2e_s,
-                              finish_reason=jgen.finish_reason)
+            judge_info.update(
+                text=jgen.text,
+                prompt_tokens=jgen.prompt_tokens,
+                completion_tokens=jgen.completion_tokens,
+                e2e_s=jgen.timings.e2e_s,
+                finish_reason=jgen.finish_reason,
+            )
         if verdict.ok:
             scores["judge_parsed"] = 1.0
             scores["reason"], scores["answer_judge"] = verdict.reason, verdict.answer
@@ -286,8 +381,12 @@ class UrbanGeoEval(Benchmark):
         if scores["reason"] is not None and scores["answer"] is not None:
             scores["total"] = round(scores["reason"] + scores["answer"], 2)
             scores["total_pct"] = round(100.0 * scores["total"] / (rmax + 10), 2)  # type: ignore[operator]
-        res.output = {"answer_text": sec.answer, "answer_status": sec.status,
-                      "read": {k: v for k, v in read.items()}, "judge": judge_info}
+        res.output = {
+            "answer_text": sec.answer,
+            "answer_status": sec.status,
+            "read": {k: v for k, v in read.items()},
+            "judge": judge_info,
+        }
         if verdict.status == "error":
             res.error_category, res.error = "judge_error", verdict.detail
         elif not verdict.ok:

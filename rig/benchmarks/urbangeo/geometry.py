@@ -17,9 +17,24 @@ from rig.maps.geo import EARTH_RADIUS_M, bearing_deg, haversine_m
 LatLon = tuple[float, float]
 
 CARDINAL_8 = ("North", "Northeast", "East", "Southeast", "South", "Southwest", "West", "Northwest")
-CARDINAL_16 = ("North", "North-Northeast", "Northeast", "East-Northeast", "East", "East-Southeast", "Southeast",
-               "South-Southeast", "South", "South-Southwest", "Southwest", "West-Southwest", "West",
-               "West-Northwest", "Northwest", "North-Northwest")
+CARDINAL_16 = (
+    "North",
+    "North-Northeast",
+    "Northeast",
+    "East-Northeast",
+    "East",
+    "East-Southeast",
+    "Southeast",
+    "South-Southeast",
+    "South",
+    "South-Southwest",
+    "Southwest",
+    "West-Southwest",
+    "West",
+    "West-Northwest",
+    "Northwest",
+    "North-Northwest",
+)
 ABBREV_16 = ("N", "NNE", "NE", "ENE", "E", "ESE", "SE", "SSE", "S", "SSW", "SW", "WSW", "W", "WNW", "NW", "NNW")
 
 # Relation tolerance: boundaries closer than this count as meeting (stated in the prompts).

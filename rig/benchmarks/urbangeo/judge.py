@@ -24,64 +24,105 @@ ANSWER_MAX = 10
 
 # (criterion, points, what earns them) - reasoning part; the answer part follows each list.
 RUBRICS: dict[str, tuple[list[tuple[str, int, str]], str]] = {
-    "DS": ([
-        ("Coordinates", 2, "both points' latitude and longitude restated correctly in decimal degrees"),
-        ("Radians", 3, "every coordinate converted to radians correctly, with the values shown"),
-        ("Differences", 3, "latitude and longitude differences computed correctly, with the values shown"),
-        ("Haversine", 5, "the haversine terms (a, then the central angle c) computed correctly; partial credit for "
-                         "small arithmetic slips or for the formula without numbers"),
-        ("Presentation", 2, "reasoning and answer in their own sections, steps easy to follow"),
-    ], "Answer (10): max(0, 10 - |answer km - reference km|), two decimals."),
-    "DR": ([
-        ("Coordinates", 2, "both points' latitude and longitude restated correctly in decimal degrees"),
-        ("Radians", 3, "coordinates converted to radians correctly, with the values shown"),
-        ("Longitude difference", 3, "the longitude difference computed correctly"),
-        ("Bearing formula", 5, "the forward-azimuth formula (atan2 of the two terms) applied and evaluated correctly, "
-                               "normalised to 0-360 degrees; partial credit for small slips"),
-        ("Presentation", 2, "reasoning and answer in their own sections, steps easy to follow"),
-    ], "Answer (10): max(0, 10 - 0.25 x |answer bearing - reference bearing|), minus 2 when the named direction "
-       "does not match the answer's own bearing."),
-    "RE": ([
-        ("Coordinates", 1, "the coordinates of both features restated correctly"),
-        ("Criteria", 3, "clear criteria that separate the possible relations (crossing, distance, inside/outside)"),
-        ("Spatial analysis", 8, "the relation worked out from the coordinates with a geometric method (segment "
-                                "crossing tests, point-in-polygon, distances, directions); 3-7 for a mostly right "
-                                "analysis with slips or without computations, 0-2 for a wrong one"),
-        ("Presentation", 3, "reasoning and answer in their own sections, logically ordered"),
-    ], "Answer (10): 10 when the relation term equals the reference, else 0."),
-    "PN": ([
-        ("Data", 2, "bearings and distances between consecutive locations read and organised correctly"),
-        ("Far location", 3, "identifies which location lies farthest from the start and uses it to prune orders"),
-        ("Positions", 5, "bearings and distances turned into x/y positions correctly"),
-        ("Order evaluation", 8, "the candidate orders (a sensibly reduced set) compared by total distance and the "
-                                "shortest found; 4-6 with small mistakes or needless orders, 0-3 if incomplete"),
-        ("Presentation", 2, "reasoning and answer in their own sections, logically ordered"),
-    ], "Answer (10): 10 minus 2 for every position where the answer's order differs from the reference order."),
-    "PR": ([
-        ("Trajectory", 5, "the sequence of positions followed and the direction of travel described correctly"),
-        ("Coordinates", 4, "coordinates used correctly to relate the places to each other"),
-        ("Candidates", 5, "every candidate examined against the trajectory"),
-        ("Distances", 3, "distances from the last position to the candidates assessed correctly"),
-        ("Logic", 3, "a sound conclusion drawn from direction and distance"),
-    ], "Answer (10): 10 when the chosen destination is the reference, else 0."),
-    "NV": ([
-        ("Network", 5, "how the segments connect (shared end points) understood correctly"),
-        ("Routes", 5, "the possible routes from start to destination found, with no invented connections"),
-        ("Distances", 6, "route lengths computed correctly from the coordinates"),
-        ("Route choice", 2, "the shortest route chosen (1 for a valid but longer route)"),
-        ("Presentation", 2, "clear, ordered reasoning"),
-    ], "Answer (10): route correctness 5 (5 the shortest route, 2 a valid longer route, 0 an impossible one); "
-       "completeness 4 (4 every segment in the right order, 1 small omissions, 0 major ones); clarity 1 (1 when a "
-       "person could follow the directions)."),
-    "RC": ([
-        ("User location", 4, "the user's position and request understood (2 for small slips)"),
-        ("Proximity", 5, "distances from the user to each option computed correctly"),
-        ("Constraints", 6, "every constraint checked for every option: distance limit, kind of place, opening "
-                           "hours at the given time"),
-        ("Decision", 3, "a clear way of weighing the options that meet the constraints"),
-        ("Presentation", 2, "clear, ordered reasoning"),
-    ], "Answer (10): 10 for the reference place; 3-5 for a place that meets most constraints but is not the best; "
-       "0 for a place that breaks a key constraint."),
+    "DS": (
+        [
+            ("Coordinates", 2, "both points' latitude and longitude restated correctly in decimal degrees"),
+            ("Radians", 3, "every coordinate converted to radians correctly, with the values shown"),
+            ("Differences", 3, "latitude and longitude differences computed correctly, with the values shown"),
+            (
+                "Haversine",
+                5,
+                "the haversine terms (a, then the central angle c) computed correctly; partial credit for "
+                "small arithmetic slips or for the formula without numbers",
+            ),
+            ("Presentation", 2, "reasoning and answer in their own sections, steps easy to follow"),
+        ],
+        "Answer (10): max(0, 10 - |answer km - reference km|), two decimals.",
+    ),
+    "DR": (
+        [
+            ("Coordinates", 2, "both points' latitude and longitude restated correctly in decimal degrees"),
+            ("Radians", 3, "coordinates converted to radians correctly, with the values shown"),
+            ("Longitude difference", 3, "the longitude difference computed correctly"),
+            (
+                "Bearing formula",
+                5,
+                "the forward-azimuth formula (atan2 of the two terms) applied and evaluated correctly, "
+                "normalised to 0-360 degrees; partial credit for small slips",
+            ),
+            ("Presentation", 2, "reasoning and answer in their own sections, steps easy to follow"),
+        ],
+        "Answer (10): max(0, 10 - 0.25 x |answer bearing - reference bearing|), minus 2 when the named direction "
+        "does not match the answer's own bearing.",
+    ),
+    "RE": (
+        [
+            ("Coordinates", 1, "the coordinates of both features restated correctly"),
+            ("Criteria", 3, "clear criteria that separate the possible relations (crossing, distance, inside/outside)"),
+            (
+                "Spatial analysis",
+                8,
+                "the relation worked out from the coordinates with a geometric method (segment "
+                "crossing tests, point-in-polygon, distances, directions); 3-7 for a mostly right "
+                "analysis with slips or without computations, 0-2 for a wrong one",
+            ),
+            ("Presentation", 3, "reasoning and answer in their own sections, logically ordered"),
+        ],
+        "Answer (10): 10 when the relation term equals the reference, else 0.",
+    ),
+    "PN": (
+        [
+            ("Data", 2, "bearings and distances between consecutive locations read and organised correctly"),
+            ("Far location", 3, "identifies which location lies farthest from the start and uses it to prune orders"),
+            ("Positions", 5, "bearings and distances turned into x/y positions correctly"),
+            (
+                "Order evaluation",
+                8,
+                "the candidate orders (a sensibly reduced set) compared by total distance and the "
+                "shortest found; 4-6 with small mistakes or needless orders, 0-3 if incomplete",
+            ),
+            ("Presentation", 2, "reasoning and answer in their own sections, logically ordered"),
+        ],
+        "Answer (10): 10 minus 2 for every position where the answer's order differs from the reference order.",
+    ),
+    "PR": (
+        [
+            ("Trajectory", 5, "the sequence of positions followed and the direction of travel described correctly"),
+            ("Coordinates", 4, "coordinates used correctly to relate the places to each other"),
+            ("Candidates", 5, "every candidate examined against the trajectory"),
+            ("Distances", 3, "distances from the last position to the candidates assessed correctly"),
+            ("Logic", 3, "a sound conclusion drawn from direction and distance"),
+        ],
+        "Answer (10): 10 when the chosen destination is the reference, else 0.",
+    ),
+    "NV": (
+        [
+            ("Network", 5, "how the segments connect (shared end points) understood correctly"),
+            ("Routes", 5, "the possible routes from start to destination found, with no invented connections"),
+            ("Distances", 6, "route lengths computed correctly from the coordinates"),
+            ("Route choice", 2, "the shortest route chosen (1 for a valid but longer route)"),
+            ("Presentation", 2, "clear, ordered reasoning"),
+        ],
+        "Answer (10): route correctness 5 (5 the shortest route, 2 a valid longer route, 0 an impossible one); "
+        "completeness 4 (4 every segment in the right order, 1 small omissions, 0 major ones); clarity 1 (1 when a "
+        "person could follow the directions).",
+    ),
+    "RC": (
+        [
+            ("User location", 4, "the user's position and request understood (2 for small slips)"),
+            ("Proximity", 5, "distances from the user to each option computed correctly"),
+            (
+                "Constraints",
+                6,
+                "every constraint checked for every option: distance limit, kind of place, opening "
+                "hours at the given time",
+            ),
+            ("Decision", 3, "a clear way of weighing the options that meet the constraints"),
+            ("Presentation", 2, "clear, ordered reasoning"),
+        ],
+        "Answer (10): 10 for the reference place; 3-5 for a place that meets most constraints but is not the best; "
+        "0 for a place that breaks a key constraint.",
+    ),
 }
 
 
@@ -93,25 +134,35 @@ def rubric_text(task: str) -> str:
     return "\n".join(lines)
 
 
-JUDGE_SYSTEM = ("You grade answers to city geography reasoning questions, impartially and strictly. The graded "
-                "response has a <reason> part (the working) and an <answer> part (the final answer).")
+JUDGE_SYSTEM = (
+    "You grade answers to city geography reasoning questions, impartially and strictly. The graded "
+    "response has a <reason> part (the working) and an <answer> part (the final answer)."
+)
 
 
 def judge_messages(task: str, question: str, response: str, reference: str, verdict_only: bool) -> list[Message]:
     rmax = REASON_MAX[task]
     fmt = f"reason:[[R]], answer:[[A]] with R a number from 0 to {rmax} and A a number from 0 to {ANSWER_MAX}"
-    how = (f"Reply with only the scores, in exactly this format: {fmt}." if verdict_only else
-           f"Briefly explain how the reasoning meets each rubric item and how the answer compares with the "
-           f"reference, then end with one line in exactly this format: {fmt}.")
-    body = (f"Question:\n{question}\n\nResponse to grade:\n{response}\n\nReference answer:\n{reference}\n\n"
-            f"Rubric:\n{rubric_text(task)}\n\n{how}")
+    how = (
+        f"Reply with only the scores, in exactly this format: {fmt}."
+        if verdict_only
+        else f"Briefly explain how the reasoning meets each rubric item and how the answer compares with the "
+        f"reference, then end with one line in exactly this format: {fmt}."
+    )
+    body = (
+        f"Question:\n{question}\n\nResponse to grade:\n{response}\n\nReference answer:\n{reference}\n\n"
+        f"Rubric:\n{rubric_text(task)}\n\n{how}"
+    )
     return [Message(role="system", content=JUDGE_SYSTEM), Message(role="user", content=body)]
 
 
 # ---- verdict parsing -------------------------------------------------------------------------------------------------
 
-_VERDICT = re.compile(r"reason\s*:\s*\[\[([^\[\]]*)\]\]\s*,\s*answer\s*:\s*\[\[([^\[\]]*)\]\]"
-                      r"(?:\s*,\s*total\s*:\s*\[\[([^\[\]]*)\]\])?", re.I)
+_VERDICT = re.compile(
+    r"reason\s*:\s*\[\[([^\[\]]*)\]\]\s*,\s*answer\s*:\s*\[\[([^\[\]]*)\]\]"
+    r"(?:\s*,\s*total\s*:\s*\[\[([^\[\]]*)\]\])?",
+    re.I,
+)
 _NUM = re.compile(r"\s*(\d+(?:\.\d+)?)\s*")
 
 
@@ -177,8 +228,15 @@ class Judge:
     """The judge model: the candidate's own engine (default), or another models.yaml entry loaded once, on first
     use, and closed by ``aclose`` (the benchmark's ``teardown``, which the runner awaits after the last episode)."""
 
-    def __init__(self, name: str | None, temperature: float, max_tokens: int, decode: str,
-                 models_file: Path | None = None, gpu: int | None = None) -> None:
+    def __init__(
+        self,
+        name: str | None,
+        temperature: float,
+        max_tokens: int,
+        decode: str,
+        models_file: Path | None = None,
+        gpu: int | None = None,
+    ) -> None:
         if decode not in ("none", "verdict"):
             raise JudgeConfigError(f"judge_decode: {decode!r} is not none or verdict")
         self.name, self.temperature, self.max_tokens, self.decode = name, temperature, max_tokens, decode
@@ -220,17 +278,20 @@ class Judge:
                 self._engine = eng
         return self._engine
 
-    async def grade(self, candidate: Engine, task: str, question: str, response: str, reference: str,
-                    seed: int) -> tuple[Verdict, Generation | None]:
+    async def grade(
+        self, candidate: Engine, task: str, question: str, response: str, reference: str, seed: int
+    ) -> tuple[Verdict, Generation | None]:
         try:
             eng = await self.engine(candidate)
         except Exception as exc:  # a judge that cannot load is a recorded judge error on every episode
             return Verdict("error", detail=f"judge engine: {type(exc).__name__}: {exc}"), None
         verdict_only = self.decode == "verdict"
         constraint = Constraint(kind="regex", pattern=verdict_regex(REASON_MAX[task])) if verdict_only else None
-        req = ChatRequest(messages=judge_messages(task, question, response, reference, verdict_only),
-                          constraint=constraint,
-                          sampling=Sampling(temperature=self.temperature, max_tokens=self.max_tokens, seed=seed))
+        req = ChatRequest(
+            messages=judge_messages(task, question, response, reference, verdict_only),
+            constraint=constraint,
+            sampling=Sampling(temperature=self.temperature, max_tokens=self.max_tokens, seed=seed),
+        )
         gen = await eng.chat(req)
         if gen.error:
             return Verdict("error", detail=f"judge generation: {gen.error}"), gen

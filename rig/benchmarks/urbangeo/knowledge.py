@@ -64,8 +64,9 @@ def _norm(s: str) -> str:
     return normalise_name(s)
 
 
-def _shuffle(rng: random.Random, template: str, question: str, correct: str, distractors: list[str],
-             facts: dict[str, Any]) -> Mcq:
+def _shuffle(
+    rng: random.Random, template: str, question: str, correct: str, distractors: list[str], facts: dict[str, Any]
+) -> Mcq:
     opts = [correct, *distractors]
     if len({_norm(o) for o in opts}) != len(opts):
         raise Skip("options are not unique")
@@ -152,8 +153,11 @@ def _quadrant(a: Poi, b: Poi) -> str:
 
 def _far_corner_pois(city: City, rng: random.Random, at: Poi, k: int, exclude: set[str]) -> list[Poi]:
     d = city.distances_m(at.lat, at.lon)
-    ring = [p for p, x in zip(city.pois, d, strict=True) if FAR_RING_M[0] <= x <= FAR_RING_M[1] and city.unique_name(p)
-            and _norm(p.name) not in exclude]
+    ring = [
+        p
+        for p, x in zip(city.pois, d, strict=True)
+        if FAR_RING_M[0] <= x <= FAR_RING_M[1] and city.unique_name(p) and _norm(p.name) not in exclude
+    ]
     by_q: dict[str, list[Poi]] = {}
     for p in ring:
         by_q.setdefault(_quadrant(at, p), []).append(p)
@@ -184,8 +188,10 @@ def _zones(city: City, rng: random.Random) -> dict[str, Any]:
         a = rng.choice(big)
         return {"aoi": a.key, "label": f"the area {a.name}"}
     p = rng.choice(_unique_pois(city))
-    return {"circle": [round(p.lat, 6), round(p.lon, 6), ZONE_RADIUS_M],
-            "label": f"the area within {ZONE_RADIUS_M:.0f} m of {p.name}"}
+    return {
+        "circle": [round(p.lat, 6), round(p.lon, 6), ZONE_RADIUS_M],
+        "label": f"the area within {ZONE_RADIUS_M:.0f} m of {p.name}",
+    }
 
 
 def junctions_in_zone(city: City, road: str, zone: dict[str, Any]) -> list[tuple[float, str]]:
@@ -219,11 +225,20 @@ def end_junctions(city: City, road: str, zone: dict[str, Any]) -> frozenset[str]
 def g_retrieve_poi_address(city: City, rng: random.Random) -> Mcq:
     p = rng.choice([p for p in _unique_pois(city) if p.tagged_address and p.address and re.search(r"\d", p.address)])
     d = city.distances_m(p.lat, p.lon)
-    near = [q.address for q, x in zip(city.pois, d, strict=True)
-            if x <= NEAR_ADDRESS_M and q.tagged_address and q.address and q.name != p.name]
+    near = [
+        q.address
+        for q, x in zip(city.pois, d, strict=True)
+        if x <= NEAR_ADDRESS_M and q.tagged_address and q.address and q.name != p.name
+    ]
     pool = _distinct(sorted(near), {p.address})  # type: ignore[arg-type]
-    return _shuffle(rng, "Retrieve_POI_Address", f"In {city.name}, what is the address of {_poi_label(p)}?",
-                    p.address, _sample(rng, pool, 3), {"poi": p.name})  # type: ignore[arg-type]
+    return _shuffle(
+        rng,
+        "Retrieve_POI_Address",
+        f"In {city.name}, what is the address of {_poi_label(p)}?",
+        p.address,
+        _sample(rng, pool, 3),
+        {"poi": p.name},
+    )  # type: ignore[arg-type]
 
 
 def v_retrieve_poi_address(city: City, q: Mcq) -> OptionTest:
@@ -236,11 +251,22 @@ def g_retrieve_poi_name(city: City, rng: random.Random) -> Mcq:
     for q in city.pois:
         if q.tagged_address and q.address:
             by_addr.setdefault(_norm(q.address), []).append(q)
-    p = rng.choice([q for q in _unique_pois(city) if q.tagged_address and q.address and re.search(r"\d", q.address)
-                    and len(by_addr[_norm(q.address)]) == 1])
+    p = rng.choice(
+        [
+            q
+            for q in _unique_pois(city)
+            if q.tagged_address and q.address and re.search(r"\d", q.address) and len(by_addr[_norm(q.address)]) == 1
+        ]
+    )
     pool = _distinct(sorted({q.name for q in city.pois}), {p.name})
-    return _shuffle(rng, "Retrieve_POI_Name", f"In {city.name}, which place is located at {p.address}?",
-                    p.name, _sample(rng, pool, 3), {"address": p.address})
+    return _shuffle(
+        rng,
+        "Retrieve_POI_Name",
+        f"In {city.name}, which place is located at {p.address}?",
+        p.name,
+        _sample(rng, pool, 3),
+        {"address": p.address},
+    )
 
 
 def v_retrieve_poi_name(city: City, q: Mcq) -> OptionTest:
@@ -252,9 +278,14 @@ def g_retrieve_coordinates(city: City, rng: random.Random) -> Mcq:
     p = rng.choice(_unique_pois(city))
     lat, lon = round(p.lat, 4), round(p.lon, 4)
     dists = [fmt_ll(lat + sa * COORD_DELTA, lon + so * COORD_DELTA) for sa in (1, -1) for so in (1, -1)]
-    return _shuffle(rng, "Retrieve_Coordinates",
-                    f"In {city.name}, what are the coordinates (latitude, longitude) of {_poi_label(p)}?",
-                    fmt_ll(lat, lon), dists, {"poi": p.name})
+    return _shuffle(
+        rng,
+        "Retrieve_Coordinates",
+        f"In {city.name}, what are the coordinates (latitude, longitude) of {_poi_label(p)}?",
+        fmt_ll(lat, lon),
+        dists,
+        {"poi": p.name},
+    )
 
 
 def v_retrieve_coordinates(city: City, q: Mcq) -> OptionTest:
@@ -293,10 +324,14 @@ def _two_pois(city: City, rng: random.Random) -> tuple[Poi, Poi, float]:
 
 def g_calculate_distance(city: City, rng: random.Random) -> Mcq:
     a, b, d = _two_pois(city, rng)
-    return _shuffle(rng, "Calculate_Distance",
-                    f"In {city.name}, what is the straight-line (great-circle) distance between {a.name} and "
-                    f"{b.name}?", fmt_km(d), [fmt_km(x) for x in distance_distractors(rng, d)],
-                    {"a": a.name, "b": b.name})
+    return _shuffle(
+        rng,
+        "Calculate_Distance",
+        f"In {city.name}, what is the straight-line (great-circle) distance between {a.name} and {b.name}?",
+        fmt_km(d),
+        [fmt_km(x) for x in distance_distractors(rng, d)],
+        {"a": a.name, "b": b.name},
+    )
 
 
 def v_calculate_distance(city: City, q: Mcq) -> OptionTest:
@@ -324,24 +359,36 @@ def g_calculate_distance_context(city: City, rng: random.Random) -> Mcq:
     hints = []
     for p in (a, b):
         near = _surroundings(city, p)
-        facts = ([f"at {p.address}"] if p.address else []) + \
-            ([f"next to {' and '.join(q.name for q in near)}"] if near else [])
+        facts = ([f"at {p.address}"] if p.address else []) + (
+            [f"next to {' and '.join(q.name for q in near)}"] if near else []
+        )
         if facts:
             hints.append(f"{_poi_label(p)} is {', '.join(facts)}.")
     if not hints:
         raise Skip("nothing to hint with")
-    return _shuffle(rng, "Calculate_Distance_Context",
-                    f"In {city.name}, what is the straight-line (great-circle) distance between {a.name} and "
-                    f"{b.name}? Hint: {' '.join(hints)}", fmt_km(d),
-                    [fmt_km(x) for x in distance_distractors(rng, d)], {"a": a.name, "b": b.name})
+    return _shuffle(
+        rng,
+        "Calculate_Distance_Context",
+        f"In {city.name}, what is the straight-line (great-circle) distance between {a.name} and "
+        f"{b.name}? Hint: {' '.join(hints)}",
+        fmt_km(d),
+        [fmt_km(x) for x in distance_distractors(rng, d)],
+        {"a": a.name, "b": b.name},
+    )
 
 
 def g_retrieve_aoi_address(city: City, rng: random.Random) -> Mcq:
     a = rng.choice([x for x in city.named_aois if city.aoi_addresses.get(x.key) and city.unique_name_aoi(x)])
     own = set(city.aoi_addresses[a.key])
     pool = _distinct(sorted({ad for k, ads in city.aoi_addresses.items() if k != a.key for ad in ads}), own)
-    return _shuffle(rng, "Retrieve_AOI_Address", f"In {city.name}, what is the address of the area {a.name}?",
-                    city.aoi_addresses[a.key][0], _sample(rng, pool, 3), {"aoi": a.key})
+    return _shuffle(
+        rng,
+        "Retrieve_AOI_Address",
+        f"In {city.name}, what is the address of the area {a.name}?",
+        city.aoi_addresses[a.key][0],
+        _sample(rng, pool, 3),
+        {"aoi": a.key},
+    )
 
 
 def v_retrieve_aoi_address(city: City, q: Mcq) -> OptionTest:
@@ -354,12 +401,19 @@ def g_retrieve_aoi_name(city: City, rng: random.Random) -> Mcq:
     for k, ads in city.aoi_addresses.items():
         for ad in ads:
             owners.setdefault(_norm(ad), []).append(k)
-    cands = [(x, ad) for x in city.named_aois for ad in city.aoi_addresses.get(x.key, [])
-             if len(owners[_norm(ad)]) == 1]
+    cands = [
+        (x, ad) for x in city.named_aois for ad in city.aoi_addresses.get(x.key, []) if len(owners[_norm(ad)]) == 1
+    ]
     a, address = rng.choice(cands)
     pool = _distinct(sorted({_named(x) for x in city.named_aois if x.key != a.key}), {_named(a)})
-    return _shuffle(rng, "Retrieve_AOI_Name", f"In {city.name}, which area is at {address}?",
-                    _named(a), _sample(rng, pool, 3), {"address": address})
+    return _shuffle(
+        rng,
+        "Retrieve_AOI_Name",
+        f"In {city.name}, which area is at {address}?",
+        _named(a),
+        _sample(rng, pool, 3),
+        {"address": address},
+    )
 
 
 def v_retrieve_aoi_name(city: City, q: Mcq) -> OptionTest:
@@ -379,9 +433,14 @@ def g_find_cover_aoi(city: City, rng: random.Random) -> Mcq:
     inside = city.aois_containing(p.lat, p.lon)
     correct = min(inside, key=lambda a: (a.area_m2, a.key))
     outside = [a for a in _aois_by_distance(city, p.lat, p.lon) if a not in inside and city.unique_name_aoi(a)][:8]
-    return _shuffle(rng, "Find_Cover_AOI", f"In {city.name}, which area contains {_poi_label(p)}?",
-                    correct.name, [a.name for a in _sample(rng, outside, 3)],  # type: ignore[arg-type]
-                    {"pois": [p.name]})
+    return _shuffle(
+        rng,
+        "Find_Cover_AOI",
+        f"In {city.name}, which area contains {_poi_label(p)}?",
+        correct.name,
+        [a.name for a in _sample(rng, outside, 3)],  # type: ignore[arg-type]
+        {"pois": [p.name]},
+    )
 
 
 def g_find_cover_aoi_all(city: City, rng: random.Random) -> Mcq:
@@ -392,10 +451,14 @@ def g_find_cover_aoi_all(city: City, rng: random.Random) -> Mcq:
     correct = min(covering, key=lambda x: (x.area_m2, x.key))
     others = [x for x in _aois_by_distance(city, a.lat, a.lon) if x not in covering and city.unique_name_aoi(x)][:8]
     names = ", ".join(q.name for q in ps)
-    return _shuffle(rng, "Find_Cover_AOI_All",
-                    f"In {city.name}, which is the smallest area that contains all of these places: {names}?",
-                    _named(correct), [x.name for x in _sample(rng, others, 3)],
-                    {"pois": [q.name for q in ps]})
+    return _shuffle(
+        rng,
+        "Find_Cover_AOI_All",
+        f"In {city.name}, which is the smallest area that contains all of these places: {names}?",
+        _named(correct),
+        [x.name for x in _sample(rng, others, 3)],
+        {"pois": [q.name for q in ps]},
+    )
 
 
 def v_find_cover_aoi(city: City, q: Mcq) -> OptionTest:
@@ -414,9 +477,14 @@ def length_distractors(length_m: float) -> list[float]:
 
 def g_query_length(city: City, rng: random.Random) -> Mcq:
     r = rng.choice([x for x in city.roads if x.length_m >= 200])
-    return _shuffle(rng, "Query_Length",
-                    f"In {city.name}, what is the total mapped length of {r.name} (all of its ways together)?",
-                    fmt_m(r.length_m), [fmt_m(x) for x in length_distractors(r.length_m)], {"road": r.name})
+    return _shuffle(
+        rng,
+        "Query_Length",
+        f"In {city.name}, what is the total mapped length of {r.name} (all of its ways together)?",
+        fmt_m(r.length_m),
+        [fmt_m(x) for x in length_distractors(r.length_m)],
+        {"road": r.name},
+    )
 
 
 def v_query_length(city: City, q: Mcq) -> OptionTest:
@@ -438,9 +506,15 @@ def g_find_junctions(city: City, rng: random.Random) -> Mcq:
     first, last = sorted(end_junctions(city, road, zone))  # type: ignore[arg-type]
     fakes = _sample(rng, [r.name for r in city.roads if r.name != road and r.name not in city.road_links[road]], 4)
     dists = [_pair(first, fakes[0]), _pair(fakes[1], last), _pair(fakes[2], fakes[3])]
-    return _shuffle(rng, "Find_Junctions",
-                    f"In {city.name}, {road} runs through {zone['label']}. Which two cross streets mark its first "
-                    "and last junctions inside that area?", _pair(first, last), dists, {"road": road, "zone": zone})
+    return _shuffle(
+        rng,
+        "Find_Junctions",
+        f"In {city.name}, {road} runs through {zone['label']}. Which two cross streets mark its first "
+        "and last junctions inside that area?",
+        _pair(first, last),
+        dists,
+        {"road": road, "zone": zone},
+    )
 
 
 def v_find_junctions(city: City, q: Mcq) -> OptionTest:
@@ -449,8 +523,11 @@ def v_find_junctions(city: City, q: Mcq) -> OptionTest:
 
 
 def connections_in_zone(city: City, road: str, zone: dict[str, Any]) -> set[str]:
-    return {o for o, nodes in city.road_links[road].items() if any(zone_contains(city, zone, *city.node_ll(n))
-                                                                    for n in nodes)}
+    return {
+        o
+        for o, nodes in city.road_links[road].items()
+        if any(zone_contains(city, zone, *city.node_ll(n)) for n in nodes)
+    }
 
 
 def g_identify_connections(city: City, rng: random.Random) -> Mcq:
@@ -466,9 +543,14 @@ def g_identify_connections(city: City, rng: random.Random) -> Mcq:
     mid = r0.polyline[len(r0.polyline) // 2]
     unlinked = [r for r in city.roads if r.name != road and r.name not in city.road_links[road]]
     unlinked.sort(key=lambda r: (min(haversine_m(mid[0], mid[1], p[0], p[1]) for p in r.polyline), r.name))
-    return _shuffle(rng, "Identify_Connections",
-                    f"In {city.name}, which of these streets meets {road} inside {zone['label']}?",
-                    correct, [r.name for r in _sample(rng, unlinked[:10], 3)], {"road": road, "zone": zone})
+    return _shuffle(
+        rng,
+        "Identify_Connections",
+        f"In {city.name}, which of these streets meets {road} inside {zone['label']}?",
+        correct,
+        [r.name for r in _sample(rng, unlinked[:10], 3)],
+        {"road": road, "zone": zone},
+    )
 
 
 def v_identify_connections(city: City, q: Mcq) -> OptionTest:
@@ -483,8 +565,14 @@ def g_classify_poi(city: City, rng: random.Random) -> Mcq:
     if len(pool) < 3:  # too few similar categories under this key: top up from the others
         other = sorted({q.category for q in city.pois} - set(same_key) - {p.category})
         pool += [humanise(c) for c in rng.sample(other, 3 - len(pool))]
-    return _shuffle(rng, "Classify_POI", f"In {city.name}, what kind of place is {p.name}?", humanise(p.category),
-                    _sample(rng, _distinct(pool, {humanise(p.category)}), 3), {"poi": p.name})
+    return _shuffle(
+        rng,
+        "Classify_POI",
+        f"In {city.name}, what kind of place is {p.name}?",
+        humanise(p.category),
+        _sample(rng, _distinct(pool, {humanise(p.category)}), 3),
+        {"poi": p.name},
+    )
 
 
 def v_classify_poi(city: City, q: Mcq) -> OptionTest:
@@ -495,8 +583,14 @@ def v_classify_poi(city: City, q: Mcq) -> OptionTest:
 def g_landuse_aoi(city: City, rng: random.Random) -> Mcq:
     a = rng.choice([x for x in city.named_aois if x.landuse and city.unique_name_aoi(x)])
     pool = [t for t in LANDUSE_TYPES if t != a.landuse]
-    return _shuffle(rng, "Landuse_AOI", f"In {city.name}, what is the land use of the area {a.name}?",
-                    a.landuse, _sample(rng, pool, 3), {"aoi": a.key})  # type: ignore[arg-type]
+    return _shuffle(
+        rng,
+        "Landuse_AOI",
+        f"In {city.name}, what is the land use of the area {a.name}?",
+        a.landuse,
+        _sample(rng, pool, 3),
+        {"aoi": a.key},
+    )  # type: ignore[arg-type]
 
 
 def v_landuse_aoi(city: City, q: Mcq) -> OptionTest:
@@ -511,9 +605,14 @@ def g_find_instances_by_type(city: City, rng: random.Random) -> Mcq:
     similar = [p for p in uniq if p.category_key == key and p.category != cat]
     if len({p.category for p in similar}) < 2:
         raise Skip("too few similar categories")
-    return _shuffle(rng, "Find_Instances_By_Type",
-                    f"In {city.name}, which of these places is a {humanise(cat).lower()}?", correct.name,
-                    [p.name for p in _sample(rng, similar, 3)], {"category": cat})
+    return _shuffle(
+        rng,
+        "Find_Instances_By_Type",
+        f"In {city.name}, which of these places is a {humanise(cat).lower()}?",
+        correct.name,
+        [p.name for p in _sample(rng, similar, 3)],
+        {"category": cat},
+    )
 
 
 def v_find_instances_by_type(city: City, q: Mcq) -> OptionTest:
@@ -530,8 +629,14 @@ def _compare(template: str, phrase: str, metric: AoiMetric) -> Callable[[City, r
             if vals.count(top) == 1 and top > 0:
                 best = four[vals.index(top)]
                 rest = [a.name for a in four if a is not best]
-                return _shuffle(rng, template, f"In {city.name}, which of these areas {phrase}?",
-                                best.name, rest, {"aois": [a.key for a in four]})
+                return _shuffle(
+                    rng,
+                    template,
+                    f"In {city.name}, which of these areas {phrase}?",
+                    best.name,
+                    rest,
+                    {"aois": [a.key for a in four]},
+                )
         raise Skip("no draw without a tie")
 
     return gen
@@ -569,10 +674,14 @@ def g_infer_poi_from_scene(city: City, rng: random.Random) -> Mcq:
     scene = where + "Around you: " + "; ".join(_poi_label(q) for q in near) + "."
     exclude = {_norm(q.name) for q in near} | {_norm(t.name)}
     dists = _far_corner_pois(city, rng, t, 3, exclude)
-    return _shuffle(rng, "Infer_POI_From_Scene",
-                    f"In {city.name}: {scene} Which of these places is most likely also right here?",
-                    _poi_label(t), [_poi_label(p) for p in dists],
-                    {"centre": [t.lat, t.lon], "scene": [q.name for q in near]})
+    return _shuffle(
+        rng,
+        "Infer_POI_From_Scene",
+        f"In {city.name}: {scene} Which of these places is most likely also right here?",
+        _poi_label(t),
+        [_poi_label(p) for p in dists],
+        {"centre": [t.lat, t.lon], "scene": [q.name for q in near]},
+    )
 
 
 def v_infer_poi_from_scene(city: City, q: Mcq) -> OptionTest:
@@ -588,16 +697,23 @@ def g_find_nearest_poi(city: City, rng: random.Random) -> Mcq:
     if not city.unique_name(nearest) or (len(order) > 1 and order[1][0] - order[0][0] < 5.0):
         raise Skip("no single clearly nearest place")
     dists = _far_corner_pois(city, rng, q, 3, {_norm(q.name), _norm(nearest.name)})
-    return _shuffle(rng, "Find_Nearest_POI", f"In {city.name}, which place is nearest to {_poi_label(q)}?",
-                    nearest.name, [p.name for p in dists], {"poi": q.name})
+    return _shuffle(
+        rng,
+        "Find_Nearest_POI",
+        f"In {city.name}, which place is nearest to {_poi_label(q)}?",
+        nearest.name,
+        [p.name for p in dists],
+        {"poi": q.name},
+    )
 
 
 def v_find_nearest_poi(city: City, q: Mcq) -> OptionTest:
     qs = _pois_named(city, q.facts["poi"])
     others = [p for p in city.pois if _norm(p.name) != _norm(q.facts["poi"])]
     best = min(haversine_m(a.lat, a.lon, p.lat, p.lon) for a in qs for p in others)
-    return lambda o: any(abs(haversine_m(a.lat, a.lon, p.lat, p.lon) - best) < 1e-6
-                         for a in qs for p in _pois_named(city, o))
+    return lambda o: any(
+        abs(haversine_m(a.lat, a.lon, p.lat, p.lon) - best) < 1e-6 for a in qs for p in _pois_named(city, o)
+    )
 
 
 # ---- the table of templates ------------------------------------------------------------------------------------
@@ -631,17 +747,24 @@ TEMPLATES: dict[str, Template] = {
     "Landuse_AOI": Template("Type", "semantic", g_landuse_aoi, v_landuse_aoi),
     "Find_Instances_By_Type": Template("Type", "semantic", g_find_instances_by_type, v_find_instances_by_type),
     "Compare_POI_Count": Template(
-        "Function", "numerical",
+        "Function",
+        "numerical",
         _compare("Compare_POI_Count", "contains the most places (points of interest)", _poi_count),
-        _compare_verify(_poi_count)),
+        _compare_verify(_poi_count),
+    ),
     "Compare_Area_Size": Template(
-        "Function", "numerical", _compare("Compare_Area_Size", "is the largest by area", _area),
-        _compare_verify(_area)),
+        "Function", "numerical", _compare("Compare_Area_Size", "is the largest by area", _area), _compare_verify(_area)
+    ),
     "Compare_Type_Diversity": Template(
-        "Function", "numerical",
-        _compare("Compare_Type_Diversity", "has the most different kinds of places (distinct POI categories)",
-                 _type_diversity),
-        _compare_verify(_type_diversity)),
+        "Function",
+        "numerical",
+        _compare(
+            "Compare_Type_Diversity",
+            "has the most different kinds of places (distinct POI categories)",
+            _type_diversity,
+        ),
+        _compare_verify(_type_diversity),
+    ),
     "Infer_POI_From_Scene": Template("Surroundings", "spatial", g_infer_poi_from_scene, v_infer_poi_from_scene),
     "Find_Nearest_POI": Template("Surroundings", "spatial", g_find_nearest_poi, v_find_nearest_poi),
 }

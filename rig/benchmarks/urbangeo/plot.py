@@ -1,6 +1,6 @@
 """Knowledge accuracy per city as a self-contained SVG bar chart (the paper's Figure 5), from a run's results.
 
-    python -m rig.benchmarks.urbangeo.plot RUN_DIR [--out city_accuracy.svg]
+python -m rig.benchmarks.urbangeo.plot RUN_DIR [--out city_accuracy.svg]
 """
 
 from __future__ import annotations
@@ -25,9 +25,11 @@ def city_accuracy(results: list[EpisodeResult]) -> list[tuple[str, float, int]]:
 def city_accuracy_svg(rows: list[tuple[str, float, int]], title: str = "Knowledge accuracy by city") -> str:
     bar_h, gap, left, width = 22, 8, 150, 560
     height = 40 + len(rows) * (bar_h + gap) + 20
-    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" font-family="sans-serif" '
-           f'font-size="12">',
-           f'<text x="{width / 2}" y="20" text-anchor="middle" font-size="14">{escape(title)}</text>']
+    out = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" font-family="sans-serif" '
+        f'font-size="12">',
+        f'<text x="{width / 2}" y="20" text-anchor="middle" font-size="14">{escape(title)}</text>',
+    ]
     span = width - left - 70
     for i, (city, acc, n) in enumerate(rows):
         y = 36 + i * (bar_h + gap)

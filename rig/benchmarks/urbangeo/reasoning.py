@@ -84,9 +84,15 @@ def t_distance(city: City, rng: random.Random) -> Problem:
     d = G.distance_km(pa, pb)
     if d < 0.1:
         raise Skip("too close")
-    return Problem("DS", "", f"Places in {city.name}:\n1. {poi_block(a)}\n2. {poi_block(b)}",
-                   f"What is the great-circle (straight-line) distance in kilometres between {a.name} and {b.name}?",
-                   {"km": d}, f"{d:.3f} km", {"a": a.name, "b": b.name, "pa": pa, "pb": pb})
+    return Problem(
+        "DS",
+        "",
+        f"Places in {city.name}:\n1. {poi_block(a)}\n2. {poi_block(b)}",
+        f"What is the great-circle (straight-line) distance in kilometres between {a.name} and {b.name}?",
+        {"km": d},
+        f"{d:.3f} km",
+        {"a": a.name, "b": b.name, "pa": pa, "pb": pb},
+    )
 
 
 def t_direction(city: City, rng: random.Random) -> Problem:
@@ -95,15 +101,20 @@ def t_direction(city: City, rng: random.Random) -> Problem:
     if G.distance_km(pa, pb) < 0.1:
         raise Skip("too close")
     brg = G.bearing(pa, pb)
-    if min(abs(((brg - 22.5) % 45.0)), 45.0 - ((brg - 22.5) % 45.0)) < 3.0:
+    if min(abs((brg - 22.5) % 45.0), 45.0 - ((brg - 22.5) % 45.0)) < 3.0:
         raise Skip("bearing on a sector boundary: the cardinal direction would be a coin toss")
     card = G.cardinal8(brg)
-    return Problem("DR", "", f"Points of interest in {city.name}:\n1. {poi_block(a)}\n2. {poi_block(b)}",
-                   f"What is the bearing from {a.name} (point 1) to {b.name} (point 2), in degrees clockwise from "
-                   "true north, and which of the eight compass directions (North, Northeast, East, Southeast, South, "
-                   "Southwest, West, Northwest) is it?",
-                   {"bearing": brg, "cardinal": card}, f"Bearing: {brg:.2f} degrees, Cardinal direction: {card}",
-                   {"a": a.name, "b": b.name, "pa": pa, "pb": pb})
+    return Problem(
+        "DR",
+        "",
+        f"Points of interest in {city.name}:\n1. {poi_block(a)}\n2. {poi_block(b)}",
+        f"What is the bearing from {a.name} (point 1) to {b.name} (point 2), in degrees clockwise from "
+        "true north, and which of the eight compass directions (North, Northeast, East, Southeast, South, "
+        "Southwest, West, Northwest) is it?",
+        {"bearing": brg, "cardinal": card},
+        f"Bearing: {brg:.2f} degrees, Cardinal direction: {card}",
+        {"a": a.name, "b": b.name, "pa": pa, "pb": pb},
+    )
 
 
 def _road_sample(road: Road, rng: random.Random) -> list[tuple[float, float]]:
@@ -124,18 +135,24 @@ def _aoi_label(a: Aoi, taken: set[str]) -> str:
 
 
 RELATION_QUESTIONS = {
-    "road-road": ("Based on their coordinates, what is the spatial relationship between the two roads? Answer with "
-                  "one of: Intersecting (they cross each other), Parallel (they run alongside each other in the same "
-                  "general direction without crossing), or Disconnected (they neither cross nor run parallel). "
-                  f"Treat points closer than {G.TOUCH_M:.0f} m as meeting."),
-    "road-area": ("Based on their coordinates, what is the spatial relationship between the road and the area? "
-                  "Answer with one of: Pass through (part of the road lies well inside the area), Touch (the road "
-                  "reaches the area's boundary but does not go further inside), or Lie outside (the road stays away "
-                  f"from the area). Treat anything within {G.TOUCH_M:.0f} m of the boundary as on the boundary."),
-    "area-area": ("Based on their coordinates, what is the spatial relationship between the two areas? Answer with "
-                  "one of: Overlapping (they share common space), Adjacent (they share a boundary but do not "
-                  "overlap), or Separate (they neither overlap nor share a boundary). Treat boundaries closer than "
-                  f"{G.TOUCH_M:.0f} m as shared."),
+    "road-road": (
+        "Based on their coordinates, what is the spatial relationship between the two roads? Answer with "
+        "one of: Intersecting (they cross each other), Parallel (they run alongside each other in the same "
+        "general direction without crossing), or Disconnected (they neither cross nor run parallel). "
+        f"Treat points closer than {G.TOUCH_M:.0f} m as meeting."
+    ),
+    "road-area": (
+        "Based on their coordinates, what is the spatial relationship between the road and the area? "
+        "Answer with one of: Pass through (part of the road lies well inside the area), Touch (the road "
+        "reaches the area's boundary but does not go further inside), or Lie outside (the road stays away "
+        f"from the area). Treat anything within {G.TOUCH_M:.0f} m of the boundary as on the boundary."
+    ),
+    "area-area": (
+        "Based on their coordinates, what is the spatial relationship between the two areas? Answer with "
+        "one of: Overlapping (they share common space), Adjacent (they share a boundary but do not "
+        "overlap), or Separate (they neither overlap nor share a boundary). Treat boundaries closer than "
+        f"{G.TOUCH_M:.0f} m as shared."
+    ),
 }
 
 
@@ -168,8 +185,9 @@ def t_relation(city: City, rng: random.Random, subtype: str | None = None) -> Pr
     for x, y in pairs[:400]:
         gx = _road_sample(x, rng) if isinstance(x, Road) else _ring_sample(x, rng)
         gy = _road_sample(y, rng) if isinstance(y, Road) else _ring_sample(y, rng)
-        rel = {"road-road": G.road_road_relation, "road-area": G.road_area_relation,
-               "area-area": G.area_area_relation}[subtype](gx, gy)
+        rel = {"road-road": G.road_road_relation, "road-area": G.road_area_relation, "area-area": G.area_area_relation}[
+            subtype
+        ](gx, gy)
         if rel != target:
             continue
         taken: set[str] = set()
@@ -180,11 +198,19 @@ def t_relation(city: City, rng: random.Random, subtype: str | None = None) -> Pr
                 taken.add(obj.name)
             else:
                 label = _aoi_label(obj, taken)
-                lines.append(f"{k}. Area: {label} (land use: {humanise(obj.category).lower()}; boundary, a closed "
-                             f"ring whose last point joins the first: {lls(g)})")
-        return Problem("RE", subtype, f"In {city.name}, consider:\n" + "\n".join(lines), RELATION_QUESTIONS[subtype],
-                       {"label": rel, "labels": list(RELATION_LABELS[subtype])}, rel,
-                       {"geometry": [gx, gy]})
+                lines.append(
+                    f"{k}. Area: {label} (land use: {humanise(obj.category).lower()}; boundary, a closed "
+                    f"ring whose last point joins the first: {lls(g)})"
+                )
+        return Problem(
+            "RE",
+            subtype,
+            f"In {city.name}, consider:\n" + "\n".join(lines),
+            RELATION_QUESTIONS[subtype],
+            {"label": rel, "labels": list(RELATION_LABELS[subtype])},
+            rel,
+            {"geometry": [gx, gy]},
+        )
     raise Skip(f"no {subtype} pair with relation {target}")
 
 
@@ -199,7 +225,7 @@ def t_planning(city: City, rng: random.Random) -> Problem:
     stops = rng.sample(near, k - 1)
     pts = [r5(p.ll) for p in stops]
     every = [r5(start.ll), *pts]
-    if min(G.distance_km(a, b) for i, a in enumerate(every) for b in every[i + 1:]) < 0.08:
+    if min(G.distance_km(a, b) for i, a in enumerate(every) for b in every[i + 1 :]) < 0.08:
         raise Skip("two locations almost at the same place")
     order, best, second = G.optimal_order(r5(start.ll), pts)
     if second - best < max(0.03, 0.03 * best):
@@ -211,13 +237,18 @@ def t_planning(city: City, rng: random.Random) -> Problem:
         chain.append(f"{a.name} -> {b.name}: bearing {brg:.2f} degrees ({G.cardinal16(brg)}), distance {d:.3f} km")
     names = [p.name for p in listed]
     truth = [start.name, *(stops[i].name for i in order)]
-    return Problem("PN", "", f"Here are {k} locations in {city.name}: {', '.join(names)}.\nRelative positions of "
-                   "consecutive locations in this list:\n" + "\n".join(chain),
-                   f"Starting at {start.name}, in which order should all the other locations be visited to make the "
-                   "total straight-line distance as short as possible? The route ends at the last location (no "
-                   "return to the start).",
-                   {"order": truth, "length_km": best, "second_km": second},
-                   "->".join(truth) + f" (total {best:.3f} km)", {"names": names})
+    return Problem(
+        "PN",
+        "",
+        f"Here are {k} locations in {city.name}: {', '.join(names)}.\nRelative positions of "
+        "consecutive locations in this list:\n" + "\n".join(chain),
+        f"Starting at {start.name}, in which order should all the other locations be visited to make the "
+        "total straight-line distance as short as possible? The route ends at the last location (no "
+        "return to the start).",
+        {"order": truth, "length_km": best, "second_km": second},
+        "->".join(truth) + f" (total {best:.3f} km)",
+        {"names": names},
+    )
 
 
 def t_prediction(city: City, rng: random.Random) -> Problem:
@@ -257,20 +288,31 @@ def t_prediction(city: City, rng: random.Random) -> Problem:
     dd = G.distance_km(last, r5(d.ll))
     if G.angle_diff(heading, G.bearing(last, r5(d.ll))) > 30:
         raise Skip("the trip so far does not point at its destination")
-    others = [p for p in pool if p not in (o, d) and G.angle_diff(heading, G.bearing(last, r5(p.ll))) >= 90
-              and 0.3 * dd <= G.distance_km(last, r5(p.ll)) <= 3 * dd
-              and normalise_name(p.name) not in {normalise_name(o.name), normalise_name(d.name)}]
+    others = [
+        p
+        for p in pool
+        if p not in (o, d)
+        and G.angle_diff(heading, G.bearing(last, r5(p.ll))) >= 90
+        and 0.3 * dd <= G.distance_km(last, r5(p.ll)) <= 3 * dd
+        and normalise_name(p.name) not in {normalise_name(o.name), normalise_name(d.name)}
+    ]
     cands = [d, *rng.sample(others, 4)]
     rng.shuffle(cands)
     letters = "ABCDE"
     lines = [f"{i + 1}. {street_at(p)} {ll(p)}" for i, p in enumerate(traj)]
     opts = [f"{letters[i]}. {c.name} {ll(r5(c.ll))}" for i, c in enumerate(cands)]
-    return Problem("PR", "", f"A person is walking in {city.name}. Their positions so far, in order:\n"
-                   + "\n".join(lines) + "\nCandidate destinations:\n" + "\n".join(opts),
-                   "Based on the direction of travel and the distances, which candidate is the most likely final "
-                   "destination?",
-                   {"destination": d.name, "letter": letters[cands.index(d)], "candidates": [c.name for c in cands]},
-                   f"{letters[cands.index(d)]}. {d.name}", {"origin": o.name})
+    return Problem(
+        "PR",
+        "",
+        f"A person is walking in {city.name}. Their positions so far, in order:\n"
+        + "\n".join(lines)
+        + "\nCandidate destinations:\n"
+        + "\n".join(opts),
+        "Based on the direction of travel and the distances, which candidate is the most likely final destination?",
+        {"destination": d.name, "letter": letters[cands.index(d)], "candidates": [c.name for c in cands]},
+        f"{letters[cands.index(d)]}. {d.name}",
+        {"origin": o.name},
+    )
 
 
 def t_navigation(city: City, rng: random.Random) -> Problem:
@@ -349,13 +391,17 @@ def t_navigation(city: City, rng: random.Random) -> Problem:
         prev_brg = G.bearing(pts[grp[-1][1]], pts[grp[-1][2]])
     steps.append(f"Arrive at {label(t_node)} {ll(pts[t_node])}")
     streets = [grp[0][0] for grp in groups]
-    return Problem("NV", "", f"Walking network in {city.name} (each segment is a straight, two-way street section "
-                   "between the two points given):\n" + "\n".join(seg_lines),
-                   f"I am walking from {label(s_node)} {ll(pts[s_node])} to {label(t_node)} {ll(pts[t_node])}, using "
-                   "only these segments. What is the shortest route? Give step-by-step, turn-by-turn directions.",
-                   {"streets": streets, "length_km": len1, "second_km": lengths[1] if len(lengths) > 1 else None},
-                   "; ".join(f"{k + 1}. {s}" for k, s in enumerate(steps)) + f" (total {len1:.3f} km)",
-                   {"segments": [segs[i].name for i in listed]})
+    return Problem(
+        "NV",
+        "",
+        f"Walking network in {city.name} (each segment is a straight, two-way street section "
+        "between the two points given):\n" + "\n".join(seg_lines),
+        f"I am walking from {label(s_node)} {ll(pts[s_node])} to {label(t_node)} {ll(pts[t_node])}, using "
+        "only these segments. What is the shortest route? Give step-by-step, turn-by-turn directions.",
+        {"streets": streets, "length_km": len1, "second_km": lengths[1] if len(lengths) > 1 else None},
+        "; ".join(f"{k + 1}. {s}" for k, s in enumerate(steps)) + f" (total {len1:.3f} km)",
+        {"segments": [segs[i].name for i in listed]},
+    )
 
 
 def t_recommendation(city: City, rng: random.Random) -> Problem:
@@ -411,17 +457,27 @@ def t_recommendation(city: City, rng: random.Random) -> Problem:
             info.append(f"wheelchair access: {p.extra['wheelchair']}")
         lines.append(f"- {p.name} {ll(r5(p.ll))}: " + "; ".join(info))
     when = f"{H.DAY_NAMES[day]} {minute // 60:02d}:{minute % 60:02d}"
-    return Problem("RC", "", f"I am at {ll(r5(here.ll))} in {city.name}, next to {here.name}. Nearby options:\n"
-                   + "\n".join(lines),
-                   f"It is {when}. I want a {humanise(cat).lower()} within {radius} m (straight-line distance) of "
-                   "where I am that is open right now. Which one place should I go to?",
-                   {"poi": answer.name, "candidates": [p.name for p in cands]},
-                   f"{answer.name} ({dist(answer):.0f} m away, open on {when})",
-                   {"category": cat, "radius_m": radius, "day": day, "minute": minute, "here": [here.lat, here.lon]})
+    return Problem(
+        "RC",
+        "",
+        f"I am at {ll(r5(here.ll))} in {city.name}, next to {here.name}. Nearby options:\n" + "\n".join(lines),
+        f"It is {when}. I want a {humanise(cat).lower()} within {radius} m (straight-line distance) of "
+        "where I am that is open right now. Which one place should I go to?",
+        {"poi": answer.name, "candidates": [p.name for p in cands]},
+        f"{answer.name} ({dist(answer):.0f} m away, open on {when})",
+        {"category": cat, "radius_m": radius, "day": day, "minute": minute, "here": [here.lat, here.lon]},
+    )
 
 
-GENERATORS = {"DS": t_distance, "DR": t_direction, "RE": t_relation, "PN": t_planning, "PR": t_prediction,
-              "NV": t_navigation, "RC": t_recommendation}
+GENERATORS = {
+    "DS": t_distance,
+    "DR": t_direction,
+    "RE": t_relation,
+    "PN": t_planning,
+    "PR": t_prediction,
+    "NV": t_navigation,
+    "RC": t_recommendation,
+}
 
 
 def generate(city: City, task: str, n: int, seed: int) -> list[Problem]:

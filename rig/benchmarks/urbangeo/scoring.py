@@ -70,7 +70,7 @@ def sections(text: str) -> Sections:
         return Sections(reason, answers[-1].strip(), "ok")
     i = ascii_lower(text).rfind("<answer>")
     if i >= 0:
-        return Sections(reason, text[i + len("<answer>"):].strip(), "unclosed")
+        return Sections(reason, text[i + len("<answer>") :].strip(), "unclosed")
     return Sections(reason, None, "missing")
 
 
@@ -166,9 +166,15 @@ def score_direction(answer: str | None, truth_bearing: float) -> tuple[float, di
 # ---- Relation --------------------------------------------------------------------------------------------------------
 
 _LABEL_PATTERNS = {
-    "Intersecting": r"intersect\w*", "Parallel": r"parallel", "Disconnected": r"disconnect\w*",
-    "Pass through": r"pass(?:es|ing)?\s+through", "Touch": r"touch\w*", "Lie outside": r"(?:lies?\s+|lying\s+)?outside",
-    "Overlapping": r"overlap\w*", "Adjacent": r"adjacent", "Separate": r"separat\w*",
+    "Intersecting": r"intersect\w*",
+    "Parallel": r"parallel",
+    "Disconnected": r"disconnect\w*",
+    "Pass through": r"pass(?:es|ing)?\s+through",
+    "Touch": r"touch\w*",
+    "Lie outside": r"(?:lies?\s+|lying\s+)?outside",
+    "Overlapping": r"overlap\w*",
+    "Adjacent": r"adjacent",
+    "Separate": r"separat\w*",
 }
 
 
@@ -199,7 +205,7 @@ def mentions_in_order(text: str, names: list[str]) -> list[str]:
         k = low.find(normalise_name(n))
         if k >= 0:
             found.append((k, n))
-            low = low[:k] + "\0" * len(normalise_name(n)) + low[k + len(normalise_name(n)):]
+            low = low[:k] + "\0" * len(normalise_name(n)) + low[k + len(normalise_name(n)) :]
     return [n for _, n in sorted(found)]
 
 
@@ -220,8 +226,9 @@ def parse_candidate(answer: str, candidates: list[str], letters: str = "ABCDE") 
     if len(named) == 1:
         return named[0]
     if not named:
-        m = re.fullmatch(rf"\s*[\(\[]?([{letters[:len(candidates)]}])[\)\]\.:]?\s*", answer) or \
-            re.match(rf"\s*([{letters[:len(candidates)]}])[\.\)]\s", answer)
+        m = re.fullmatch(rf"\s*[\(\[]?([{letters[: len(candidates)]}])[\)\]\.:]?\s*", answer) or re.match(
+            rf"\s*([{letters[: len(candidates)]}])[\.\)]\s", answer
+        )
         if m:
             return candidates[letters.index(m.group(1))]
     return None
@@ -241,8 +248,9 @@ def route_in_order(answer: str | None, streets: list[str]) -> float:
     return 1.0
 
 
-def program_answer(task: str, answer: str | None, truth: dict[str, Any],
-                   facts: dict[str, Any]) -> tuple[float | None, dict[str, Any]]:
+def program_answer(
+    task: str, answer: str | None, truth: dict[str, Any], facts: dict[str, Any]
+) -> tuple[float | None, dict[str, Any]]:
     """The programmatic answer score of a task (None for the judge-scored tasks) and what was read."""
     answer = answer[:MAX_CHARS] if answer else answer
     if task == "DS":

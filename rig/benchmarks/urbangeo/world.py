@@ -20,26 +20,86 @@ from rig.maps.geo import haversine_m
 from rig.maps.text import normalise_name
 
 # Map furniture and transit stops make poor knowledge probes (dozens share a name, none is a place people know).
-MINOR_CATEGORIES = {"bus_stop", "tram_stop", "stop_position", "platform", "subway_entrance", "halt", "stop_area",
-                    "yes", "city_block", "suburb", "neighbourhood", "quarter", "water", "bench", "waste_basket",
-                    "vending_machine", "parking_entrance", "bicycle_parking", "charging_station", "atm"}
+MINOR_CATEGORIES = {
+    "bus_stop",
+    "tram_stop",
+    "stop_position",
+    "platform",
+    "subway_entrance",
+    "halt",
+    "stop_area",
+    "yes",
+    "city_block",
+    "suburb",
+    "neighbourhood",
+    "quarter",
+    "water",
+    "bench",
+    "waste_basket",
+    "vending_machine",
+    "parking_entrance",
+    "bicycle_parking",
+    "charging_station",
+    "atm",
+}
 
 # The paper's 13 canonical land-use types (appendix A.1.2 names four; the rest are ours), and the OSM values that
 # map onto them. An AOI whose tag maps to none of them is left out of the Landuse_AOI template.
-LANDUSE_TYPES = ("Residential", "Commercial", "Retail", "Industrial", "Education", "Healthcare", "Park&GreenLand",
-                 "Sports&Recreation", "Water", "Forest&Nature", "Agriculture", "Public&Civic", "Religious&Cemetery")
+LANDUSE_TYPES = (
+    "Residential",
+    "Commercial",
+    "Retail",
+    "Industrial",
+    "Education",
+    "Healthcare",
+    "Park&GreenLand",
+    "Sports&Recreation",
+    "Water",
+    "Forest&Nature",
+    "Agriculture",
+    "Public&Civic",
+    "Religious&Cemetery",
+)
 _LANDUSE_OF = {
-    "residential": "Residential", "commercial": "Commercial", "retail": "Retail", "industrial": "Industrial",
-    "education": "Education", "school": "Education", "university": "Education", "college": "Education",
-    "hospital": "Healthcare", "park": "Park&GreenLand", "garden": "Park&GreenLand", "grass": "Park&GreenLand",
-    "village_green": "Park&GreenLand", "recreation_ground": "Park&GreenLand", "playground": "Sports&Recreation",
-    "pitch": "Sports&Recreation", "sports_centre": "Sports&Recreation", "stadium": "Sports&Recreation",
-    "track": "Sports&Recreation", "bandstand": "Sports&Recreation", "water": "Water", "basin": "Water",
-    "reservoir": "Water", "wood": "Forest&Nature", "forest": "Forest&Nature", "scrub": "Forest&Nature",
-    "heath": "Forest&Nature", "wetland": "Forest&Nature", "nature_reserve": "Forest&Nature",
-    "farmland": "Agriculture", "farmyard": "Agriculture", "meadow": "Agriculture", "orchard": "Agriculture",
-    "allotments": "Agriculture", "civil": "Public&Civic", "government": "Public&Civic", "military": "Public&Civic",
-    "religious": "Religious&Cemetery", "cemetery": "Religious&Cemetery",
+    "residential": "Residential",
+    "commercial": "Commercial",
+    "retail": "Retail",
+    "industrial": "Industrial",
+    "education": "Education",
+    "school": "Education",
+    "university": "Education",
+    "college": "Education",
+    "hospital": "Healthcare",
+    "park": "Park&GreenLand",
+    "garden": "Park&GreenLand",
+    "grass": "Park&GreenLand",
+    "village_green": "Park&GreenLand",
+    "recreation_ground": "Park&GreenLand",
+    "playground": "Sports&Recreation",
+    "pitch": "Sports&Recreation",
+    "sports_centre": "Sports&Recreation",
+    "stadium": "Sports&Recreation",
+    "track": "Sports&Recreation",
+    "bandstand": "Sports&Recreation",
+    "water": "Water",
+    "basin": "Water",
+    "reservoir": "Water",
+    "wood": "Forest&Nature",
+    "forest": "Forest&Nature",
+    "scrub": "Forest&Nature",
+    "heath": "Forest&Nature",
+    "wetland": "Forest&Nature",
+    "nature_reserve": "Forest&Nature",
+    "farmland": "Agriculture",
+    "farmyard": "Agriculture",
+    "meadow": "Agriculture",
+    "orchard": "Agriculture",
+    "allotments": "Agriculture",
+    "civil": "Public&Civic",
+    "government": "Public&Civic",
+    "military": "Public&Civic",
+    "religious": "Religious&Cemetery",
+    "cemetery": "Religious&Cemetery",
 }
 
 
@@ -122,9 +182,20 @@ class City:
         for i, r in enumerate(self.pack._rows):  # the pack keeps its rows private; nothing public lists them
             if r[1] != "poi" or not r[2] or not r[4] or r[4] in MINOR_CATEGORIES:
                 continue
-            out.append(Poi(i=i, name=r[2], category=r[4], category_key=r[5] or "", address=r[6],
-                           tagged_address=r[7] == "tags", lat=float(r[9]), lon=float(r[10]),
-                           opening_hours=r[11], extra=json.loads(r[12] or "{}")))
+            out.append(
+                Poi(
+                    i=i,
+                    name=r[2],
+                    category=r[4],
+                    category_key=r[5] or "",
+                    address=r[6],
+                    tagged_address=r[7] == "tags",
+                    lat=float(r[9]),
+                    lon=float(r[10]),
+                    opening_hours=r[11],
+                    extra=json.loads(r[12] or "{}"),
+                )
+            )
         return out
 
     @cached_property
@@ -164,7 +235,7 @@ class City:
         rings: dict[int, list[tuple[list, list]]] = {}
         for r in range(len(starts) - 1):
             owner = int(a["ring_area"][r])
-            pts = list(zip(a["lon"][starts[r]:starts[r + 1]].tolist(), a["lat"][starts[r]:starts[r + 1]].tolist()))
+            pts = list(zip(a["lon"][starts[r] : starts[r + 1]].tolist(), a["lat"][starts[r] : starts[r + 1]].tolist()))
             if a["ring_outer"][r]:
                 rings.setdefault(owner, []).append((pts, []))
                 current[owner] = len(rings[owner]) - 1
@@ -194,9 +265,19 @@ class City:
                 continue
             rp = geom.representative_point()
             first = rows[idx[0]]
-            out.append(Aoi(key=key, name=first[1], category=first[2], category_key=first[3], geom=geom,
-                           area_m2=float(sum(rows[i][6] for i in idx)),
-                           address=area_addr.get(key) if first[1] else None, lat=rp.y, lon=rp.x))
+            out.append(
+                Aoi(
+                    key=key,
+                    name=first[1],
+                    category=first[2],
+                    category_key=first[3],
+                    geom=geom,
+                    area_m2=float(sum(rows[i][6] for i in idx)),
+                    address=area_addr.get(key) if first[1] else None,
+                    lat=rp.y,
+                    lon=rp.x,
+                )
+            )
         return out
 
     @cached_property
@@ -270,8 +351,16 @@ class City:
         from scipy.sparse.csgraph import connected_components, dijkstra
 
         g = self._graph
-        pairs = sorted({(min(int(g["src"][e]), int(g["dst"][e])), max(int(g["src"][e]), int(g["dst"][e])),
-                         float(g["length_m"][e])) for e in edges})
+        pairs = sorted(
+            {
+                (
+                    min(int(g["src"][e]), int(g["dst"][e])),
+                    max(int(g["src"][e]), int(g["dst"][e])),
+                    float(g["length_m"][e]),
+                )
+                for e in edges
+            }
+        )
         nodes = sorted({u for u, v, _ in pairs} | {v for u, v, _ in pairs})
         at = {n: i for i, n in enumerate(nodes)}
         n = len(nodes)
@@ -396,8 +485,9 @@ class JunctionNetwork:
         points = []
         for c in range(len(roots)):
             ms = sorted(members[c])
-            points.append((float(np.mean([g["node_lat"][n] for n in ms])),
-                           float(np.mean([g["node_lon"][n] for n in ms]))))
+            points.append(
+                (float(np.mean([g["node_lat"][n] for n in ms])), float(np.mean([g["node_lon"][n] for n in ms])))
+            )
         meet: list[set[str]] = [set() for _ in roots]
         for n, c in cluster_of.items():
             meet[c].update(adj[n].values())

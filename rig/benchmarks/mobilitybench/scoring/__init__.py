@@ -81,8 +81,14 @@ __all__ = [
 ]
 
 
-def score(pred: Prediction, truth: Truth, mode: str, backend: Backend,
-          validator: Callable[[str, Any], bool] | None = None, cumulative: bool = False) -> dict[str, float | None]:
+def score(
+    pred: Prediction,
+    truth: Truth,
+    mode: str,
+    backend: Backend,
+    validator: Callable[[str, Any], bool] | None = None,
+    cumulative: bool = False,
+) -> dict[str, float | None]:
     """All eleven metrics for one episode. ``cumulative``: the reference's Plan-and-Execute tool capture."""
     if mode not in MODES:
         raise ValueError(f"unknown metric mode {mode!r}; use paper or reference")

@@ -53,14 +53,29 @@ def paper_intent(intent: str | None, scenario: str, backend: Backend) -> float:
     return 1.0 if best >= ID_THRESHOLD else 0.0
 
 
-_MODE_WORDS = {"walk": ("walk", "walking", "on foot", "foot", "步行"),
-               "bike": ("bike", "bicycle", "cycling", "cycle", "骑行"),
-               "drive": ("drive", "driving", "car", "驾车", "开车"),
-               "transit": ("transit", "public transport", "bus", "tram", "metro", "subway", "train", "公交", "地铁")}
-_SLOT_ALIASES = {"from": "origin", "start": "origin", "to": "destination", "end": "destination",
-                 "via": "waypoints", "waypoint": "waypoints", "stops": "waypoints", "preference": "preferences",
-                 "travel_mode": "mode", "anchor": "near", "category": "category",
-                 "keyword": "category", "arrive_by": "time", "depart_at": "time", "date": "time"}
+_MODE_WORDS = {
+    "walk": ("walk", "walking", "on foot", "foot", "步行"),
+    "bike": ("bike", "bicycle", "cycling", "cycle", "骑行"),
+    "drive": ("drive", "driving", "car", "驾车", "开车"),
+    "transit": ("transit", "public transport", "bus", "tram", "metro", "subway", "train", "公交", "地铁"),
+}
+_SLOT_ALIASES = {
+    "from": "origin",
+    "start": "origin",
+    "to": "destination",
+    "end": "destination",
+    "via": "waypoints",
+    "waypoint": "waypoints",
+    "stops": "waypoints",
+    "preference": "preferences",
+    "travel_mode": "mode",
+    "anchor": "near",
+    "category": "category",
+    "keyword": "category",
+    "arrive_by": "time",
+    "depart_at": "time",
+    "date": "time",
+}
 _SET_SLOTS = {"preferences", "avoid", "waypoints", "require"}
 
 
@@ -110,17 +125,22 @@ def paper_extraction(pred: Mapping[str, Any] | None, gold: list[ConstraintItem] 
 
 # Atomic actions of the paper's decomposition, per scenario (the reference's gold steps, in English).
 GOLD_ACTIONS: dict[str, tuple[str, ...]] = {
-    "POI Query": ("locate",), "Geolocation Query": ("locate",), "Nearby Query": ("locate", "nearby"),
-    "Weather Query": ("weather",), "Traffic Info Query": ("locate", "traffic"),
-    "Route Property Query": ("locate", "route"), "Arrival/Departure Time Query": ("locate", "route", "time"),
-    "Point-to-Point Planning": ("locate", "route"), "Multi-stop Planning": ("locate", "multi_stop_route"),
+    "POI Query": ("locate",),
+    "Geolocation Query": ("locate",),
+    "Nearby Query": ("locate", "nearby"),
+    "Weather Query": ("weather",),
+    "Traffic Info Query": ("locate", "traffic"),
+    "Route Property Query": ("locate", "route"),
+    "Arrival/Departure Time Query": ("locate", "route", "time"),
+    "Point-to-Point Planning": ("locate", "route"),
+    "Multi-stop Planning": ("locate", "multi_stop_route"),
     "Option-Constrained Route Planning": ("locate", "preference_route"),
     "Route-Constrained Planning": ("locate", "route"),
 }
 _ACTION_RX = {
     "locate": r"locat|coordinat|geocod|address|where (?:is|am)|position|look up|find (?:the )?(?:place|poi)|"
-              r"search (?:for )?(?:the )?(?:place|poi)|query_poi|reverse_geocoding|"
-              r"坐标|定位|位置|经纬度|地址|查询.*?(?:在哪|：)",
+    r"search (?:for )?(?:the )?(?:place|poi)|query_poi|reverse_geocoding|"
+    r"坐标|定位|位置|经纬度|地址|查询.*?(?:在哪|：)",
     "nearby": r"nearby|near |around|close to|search_around|周边|附近|周围",
     "weather": r"weather|forecast|temperature|天气|气温|预报",
     "traffic": r"traffic|congestion|jam|road condition|路况|拥堵",
@@ -171,8 +191,9 @@ def _matches(action: str, gold: str) -> bool:
     return action == gold
 
 
-def paper_decomposition(steps: list[str] | None, scenario: str,
-                        actions: list[set[str]] | None = None) -> tuple[float | None, float | None]:
+def paper_decomposition(
+    steps: list[str] | None, scenario: str, actions: list[set[str]] | None = None
+) -> tuple[float | None, float | None]:
     """(DEC_P, DEC_R) with the paper's formulas: P = |V_gold matched by some step| / |V_gold|,
     R = |steps matching some gold action| / |V_pred|. A step's actions come from its text and, when given, from
     the tool it called. No steps: (0, 0). Unknown scenario: (None, None)."""
@@ -202,8 +223,9 @@ def paper_tools(calls: list[Call], truth: Truth, validator: Callable[[str, Any],
     inter = sum(min(c, gt[n]) for n, c in pred.items())
     extra = sum(max(0, c - gt[n]) for n, c in pred.items())
     total = sum(pred.values())
-    sc = sum(1.0 if (c.valid if c.valid is not None else validator(c.name, c.arguments)) else 0.0
-             for c in calls) / len(calls)
+    sc = sum(1.0 if (c.valid if c.valid is not None else validator(c.name, c.arguments)) else 0.0 for c in calls) / len(
+        calls
+    )
     return inter / sum(gt.values()), 1 - extra / total, sc
 
 
@@ -216,7 +238,7 @@ def paper_delivery(pred: Prediction) -> float:
     if not any(c.ok for c in pred.calls):
         return 0.0
     for i, c in enumerate(pred.calls):
-        if c.ok is False and not any(d.ok and d.name == c.name for d in pred.calls[i + 1:]):
+        if c.ok is False and not any(d.ok and d.name == c.name for d in pred.calls[i + 1 :]):
             return 0.0
     return 1.0
 
@@ -231,8 +253,10 @@ def _route_call_matches(call: Call, want: Mapping[str, Any]) -> bool:
             return False
     wp_want = [parse_lonlat(w) for w in want.get("waypoints") or []]
     wp_got = [parse_lonlat(w) for w in a.get("waypoints") or []]
-    if len(wp_want) != len(wp_got) or any(p is None or q is None or haversine_km(*p, *q) * 1000 > ROUTE_MATCH_M
-                                          for p, q in zip(wp_got, wp_want, strict=True)):
+    if len(wp_want) != len(wp_got) or any(
+        p is None or q is None or haversine_km(*p, *q) * 1000 > ROUTE_MATCH_M
+        for p, q in zip(wp_got, wp_want, strict=True)
+    ):
         return False
     return sorted(want.get("strategy") or []) == sorted(a.get("strategy") or [])
 
@@ -275,8 +299,10 @@ def paper_final_pass(pred: Prediction, truth: Truth, backend: Backend, delivered
         near = False
         if ch.coord:
             lex = LEXICONS["en"]
-            near = any(haversine_km(lat, lon, ch.coord["lat"], ch.coord["lon"]) * 1000 <= ch.coord.get("max_m", 250)
-                       for lon, lat in coords_in(text, lex))
+            near = any(
+                haversine_km(lat, lon, ch.coord["lat"], ch.coord["lon"]) * 1000 <= ch.coord.get("max_m", 250)
+                for lon, lat in coords_in(text, lex)
+            )
         if not (named or near):
             return 0.0
     if ch.similar is not None and not (ch.similar in text or sim(text, ch.similar, backend) > ANSWER_THRESHOLD):
@@ -284,4 +310,3 @@ def paper_final_pass(pred: Prediction, truth: Truth, backend: Backend, delivered
     if ch.traffic is not None and ch.traffic not in stated_traffic(text):
         return 0.0  # the answer does not state the road status the data gives
     return 1.0
-

@@ -77,7 +77,6 @@ class Truth(BaseModel):
     lang: str = "en"
 
 
-
 def gt_calls(truth: Truth) -> list[tuple[str, dict[str, Any]]]:
     out = []
     for c in truth.tool_list:
@@ -97,4 +96,3 @@ def call_args(a: Any) -> dict[str, Any]:
         except json.JSONDecodeError:
             return {}
     return {}
-

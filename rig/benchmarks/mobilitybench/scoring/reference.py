@@ -35,19 +35,27 @@ REF_COORD_KM = 1.0
 
 # Reference tool-argument checks (configs/evaluation/default.yaml).
 CHECK_MIN: dict[str, tuple[str, ...]] = {
-    "query_poi": ("keywords",), "driving_route": ("origin", "destination"), "walking_route": ("origin", "destination"),
-    "bicycling_route": ("origin", "destination"), "bus_route": ("origin", "destination"), "weather_query": ("city",),
-    "reverse_geocoding": ("longitude", "latitude"), "search_around_poi": ("location", "keywords"),
+    "query_poi": ("keywords",),
+    "driving_route": ("origin", "destination"),
+    "walking_route": ("origin", "destination"),
+    "bicycling_route": ("origin", "destination"),
+    "bus_route": ("origin", "destination"),
+    "weather_query": ("city",),
+    "reverse_geocoding": ("longitude", "latitude"),
+    "search_around_poi": ("location", "keywords"),
     "traffic_status": ("name", "city"),
 }
 CHECK_MAX: dict[str, tuple[str, ...]] = {
-    "query_poi": ("keywords", "city"), "driving_route": ("origin", "destination", "waypoints", "strategy"),
-    "walking_route": ("origin", "destination"), "bicycling_route": ("origin", "destination"),
-    "bus_route": ("origin", "destination", "strategy"), "weather_query": ("city", "need_forecast"),
-    "reverse_geocoding": ("longitude", "latitude", "radius"), "search_around_poi": ("location", "keywords", "radius"),
+    "query_poi": ("keywords", "city"),
+    "driving_route": ("origin", "destination", "waypoints", "strategy"),
+    "walking_route": ("origin", "destination"),
+    "bicycling_route": ("origin", "destination"),
+    "bus_route": ("origin", "destination", "strategy"),
+    "weather_query": ("city", "need_forecast"),
+    "reverse_geocoding": ("longitude", "latitude", "radius"),
+    "search_around_poi": ("location", "keywords", "radius"),
     "traffic_status": ("name", "city"),
 }
-
 
 
 def ref_intent(intent: str | None, scenario: str, backend: Backend, lex: Lexicon) -> float | None:
@@ -218,8 +226,7 @@ def ref_answer(answer: str, truth: Truth, backend: Backend, lex: Lexicon) -> tup
     return 1.0, _ref_pass(etype, content, idx, g, backend, lex)
 
 
-def _ref_pass(etype: str, content: str, idx: str | None, g: Mapping[str, Any], backend: Backend,
-              lex: Lexicon) -> float:
+def _ref_pass(etype: str, content: str, idx: str | None, g: Mapping[str, Any], backend: Backend, lex: Lexicon) -> float:
     if etype == "route":
         return 1.0 if idx and idx != "-1" else 0.0
     if etype == "route_custom":
@@ -366,4 +373,3 @@ def stage_usage(usage: Mapping[str, Mapping[str, int]]) -> dict[str, int]:
         for k, v in u.items():
             out[f"{stage}_{k}"] = v
     return out
-

@@ -56,9 +56,8 @@ def fenced_json(answer: str) -> dict[str, Any] | None:
     found = [(a, b) for a, b, closed in blocks(answer or "", "```json", "```", fold=True) if closed]
     if not found:
         return None
-    v, _ = load_json(answer[found[0][0]:found[0][1]].strip())
+    v, _ = load_json(answer[found[0][0] : found[0][1]].strip())
     return v if isinstance(v, dict) else None
-
 
 
 def sanitize_literal(text: str) -> str:
@@ -103,10 +102,10 @@ def repair_literal(text: Any) -> Any:
     return None
 
 
-
 # (?<!...): a match failing inside a long digit run is not retried from each of its digits (quadratic)
-_DIST_RX = re.compile(r"(?<![\d.,])(\d+(?:[.,]\d+)?)\s*(km|kilomet(?:er|re)s?|公里|千米|m\b|met(?:er|re)s?|米)",
-                      re.IGNORECASE)
+_DIST_RX = re.compile(
+    r"(?<![\d.,])(\d+(?:[.,]\d+)?)\s*(km|kilomet(?:er|re)s?|公里|千米|m\b|met(?:er|re)s?|米)", re.IGNORECASE
+)
 _HOUR_RX = re.compile(r"(?<![\d.])(\d+(?:\.\d+)?)\s*(?:h\b|hours?|hrs?|小时)", re.IGNORECASE)
 _MIN_RX = re.compile(r"(?<![\d.])(\d+(?:\.\d+)?)\s*(?:min\b|mins\b|minutes?|分钟)", re.IGNORECASE)
 _CLOCK_RX = re.compile(r"\b(\d{1,2})[:.](\d{2})\s*(am|pm|a\.m\.|p\.m\.)?", re.IGNORECASE)
@@ -116,7 +115,7 @@ def stated_distances_m(text: str) -> list[float]:
     """Every distance the text states, in metres."""
     text = (text or "")[:MAX_CHARS]
     vals = []
-    for (num, unit) in _DIST_RX.findall(text or ""):
+    for num, unit in _DIST_RX.findall(text or ""):
         v = float(num.replace(",", "."))
         if not math.isfinite(v):
             continue
@@ -150,7 +149,6 @@ def stated_clocks_min(text: str) -> list[int]:
         if hh < 24 and mm < 60:
             out.append(hh * 60 + mm)
     return out
-
 
 
 # Road status words, most specific first (a "slow" or "congested" word outranks a generic "clear" one).
