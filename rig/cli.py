@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 import time
 from pathlib import Path
+from typing import NoReturn
 
 import typer
 from rich import box
@@ -29,7 +30,7 @@ def say(msg: object, console: Console | None = None) -> None:
     (console or err).print(escape(str(msg)), highlight=False, soft_wrap=True)
 
 
-def _fail(msg: str, code: int = 2) -> None:
+def _fail(msg: str, code: int = 2) -> NoReturn:
     err.print(f"[bold red]error:[/] {escape(msg)}", highlight=False, soft_wrap=True)
     raise typer.Exit(code)
 
@@ -755,7 +756,7 @@ def rescore(
     if mode not in ("paper", "reference"):
         _fail(f"--mode {mode!r}: choose paper or reference")
     opts = RescoreOptions(
-        benchmark=benchmark,
+        benchmark=benchmark,  # type: ignore[arg-type]  # a str from typer; pydantic refuses other names
         predictions=predictions,
         data=data,
         mode=mode,  # type: ignore[arg-type]
@@ -777,4 +778,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

@@ -124,8 +124,9 @@ def convert_gguf_to_hf(gguf: Path, out: Path, *, model: str) -> Path:
         raise ConvertError(f"{model}: architecture {info.architecture!r} cannot be converted: {e}") from None
     # A dequantized model is plain weights; a leftover GGUF quantization config would make vLLM look for a loader
     # (and transformers refuses to save a model it still counts as quantized).
-    lm.hf_quantizer = None
-    lm.is_quantized = False
+    # (setattr: torch's stubs type every unknown Module attribute as a tensor or submodule)
+    setattr(lm, "hf_quantizer", None)  # noqa: B010
+    setattr(lm, "is_quantized", False)  # noqa: B010
     for cfg in (lm.config, getattr(lm.config, "text_config", None)):
         if cfg is not None and hasattr(cfg, "quantization_config"):
             delattr(cfg, "quantization_config")

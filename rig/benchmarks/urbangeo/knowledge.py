@@ -235,10 +235,10 @@ def g_retrieve_poi_address(city: City, rng: random.Random) -> Mcq:
         rng,
         "Retrieve_POI_Address",
         f"In {city.name}, what is the address of {_poi_label(p)}?",
-        p.address,
+        p.address,  # type: ignore[arg-type]
         _sample(rng, pool, 3),
         {"poi": p.name},
-    )  # type: ignore[arg-type]
+    )
 
 
 def v_retrieve_poi_address(city: City, q: Mcq) -> OptionTest:
@@ -437,8 +437,8 @@ def g_find_cover_aoi(city: City, rng: random.Random) -> Mcq:
         rng,
         "Find_Cover_AOI",
         f"In {city.name}, which area contains {_poi_label(p)}?",
-        correct.name,
-        [a.name for a in _sample(rng, outside, 3)],  # type: ignore[arg-type]
+        correct.name,  # type: ignore[arg-type]
+        [a.name for a in _sample(rng, outside, 3)],
         {"pois": [p.name]},
     )
 
@@ -587,10 +587,10 @@ def g_landuse_aoi(city: City, rng: random.Random) -> Mcq:
         rng,
         "Landuse_AOI",
         f"In {city.name}, what is the land use of the area {a.name}?",
-        a.landuse,
+        a.landuse,  # type: ignore[arg-type]
         _sample(rng, pool, 3),
         {"aoi": a.key},
-    )  # type: ignore[arg-type]
+    )
 
 
 def v_landuse_aoi(city: City, q: Mcq) -> OptionTest:

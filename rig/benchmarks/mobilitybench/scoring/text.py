@@ -173,7 +173,8 @@ def traffic_truth(ans: Any) -> str | None:
     info = ans.get("trafficinfo") if isinstance(ans, dict) else None
     if not isinstance(info, dict):
         return None
-    ev = info.get("evaluation") if isinstance(info.get("evaluation"), dict) else {}
+    raw = info.get("evaluation")
+    ev: dict[str, Any] = raw if isinstance(raw, dict) else {}
     code = str(ev.get("status") or "").strip()
     if code in _AMAP_STATUS:
         return _AMAP_STATUS[code]
