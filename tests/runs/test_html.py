@@ -37,12 +37,9 @@ def _can_isolate() -> bool:
 # Chromium makes background requests of its own (time sync, component updates): it only ever runs here inside a
 # network namespace with no route out, so nothing can leave the machine. The page itself is checked by its CSP
 # (default-src 'none'): any request it attempted would be blocked and logged as a console error, which fails the test.
-@pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium package is not installed")
-@pytest.mark.skipif(not _can_isolate(), reason="unshare -n is not permitted here; Chromium is not run un-isolated")
-def test_html_renders_in_headless_chromium(tmp_path: Path) -> None:
-    run_dir = make_run(tmp_path)
-    page = tmp_path / "report.html"
-    page.write_text(html_report([run_dir]))
+def _chromium(tmp_path: Path, page: Path, shot: Path | None = None, height: int = 1800) -> str:
+    """The page's DOM after its scripts ran, in headless Chromium inside `unshare -n`; fails on any console error
+    (CSP violations included). With ``shot``, also a screenshot, kept in the test's output folder."""
     base = [
         "unshare",
         "-n",
@@ -64,18 +61,30 @@ def test_html_renders_in_headless_chromium(tmp_path: Path) -> None:
         timeout=120,
     )
     assert dom.returncode == 0, dom.stderr[-2000:]
-    body = re.search(r'<tbody id="ep_body">(.*?)</tbody>', dom.stdout, re.S).group(1)
-    assert body.count("<tr>") == 32  # the script rendered every episode row (one page)
-    assert "32 episodes match" in dom.stdout
-    assert dom.stdout.count("<svg") >= 3 and dom.stdout.count("<rect") >= 20  # histograms drawn
     console = [ln for ln in dom.stderr.splitlines() if "CONSOLE" in ln]
     assert not [ln for ln in console if "Error" in ln or "Uncaught" in ln or "Content Security Policy" in ln], console
+    if shot is not None:
+        subprocess.run(
+            [*base, f"--screenshot={shot}", f"--window-size=1400,{height}", page.as_uri()],
+            capture_output=True,
+            timeout=120,
+        )
+        assert shot.exists() and shot.stat().st_size > 20_000  # a real rendering, not a blank page
+    return dom.stdout
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium package is not installed")
+@pytest.mark.skipif(not _can_isolate(), reason="unshare -n is not permitted here; Chromium is not run un-isolated")
+def test_html_renders_in_headless_chromium(tmp_path: Path) -> None:
+    run_dir = make_run(tmp_path)
+    page = tmp_path / "report.html"
+    page.write_text(html_report([run_dir]))
+    dom = _chromium(tmp_path, page, tmp_path / "shot.png", height=2400)
+    body = re.search(r'<tbody id="ep_body">(.*?)</tbody>', dom, re.S).group(1)
+    assert body.count("<tr>") == 32  # the script rendered every episode row (one page)
+    assert "32 episodes match" in dom
+    assert dom.count("<svg") >= 3 and dom.count("<rect") >= 20  # histograms drawn
     assert "Content-Security-Policy" in page.read_text() and "default-src 'none'" in page.read_text()
-    shot = tmp_path / "shot.png"
-    subprocess.run(
-        [*base, f"--screenshot={shot}", "--window-size=1400,2400", page.as_uri()], capture_output=True, timeout=120
-    )
-    assert shot.exists() and shot.stat().st_size > 20_000  # a real rendering, not a blank page
 
 
 def test_markup_in_replies_cannot_break_the_episode_data(tmp_path: Path) -> None:
@@ -100,37 +109,6 @@ def test_markup_in_replies_cannot_break_the_episode_data(tmp_path: Path) -> None
 FIVE = Path(__file__).parent / "fixtures" / "run_before_issue17"  # a real five-benchmark run of the embedded model
 
 
-def _chromium(tmp_path: Path, page: Path, shot: Path) -> str:
-    base = [
-        "unshare",
-        "-n",
-        CHROMIUM,
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--no-first-run",
-        "--disable-extensions",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        f"--user-data-dir={tmp_path / 'profile'}",
-    ]
-    dom = subprocess.run(
-        [*base, "--enable-logging=stderr", "--v=0", "--dump-dom", page.as_uri()],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert dom.returncode == 0, dom.stderr[-2000:]
-    console = [ln for ln in dom.stderr.splitlines() if "CONSOLE" in ln]
-    assert not [ln for ln in console if "Error" in ln or "Uncaught" in ln or "Content Security Policy" in ln], console
-    subprocess.run(
-        [*base, f"--screenshot={shot}", "--window-size=1400,1800", page.as_uri()], capture_output=True, timeout=120
-    )
-    assert shot.exists() and shot.stat().st_size > 20_000  # a real rendering, kept in the test's output folder
-    return dom.stdout
-
-
 @pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium package is not installed")
 @pytest.mark.skipif(not _can_isolate(), reason="unshare -n is not permitted here; Chromium is not run un-isolated")
 def test_markup_in_replies_renders_every_row_in_chromium(tmp_path: Path) -> None:
@@ -143,33 +121,14 @@ def test_markup_in_replies_renders_every_row_in_chromium(tmp_path: Path) -> None
     run_dir = make_run(tmp_path, engine=FakeEngine(lambda req: "<!--<script>" + oracle(bench)(req), delay=0.002))
     page = tmp_path / "report.html"
     page.write_text(html_report([run_dir]))
-    cmd = [
-        "unshare",
-        "-n",
-        CHROMIUM,
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--no-first-run",
-        "--disable-extensions",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        f"--user-data-dir={tmp_path / 'profile'}",
-        "--enable-logging=stderr",
-        "--v=0",
-        "--dump-dom",
-        page.as_uri(),
-    ]
-    dom = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
-    assert dom.returncode == 0, dom.stderr[-2000:]
-    body = re.search(r'<tbody id="ep_body">(.*?)</tbody>', dom.stdout, re.S).group(1)
-    assert body.count("<tr>") == 32 and "32 episodes match" in dom.stdout
+    dom = _chromium(tmp_path, page)
+    body = re.search(r'<tbody id="ep_body">(.*?)</tbody>', dom, re.S).group(1)
+    assert body.count("<tr>") == 32 and "32 episodes match" in dom
     assert "&lt;!--&lt;script&gt;" in body  # the reply is shown as text
-    console = [ln for ln in dom.stderr.splitlines() if "CONSOLE" in ln]
-    assert not [ln for ln in console if "Error" in ln or "Uncaught" in ln or "Content Security Policy" in ln], console
 
 
+@pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium package is not installed")
+@pytest.mark.skipif(not _can_isolate(), reason="unshare -n is not permitted here; Chromium is not run un-isolated")
 def test_dashboard_of_a_five_benchmark_run_comes_first(tmp_path: Path) -> None:
     pytest.importorskip("matplotlib")
     run = tmp_path / "run"
