@@ -156,7 +156,9 @@ def test_cli_run_with_report(tmp_path: Path, embedded_weights: str, helsinki_pac
     info = manifest["config"]["benchmarks"][0]
     assert info["name"] == "urbangeo" and info["episodes"] == 4
     assert info["data_hash"] == UrbanGeoEval(options=dict(o.split("=", 1) for o in opts)).data_hash()
-    report = p.stdout
+    # The terminal ends with the one-screen summary pointing at report.md; the full tables live there.
+    assert "full tables:" in p.stdout and "report.md" in p.stdout, p.stdout[-2000:]
+    report = (run_dir / "report.md").read_text()
     for title in (
         "layout of the paper's Table 4",
         "layout of the paper's Table 5",
