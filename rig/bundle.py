@@ -86,6 +86,7 @@ class BundleManifest(BaseModel):
     models: list[str]
     benchmarks: list[str]
     extras: list[str]
+    requires: list[str] = Field(default_factory=list)  # pins installed beside rig[extras], e.g. a CPU torch
     not_copied: list[str] = Field(default_factory=list)  # what the lab must provide itself, by name
     sources: list[WheelSource] = Field(default_factory=list)
     parts: dict[str, str] = Field(default_factory=dict)  # part -> what it is for
@@ -102,6 +103,9 @@ class CreateOptions(BaseModel):
     models: list[str]
     benchmarks: list[str]
     extras: list[str] = Field(default_factory=lambda: ["llamacpp"])
+    # Extra requirements downloaded and installed beside rig[extras]: a pin such as torch==2.13.0 (a CPU build)
+    # keeps pip from resolving the mobility extra's torch to a CUDA build of several GB.
+    requires: list[str] = Field(default_factory=list)
     python: str | None = None  # default: this interpreter
     platform: str | None = None  # default: this machine
     models_file: Path | None = None
@@ -513,7 +517,7 @@ def collect_wheels(opts: CreateOptions, packages: list[str], src_root: Path) -> 
     wheels.mkdir(parents=True, exist_ok=True)
     index = [a for d in opts.find_links for a in ("--find-links", str(d))] + (["--no-index"] if opts.no_index else [])
     _pip(["wheel", "--no-deps", "-w", str(wheels), *index, str(src_root)], "building the rig wheel")
-    reqs = project_requirements(src_root, opts.extras) + packages
+    reqs = project_requirements(src_root, opts.extras) + opts.requires + packages
     source_only = [r for r in reqs if _req_name(r) in SOURCE_ONLY]
     binary = [r for r in reqs if _req_name(r) not in SOURCE_ONLY]
     sources: list[WheelSource] = []
@@ -627,6 +631,7 @@ def create(opts: CreateOptions) -> BundleManifest:
         models=[s.name for s in specs],
         benchmarks=opts.benchmarks,
         extras=extras,
+        requires=opts.requires,
         not_copied=not_copied,
         sources=sources,
         parts={k: v for k, v in _PURPOSE.items() if any(f.part == k for f in files)},
@@ -644,7 +649,7 @@ def lab_readme(opts: CreateOptions, not_copied: list[str], sources: list[WheelSo
         "",
         "    rig bundle verify BUNDLE                 # if rig is already there; else:",
         "    python3 -m venv VENV && VENV/bin/pip install --no-index --find-links BUNDLE/wheels "
-        f"'rig[{','.join(opts.extras)}]'",
+        f"'rig[{','.join(opts.extras)}]'" + "".join(f" '{r}'" for r in opts.requires),
         "    VENV/bin/rig bundle verify BUNDLE        # every file re-hashed against MANIFEST.json",
         "    VENV/bin/rig bundle install BUNDLE --venv VENV2   # or: a fresh venv, installed and checked in one step",
         "",
@@ -687,6 +692,7 @@ def install(bundle: Path, venv: Path, extras: list[str] | None = None) -> int:
     spec = f"rig[{','.join(want)}]" if want else "rig"
     env = os.environ | {"PIP_NO_INDEX": "1", "PIP_FIND_LINKS": str(wheels.resolve())}  # also the isolated builds
     cmd = [str(venv / "bin" / "python"), "-m", "pip", "install", "--no-index", "--find-links", str(wheels), spec]
+    cmd += man.requires
     _say("$ " + " ".join(cmd[2:]))
     if subprocess.run(cmd, env=env).returncode != 0:
         raise BundleError(f"pip install from {wheels} failed (see pip's message above)")

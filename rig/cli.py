@@ -665,6 +665,11 @@ def bundle_create(
     build: bool = typer.Option(
         True, "--build/--no-build", help="Compile source-only packages here when the target is this machine."
     ),
+    requires: list[str] = typer.Option(
+        [],
+        "--require",
+        help="Extra requirement installed beside rig (repeatable), e.g. torch==2.13.0 for a CPU torch.",
+    ),
     find_links: list[Path] = typer.Option([], "--find-links", help="Local wheel folder for pip (repeatable)."),
     no_index: bool = typer.Option(False, "--no-index", help="pip uses --find-links only."),
     maps: bool = typer.Option(True, "--maps/--no-maps", help="Include the built map packs the benchmarks use."),
@@ -677,6 +682,7 @@ def bundle_create(
         out=out_dir,
         models=_csv(models_csv),
         extras=_csv(extras_csv),
+        requires=requires,
         python=python,
         platform=plat,
         benchmarks=_csv(benchmarks_csv) if benchmarks_csv else sorted(BENCHMARKS),

@@ -4,6 +4,7 @@
 # benchmark; each run must record the bundle's id. Prints the time of each step.
 #
 #   scripts/bundle_e2e.sh [WORKDIR] [extra `rig bundle create` flags, e.g. --no-build]
+#   scripts/bundle_e2e.sh /tmp/e2e --require torch==2.13.0   # the CPU torch pin the README's first command uses
 #
 # Needs root (or user namespaces) for unshare -n. The llama-cpp-python compile makes `create` take many minutes.
 set -euo pipefail
@@ -30,17 +31,26 @@ ip link set lo up
 export HOME=$WORK/home XDG_CACHE_HOME=$WORK/home/.cache PIP_NO_INDEX=1
 mkdir -p "$HOME"
 stamp() { date +%s.%N; }
+took() { python3 -c "import sys; print(f'{float(sys.argv[2]) - float(sys.argv[1]):.1f}')" "$1" "$2"; }
 a=$(stamp)
-python3 -m rig.cli bundle install "$BUNDLE" --venv "$VENV"
+# As the bundle's README tells the lab: rig itself from the bundle alone, verify with it, then `rig bundle install`
+# makes the venv the runs use (a second fresh venv, checked by `rig doctor`). Nothing of this machine's rig is used.
+python3 -m venv "$WORK/boot"
+"$WORK/boot/bin/pip" install --quiet --no-index --find-links "$BUNDLE/wheels" \
+    "$(python3 -c "import json, sys; m = json.load(open(sys.argv[1])); print('rig[' + ','.join(m['extras']) + ']')" "$BUNDLE/MANIFEST.json")" \
+    $(python3 -c "import json, sys; print(' '.join(json.load(open(sys.argv[1])).get('requires', [])))" "$BUNDLE/MANIFEST.json")
+"$WORK/boot/bin/rig" bundle verify "$BUNDLE"
 b=$(stamp)
+"$WORK/boot/bin/rig" bundle install "$BUNDLE" --venv "$VENV"
+c=$(stamp)
 export RIG_MODELS=$BUNDLE/models.yaml RIG_CACHE=$BUNDLE/cache
 cd "$WORK"
 for bench in callnavi evgeoqa mobilitybench routeeval urbangeo; do
   s=$(stamp)
   "$VENV/bin/rig" bench -b "$bench" --limit 1 --out "$WORK/runs" --no-report
-  echo "bench $bench: $(python3 -c "import sys; print(f'{float(sys.argv[2]) - float(sys.argv[1]):.1f}')" "$s" "$(stamp)") s"
+  echo "bench $bench: $(took "$s" "$(stamp)") s"
 done
-echo "install (offline): $(python3 -c "import sys; print(f'{float(sys.argv[2]) - float(sys.argv[1]):.1f}')" "$a" "$b") s"
+echo "offline: bootstrap install + verify $(took "$a" "$b") s; rig bundle install (fresh venv + doctor) $(took "$b" "$c") s"
 LAB
 t3=$(stamp)
 

@@ -235,3 +235,23 @@ def test_run_from_a_bundle_records_its_id(registry: Path, tmp_path: Path, monkey
     del man["bundle_id"]
     (other / "manifest.json").write_text(json.dumps(man))
     assert RunManifest.read(other).bundle_id is None
+
+
+def test_required_pins_are_downloaded_recorded_and_shown_to_the_lab(
+    registry: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import rig.bundle
+
+    calls: list[list[str]] = []
+    monkeypatch.setattr(rig.bundle, "_pip", lambda args, what: calls.append(args))
+    out = tmp_path / "bundle"
+    res = CliRunner().invoke(
+        app,
+        ["bundle", "create", str(out), "--models", "tiny", "--benchmarks", "callnavi", "--models-file", str(registry)]
+        + ["--extras", "plots", "--require", "torch==2.13.0"],
+    )
+    assert res.exit_code == 0, res.output
+    downloads = [c for c in calls if c[0] == "download" and "--no-binary" not in c]
+    assert len(downloads) == 1 and "torch==2.13.0" in downloads[0]
+    assert read_manifest(out).requires == ["torch==2.13.0"]
+    assert "'rig[plots]' 'torch==2.13.0'" in (out / "README.md").read_text()
