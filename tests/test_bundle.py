@@ -247,8 +247,21 @@ def test_required_pins_are_downloaded_recorded_and_shown_to_the_lab(
     out = tmp_path / "bundle"
     res = CliRunner().invoke(
         app,
-        ["bundle", "create", str(out), "--models", "tiny", "--benchmarks", "callnavi", "--models-file", str(registry)]
-        + ["--extras", "plots", "--require", "torch==2.13.0"],
+        [
+            "bundle",
+            "create",
+            str(out),
+            "--models",
+            "tiny",
+            "--benchmarks",
+            "callnavi",
+            "--models-file",
+            str(registry),
+            "--extras",
+            "plots",
+            "--require",
+            "torch==2.13.0",
+        ],
     )
     assert res.exit_code == 0, res.output
     downloads = [c for c in calls if c[0] == "download" and "--no-binary" not in c]
