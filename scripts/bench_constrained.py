@@ -25,6 +25,11 @@ from rig.runs.bench import select
 from rig.runs.runner import plan
 
 
+def _ratio_cell(ratios: list[float]) -> str:
+    """The median ratio, then each pass's."""
+    return f"{statistics.median(ratios):.2f} ({', '.join(f'{r:.2f}' for r in ratios)})"
+
+
 async def main_async(a: argparse.Namespace) -> list[str]:
     reg = load_registry()
     spec = reg.get("gemma3-270m")
@@ -54,7 +59,7 @@ async def main_async(a: argparse.Namespace) -> list[str]:
                     )
                     if g.timings.decode_tps:
                         per_tok[mode].append(1.0 / g.timings.decode_tps)
-                    value, err = parse_output(g.text, bench.constraint_for(ep, fmt))
+                    _, err = parse_output(g.text, bench.constraint_for(ep, fmt))
                     n[mode] += 1
                     ok[mode] += err is None and not g.error
                     texts[mode] = g.text
@@ -64,14 +69,11 @@ async def main_async(a: argparse.Namespace) -> list[str]:
             for m in ratios:
                 ratios[m].append(statistics.median(per_tok[m][start[m] :]) / base)
 
-        def cell(m: str) -> str:
-            return f"{statistics.median(ratios[m]):.2f} ({', '.join(f'{r:.2f}' for r in ratios[m])})"
-
         lines.append(
             f"| {fmt} | {statistics.median(per_tok['none']) * 1000:.1f} | "
             f"{statistics.median(per_tok['lazy']) * 1000:.1f} | {statistics.median(per_tok['full']) * 1000:.1f} | "
-            f"{cell('lazy')} | {cell('full')} | {ok['none']}/{n['none']} | {ok['lazy']}/{n['lazy']} | "
-            f"{ok['full']}/{n['full']} | {differ} |"
+            f"{_ratio_cell(ratios['lazy'])} | {_ratio_cell(ratios['full'])} | "
+            f"{ok['none']}/{n['none']} | {ok['lazy']}/{n['lazy']} | {ok['full']}/{n['full']} | {differ} |"
         )
         print(lines[-1], flush=True)
     await eng.close()
@@ -97,12 +99,13 @@ def main() -> None:
             f"{a.max_tokens}, greedy, {a.threads or 'default'} decode threads. Per-token time = 1 / decode tokens/s of "
             "each generation; ratios are constrained over unconstrained per pass, then the median of passes. "
             "*lazy*: the engine's default grammar check (the best token first, then the 64 best, the full "
-            "vocabulary only when none is allowed); *full*: the vocabulary masked at every step, as llama-cpp-python's own grammar path does. "
+            "vocabulary only when none is allowed); *full*: the vocabulary masked at every step, as "
+            "llama-cpp-python's own grammar path does. "
             "Host: shared, noisy CPU; compare ratios, not absolute times.",
             "",
             "| format | unconstrained ms/token | lazy ms/token | full ms/token | lazy ratio, median (per pass) | "
-            "full ratio, median (per pass) | unconstrained parse+validate | lazy parse+validate | full parse+validate | "
-            "lazy and full outputs differ |",
+            "full ratio, median (per pass) | unconstrained parse+validate | lazy parse+validate | "
+            "full parse+validate | lazy and full outputs differ |",
             "|---|---|---|---|---|---|---|---|---|---|",
             *rows,
             "",

@@ -21,10 +21,11 @@ import sys
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's rig, not another installed one
 
 from rig.decoding import json_schema_to_gbnf, json_schema_to_lark, yaml_schema_to_gbnf, yaml_schema_to_lark
+
+REPO = Path(__file__).resolve().parents[1]
 
 TARGET_S = 1.0
 

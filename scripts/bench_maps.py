@@ -22,12 +22,13 @@ from pathlib import Path
 
 import numpy as np
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's rig, not another installed one
 
 from rig.maps.build import build_pack
 from rig.maps.query import load_pack
 from rig.maps.replay import KeySpec, ReplayPolicy, ReplayStore
+
+REPO = Path(__file__).resolve().parents[1]
 
 _LETTERS = "eeeeeeeeeeeaaaaaaaarrrrrrriiiiiiioooooootttttttnnnnnnnsssssslllllcccccuuuudddpppmmmhhhggbbffyywkvxzjq"
 
@@ -118,7 +119,8 @@ def main() -> None:
                 "< 5 ms",
                 statistics.median(r[0] for r in fuzzy),
                 statistics.median(r[1] for r in fuzzy),
-                f"labels over exact + fuzzy phases {labels}; fuzzy index built lazily in {index_ms:.0f} ms; store filled in {fill_s:.1f} s",
+                f"labels over exact + fuzzy phases {labels}; fuzzy index built lazily in {index_ms:.0f} ms; "
+                f"store filled in {fill_s:.1f} s",
             )
         )
 

@@ -145,7 +145,8 @@ async def main() -> None:
         await engine.close()
     by = {k: [w for f, w, *_ in rows if f == k] for k in (1, 8)}
     med1, med8 = statistics.median(by[1]), statistics.median(by[8])
-    pair = [w1 / w8 for w1, w8 in zip(by[1], by[8])]  # each 1-at-a-time run and the 8-in-flight run after it
+    # Each 1-at-a-time run and the 8-in-flight run after it (the settings alternate, so the counts are equal).
+    pair = [w1 / w8 for w1, w8 in zip(by[1], by[8], strict=True)]
     if a.base_url:
         server = "attached at --base-url"
     elif a.llama_server:
@@ -168,8 +169,9 @@ async def main() -> None:
         f"- Host: {platform.machine()}, {os.cpu_count()} CPUs, {platform.system()} {platform.release()}; "
         f"Python {platform.python_version()}",
         f"- Server: {server}",
-        f"- Model: embedded Gemma 3 270M (Q4_K_M); {len(episodes)} MobilityBench episodes (ReAct, {a.tool_mode} tool mode, "
-        f"max_steps {a.max_steps}, max_tokens {a.max_tokens}, temperature 0.1); similarity: char-jaccard",
+        f"- Model: embedded Gemma 3 270M (Q4_K_M); {len(episodes)} MobilityBench episodes (ReAct, "
+        f"{a.tool_mode} tool mode, max_steps {a.max_steps}, max_tokens {a.max_tokens}, temperature 0.1); "
+        "similarity: char-jaccard",
         "- Host shared with other work: read the ratio, not the absolute times.",
         "",
         "| In flight | Wall s | Model calls | Completion tokens | Scored episodes | Failed calls |",
@@ -190,8 +192,9 @@ async def main() -> None:
         f"{', '.join(f'{r:.2f}x' for r in pair)}.",
         "",
     ]
+    # Written once, after every timed run: nothing else is on the event loop to block.
     Path(a.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(a.out).write_text("\n".join(lines) + "\n", encoding="utf-8")
+    Path(a.out).write_text("\n".join(lines) + "\n", encoding="utf-8")  # noqa: ASYNC240
     print("\n".join(lines))
 
 

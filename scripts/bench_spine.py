@@ -91,7 +91,7 @@ def main() -> None:
             times["rig_shuffled"].append(rig_run(a.data, a.limit, a.max_tokens, "shuffled", Path(tmp) / f"s{i}"))
             print(f"shuffled pass {i + 1}: {times['rig_shuffled'][-1]:.1f}s", flush=True)
     med = {k: statistics.median(v) for k, v in times.items()}
-    ratios_over = [r / b for r, b in zip(times["rig"], times["bare"])]
+    ratios_over = [r / b for r, b in zip(times["rig"], times["bare"], strict=True)]
     ratios_shuf = [s / med["rig"] for s in times["rig_shuffled"]]
     lines = [
         "# Spine performance (CallNavi, embedded gemma3-270m, llama.cpp on CPU)",
@@ -103,9 +103,8 @@ def main() -> None:
         "",
         "| measure | median | per-run values |",
         "|---|---|---|",
-        f"| rig wall / bare llama-cpp-python wall (same prompts, grouped order) | {statistics.median(ratios_over):.3f} | "
-        + ", ".join(f"{r:.3f}" for r in ratios_over)
-        + " |",
+        "| rig wall / bare llama-cpp-python wall (same prompts, grouped order) | "
+        f"{statistics.median(ratios_over):.3f} | " + ", ".join(f"{r:.3f}" for r in ratios_over) + " |",
         f"| rig shuffled order / rig grouped order (median of grouped; {len(ratios_shuf)} shuffled pass(es)) | "
         f"{statistics.median(ratios_shuf):.3f} | " + ", ".join(f"{r:.3f}" for r in ratios_shuf) + " |",
         "",

@@ -1,9 +1,9 @@
 """Do constrained JSON and YAML answers parse and validate on every CallNavi question? (issue 3's check)
 
 For each question (params task: API names and parameters), in a seeded random order (chunk by chunk) so that a
-partial run is a random sample, four generations with the embedded model on llama.cpp: JSON constrained, JSON unconstrained, YAML
-constrained, YAML unconstrained (same prompt per format). Each result is appended to a JSONL file as it finishes,
-so the check can be stopped and resumed (``--resume``); the summary is rebuilt from the file.
+partial run is a random sample, four generations with the embedded model on llama.cpp: JSON constrained, JSON
+unconstrained, YAML constrained, YAML unconstrained (same prompt per format). Each result is appended to a JSONL
+file as it finishes, so the check can be stopped and resumed (``--resume``); the summary is rebuilt from the file.
 
 A constrained output that stopped on its own and does not parse would be a grammar bug; one cut at max_tokens is
 counted apart (the grammar cannot make a too-short budget suffice). Unconstrained generations mostly run to

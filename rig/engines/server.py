@@ -212,8 +212,9 @@ class LocalServer:
         try:
             # A log file, not a pipe: an unread pipe fills up and blocks a chatty server.
             # New session: the whole process tree can be signalled as one group.
-            # Popen returns once the child is forked; the wait for readiness below is async.
-            self.proc = subprocess.Popen(
+            # Popen returns once the child is forked; the wait for readiness below is async. A plain Popen, not
+            # asyncio's Process: the weakref finalizer and _stop_group stop it without an event loop.
+            self.proc = subprocess.Popen(  # noqa: ASYNC220 - only forks, never waits
                 self.argv,
                 stdin=subprocess.DEVNULL,
                 stdout=fd,

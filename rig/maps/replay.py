@@ -417,7 +417,8 @@ class ReplayStore:
             if names is None:
                 names = self._names[gkey] = _NameGroup(
                     self._con.execute(
-                        "SELECT id, name FROM entries WHERE provider=? AND endpoint=? AND ctx_name=? AND name IS NOT NULL",
+                        "SELECT id, name FROM entries"
+                        " WHERE provider=? AND endpoint=? AND ctx_name=? AND name IS NOT NULL",
                         gkey,
                     ).fetchall()
                 )

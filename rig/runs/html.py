@@ -274,7 +274,8 @@ def html_report(run_dirs: list[Path], figures_dir: Path | None = None) -> str:
                     "Sampling",
                     f"not recorded (predictions re-scored by rig rescore), repeats {cfg.repeats}"
                     if spec.engine == "external"
-                    else f"temperature {cfg.temperature}, seed {cfg.seed}, max tokens {cfg.max_tokens}, repeats {cfg.repeats}",
+                    else f"temperature {cfg.temperature}, seed {cfg.seed}, max tokens {cfg.max_tokens}, "
+                    f"repeats {cfg.repeats}",
                 ),
                 ("Hardware", f"{man.host.cpu} x{man.host.cpu_count}; GPU {gpu_name}"),
                 ("Versions", ", ".join(f"{k} {v}" for k, v in man.versions.items())),

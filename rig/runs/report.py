@@ -97,8 +97,8 @@ def report_markdown(run_dir: Path) -> str:
                 f"- Predictions made outside rig, re-scored by `rig rescore`; sampling not recorded; repeats "
                 f"{cfg.repeats}"
                 if spec.engine == "external"
-                else f"- Decode: {cfg.decode}; tool mode: {cfg.tool_mode}; temperature {cfg.temperature}; seed {cfg.seed}; "
-                f"repeats {cfg.repeats}"
+                else f"- Decode: {cfg.decode}; tool mode: {cfg.tool_mode}; temperature {cfg.temperature}; "
+                f"seed {cfg.seed}; repeats {cfg.repeats}"
             ),
             f"- Host: {man.host.cpu} ({man.host.cpu_count} CPUs); GPU: "
             f"{(man.gpu_memory.device_name if man.gpu_memory and man.gpu_memory.available else 'none')}",

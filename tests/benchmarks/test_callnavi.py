@@ -37,7 +37,10 @@ def test_api_rendering_matches_upstream_shape(callnavi_data: Path) -> None:
 def test_prompts_share_the_domain_prefix(callnavi_data: Path) -> None:
     eps = [e for e in CallNavi(callnavi_data, {"domains": "hr"}).episodes()]
     a, b = eps[0].messages[0].content, eps[2].messages[0].content
-    common = len(Path(a).as_posix()) if a == b else next(i for i, (x, y) in enumerate(zip(a, b)) if x != y)
+    # strict=False: the prompts differ in length; only their common prefix is compared
+    common = (
+        len(Path(a).as_posix()) if a == b else next(i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y)
+    )
     assert common > 0.8 * len(a)  # only the instruction tail and question differ
     assert {e.prefix_group for e in eps} == {"hr/json"}
 
@@ -189,7 +192,7 @@ def test_table4_per_difficulty_all_avg_and_macro() -> None:
     ]
     row = callnavi_tables(rs, "m")[0].rows[0]
     cols = callnavi_tables(rs, "m")[0].columns
-    got = dict(zip(cols, row))
+    got = dict(zip(cols, row, strict=True))
     assert got["AST Easy"] == pytest.approx(2 / 3) and got["AST Medium"] == 0.5 and got["AST Hard"] == 0.0
     assert got["AST All Avg"] == pytest.approx(3 / 6)
     assert got["AST Macro Avg"] == pytest.approx((2 / 3 + 0.5 + 0) / 3)
@@ -200,18 +203,18 @@ def test_paper_denominators_option() -> None:
     rs = [_res(f"e{i}", "easy", "params", 1) for i in range(300)]
     row = callnavi_tables(rs, "m", paper_denominators=True)[0].rows[0]
     cols = callnavi_tables(rs, "m", paper_denominators=True)[0].columns
-    got = dict(zip(cols, row))
+    got = dict(zip(cols, row, strict=True))
     assert got["AST Easy"] == pytest.approx(300 / 456) and got["AST All Avg"] == pytest.approx(300 / 729)
 
 
 def test_stability_table_with_repeats() -> None:
     rs = [_res("q1", "easy", "params", 1, rep=i, text=t) for i, t in enumerate(["A", "A", "B", "C", "D"])]
-    t = [t for t in callnavi_tables(rs, "m") if "stability" in t.title][0]
+    t = next(t for t in callnavi_tables(rs, "m") if "stability" in t.title)
     assert t.rows[0][3] == pytest.approx(0.25)  # AABCD
 
 
 def test_ci_table_brackets_the_rate() -> None:
     rs = [_res(f"e{i}", "easy", "params", float(i % 2)) for i in range(40)]
-    t = [t for t in callnavi_tables(rs, "m") if "confidence" in t.title][0]
+    t = next(t for t in callnavi_tables(rs, "m") if "confidence" in t.title)
     ast = next(r for r in t.rows if r[1] == "AST All Avg")
     assert ast[3] == 0.5 and ast[4] < 0.5 < ast[5] and ast[2] == 40

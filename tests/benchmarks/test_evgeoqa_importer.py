@@ -159,10 +159,10 @@ def test_bad_records_name_file_line_and_field(tmp_path: Path, qa: list[dict], ne
 def test_bad_files(tmp_path: Path) -> None:
     d = write_upstream(tmp_path / "a")
     (d / "QA_Pairs.json").write_text('{"Question_id": 1,\n', encoding="utf-8")
-    with pytest.raises(ImportError_, match="QA_Pairs.json:1: not valid JSON"):
+    with pytest.raises(ImportError_, match=r"QA_Pairs\.json:1: not valid JSON"):
         load_upstream(d)
     d = write_upstream(tmp_path / "b", stations=[{"station_id": "A1", "station_name": "n", "location": "x,y"}])
-    with pytest.raises(ImportError_, match="Stations.json:1: location"):
+    with pytest.raises(ImportError_, match=r"Stations\.json:1: location"):
         load_upstream(d)
     d = write_upstream(tmp_path / "c")
     (d / "Stations.json").unlink()

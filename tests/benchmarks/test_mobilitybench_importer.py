@@ -45,7 +45,7 @@ DEST = "122.509006,40.644482"
 def _rows() -> list[dict[str, str]]:
     big_route = (
         "{'status': '1', 'route': {'paths': [{'distance': '152000', 'steps': ["
-        + ", ".join("{'instruction': '向西行驶%d米', 'road_name': '沈丹高速'}" % i for i in range(2000))
+        + ", ".join(f"{{'instruction': '向西行驶{i}米', 'road_name': '沈丹高速'}}" for i in range(2000))
         + "]}]}}"
     )
     assert len(big_route) > CELL_LIMIT
@@ -165,7 +165,7 @@ def test_xlsx_imports_like_csv(upstream_csv: Path, tmp_path: Path) -> None:
 
 def test_imported_cases_score_in_reference_mode(upstream_csv: Path) -> None:
     cases, _ = load_upstream(upstream_csv)
-    opt, weather, poi = cases
+    opt, weather, _poi = cases
     fence = (
         "```json\n" + json.dumps({"route_index": "0", "content": "不走高速，全程152公里"}, ensure_ascii=False) + "\n```"
     )

@@ -85,10 +85,10 @@ def test_loop_returns_to_start(pack, validator: RouteValidator) -> None:  # type
     names = ["Ateneum", "Kaisaniemen puisto", "Suomen Kansallisteatteri"]
     m = validator.measure("loop", names, "Helsinki", closed=True)
     pts = _points(pack, names)
-    assert m.ok and m.closed_by_validator and m.routed == pts + [pts[0]]
-    assert m.distance_m == pytest.approx(pack.route(pts + [pts[0]], "walk").distance_m, abs=0.01)
+    assert m.ok and m.closed_by_validator and m.routed == [*pts, pts[0]]
+    assert m.distance_m == pytest.approx(pack.route([*pts, pts[0]], "walk").distance_m, abs=0.01)
     # the model closing the loop itself is not closed twice
-    m2 = validator.measure("loop", names + ["Ateneum"], "Helsinki", closed=True)
+    m2 = validator.measure("loop", [*names, "Ateneum"], "Helsinki", closed=True)
     assert not m2.closed_by_validator and m2.distance_m == pytest.approx(m.distance_m, abs=0.01)
 
 
@@ -98,7 +98,7 @@ def test_out_and_back_doubles_the_way_out(pack, validator: RouteValidator) -> No
     one_way = pack.route(_points(pack, names), "walk").distance_m
     assert m.ok and m.doubled and m.distance_m == pytest.approx(2 * one_way, abs=0.01)
     # the way back written out by the model is not doubled again
-    m2 = validator.measure("out-and-back", names + [names[0]], "Helsinki", closed=True)
+    m2 = validator.measure("out-and-back", [*names, names[0]], "Helsinki", closed=True)
     assert not m2.doubled and m2.distance_m == pytest.approx(m.distance_m, rel=1e-6)
 
 

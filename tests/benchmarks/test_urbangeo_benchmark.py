@@ -196,12 +196,9 @@ def test_wrong_answers_score_by_the_papers_formulas(bench: UrbanGeoEval, episode
         elif task in ("RE", "PR"):
             assert r.scores["answer"] == 0.0
         elif task == "PN":
-            n = len(e.ground_truth["truth"]["order"]) - 1
-            reversed_same = sum(
-                1
-                for a, b in zip(e.ground_truth["truth"]["order"][1:], e.ground_truth["truth"]["order"][1:][::-1])
-                if a == b
-            )
+            visits = e.ground_truth["truth"]["order"][1:]
+            n = len(visits)
+            reversed_same = sum(1 for a, b in zip(visits, visits[::-1], strict=True) if a == b)
             assert r.scores["answer"] == max(0.0, 10.0 - 2 * (n - reversed_same))
 
 
@@ -224,7 +221,7 @@ def test_letter_constraint_follows_decode_and_option(helsinki_pack: Path) -> Non
         eps = b.episodes()
         seen.clear()
         res = run(b, eps, Capture(lambda r: "A"), decode=decode)
-        for req, e, r in zip(seen, eps, res):
+        for req, e, r in zip(seen, eps, res, strict=True):
             if constrained:
                 assert req.constraint is not None and req.constraint.kind == "choice"
                 assert req.constraint.choices == list(e.ground_truth["letters"])

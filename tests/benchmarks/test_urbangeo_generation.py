@@ -183,7 +183,7 @@ def test_relation_truth_from_prompt(problems: dict) -> None:
         ]
         assert fn(lists[0], lists[1]) == p.truth["label"] and p.truth["label"] in p.truth["labels"]
         subtypes.add(p.subtype)
-        ring_sizes = [len(x) for x, line in zip(lists, p.context.splitlines()[1:]) if "Area:" in line]
+        ring_sizes = [len(x) for x, line in zip(lists, p.context.splitlines()[1:], strict=True) if "Area:" in line]
         assert all(6 <= n <= 10 for n in ring_sizes)
     assert subtypes == set(R.RELATION_SUBTYPES)
 

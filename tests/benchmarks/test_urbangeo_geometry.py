@@ -128,7 +128,7 @@ def test_sampling_is_uniform() -> None:
     ring = square(0, 0, 100)  # 400 m around
     pts = G.sample_ring(ring, 8)
     assert len(pts) == 8 and pts[0] == pytest.approx(ring[0])
-    steps = [G.distance_km(a, b) * 1000 for a, b in zip(pts, pts[1:] + pts[:1])]
+    steps = [G.distance_km(a, b) * 1000 for a, b in zip(pts, pts[1:] + pts[:1], strict=True)]
     assert steps == pytest.approx([50.0] * 8, abs=0.05)
     line = [at(0, 0), at(0, 30), at(0, 100)]
     s = G.sample_polyline(line, 5)

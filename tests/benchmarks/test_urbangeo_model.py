@@ -47,7 +47,7 @@ def test_embedded_model_as_candidate_and_constrained_judge(gemma_engine, helsink
     )
     eps = b.episodes()
     assert [e.tags["module"] for e in eps] == ["knowledge"] * 2 + ["reasoning"] * 2
-    for e, r in zip(eps, _run(b, gemma_engine, eps)):
+    for e, r in zip(eps, _run(b, gemma_engine, eps), strict=True):
         g = r.generations[0]
         assert g.error is None and r.status == "scored", (r.error, g.text)
         if e.tags["module"] == "knowledge":  # --decode json: the reply is constrained to one option letter

@@ -69,7 +69,7 @@ def test_options_are_routed_per_benchmark(monkeypatch: pytest.MonkeyPatch, embed
 
 def test_manifest_records_effective_options(helsinki_pack: Path, embedded_weights: str) -> None:
     """A step budget left at its default is still in the run record: options are the validated model."""
-    _s, _w, chosen, cfg, _sk = _build(
+    _s, _w, _chosen, cfg, _sk = _build(
         BenchOptions(model="gemma3-270m", benchmark="evgeoqa", limit=1, options={"max_format_errors": "2"})
     )
     info = cfg.benchmarks[0]
@@ -79,7 +79,7 @@ def test_manifest_records_effective_options(helsinki_pack: Path, embedded_weight
         "max_tokens": 512,
     }
     assert info.settings == {}  # the field old manifests wrote; new runs record everything in options
-    _s, _w, chosen, cfg, _sk = _build(
+    _s, _w, _chosen, cfg, _sk = _build(
         BenchOptions(model="gemma3-270m", benchmark="mobilitybench", limit=1, options={"similarity": "jaccard"})
     )
     assert cfg.benchmarks[0].options["max_steps"] == 10 and cfg.benchmarks[0].options["framework"] == "react"

@@ -69,7 +69,8 @@ def rows(run_dir: Path) -> list[tuple]:
         out = [
             (b, e, r, s, json.loads(rec)["generations"][0]["text"])
             for b, e, r, s, rec in con.execute(
-                "SELECT benchmark, episode_id, repeat, scores, record FROM results ORDER BY benchmark, episode_id, repeat"
+                "SELECT benchmark, episode_id, repeat, scores, record FROM results"
+                " ORDER BY benchmark, episode_id, repeat"
             )
         ]
     finally:

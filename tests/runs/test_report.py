@@ -20,7 +20,7 @@ from .test_runner import oracle
 def make_run(tmp_path: Path, n_eps: int | None = None, engine: FakeEngine | None = None) -> Path:
     run_dir = tmp_path / "r1"
     run_dir.mkdir(parents=True)
-    spec, _w, bench, eps, cfg = _build_fake(n_eps)
+    _spec, _w, bench, eps, cfg = _build_fake(n_eps)
     store = Store(run_dir / "results.sqlite")
     engine = engine or FakeEngine(oracle(bench), delay=0.002)
     asyncio.run(run_items(plan([(bench, eps)], 1), engine, store, RunContext(sampling=Sampling())))

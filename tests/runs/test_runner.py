@@ -1,4 +1,5 @@
 import asyncio
+import itertools
 import json
 from pathlib import Path
 
@@ -38,7 +39,7 @@ def test_grouped_order_keeps_prefix_groups_together(callnavi_data: Path) -> None
     grouped = plan([(b, [it.episode for it in shuffled if it.repeat == 0])], 2, order="grouped")
     groups = [it.episode.prefix_group for it in grouped]
     # each group appears as one contiguous block
-    assert sum(1 for a, b_ in zip(groups, groups[1:]) if a != b_) == len(set(groups)) - 1
+    assert sum(1 for a, b_ in itertools.pairwise(groups) if a != b_) == len(set(groups)) - 1
     # repeats of an episode are adjacent
     assert all(grouped[i].episode.id == grouped[i + 1].episode.id for i in range(0, len(grouped), 2))
     assert len(grouped) == len(eps) * 2

@@ -19,7 +19,8 @@ OUT = {
         "```json\n{'API': ['getAccountID'],\n 'parameters': [{'customerID': 'C1'}]}\n```",
         '{"api":["GETACCOUNTID"],"parameters":[{"customerid":"c1"}]}',
         '  {"API" : [ "getAccountID" ] , "parameters" : [ { "customerID" : "C1" } ] }\n',
-        "{\u201cAPI\u201d: [\u201cgetAccountID\u201d], \u201cparameters\u201d: [{\u201ccustomerID\u201d: \u201cC1\u201d}]}",
+        "{\u201cAPI\u201d: [\u201cgetAccountID\u201d], "
+        "\u201cparameters\u201d: [{\u201ccustomerID\u201d: \u201cC1\u201d}]}",
     ],
     "B": ['{"API": ["getAccountBalance"], "parameters": [{"accountID": "$$$"}]}'],
     "C": ['{"API": ["getAccountID", "getAccountBalance"], "parameters": [{"customerID": "C1"}, {"accountID": "$$$"}]}'],

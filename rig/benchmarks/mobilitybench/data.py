@@ -98,7 +98,7 @@ def _route_summary(resp: Any) -> tuple[float | None, float | None]:
 def _clock(hhmm: str, delta_s: float) -> str:
     h, m = (int(x) for x in hhmm.split(":"))
     total = (h * 60 + m) * 60 + delta_s
-    mins = int(total // 60) % 1440 if delta_s < 0 else int(round(total / 60)) % 1440
+    mins = int(total // 60) % 1440 if delta_s < 0 else round(total / 60) % 1440
     return f"{mins // 60:02d}:{mins % 60:02d}"
 
 

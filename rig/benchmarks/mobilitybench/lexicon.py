@@ -148,7 +148,8 @@ ZH = Lexicon(
         "Route-Constrained Planning": ("定位", "路线规划"),
     },
     step_patterns={
-        "定位": f"({_Q_ZH}|定位|我在哪|模糊信息坐标查询|坐标查询|POI查询|地点查询).*?(位置|坐标|经纬度|当前位置|起点|在哪|地址|：)"
+        "定位": f"({_Q_ZH}|定位|我在哪|模糊信息坐标查询|坐标查询|POI查询|地点查询)"
+        ".*?(位置|坐标|经纬度|当前位置|起点|在哪|地址|：)"
         f"|(位置|坐标|经纬度|当前位置|起点|在哪|地址).*?({_Q_ZH}|定位|我在哪)",
         "路况查询": f"({_Q_ZH}).*?(路况|拥堵|堵车|交通状况|通行情况)",
         "天气查询": _either(f"{_Q_ZH}|查一下", "天气|气温|温度|下雨|晴天|预报|气候"),
@@ -227,7 +228,8 @@ EN = Lexicon(
         "route planning": r"(route planning|plan (?:a |the )?route|directions|navigat\w*|routing)",
         "transit info query": f"({_Q_EN}).*?(bus|tram|transit).*?(info\\w*|stop|timetable|schedule)",
         "route distance": r"(route|directions|navigat\w*|path|calculat\w*|query).*?(distance|how far|km|kilomet)",
-        "time back-calculation": r"(departure time|when to leave|when should|leave by|work back|subtract|back-calculat)",
+        "time back-calculation": r"(departure time|when to leave|when should|leave by|"
+        r"work back|subtract|back-calculat)",
         "nearby search": _either(r"nearby|near|around|close to|surrounding", r"search\w*|find|look\w*|what is|which"),
     },
     route_kw=("km", "kilomet", "minute", "hour", "route", "distance", "travel time", "via"),

@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import re
 import sqlite3
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -271,7 +272,7 @@ class RouteValidator:
             out.closed_by_validator = True
         out.routed = pts
         try:
-            out.legs_m = [self._leg(site_i, a, b) for a, b in zip(pts, pts[1:])]
+            out.legs_m = [self._leg(site_i, a, b) for a, b in pairwise(pts)]
         except (LookupError, ValueError, KeyError, TypeError) as exc:
             out.error_category, out.error = "other", str(exc)
             return out

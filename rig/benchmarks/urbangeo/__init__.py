@@ -1,1 +1,1 @@
-"""UrbanGeoEval: knowledge probes and reasoning tasks generated from map packs, with a local judge (paper: UrbanGeoEval)."""
+"""UrbanGeoEval: knowledge probes and reasoning tasks generated from map packs, judged locally (paper: UrbanGeoEval)."""

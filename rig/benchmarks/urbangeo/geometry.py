@@ -100,7 +100,7 @@ class Plane:
 
 
 def polyline_length_m(pts: Sequence[LatLon]) -> float:
-    return sum(haversine_m(a[0], a[1], b[0], b[1]) for a, b in zip(pts, pts[1:]))
+    return sum(haversine_m(a[0], a[1], b[0], b[1]) for a, b in itertools.pairwise(pts))
 
 
 def sample_polyline(pts: Sequence[LatLon], n: int) -> list[LatLon]:
@@ -109,7 +109,7 @@ def sample_polyline(pts: Sequence[LatLon], n: int) -> list[LatLon]:
     if n < 2:
         raise ValueError("a polyline sample needs at least 2 points")
     cum = [0.0]
-    for a, b in zip(pts, pts[1:]):
+    for a, b in itertools.pairwise(pts):
         cum.append(cum[-1] + haversine_m(a[0], a[1], b[0], b[1]))
     total = cum[-1]
     if total <= 0:
@@ -241,7 +241,7 @@ def area_area_relation(r1: Sequence[LatLon], r2: Sequence[LatLon], touch_m: floa
 
 
 def path_length_km(points: Sequence[LatLon]) -> float:
-    return sum(distance_km(a, b) for a, b in zip(points, points[1:]))
+    return sum(distance_km(a, b) for a, b in itertools.pairwise(points))
 
 
 def optimal_order(start: LatLon, stops: Sequence[LatLon]) -> tuple[list[int], float, float]:

@@ -81,13 +81,9 @@ def parse(value: str | None) -> Week | None:
 
 def is_open(week: Week, day: int, minute: int) -> bool:
     """Open on ``day`` (0 = Monday) at ``minute`` after midnight, counting the previous day's after-midnight hours."""
-    for s, e in week.get(day, []):
-        if s <= minute < e:
-            return True
-    for s, e in week.get((day - 1) % 7, []):
-        if e > 24 * 60 and minute < e - 24 * 60:
-            return True
-    return False
+    if any(s <= minute < e for s, e in week.get(day, [])):
+        return True
+    return any(e > 24 * 60 and minute < e - 24 * 60 for _, e in week.get((day - 1) % 7, []))
 
 
 def margin_minutes(week: Week, day: int, minute: int) -> int:

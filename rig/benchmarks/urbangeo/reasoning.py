@@ -9,6 +9,7 @@ second route almost as short) are discarded, as the paper's quality control remo
 
 from __future__ import annotations
 
+import itertools
 import random
 from dataclasses import dataclass, field
 from typing import Any
@@ -232,7 +233,7 @@ def t_planning(city: City, rng: random.Random) -> Problem:
         raise Skip("a second order is nearly as short: not a unique answer")
     listed = [start, *stops]  # the prompt lists the start first, the others in a random order
     chain = []
-    for a, b in zip(listed, listed[1:]):
+    for a, b in itertools.pairwise(listed):
         brg, d = G.bearing(r5(a.ll), r5(b.ll)), G.distance_km(r5(a.ll), r5(b.ll))
         chain.append(f"{a.name} -> {b.name}: bearing {brg:.2f} degrees ({G.cardinal16(brg)}), distance {d:.3f} km")
     names = [p.name for p in listed]
@@ -268,7 +269,7 @@ def t_prediction(city: City, rng: random.Random) -> Problem:
         raise Skip("route too short")
     # The first 60% of the walk, as 5 points; each named by the street its step follows.
     cut, acc, part = 0.6 * total, 0.0, [geom[0]]
-    for a, b in zip(geom, geom[1:]):
+    for a, b in itertools.pairwise(geom):
         seg = haversine_m(a[0], a[1], b[0], b[1])
         if acc + seg >= cut:
             f = (cut - acc) / seg if seg else 0.0

@@ -235,7 +235,8 @@ class City:
         rings: dict[int, list[tuple[list, list]]] = {}
         for r in range(len(starts) - 1):
             owner = int(a["ring_area"][r])
-            pts = list(zip(a["lon"][starts[r] : starts[r + 1]].tolist(), a["lat"][starts[r] : starts[r + 1]].tolist()))
+            lons, lats = a["lon"][starts[r] : starts[r + 1]].tolist(), a["lat"][starts[r] : starts[r + 1]].tolist()
+            pts = list(zip(lons, lats, strict=True))
             if a["ring_outer"][r]:
                 rings.setdefault(owner, []).append((pts, []))
                 current[owner] = len(rings[owner]) - 1
@@ -306,7 +307,7 @@ class City:
 
         la, lo = self._poi_xy
         mask = shapely.contains_xy(aoi.geom, lo, la)
-        return [p for p, m in zip(self.pois, mask) if m]
+        return [p for p, m in zip(self.pois, mask, strict=True) if m]
 
     def aois_containing(self, lat: float, lon: float, named_only: bool = True) -> list[Aoi]:
         import shapely
