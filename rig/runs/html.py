@@ -21,7 +21,16 @@ from pydantic import BaseModel
 from rig.benchmarks import benchmark_tables, recorded_prompts
 from rig.benchmarks.base import Table
 from rig.records import EpisodeResult
-from rig.runs.plots import PlotsUnavailable, Point, bar_plot, figure_svg, pareto_plot, save_figure
+from rig.runs.plots import (
+    PlotsUnavailable,
+    Point,
+    bar_plot,
+    figure_svg,
+    histogram_plot,
+    line_plot,
+    pareto_plot,
+    save_figure,
+)
 from rig.runs.report import NM, ci_table, fmt, telemetry_table
 from rig.runs.store import Store, open_manifest
 from rig.runs.summary import HeadlineScore, RunSummary, benchmark_of, summarize
@@ -95,66 +104,39 @@ def _clip(text: str) -> str:
     return f"{text[:CLIP_HEAD]}\n{note}\n{text[-CLIP_TAIL:]}"
 
 
-def histogram_svg(
-    values: list[float], title: str, x_label: str, bins: int = 20, width: int = 560, height: int = 220
-) -> str:
-    if not values:
-        return (
-            f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="40"><text x="8" y="24">'
-            f"{escape(title)}: {NM}</text></svg>"
-        )
-    lo, hi = min(values), max(values)
-    span = (hi - lo) or 1.0
-    counts = [0] * bins
-    for v in values:
-        counts[min(bins - 1, int((v - lo) / span * bins))] += 1
-    top = max(counts)
-    bw = (width - 60) / bins
-    bars = "".join(
-        f'<rect x="{50 + i * bw:.1f}" y="{height - 35 - c / top * (height - 65):.1f}" width="{bw - 1:.1f}" '
-        f'height="{c / top * (height - 65):.1f}" fill="#2a6fdb"><title>{c}</title></rect>'
-        for i, c in enumerate(counts)
-    )
-    return (
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" font-family="sans-serif" '
-        f'font-size="11"><text x="{width / 2}" y="14" text-anchor="middle" font-size="13">{escape(title)}</text>'
-        f'{bars}<line x1="50" y1="{height - 35}" x2="{width - 10}" y2="{height - 35}" stroke="#333"/>'
-        f'<text x="50" y="{height - 20}">{lo:.3g}</text>'
-        f'<text x="{width - 10}" y="{height - 20}" text-anchor="end">{hi:.3g}</text>'
-        f'<text x="{width / 2}" y="{height - 5}" text-anchor="middle">{escape(x_label)}</text></svg>'
-    )
-
-
 class _Figures:
     """The page's matplotlib figures: inlined as SVG, and kept to be written as files beside the HTML."""
 
     def __init__(self) -> None:
         self.figs: dict[str, Any] = {}
 
-    def add(self, stem: str, make: Callable[[], Any]) -> str:
+    def add(self, stem: str, make: Callable[..., Any], *args: Any, **kwargs: Any) -> str:
+        """The figure `make(*args, **kwargs)` inline; a note instead when matplotlib is missing."""
         try:
-            fig = make()
+            fig = make(*args, **kwargs)
         except PlotsUnavailable as e:
             return f'<p class="note">{escape(str(e))}</p>'
         self.figs[stem] = fig
         return figure_svg(fig)
 
 
-def gpu_line(samples: list[tuple[float, int]], figs: _Figures, stem: str) -> str:
-    if len(samples) < 2:
-        return (
-            f'<svg xmlns="http://www.w3.org/2000/svg" width="560" height="40"><text x="8" y="24">'
-            f"GPU memory over time: {NM}</text></svg>"
-        )
-    from rig.runs.plots import line_plot
-
-    t0 = samples[0][0]
+def gpu_line(samples: list[tuple[float, int]], why: str | None, figs: _Figures, stem: str) -> str:
+    t0 = samples[0][0] if samples else 0.0
     return figs.add(
         stem,
-        lambda: line_plot(
-            [t - t0 for t, _ in samples], [b / 2**30 for _, b in samples], "GPU memory over time", "seconds", "GiB used"
-        ),
+        line_plot,
+        [t - t0 for t, _ in samples],
+        [b / 2**30 for _, b in samples],
+        "GPU memory over time",
+        "seconds",
+        "GiB used",
+        why=why,
     )
+
+
+def _no_values(replies: int, what: str) -> str:
+    """Why a distribution has no values: the reason a histogram prints instead of bars."""
+    return "no replies stored" if replies == 0 else f"none of the {replies} replies recorded {what}"
 
 
 def failure_reason(r: EpisodeResult, score: float | None) -> str | None:
@@ -173,9 +155,11 @@ def failure_reason(r: EpisodeResult, score: float | None) -> str | None:
 
 class _BenchDash(BaseModel):
     run: str
+    run_no: int  # the run's place in the report, 1-based: figure file names of several runs
     benchmark: str
     headline_name: str
     summary: RunSummary
+    replies: int  # generations stored: says why a distribution below is empty
     e2e: list[float]
     tokens: list[float]
     reasons: dict[str, int]
@@ -227,8 +211,28 @@ def _dashboard(dash: list[_BenchDash], pareto: list[Point], pareto_mem: list[Poi
         parts.append('<p class="note">No failed episodes.</p>')
     parts.append('</div><h3>Latency and tokens</h3><div class="plots">')
     for lab, d in zip(labels, dash, strict=True):
-        parts.append(histogram_svg(d.e2e, f"{lab}: end-to-end latency", "seconds"))
-        parts.append(histogram_svg(d.tokens, f"{lab}: completion tokens", "tokens"))
+        stem = f"{d.benchmark}_{d.run_no}" if several else d.benchmark
+        parts.append(
+            figs.add(
+                f"latency_{stem}",
+                histogram_plot,
+                d.e2e,
+                f"{lab}: end-to-end latency",
+                "seconds",
+                why=_no_values(d.replies, "a latency"),
+            )
+        )
+        parts.append(
+            figs.add(
+                f"tokens_{stem}",
+                histogram_plot,
+                d.tokens,
+                f"{lab}: completion tokens",
+                "tokens",
+                integer=True,
+                why=_no_values(d.replies, "a completion token count"),
+            )
+        )
     parts.append("</div>")
     if len(pareto) > 1:
         parts += [
@@ -308,10 +312,12 @@ def html_report(run_dirs: list[Path], figures_dir: Path | None = None) -> str:
                 dash.append(
                     _BenchDash(
                         run=label,
+                        run_no=i + 1,
                         benchmark=b.name,
                         headline_name=bench.headline_name,
                         summary=summary,
                         reasons=reasons,
+                        replies=sum(len(r.generations) for r in results),
                         e2e=[g.timings.e2e_s for r in results for g in r.generations if g.timings.e2e_s is not None],
                         tokens=[
                             float(g.completion_tokens)
@@ -357,11 +363,18 @@ def html_report(run_dirs: list[Path], figures_dir: Path | None = None) -> str:
             parts.append(_table_html(telemetry_table(run_summary)))
             ttft = [g.timings.ttft_s for r in all_results for g in r.generations if g.timings.ttft_s is not None]
             samples = [(t, b) for t, b in store.conn.execute("SELECT t, used_bytes FROM gpu_samples ORDER BY t")]
+            replies = sum(len(r.generations) for r in all_results)
+            ttft_fig = figs.add(
+                f"ttft_{i + 1}",
+                histogram_plot,
+                ttft,
+                "Time to first token",
+                "seconds",
+                why=_no_values(replies, "a first-token time"),
+            )
+            gpu_why = (gpu.reason if gpu and not gpu.available else None) or "fewer than two samples stored"
             parts.append(
-                '<div class="plots">'
-                + histogram_svg(ttft, "Time to first token", "seconds")
-                + gpu_line(samples, figs, f"gpu_memory_{i + 1}")
-                + "</div>"
+                f'<div class="plots">{ttft_fig}{gpu_line(samples, gpu_why, figs, f"gpu_memory_{i + 1}")}</div>'
             )
             if best is not None:
                 memory = run_summary.gpu_peak_bytes or run_summary.peak_rss_bytes

@@ -143,17 +143,40 @@ def bar_plot(
     return fig
 
 
-def histogram_plot(values: list[float], title: str, x_label: str, bins: int = 20) -> Figure:
+def _not_measured(fig: Figure, title: str, why: str | None) -> Figure:
+    """A figure that says there is no data and why: no axes, so nothing reads as a count or a value of 0."""
+    fig.set_size_inches(5.6, 0.7)
+    text = f"{title}: not measured" + (f" ({why})" if why else "")
+    fig.text(0.02, 0.5, text, va="center", fontsize=10, color="#555", gid="not-measured")
+    return fig
+
+
+def histogram_plot(
+    values: list[float], title: str, x_label: str, bins: int = 20, integer: bool = False, why: str | None = None
+) -> Figure:
+    """Counts per bin over the values' range, the x axis from 0. The axes' SVG group is named `histogram:<title>` and
+    each bar's `bin<i>:<count>`, so the page says what it draws. Integer data spanning fewer values than `bins` get
+    one bar per value (no empty bins between integers). No values: a figure saying not measured and `why`."""
     fig = _figure(5.6, 2.4)
+    if not values:
+        return _not_measured(fig, title, why)
+    from matplotlib.ticker import MaxNLocator
+
     ax = fig.add_subplot()
+    ax.set_gid(f"histogram:{title}")
     ax.set_title(title, fontsize=11)
     ax.set_xlabel(x_label)
     ax.set_ylabel("count")
-    if values:
-        ax.hist(values, bins=bins, color=COLOR)
-        ax.set_xlim(left=0)
-    else:
-        ax.text(0.5, 0.5, "not measured", ha="center", va="center", transform=ax.transAxes)
+    edges: int | list[float] = bins
+    lo, hi = min(values), max(values)
+    if integer and hi - lo + 1 <= bins:
+        edges = [lo - 0.5 + k for k in range(int(hi - lo) + 2)]
+    counts, used, _ = ax.hist(values, bins=edges, color=COLOR)
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))  # counts: no 0.5 ticks
+    for i, (bar, n) in enumerate(zip(ax.patches, counts, strict=True)):  # the axes hold the bars only
+        bar.set_gid(f"bin{i}:{int(n)}")
+    left = min(0.0, float(used[0]))  # from 0, unless a bin around 0 reaches below it
+    ax.set_xlim(left, float(used[-1]) + 0.02 * (float(used[-1]) - left))  # the last bar clear of the frame
     return fig
 
 
@@ -188,8 +211,13 @@ def save_figure(fig: Figure, folder: Path, stem: str, formats: Iterable[str] = F
     return paths
 
 
-def line_plot(xs: list[float], ys: list[float], title: str, x_label: str, y_label: str) -> Figure:
+def line_plot(
+    xs: list[float], ys: list[float], title: str, x_label: str, y_label: str, why: str | None = None
+) -> Figure:
+    """A line from 0 on both axes; fewer than two points: a figure saying not measured and `why`."""
     fig = _figure(5.6, 2.4)
+    if len(xs) < 2:
+        return _not_measured(fig, title, why)
     ax = fig.add_subplot()
     ax.set_title(title, fontsize=11)
     ax.set_xlabel(x_label)

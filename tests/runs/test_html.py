@@ -1,9 +1,11 @@
 """HTML report: self-contained, renders in headless Chromium with no console error and no network request."""
 
+import importlib.util
 import json
 import re
 import shutil
 import subprocess
+from html import unescape
 from pathlib import Path
 
 import pytest
@@ -11,6 +13,18 @@ import pytest
 from rig.runs.html import html_report
 
 from .test_report import make_run
+
+
+def _histograms(html: str) -> dict[str, list[int]]:
+    """Each matplotlib histogram on the page: its title (the axes' gid) and the count of each bar (bar gids)."""
+    hists = {}
+    for svg in re.findall(r"<svg.*?</svg>", html, re.S):
+        title = re.search(r'id="f[0-9a-f]+-histogram:([^"]*)"', svg)
+        if title:
+            bars = sorted((int(i), int(n)) for i, n in re.findall(r'id="f[0-9a-f]+-bin(\d+):(\d+)"', svg))
+            assert [i for i, _ in bars] == list(range(len(bars)))
+            hists[unescape(title.group(1))] = [n for _, n in bars]
+    return hists
 
 
 def test_html_is_self_contained(tmp_path: Path) -> None:
@@ -22,6 +36,48 @@ def test_html_is_self_contained(tmp_path: Path) -> None:
     assert "Question start" in next(iter(data["prompts"].values()))  # prompts rebuilt from the benchmark data
     assert "CallNavi (layout of the paper&#x27;s Table 4)" in html or "CallNavi (layout of the paper's Table 4)" in html
     assert "not measured" in html  # CPU run: GPU memory plot and rows say so
+
+
+def test_dashboard_histograms_are_matplotlib_figures_of_the_stored_numbers(tmp_path: Path) -> None:
+    """Latency and completion tokens from known replies: the page's histograms are matplotlib figures (their gids)
+    with the counts per bin those numbers give; replies without a first-token time say so instead of a plot."""
+    pytest.importorskip("matplotlib")
+    from rig.records import Timings
+    from tests.fakes import FakeEngine
+
+    from .test_report import _build_fake
+    from .test_runner import oracle
+
+    latencies, tokens = [1.0, 1.25, 3.0], [5, 7, 9]
+    given: list[tuple[float, int]] = []
+
+    class Known(FakeEngine):
+        async def chat(self, request):  # type: ignore[no-untyped-def]
+            gen = await super().chat(request)
+            k = len(given)
+            given.append((latencies[k % 3], tokens[k % 3]))
+            return gen.model_copy(
+                update={"completion_tokens": given[-1][1], "timings": Timings(e2e_s=given[-1][0], ttft_s=None)}
+            )
+
+    run_dir = make_run(tmp_path, n_eps=8, engine=Known(oracle(_build_fake(None)[2])))
+    html = html_report([run_dir], figures_dir=tmp_path / "figures")
+    hists = _histograms(html)
+    assert set(hists) == {"callnavi: end-to-end latency", "callnavi: completion tokens"}
+    a, b, c = (given.count(pair) for pair in zip(latencies, tokens, strict=True))  # replies given each pair
+    assert a and b and c and a + b + c == len(given)
+    # 20 bins over 1.0-3.0, 0.1 wide: 1.0 opens bin 0, 1.25 falls in bin 2, 3.0 closes bin 19
+    assert hists["callnavi: end-to-end latency"] == [a, 0, b] + [0] * 16 + [c]
+    # whole tokens 5-9: one bar per value, empty ones included
+    assert hists["callnavi: completion tokens"] == [a, 0, b, 0, c]
+    assert f"Time to first token: not measured (none of the {len(given)} replies recorded a first-token time)" in html
+    # matplotlib writes each text as a comment beside its glyphs, "--" there as "- -"
+    assert re.search(r"GPU memory over time: not measured \(no -\s?-gpu given \(CPU run\)\)", html)
+    assert {p.name for p in (tmp_path / "figures").iterdir()} >= {
+        f"{stem}.{ext}"
+        for stem in ("latency_callnavi", "tokens_callnavi", "ttft_1", "gpu_memory_1")
+        for ext in ("svg", "pdf", "png")
+    }
 
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -83,7 +139,15 @@ def test_html_renders_in_headless_chromium(tmp_path: Path) -> None:
     body = re.search(r'<tbody id="ep_body">(.*?)</tbody>', dom, re.S).group(1)
     assert body.count("<tr>") == 32  # the script rendered every episode row (one page)
     assert "32 episodes match" in dom
-    assert dom.count("<svg") >= 3 and dom.count("<rect") >= 20  # histograms drawn
+    # latency, tokens and time to first token drawn by matplotlib, one count per stored reply
+    block = re.search(r'<script type="application/json" id="episodes">(.*?)</script>', page.read_text(), re.S)
+    gens = sum(len(e["gens"]) for e in json.loads(block.group(1))["episodes"])
+    if importlib.util.find_spec("matplotlib"):
+        hists = _histograms(dom)
+        assert set(hists) == {"callnavi: end-to-end latency", "callnavi: completion tokens", "Time to first token"}
+        assert all(sum(counts) == gens for counts in hists.values()), hists
+    else:
+        assert "figures need matplotlib" in dom
     assert "Content-Security-Policy" in page.read_text() and "default-src 'none'" in page.read_text()
 
 
@@ -142,6 +206,9 @@ def test_dashboard_of_a_five_benchmark_run_comes_first(tmp_path: Path) -> None:
     for name in ("callnavi", "evgeoqa", "mobilitybench", "routeeval", "urbangeo"):
         assert name in dashboard
     assert "Why episodes failed" in dashboard and "Headline score with 95% CI" in dashboard
+    names = ("callnavi", "evgeoqa", "mobilitybench", "routeeval", "urbangeo")
+    hists = _histograms(dashboard)  # per benchmark, in the run's order: latency, then completion tokens
+    assert list(hists) == [f"{n}: {what}" for n in names for what in ("end-to-end latency", "completion tokens")]
     # the episode trace: model turns and tool calls with the map answer's provenance, not raw score JSON
     body = re.search(r'<tbody id="ep_body">(.*)</tbody>', dom, re.S).group(1)
     assert "Model, turn 1" in body and "tool call" in body and 'class="src src-' in body
@@ -150,6 +217,7 @@ def test_dashboard_of_a_five_benchmark_run_comes_first(tmp_path: Path) -> None:
         "headline.pdf",
         "headline.png",
         "failures.svg",
+        *(f"{what}_{n}.{ext}" for what in ("latency", "tokens") for n in names for ext in ("svg", "pdf", "png")),
     }
 
 

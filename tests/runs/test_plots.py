@@ -55,3 +55,45 @@ def test_ci_is_an_error_bar_and_the_front_is_drawn(tmp_path: Path) -> None:
     assert svg.startswith("<svg") and not re.search(r'(href|src)="(https?:)?//', svg)  # nothing to fetch
     files = save_figure(fig, tmp_path, "p")
     assert [f.suffix for f in files] == [".svg", ".pdf", ".png"] and all(f.stat().st_size > 1000 for f in files)
+
+
+def test_histogram_counts_per_bin_and_names_its_bars() -> None:
+    from rig.runs.plots import histogram_plot
+
+    # 20 bins over 1.0-3.0 (0.1 wide): 1.0 in bin 0, 1.25 in bin 2, 3.0 closes the last bin
+    fig = histogram_plot([1.0, 1.0, 1.25, 3.0, 3.0, 3.0], "latency", "seconds")
+    ax = fig.axes[0]
+    assert ax.get_gid() == "histogram:latency"
+    heights = [p.get_height() for p in ax.patches]
+    assert heights == [2, 0, 1] + [0] * 16 + [3]
+    assert [p.get_gid() for p in ax.patches][:3] == ["bin0:2", "bin1:0", "bin2:1"]
+    assert ax.get_xlim()[0] == 0  # from 0, not from the fastest reply
+    svg = figure_svg(fig)
+    assert re.findall(r'id="f[0-9a-f]+-bin(\d+):(\d+)"', svg)[-1] == ("19", "3")
+
+
+def test_integer_histogram_has_one_bar_per_value() -> None:
+    from rig.runs.plots import histogram_plot
+
+    fig = histogram_plot([5, 5, 7, 9, 9, 9], "tokens", "tokens", integer=True)
+    ax = fig.axes[0]
+    assert [(p.get_x(), p.get_height()) for p in ax.patches] == [(4.5, 2), (5.5, 0), (6.5, 1), (7.5, 0), (8.5, 3)]
+    # a bar for 0 tokens is drawn whole, not cut at the axis
+    zero = histogram_plot([0, 1, 1], "tokens", "tokens", integer=True)
+    assert zero.axes[0].get_xlim()[0] == -0.5
+    # a span wider than the bins falls back to 20 equal bins
+    assert len(histogram_plot(list(range(100)), "tokens", "tokens", integer=True).axes[0].patches) == 20
+
+
+def test_no_data_is_a_sentence_not_an_empty_plot() -> None:
+    from rig.runs.plots import histogram_plot, line_plot
+
+    for fig in (
+        histogram_plot([], "Time to first token", "seconds", why="none of the 4 replies recorded one"),
+        line_plot([1.0], [2.0], "Time to first token", "seconds", "GiB", why="none of the 4 replies recorded one"),
+    ):
+        assert not fig.axes  # no axes whose empty frame could read as zero
+        assert [t.get_text() for t in fig.texts] == [
+            "Time to first token: not measured (none of the 4 replies recorded one)"
+        ]
+        assert "not measured (none of the 4 replies recorded one)" in figure_svg(fig)
