@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -62,6 +65,35 @@ def embedded_weights() -> str:
 
     reg = load_registry(REPO / "models.yaml")
     return resolve_weights(reg.get("gemma3-270m"), reg.path)
+
+
+@pytest.fixture
+def quantized_models(tmp_path: Path, embedded_weights: str) -> Path:
+    """tmp_path/models.yaml: the repository's models plus gemma3-270m-q4_0, made by `rig models quantize` into
+    tmp_path/w/g-q4_0.gguf (shared by the compare and sweep model tests)."""
+    models = tmp_path / "models.yaml"
+    shutil.copy(REPO / "models.yaml", models)
+    q = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "rig.cli",
+            "models",
+            "quantize",
+            "gemma3-270m",
+            "--to",
+            "q4_0",
+            "--models",
+            str(models),
+            "--out",
+            str(tmp_path / "w" / "g-q4_0.gguf"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert q.returncode == 0, q.stderr
+    return models
 
 
 @pytest.fixture(scope="session")

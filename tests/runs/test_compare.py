@@ -13,29 +13,8 @@ from tests.conftest import REPO
 pytestmark = pytest.mark.model
 
 
-def test_quantize_then_compare(tmp_path: Path, embedded_weights: str) -> None:
-    models = tmp_path / "models.yaml"
-    shutil.copy(REPO / "models.yaml", models)
-    q = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "rig.cli",
-            "models",
-            "quantize",
-            "gemma3-270m",
-            "--to",
-            "q4_0",
-            "--models",
-            str(models),
-            "--out",
-            str(tmp_path / "w" / "g-q4_0.gguf"),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert q.returncode == 0, q.stderr
+def test_quantize_then_compare(tmp_path: Path, embedded_weights: str, quantized_models: Path) -> None:
+    models = quantized_models
     entry = yaml.safe_load(models.read_text())["models"]["gemma3-270m-q4_0"]
     assert entry["quantization"] == "q4_0" and entry["weights"]["file"] == "w/g-q4_0.gguf"
     gguf = tmp_path / "w" / "g-q4_0.gguf"

@@ -16,7 +16,7 @@ from rig.benchmarks.mobilitybench.data import Case
 from rig.records import ChatRequest, Sampling
 from tests.fakes import FakeEngine
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def _bench(tmp: Path | None = None, **opts: str):  # type: ignore[no-untyped-def]

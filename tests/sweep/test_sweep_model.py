@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -20,30 +19,9 @@ from tests.conftest import REPO
 pytestmark = pytest.mark.model
 
 
-def test_ray_sweep_2x2_matches_cells_run_one_by_one(tmp_path: Path, embedded_weights: str) -> None:
+def test_ray_sweep_2x2_matches_cells_run_one_by_one(tmp_path: Path, quantized_models: Path) -> None:
     pytest.importorskip("ray")
-    models = tmp_path / "models.yaml"
-    shutil.copy(REPO / "models.yaml", models)
-    q = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "rig.cli",
-            "models",
-            "quantize",
-            "gemma3-270m",
-            "--to",
-            "q4_0",
-            "--models",
-            str(models),
-            "--out",
-            str(tmp_path / "w" / "g-q4_0.gguf"),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert q.returncode == 0, q.stderr
+    models = quantized_models
     f = tmp_path / "sweep.yaml"
     f.write_text(
         "models: [gemma3-270m, gemma3-270m-q4_0]\n"

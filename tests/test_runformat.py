@@ -15,8 +15,7 @@ from rig.runs.export import list_runs
 from rig.runs.manifest import RunManifest
 from rig.runs.report import report_markdown
 from rig.runs.store import Store
-
-from .test_report import make_run
+from tests.runs.test_report import make_run
 
 
 def _user_version(db: Path) -> int:

@@ -104,7 +104,7 @@ def test_the_html_report_of_a_self_judged_run_says_so(tmp_path: Path) -> None:
     from rig.runs.html import html_report
     from rig.runs.report import report_markdown
 
-    fixture = Path(__file__).parents[1] / "runs" / "fixtures" / "run_before_issue17"
+    fixture = Path(__file__).parents[2] / "runs" / "fixtures" / "run_before_issue17"
     run = tmp_path / fixture.name
     shutil.copytree(fixture, run)
     md = report_markdown(run)

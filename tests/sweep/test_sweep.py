@@ -1,5 +1,5 @@
-"""rig sweep without a model: the real `rig bench` in each cell's process, with a fake engine (tests/runs/
-sweep_fake_cell.py), so scheduling, resume, retries, shards and the leaderboard are tested in seconds."""
+"""rig sweep without a model: the real `rig bench` in each cell's process, with a fake engine (tests/sweep/
+fake_cell.py), so scheduling, resume, retries, shards and the leaderboard are tested in seconds."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from rig.sweep.run import JobState, job_dir, run_folder, run_sweep
 from rig.sweep.spec import load_sweep
 from tests.conftest import REPO
 
-FAKE = ("-m", "tests.runs.sweep_fake_cell")
+FAKE = ("-m", "tests.sweep.fake_cell")
 MODELS = """models:
   fake-a: {engine: llamacpp, weights: {file: fake.gguf}, quantization: q4_k_m, context_length: 4096,
            sampling: {temperature: 0.0, max_tokens: 16, seed: 0}}
@@ -34,7 +34,7 @@ MODELS = """models:
 def sweep_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     (tmp_path / "fake.gguf").write_bytes(b"GGUF")
     (tmp_path / "models.yaml").write_text(MODELS)
-    monkeypatch.chdir(REPO)  # the cells run `python -m tests.runs.sweep_fake_cell` from the repository
+    monkeypatch.chdir(REPO)  # the cells run `python -m tests.sweep.fake_cell` from the repository
     monkeypatch.setenv("FAKE_DELAY", "0.05")
     return tmp_path
 

@@ -21,7 +21,7 @@ from rig.records import Sampling
 
 pytestmark = pytest.mark.model
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 UNPARSED = {"missing", "malformed", "ambiguous", "out_of_range", "inconsistent_total"}
 CTX = RunContext(sampling=Sampling(temperature=0.0, max_tokens=256, seed=0), decode="json")
 
