@@ -72,6 +72,7 @@ def pareto_plot(points: list[Point], x_label: str, y_label: str, title: str, rat
         ax.set_ylim(-0.05, 1.05)  # a rate is 0-1 whatever the data: 0.000 must look like 0, not like a tall bar
     xmax = max((p.x for p in drawn if p.x is not None), default=1.0) or 1.0
     ax.set_xlim(0, xmax * 1.25)
+    labels = []
     for p in drawn:
         assert p.x is not None and p.y is not None
         yerr = None
@@ -81,15 +82,18 @@ def pareto_plot(points: list[Point], x_label: str, y_label: str, title: str, rat
         bars.lines[0].set_gid(f"point:{p.label}")  # the marker's SVG group is named after the variant
         # Labels lean left of points in the right half so that none is cut at the frame.
         right_half = p.x > xmax * 0.6
-        ax.annotate(
-            p.label,
-            (p.x, p.y),
-            xytext=(-8 if right_half else 8, 8),
-            textcoords="offset points",
-            ha="right" if right_half else "left",
-            fontsize=8,
-            annotation_clip=True,
+        labels.append(
+            ax.annotate(
+                p.label,
+                (p.x, p.y),
+                xytext=(-8 if right_half else 8, 8),
+                textcoords="offset points",
+                ha="right" if right_half else "left",
+                fontsize=8,
+                annotation_clip=True,
+            )
         )
+    _separate_labels(fig, labels)
     front = pareto_front((p.x, p.y) for p in drawn if p.x is not None and p.y is not None)
     if len(front) > 1:
         ax.step(
@@ -106,6 +110,28 @@ def pareto_plot(points: list[Point], x_label: str, y_label: str, title: str, rat
         fig.text(0.01, 0.01, "not measured: " + ", ".join(missing), fontsize=7, color="#555")
     ax.grid(alpha=0.3)
     return fig
+
+
+def _separate_labels(fig: Figure, labels: list[Any]) -> None:
+    """Stack point labels that would overlap (variants with equal scores sit on one line): each one that hits an
+    earlier label moves up past it, or below its point when up would leave the axes."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    renderer = FigureCanvasAgg(fig).get_renderer()
+    fig.draw_without_rendering()  # runs the layout so that extents are final
+    top = labels[0].axes.get_window_extent(renderer).y1 if labels else 0.0
+    placed: list[Any] = []
+    for text in labels:
+        for _ in range(len(placed) + 1):
+            box = text.get_window_extent(renderer)
+            hit = next((b for b in placed if b.overlaps(box)), None)
+            if hit is None:
+                break
+            dx, dy = text.xyann
+            step = (hit.y1 - box.y0) * 72 / fig.dpi + 2  # points
+            up = box.y1 + step * fig.dpi / 72 <= top
+            text.xyann = (dx, dy + step) if up else (dx, dy - (box.y1 - hit.y0) * 72 / fig.dpi - 2)
+        placed.append(text.get_window_extent(renderer))
 
 
 def bar_plot(

@@ -97,3 +97,21 @@ def test_no_data_is_a_sentence_not_an_empty_plot() -> None:
             "Time to first token: not measured (none of the 4 replies recorded one)"
         ]
         assert "not measured (none of the 4 replies recorded one)" in figure_svg(fig)
+
+
+def test_labels_of_equal_scores_do_not_overlap() -> None:
+    # rig compare's decode comparison: both variants at 0.0, the long labels meet in the middle of the plot.
+    pts = [
+        Point(label="gemma3-270m@decode=none,tool_mode=prompt", x=20.6, y=0.0, y_low=0.0, y_high=0.0),
+        Point(label="gemma3-270m@decode=json,tool_mode=json", x=4.7, y=0.0, y_low=0.0, y_high=0.0),
+        Point(label="gemma3-270m@decode=yaml,tool_mode=yaml", x=12.0, y=0.0, y_low=0.0, y_high=0.0),
+    ]
+    fig = pareto_plot(pts, "latency p50 (s)", "accuracy", "Accuracy against latency")
+    renderer = _render(fig)
+    boxes = [t.get_window_extent(renderer) for t in fig.axes[0].texts]
+    assert len(boxes) == 3
+    for i, a in enumerate(boxes):
+        assert not any(a.overlaps(b) for b in boxes[i + 1 :]), [t.get_text() for t in fig.axes[0].texts]
+    frame = fig.bbox
+    for box in boxes:
+        assert frame.x0 <= box.x0 and box.x1 <= frame.x1 and frame.y0 <= box.y0 and box.y1 <= frame.y1
