@@ -174,7 +174,7 @@ def _dashboard(dash: list[_BenchDash], pareto: list[Point], pareto_mem: list[Poi
     parts = [
         '<section class="dash"><h2>Dashboard</h2><p class="note">Headline = each benchmark\'s per-episode '
         "score ("
-        + escape("; ".join(f"{d.benchmark}: {d.headline_name}" for d in dash[: len(set(labels))]))
+        + escape("; ".join(f"{b}: {h}" for b, h in dict.fromkeys((d.benchmark, d.headline_name) for d in dash)))
         + "), mean with 95% bootstrap CI; a benchmark with one scored episode has no interval.</p>",
         '<div class="plots">',
     ]

@@ -80,15 +80,18 @@ def pareto_plot(points: list[Point], x_label: str, y_label: str, title: str, rat
             yerr = [[max(p.y - p.y_low, 0.0)], [max(p.y_high - p.y, 0.0)]]
         bars = ax.errorbar([p.x], [p.y], yerr=yerr, fmt="o", color=COLOR, ecolor=COLOR, capsize=4, markersize=6)
         bars.lines[0].set_gid(f"point:{p.label}")  # the marker's SVG group is named after the variant
-        # Labels lean left of points in the right half so that none is cut at the frame.
+        # Labels lean left of points in the right half so that none is cut at the frame; near the top of a rate
+        # axis they go below the point, clear of the title.
         right_half = p.x > xmax * 0.6
+        below = rate and p.y > 0.85
         labels.append(
             ax.annotate(
                 p.label,
                 (p.x, p.y),
-                xytext=(-8 if right_half else 8, 8),
+                xytext=(-8 if right_half else 8, -8 if below else 8),
                 textcoords="offset points",
                 ha="right" if right_half else "left",
+                va="top" if below else "baseline",
                 fontsize=8,
                 annotation_clip=True,
             )
@@ -162,9 +165,18 @@ def bar_plot(
         ax.set_xlim(0, 1)
     else:
         ax.set_xlim(0, max(vals, default=1.0) * 1.15 or 1.0)
-    for y, v in zip(ys, values, strict=True):
+    right = ax.get_xlim()[1]
+    for i, (y, v) in enumerate(zip(ys, values, strict=True)):
         if v is None:
             ax.text(0.01, y, "not measured", va="center", fontsize=8, color="#555", transform=ax.get_yaxis_transform())
+            continue
+        # The value is written beside its bar (after the whisker), so a 0.00 reads as measured zero, not as missing.
+        end = high[i] if high is not None and high[i] is not None else v
+        text = f"{v:.2f}" if rate else f"{v:g}"
+        if end > 0.8 * right:  # no room to the right: inside the bar's end
+            ax.text(v - 0.01 * right, y, text, va="center", ha="right", fontsize=8, color="white", gid=f"value:{i}")
+        else:
+            ax.text(end + 0.01 * right, y, text, va="center", ha="left", fontsize=8, color="#222", gid=f"value:{i}")
     ax.grid(axis="x", alpha=0.3)
     return fig
 
@@ -197,6 +209,9 @@ def histogram_plot(
     lo, hi = min(values), max(values)
     if integer and hi - lo + 1 <= bins:
         edges = [lo - 0.5 + k for k in range(int(hi - lo) + 2)]
+    elif hi == lo:  # one value: one narrow bar at it (numpy would centre a unit range on it, reaching below 0)
+        width = abs(lo) * 0.1 or 0.1
+        edges = [max(0.0, lo - width / 2), lo + width / 2]
     counts, used, _ = ax.hist(values, bins=edges, color=COLOR)
     ax.yaxis.set_major_locator(MaxNLocator(integer=True))  # counts: no 0.5 ticks
     for i, (bar, n) in enumerate(zip(ax.patches, counts, strict=True)):  # the axes hold the bars only

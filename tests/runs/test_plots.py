@@ -115,3 +115,41 @@ def test_labels_of_equal_scores_do_not_overlap() -> None:
     frame = fig.bbox
     for box in boxes:
         assert frame.x0 <= box.x0 and box.x1 <= frame.x1 and frame.y0 <= box.y0 and box.y1 <= frame.y1
+
+
+def test_bars_carry_their_values_so_zero_is_not_missing() -> None:
+    from rig.runs.plots import bar_plot
+
+    fig = bar_plot(
+        ["a", "b", "c"], [0.0, 0.95, None], "Headline", "score", rate=True, low=[0.0, 0.9, None], high=[0.0, 1.0, None]
+    )
+    texts = {t.get_gid(): t.get_text() for t in fig.axes[0].texts}
+    assert texts["value:0"] == "0.00" and texts["value:1"] == "0.95" and "value:2" not in texts
+    assert "not measured" in texts.values()
+    renderer = _render(fig)
+    frame = fig.axes[0].get_window_extent(renderer)
+    for t in fig.axes[0].texts:
+        box = t.get_window_extent(renderer)
+        assert frame.x0 <= box.x0 and box.x1 <= frame.x1, t.get_text()
+
+
+def test_histogram_of_one_value_stays_at_or_above_zero() -> None:
+    from rig.runs.plots import histogram_plot
+
+    for value in (0.0, 3.0):
+        ax = histogram_plot([value] * 8, "latency", "seconds").axes[0]
+        assert ax.get_xlim()[0] >= 0 and ax.get_xlim()[1] > value
+        assert [b.get_gid() for b in ax.patches] == ["bin0:8"]
+
+
+def test_labels_of_top_scores_stay_inside_the_axes_clear_of_the_title() -> None:
+    pts = [
+        Point(label="gemma3-270m (none/prompt) #1", x=0.0, y=1.0, y_low=1.0, y_high=1.0),
+        Point(label="gemma3-270m (json/json) #2", x=0.0, y=0.75, y_low=0.5, y_high=1.0),
+    ]
+    fig = pareto_plot(pts, "latency p50 (s)", "score", "Score against latency")
+    renderer = _render(fig)
+    axes = fig.axes[0].get_window_extent(renderer)
+    for text in fig.axes[0].texts:
+        box = text.get_window_extent(renderer)
+        assert axes.y0 <= box.y0 and box.y1 <= axes.y1, text.get_text()
