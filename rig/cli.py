@@ -673,11 +673,21 @@ def bundle_create(
     find_links: list[Path] = typer.Option([], "--find-links", help="Local wheel folder for pip (repeatable)."),
     no_index: bool = typer.Option(False, "--no-index", help="pip uses --find-links only."),
     maps: bool = typer.Option(True, "--maps/--no-maps", help="Include the built map packs the benchmarks use."),
+    data: list[str] = typer.Option(
+        [],
+        "--data",
+        help="NAME=PATH: a chosen benchmark's own data folder or file, checked and bundled instead of its "
+        "embedded data (repeatable).",
+    ),
 ) -> None:
     """Make a bundle: wheels, weights, models.yaml, benchmark data, map packs, MANIFEST.json, README."""
     from rig.benchmarks import BENCHMARKS
-    from rig.bundle import BundleError, CreateOptions, create
+    from rig.bundle import BundleError, CreateOptions, create, parse_data_flags
 
+    try:
+        user_data = parse_data_flags(data)
+    except BundleError as e:
+        _fail(str(e))
     opts = CreateOptions(
         out=out_dir,
         models=_csv(models_csv),
@@ -692,6 +702,7 @@ def bundle_create(
         find_links=find_links,
         no_index=no_index,
         maps=maps,
+        data=user_data,
     )
     try:
         man = create(opts)

@@ -13,6 +13,7 @@ import yaml
 from typer.testing import CliRunner
 
 from rig.bundle import (
+    BundleData,
     BundleError,
     _sdist_meta,
     bundle_id_for,
@@ -268,3 +269,249 @@ def test_required_pins_are_downloaded_recorded_and_shown_to_the_lab(
     assert len(downloads) == 1 and "torch==2.13.0" in downloads[0]
     assert read_manifest(out).requires == ["torch==2.13.0"]
     assert "'rig[plots]' 'torch==2.13.0'" in (out / "README.md").read_text()
+
+
+def _callnavi_folder(root: Path, difficulty: str = "easy") -> Path:
+    """A small folder in the upstream CallNavi layout (Questions/<domain>.json, APIs/<domain>.json)."""
+    apis = {
+        "api_ports": [
+            {
+                "name": "getBalance",
+                "description": "Balance of an account.",
+                "parameters": {"accountId": "string"},
+                "returnParameter": {"balance": "number"},
+            },
+            {
+                "name": "transferFunds",
+                "description": "Move money between two accounts.",
+                "parameters": {"fromAccount": "string", "toAccount": "string", "amount": "number"},
+                "returnParameter": {"status": "string"},
+            },
+        ]
+    }
+    questions = [
+        {
+            "id": "bank901",
+            "question": [{"role": "user", "content": "What is the balance of account A-17?"}],
+            "ground_truth": {"API": ["getBalance"], "parameters": [{"accountId": "A-17"}]},
+            "difficulty": difficulty,
+        },
+        {
+            "id": "bank902",
+            "question": [{"role": "user", "content": "Send 25 from account A-17 to account B-4."}],
+            "ground_truth": {
+                "API": ["transferFunds"],
+                "parameters": [{"fromAccount": "A-17", "toAccount": "B-4", "amount": 25}],
+            },
+            "difficulty": "medium",
+        },
+    ]
+    for sub, doc in (("APIs", apis), ("Questions", questions)):
+        (root / sub).mkdir(parents=True, exist_ok=True)
+        (root / sub / "bank.json").write_text(json.dumps(doc, indent=1))
+    return root
+
+
+def _create_with_data(registry: Path, out: Path, *data: str, benchmarks: str = "callnavi") -> object:
+    flags = [a for d in data for a in ("--data", d)]
+    return CliRunner().invoke(
+        app,
+        [
+            "bundle",
+            "create",
+            str(out),
+            "--models",
+            "tiny-q4",
+            "--benchmarks",
+            benchmarks,
+            "--models-file",
+            str(registry),
+            "--no-wheels",
+            *flags,
+        ],
+    )
+
+
+def test_embedded_data_is_recorded_and_old_manifests_still_read(registry: Path, tmp_path: Path) -> None:
+    out = tmp_path / "bundle"
+    assert _create(registry, out).exit_code == 0
+    assert read_manifest(out).data == {"callnavi": BundleData(path="data/callnavi", origin="embedded")}
+    assert "--data" not in (out / "README.md").read_text()
+    # A bundle made before the field existed has no `data` in its MANIFEST.json.
+    raw = json.loads((out / "MANIFEST.json").read_text())
+    del raw["data"]
+    (out / "MANIFEST.json").write_text(json.dumps(raw))
+    assert read_manifest(out).data == {}
+    assert verify(out).ok
+
+
+def test_user_callnavi_folder_is_copied_recorded_and_listed(registry: Path, tmp_path: Path) -> None:
+    src = _callnavi_folder(tmp_path / "my-callnavi")
+    out = tmp_path / "bundle"
+    res = _create_with_data(registry, out, f"callnavi={src}")
+    assert res.exit_code == 0, res.output
+    man = read_manifest(out)
+    assert man.data == {"callnavi": BundleData(path="data/callnavi", origin="user")}
+    # The lab's folder instead of the embedded sample, byte for byte, every file listed with its hash.
+    copied = sorted(p.relative_to(out).as_posix() for p in (out / "data/callnavi").rglob("*") if p.is_file())
+    assert copied == ["data/callnavi/APIs/bank.json", "data/callnavi/Questions/bank.json"]
+    for rel in copied:
+        assert (out / rel).read_bytes() == (src / rel.removeprefix("data/callnavi/")).read_bytes()
+    listed = {f.path: f for f in man.files}
+    for rel in copied:
+        assert listed[rel].sha256 == hashlib.sha256((out / rel).read_bytes()).hexdigest()
+        assert listed[rel].part == "data"
+    assert "rig bench -b callnavi --data BUNDLE/data/callnavi" in (out / "README.md").read_text()
+    assert str(tmp_path) not in (out / "MANIFEST.json").read_text()  # no path of the machine that made it
+    assert verify(out).ok
+    (out / "data/callnavi/Questions/bank.json").write_text("[]")
+    assert verify(out).altered == ["data/callnavi/Questions/bank.json"]
+
+
+def test_data_for_a_benchmark_not_chosen_is_refused(registry: Path, tmp_path: Path) -> None:
+    src = _callnavi_folder(tmp_path / "my-callnavi")
+    out = tmp_path / "bundle"
+    for value in (f"routeeval={src}", f"nobench={src}"):
+        res = _create_with_data(registry, out, value)
+        text = " ".join(res.output.split())
+        assert res.exit_code == 2 and f"--data {value}" in text and "chosen benchmarks (callnavi)" in text
+        assert not out.exists()  # refused before anything was made
+    for value in (str(src), f"={src}", "callnavi="):
+        res = _create_with_data(registry, out, value)
+        assert res.exit_code == 2 and f"--data {value}: expected NAME=PATH" in " ".join(res.output.split())
+    res = _create_with_data(registry, out, f"callnavi={src}", f"callnavi={src}")
+    assert res.exit_code == 2 and "given data twice" in res.output
+
+
+def test_missing_data_path_is_named(registry: Path, tmp_path: Path) -> None:
+    gone = tmp_path / "no-such-folder"
+    out = tmp_path / "bundle"
+    res = _create_with_data(registry, out, f"callnavi={gone}")
+    text = " ".join(res.output.split())
+    assert res.exit_code == 2 and f"--data callnavi={gone}: {gone} does not exist" in text
+    assert not out.exists()
+
+
+def test_corrupt_data_folder_is_refused_naming_file_and_field(registry: Path, tmp_path: Path) -> None:
+    out = tmp_path / "bundle"
+    bad = _callnavi_folder(tmp_path / "bad-difficulty", difficulty="trivial")
+    res = _create_with_data(registry, out, f"callnavi={bad}")
+    text = " ".join(res.output.split())
+    assert res.exit_code == 2, res.output
+    assert str(bad / "Questions" / "bank.json") in text and "'bank901'.difficulty" in text and "trivial" in text
+    assert not out.exists()
+
+    broken = _callnavi_folder(tmp_path / "broken-json")
+    (broken / "APIs" / "bank.json").write_text('{"api_ports": [')
+    res = _create_with_data(registry, out, f"callnavi={broken}")
+    text = " ".join(res.output.split())
+    assert res.exit_code == 2 and str(broken / "APIs" / "bank.json") in text and "not valid JSON" in text
+
+    # Not CallNavi's layout at all (another benchmark's folder): the loader names what it expected.
+    res = _create_with_data(registry, out, f"callnavi={ROOT / 'benchmarks' / 'routeeval'}")
+    text = " ".join(res.output.split())
+    assert res.exit_code == 2 and "Questions: folder not found" in text
+    # The bundle folder inside the data folder would copy itself.
+    res = _create_with_data(registry, bad / "bundle", f"callnavi={bad}")
+    assert res.exit_code == 2 and "lies inside it" in res.output
+
+
+def test_run_from_a_bundle_reads_the_bundled_user_data(
+    registry: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import shutil
+
+    from rig.benchmarks.callnavi.benchmark import CallNavi
+    from rig.runs.manifest import RunManifest
+    from rig.runs.store import Store
+    from tests.fakes import FakeEngine
+    from tests.runs.test_runner import oracle
+
+    src = _callnavi_folder(tmp_path / "my-callnavi")
+    out = tmp_path / "bundle"
+    assert _create_with_data(registry, out, f"callnavi={src}").exit_code == 0
+    shutil.rmtree(src)  # the lab has only the bundle
+    data = out / read_manifest(out).data["callnavi"].path
+    monkeypatch.setattr(
+        "rig.runs.bench.create_engine", lambda spec, weights, gpu=None: FakeEngine(oracle(CallNavi(data)))
+    )
+    runs = tmp_path / "runs"
+    # The README's line, with BUNDLE filled in.
+    res = CliRunner().invoke(
+        app,
+        [
+            "bench",
+            "-m",
+            "tiny-q4",
+            "-b",
+            "callnavi",
+            "--data",
+            str(out / "data" / "callnavi"),
+            "--models",
+            str(out / "models.yaml"),
+            "--out",
+            str(runs),
+            "--no-report",
+        ],
+    )
+    assert res.exit_code == 0, res.output
+    (run_dir,) = [p for p in runs.iterdir() if p.is_dir()]
+    man = RunManifest.read(run_dir)
+    assert man.bundle_id == read_manifest(out).bundle_id
+    (info,) = man.config.benchmarks
+    assert Path(info.data_path) == out / "data" / "callnavi"
+    assert info.data_hash == CallNavi(data).data_hash()
+    store = Store(run_dir / "results.sqlite")
+    try:
+        questions = {r.episode_id.split("/")[0] for r in store.results()}
+    finally:
+        store.close()
+    assert questions == {"bank901", "bank902"}
+
+
+def test_user_data_file_keeps_its_name(registry: Path, tmp_path: Path) -> None:
+    """A benchmark read from one file (MobilityBench's upstream table) lands in data/<name>/ under its own name,
+    which the loader reads the format from; the README names the file."""
+    import csv
+
+    src = tmp_path / "my-mobility.csv"
+    row = {
+        "query": "What is the weather in Espoo today?",
+        "context": "{'user_current_location': '24.65,60.20', 'city': 'Espoo'}",
+        "task_scenario": "Weather Query",
+        "intent_family": "Basic Information Retrieval",
+        "city": "Espoo",
+        "time": "today",
+        "tool_list": "[{'name': 'weather_query', 'arguments': {'city': 'Espoo', 'need_forecast': False}}]",
+    }
+    with src.open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(row))
+        w.writeheader()
+        w.writerow(row)
+    out = tmp_path / "bundle"
+    # No map pack: this test must not build one; the upstream table needs none to load.
+    res = CliRunner().invoke(
+        app,
+        [
+            "bundle",
+            "create",
+            str(out),
+            "--models",
+            "tiny-q4",
+            "--benchmarks",
+            "mobilitybench",
+            "--models-file",
+            str(registry),
+            "--no-wheels",
+            "--no-maps",
+            "--data",
+            f"mobilitybench={src}",
+        ],
+    )
+    assert res.exit_code == 0, res.output
+    rec = read_manifest(out).data["mobilitybench"]
+    assert rec == BundleData(path="data/mobilitybench/my-mobility.csv", origin="user")
+    assert (out / rec.path).read_bytes() == src.read_bytes()
+    assert (
+        "rig bench -b mobilitybench --data BUNDLE/data/mobilitybench/my-mobility.csv" in (out / "README.md").read_text()
+    )
