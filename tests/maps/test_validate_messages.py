@@ -234,6 +234,9 @@ def test_schema_keywords_outside_the_subset_refused() -> None:
     with pytest.raises(ValueError) as info:
         check_schema({"type": "array", "items": {"anyOf": []}})
     assert str(info.value) == "$[]: schema keywords ['anyOf'] are not supported by rig.maps.validate"
+    with pytest.raises(ValueError) as info:  # draft 4's boolean bound would be skipped, not checked
+        check_schema({"type": "object", "properties": {"r": {"exclusiveMinimum": True, "maxLength": "9"}}})
+    assert str(info.value) == "$.r: schema bounds ['exclusiveMinimum', 'maxLength'] are not numbers"
 
 
 HELSINKI = Extent(min_lat=59.9, min_lon=24.5, max_lat=60.4, max_lon=25.3)
