@@ -19,28 +19,7 @@ from rig.decoding.validate import Issue, Rules, issues, short, words
 from rig.maps.records import Extent
 
 MAX_STRING = 500  # cap on any string argument, whatever the schema says
-_KNOWN = {
-    "type",
-    "properties",
-    "required",
-    "additionalProperties",
-    "enum",
-    "minimum",
-    "maximum",
-    "exclusiveMinimum",
-    "exclusiveMaximum",
-    "minLength",
-    "maxLength",
-    "items",
-    "minItems",
-    "maxItems",
-    "uniqueItems",
-    "default",
-    "description",
-    "title",
-    "examples",
-}
-_BOUNDS = (
+_BOUNDS = (  # check_schema wants each a number
     "minimum",
     "maximum",
     "exclusiveMinimum",
@@ -50,6 +29,8 @@ _BOUNDS = (
     "minItems",
     "maxItems",
 )
+_STRUCTURE = {"type", "properties", "required", "additionalProperties", "enum", "items", "uniqueItems"}
+_KNOWN = {*_BOUNDS, *_STRUCTURE, "default", "description", "title", "examples"}
 # Payloads aimed at SQL, shells or markup have no business in a place name; refuse them outright.
 _SUSPICIOUS = re.compile(
     r"(--|/\*|\*/|;\s*(drop|delete|insert|update|select|alter|create|truncate|exec)\b|\bunion\s+select\b"
