@@ -18,28 +18,14 @@ from typing import Any
 
 from rig.decoding.constraint import Constraint
 from rig.decoding.output import parse_output
+from rig.decoding.schema import UNENFORCEABLE
 from rig.engines.textcalls import calls_from_text
 from rig.records import Generation, Message, ParsedCall, ParseStatus, ToolMode, ToolSpec
 
 TOOL_MODES: tuple[str, ...] = ("native", "prompt", "json", "yaml")
 
-# Keywords the grammar generators refuse in strict mode; dropping them widens the grammar, never narrows it.
-_UNGRAMMATICAL = {
-    "pattern",
-    "minimum",
-    "maximum",
-    "exclusiveMinimum",
-    "exclusiveMaximum",
-    "multipleOf",
-    "uniqueItems",
-    "minProperties",
-    "maxProperties",
-    "patternProperties",
-    "propertyNames",
-    "format",
-    "default",
-    "examples",
-}
+# Dropped from the envelope (the executor checks every call): what a grammar cannot enforce, and three annotations.
+_UNGRAMMATICAL = UNENFORCEABLE | {"format", "default", "examples"}
 
 
 def effective_mode(mode: str, engine: Any) -> str:

@@ -63,7 +63,9 @@ _HANDLED = {
     "allOf",
     "$ref",
 }
-_UNSUPPORTED = {
+# Assertions on values a grammar cannot express (validate() checks them after decoding): refused in strict mode;
+# the json / yaml tool modes drop them from the call envelope and leave them to the tool executor.
+UNENFORCEABLE = {
     "pattern",
     "minimum",
     "maximum",
@@ -75,6 +77,8 @@ _UNSUPPORTED = {
     "maxProperties",
     "patternProperties",
     "propertyNames",
+}
+_UNSUPPORTED = UNENFORCEABLE | {
     "dependencies",
     "dependentRequired",
     "dependentSchemas",

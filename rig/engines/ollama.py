@@ -20,7 +20,7 @@ from pydantic import field_validator
 
 from rig.engines.base import Capabilities, Engine, EngineArgs, EngineError, NativeCall, Reply, openai_tools
 from rig.engines.server import ClientPerLoop, http_error_message, loopback_url
-from rig.records import ChatRequest, Generation, Message, Timings
+from rig.records import ChatRequest, Generation, Message
 from rig.registry import ModelSpec
 
 DEFAULT_HOST = "http://127.0.0.1:11434"
@@ -218,19 +218,12 @@ class OllamaEngine(Engine):
         if self._http is None:
             raise EngineError("engine not loaded")
         body = self._body(request)  # an unservable constraint raises here, before any work
-        queued = time.perf_counter()
-        async with self._http.semaphore:
-            t0 = time.perf_counter()
-            gen = Generation(request_hash=request.digest(), timings=Timings(queue_s=t0 - queued))
-            reply = Reply(gen)
-            try:
-                got = await self._stream(body, gen, t0)
-                if got is not None:
-                    final, calls = got
-                    self._read_final(gen, final, request, "tools" in body)
-                    reply.calls = calls
-            except Exception as e:  # a failed call is a recorded error, not a crashed run
-                gen.error = f"{type(e).__name__}: {e}"
+        async with self._http.call(request) as (reply, t0):
+            got = await self._stream(body, reply.generation, t0)
+            if got is not None:
+                final, calls = got
+                self._read_final(reply.generation, final, request, "tools" in body)
+                reply.calls = calls
         return reply
 
     async def _stream(

@@ -24,7 +24,7 @@ from pydantic import field_validator, model_validator
 from rig.decoding.constraint import Constraint
 from rig.engines.base import Capabilities, Engine, EngineArgs, EngineError, Reply, openai_messages, openai_tools
 from rig.engines.server import ClientPerLoop, LocalServer, free_port, http_error_message, loopback_url
-from rig.records import ChatRequest, Generation, Timings
+from rig.records import ChatRequest, Generation
 from rig.registry import ModelSpec
 
 # Probe payloads: output the model would not produce unless the constraint is enforced.
@@ -368,22 +368,14 @@ class OpenAICompatEngine(Engine):
         if self.model_id is None or self._http is None:
             raise EngineError("engine not loaded")
         body = self._request_body(request)  # an unservable constraint raises here, before any work
-        queued = time.perf_counter()
-        async with self._http.semaphore:
-            t0 = time.perf_counter()
-            gen = Generation(request_hash=request.digest(), timings=Timings(queue_s=t0 - queued))
-            reply = Reply(gen)
-            try:
-                got = await self._stream(body, gen, t0)
-                if gen.error is None and got.usage is None and self.usage_source == "nonstream":
-                    got.usage = await self._usage_by_replay(body, gen, got)
-                self._count(gen, got.usage)
-                reply.calls = list(got.calls or [])
-                reply.decode_s = (got.last - got.first) if got.first and got.last else None
-            except EngineError as e:
-                gen.error = str(e)
-            except Exception as e:  # a failed call is a recorded error, not a crashed run
-                gen.error = f"{type(e).__name__}: {e}"
+        async with self._http.call(request) as (reply, t0):
+            gen = reply.generation
+            got = await self._stream(body, gen, t0)
+            if gen.error is None and got.usage is None and self.usage_source == "nonstream":
+                got.usage = await self._usage_by_replay(body, gen, got)
+            self._count(gen, got.usage)
+            reply.calls = list(got.calls or [])
+            reply.decode_s = (got.last - got.first) if got.first and got.last else None
         return reply
 
     async def _stream(self, body: dict[str, Any], gen: Generation, t0: float) -> _Streamed:

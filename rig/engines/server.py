@@ -2,7 +2,7 @@
 
 Also the HTTP plumbing the server-backed engines share: a loopback-only URL check (the offline guard would refuse
 anything else at connect time; refusing at construction gives a message that says why), the server's own words for
-an HTTP error, and an httpx client per event loop.
+an HTTP error, and an httpx client per event loop whose ``call`` runs one request in a concurrency slot.
 """
 
 from __future__ import annotations
@@ -19,12 +19,14 @@ import subprocess
 import tempfile
 import time
 import weakref
+from collections.abc import AsyncIterator
 from pathlib import Path
 from urllib.parse import urlsplit
 
 import httpx
 
-from rig.engines.base import EngineError
+from rig.engines.base import EngineError, Reply
+from rig.records import ChatRequest, Generation, Timings
 
 
 def is_loopback_host(host: str) -> bool:
@@ -103,6 +105,22 @@ class ClientPerLoop:
         self._current()
         assert self._sem is not None
         return self._sem
+
+    @contextlib.asynccontextmanager
+    async def call(self, request: ChatRequest) -> AsyncIterator[tuple[Reply, float]]:
+        """One request in a concurrency slot: its ``Reply`` (the time queued for the slot recorded) and the
+        ``perf_counter`` at which the slot came free. An exception inside becomes the generation's error: a failed
+        call is a recorded result, not a crashed run."""
+        queued = time.perf_counter()
+        async with self.semaphore:
+            t0 = time.perf_counter()
+            reply = Reply(Generation(request_hash=request.digest(), timings=Timings(queue_s=t0 - queued)))
+            try:
+                yield reply, t0
+            except EngineError as e:  # already in the engine's words
+                reply.generation.error = str(e)
+            except Exception as e:
+                reply.generation.error = f"{type(e).__name__}: {e}"
 
     async def aclose(self) -> None:
         if self._client is not None and self._loop is asyncio.get_running_loop():

@@ -51,32 +51,6 @@ _DRIVE_KMH = {
     "service": 15,
     "road": 30,
 }
-_WALKABLE = {
-    "footway",
-    "pedestrian",
-    "path",
-    "steps",
-    "living_street",
-    "residential",
-    "service",
-    "unclassified",
-    "tertiary",
-    "tertiary_link",
-    "secondary",
-    "secondary_link",
-    "primary",
-    "primary_link",
-    "trunk",
-    "trunk_link",
-    "track",
-    "road",
-    "corridor",
-    "platform",
-    "trail",
-    "cycleway",
-    "bridleway",
-    "elevator",
-}
 _BIKEABLE = {
     "cycleway",
     "path",
@@ -95,6 +69,8 @@ _BIKEABLE = {
     "trunk_link",
     "road",
 }
+# Feet go wherever bikes go by default, and on the ways for feet only.
+_WALKABLE = _BIKEABLE | {"footway", "pedestrian", "steps", "corridor", "platform", "trail", "bridleway", "elevator"}
 _UNPAVED = {
     "unpaved",
     "gravel",

@@ -17,7 +17,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -217,6 +217,8 @@ class _NameGroup:
     every entry: a ratio threshold bounds the length of any name that can reach it, and an Indel edit removes
     at most two of the query's distinct bigrams, so a candidate must share at least |bigrams| - 2 * max_edits."""
 
+    columns = ("name", "ctx_name")  # the entries' column it indexes, the context column that groups them
+
     def __init__(self, rows: list[tuple[int, str]]) -> None:
         self.ids = np.array([r[0] for r in rows], dtype=np.int64)
         self.names = [r[1] for r in rows]
@@ -265,6 +267,8 @@ class _NameGroup:
 class _PointGroup:
     """KD-tree (unit-sphere xyz) on the first spatial coordinate of each entry of one context."""
 
+    columns = ("points", "ctx_point")
+
     def __init__(self, rows: list[tuple[int, str]]) -> None:
         from scipy.spatial import cKDTree
 
@@ -284,6 +288,9 @@ class _PointGroup:
             if worst <= bound_m and (best is None or worst < best[1]):
                 best = (int(self.ids[j]), worst)
         return best
+
+
+G = TypeVar("G", _NameGroup, _PointGroup)
 
 
 class ReplayStore:
@@ -404,6 +411,23 @@ class ReplayStore:
     def _row(self, entry_id: int) -> tuple[str, str]:
         return self._con.execute("SELECT key, response FROM entries WHERE id=?", (entry_id,)).fetchone()
 
+    def _group(self, cache: dict[tuple[str, str, str], G], make: type[G], gkey: tuple[str, str, str]) -> G:
+        """The fallback index of one (provider, endpoint, context), built on first use."""
+        if gkey not in cache:
+            column, ctx = make.columns
+            cache[gkey] = make(
+                self._con.execute(
+                    f"SELECT id, {column} FROM entries WHERE provider=? AND endpoint=? AND {ctx}=?"
+                    f" AND {column} IS NOT NULL",
+                    gkey,
+                ).fetchall()
+            )
+        return cache[gkey]
+
+    def _fuzzy(self, entry_id: int, base: dict[str, Any], **how: Any) -> ReplayAnswer:
+        key, response = self._row(entry_id)
+        return ReplayAnswer(label="fuzzy", response=json.loads(response), matched_key=key, **how, **base)
+
     def _lookup(self, provider: str, endpoint: str, c: Canonical, policy: ReplayPolicy) -> ReplayAnswer:
         base: dict[str, Any] = {"provider": provider, "endpoint": endpoint, "key": c.key}
         row = self._con.execute(
@@ -412,49 +436,15 @@ class ReplayStore:
         if row:
             return ReplayAnswer(label="hit", response=json.loads(row[0]), matched_key=c.key, **base)
         if policy.fuzzy_names and c.name:
-            gkey = (provider, endpoint, c.ctx_name)
-            names = self._names.get(gkey)
-            if names is None:
-                names = self._names[gkey] = _NameGroup(
-                    self._con.execute(
-                        "SELECT id, name FROM entries"
-                        " WHERE provider=? AND endpoint=? AND ctx_name=? AND name IS NOT NULL",
-                        gkey,
-                    ).fetchall()
-                )
+            names = self._group(self._names, _NameGroup, (provider, endpoint, c.ctx_name))
             best = names.best(c.name, policy.fuzzy_threshold)
             if best is not None:
-                key, response = self._row(best[0])
-                return ReplayAnswer(
-                    label="fuzzy",
-                    response=json.loads(response),
-                    matched_key=key,
-                    fallback="name",
-                    similarity=round(best[1], 2),
-                    **base,
-                )
+                return self._fuzzy(best[0], base, fallback="name", similarity=round(best[1], 2))
         if policy.nearest and c.points:
-            gkey = (provider, endpoint, c.ctx_point)
-            points = self._points.get(gkey)
-            if points is None:
-                points = self._points[gkey] = _PointGroup(
-                    self._con.execute(
-                        "SELECT id, points FROM entries WHERE provider=? AND endpoint=? AND ctx_point=?"
-                        " AND points IS NOT NULL",
-                        gkey,
-                    ).fetchall()
-                )
+            points = self._group(self._points, _PointGroup, (provider, endpoint, c.ctx_point))
             best = points.nearest(c.points, policy.max_distance_m)
             if best is not None:
-                key, response = self._row(best[0])
-                return ReplayAnswer(
-                    label="fuzzy",
-                    response=json.loads(response),
-                    matched_key=key,
-                    fallback="nearest",
-                    distance_m=round(best[1], 2),
-                    **base,
-                )
+                return self._fuzzy(best[0], base, fallback="nearest", distance_m=round(best[1], 2))
         return ReplayAnswer(label="miss", **base)
 
     # -- bookkeeping ---------------------------------------------------------------------------------

@@ -1,11 +1,10 @@
-"""Strict validation of tool-call arguments against a JSON-schema subset, plus map-specific sanity checks.
+"""Tool-call arguments checked against a JSON-schema subset, plus map-specific sanity checks.
 
-Unlike ``rig.decoding.validate`` (which lists every error of a model's answer), this returns a cleaned copy
-for the tool to use and stops at the first error, which the model reads back; both share JSON's type rules.
-
-The subset (type, properties, required, additionalProperties, enum, minimum/maximum, exclusive bounds,
-minLength/maxLength, items, minItems/maxItems, uniqueItems, default) covers the map tools' schemas; a schema
-keyword outside it is a programming error and raises at registration, not at call time.
+The checks are ``rig.decoding.validate``'s, under the stricter rules of a typed tool API (``TOOL_ARGUMENTS``); this
+module stops at the first issue and words it, since the model reads the message back, and returns a cleaned copy
+for the tool to use. The subset (type, properties, required, additionalProperties, enum, minimum/maximum,
+exclusive bounds, minLength/maxLength, items, minItems/maxItems, uniqueItems, default) covers the map tools'
+schemas; a schema keyword outside it is a programming error and raises at registration, not at call time.
 No lax coercion: "1000" is not a number and 1.5 is not an integer, as a typed tool API would see it.
 """
 
@@ -13,33 +12,25 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
 from typing import Any, TypeGuard
 
-from rig.decoding.validate import is_type, json_equal
+from rig.decoding.validate import Issue, Rules, issues, short, words
 from rig.maps.records import Extent
 
 MAX_STRING = 500  # cap on any string argument, whatever the schema says
-_KNOWN = {
-    "type",
-    "properties",
-    "required",
-    "additionalProperties",
-    "enum",
+_BOUNDS = (  # check_schema wants each a number
     "minimum",
     "maximum",
     "exclusiveMinimum",
     "exclusiveMaximum",
     "minLength",
     "maxLength",
-    "items",
     "minItems",
     "maxItems",
-    "uniqueItems",
-    "default",
-    "description",
-    "title",
-    "examples",
-}
+)
+_STRUCTURE = {"type", "properties", "required", "additionalProperties", "enum", "items", "uniqueItems"}
+_KNOWN = {*_BOUNDS, *_STRUCTURE, "default", "description", "title", "examples"}
 # Payloads aimed at SQL, shells or markup have no business in a place name; refuse them outright.
 _SUSPICIOUS = re.compile(
     r"(--|/\*|\*/|;\s*(drop|delete|insert|update|select|alter|create|truncate|exec)\b|\bunion\s+select\b"
@@ -47,6 +38,16 @@ _SUSPICIOUS = re.compile(
     re.IGNORECASE,
 )
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+# A typed tool API's reading: the model's first mistake is reported (missing and unexpected arguments before a bad
+# value inside one), a null argument is an omitted one, and strings and numbers are held to the limits above.
+TOOL_ARGUMENTS = Rules(
+    shallow_first=True,
+    null_is_absent=True,
+    finite=True,
+    max_string=MAX_STRING,
+    blank_is_short=True,
+    refuse=(_CONTROL, _SUSPICIOUS),
+)
 
 
 class ArgumentError(ValueError):
@@ -57,74 +58,66 @@ def check_schema(schema: dict[str, Any], path: str = "$") -> None:
     unknown = set(schema) - _KNOWN
     if unknown:
         raise ValueError(f"{path}: schema keywords {sorted(unknown)} are not supported by rig.maps.validate")
+    odd = [k for k in _BOUNDS if k in schema and not _is_number(schema[k])]
+    if odd:  # the validator skips a bound that is no number (draft 4's boolean exclusiveMinimum)
+        raise ValueError(f"{path}: schema bounds {odd} are not numbers")
     for name, sub in schema.get("properties", {}).items():
         check_schema(sub, f"{path}.{name}")
     if isinstance(schema.get("items"), dict):
         check_schema(schema["items"], f"{path}[]")
 
 
-def validate(value: Any, schema: dict[str, Any], path: str = "$") -> Any:
+def validate(value: Any, schema: dict[str, Any]) -> Any:
     """Return a cleaned copy (defaults filled, integral floats made int) or raise ArgumentError."""
-    types = schema.get("type")
-    if types is not None:
-        tl = [types] if isinstance(types, str) else list(types)
-        if not any(is_type(value, t) for t in tl):
-            raise ArgumentError(f"{path}: expected {' or '.join(tl)}, got {type(value).__name__} {_short(value)}")
-    if "enum" in schema and not any(json_equal(value, e) for e in schema["enum"]):  # True is not 1
-        raise ArgumentError(f"{path}: {_short(value)} is not one of {schema['enum']}")
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        if not math.isfinite(value):
-            raise ArgumentError(f"{path}: must be a finite number, got {value}")
-        if "minimum" in schema and value < schema["minimum"]:
-            raise ArgumentError(f"{path}: {value} is below the minimum {schema['minimum']}")
-        if "maximum" in schema and value > schema["maximum"]:
-            raise ArgumentError(f"{path}: {value} is above the maximum {schema['maximum']}")
-        if "exclusiveMinimum" in schema and value <= schema["exclusiveMinimum"]:
-            raise ArgumentError(f"{path}: {value} must be greater than {schema['exclusiveMinimum']}")
-        if "exclusiveMaximum" in schema and value >= schema["exclusiveMaximum"]:
-            raise ArgumentError(f"{path}: {value} must be less than {schema['exclusiveMaximum']}")
-        if types == "integer" and isinstance(value, float):
-            value = int(value)
-    if isinstance(value, str):
-        cap = min(schema.get("maxLength", MAX_STRING), MAX_STRING)
-        if len(value) > cap:
-            raise ArgumentError(f"{path}: string of {len(value)} characters exceeds the limit of {cap}")
-        if len(value.strip()) < schema.get("minLength", 0):
-            raise ArgumentError(f"{path}: must have at least {schema['minLength']} non-blank characters")
-        if _CONTROL.search(value) or _SUSPICIOUS.search(value):
-            raise ArgumentError(f"{path}: contains control characters or an injection-like sequence")
+    for issue in issues(value, schema, TOOL_ARGUMENTS):
+        raise ArgumentError(_message(issue))
+    return _cleaned(value, schema)
+
+
+_WORDS: dict[str, Callable[[Any, Any], str]] = {  # keyword -> words for (found, wanted)
+    "type": lambda f, w: f"expected {' or '.join(w)}, got {type(f).__name__} {short(f, 60)}",
+    "enum": lambda f, w: f"{short(f, 60)} is not one of {w}",
+    "finite": lambda f, w: f"must be a finite number, got {f}",
+    "minimum": lambda f, w: f"{f} is below the minimum {w}",
+    "maximum": lambda f, w: f"{f} is above the maximum {w}",
+    "exclusiveMinimum": lambda f, w: f"{f} must be greater than {w}",
+    "exclusiveMaximum": lambda f, w: f"{f} must be less than {w}",
+    "maxLength": lambda f, w: f"string of {len(f)} characters exceeds the limit of {w}",
+    "minLength": lambda f, w: f"must have at least {w} non-blank characters",
+    "refused": lambda f, w: "contains control characters or an injection-like sequence",
+    "minItems": lambda f, w: f"needs at least {w} items, got {len(f)}",
+    "maxItems": lambda f, w: f"at most {w} items, got {len(f)}",
+    "uniqueItems": lambda f, w: "items must be unique",
+    "required": lambda f, w: f"missing required argument(s) {', '.join(f)}",
+    "additionalProperties": lambda f, w: f"unexpected argument(s) {', '.join(map(str, f))}",
+}
+
+
+def _message(issue: Issue) -> str:
+    word = _WORDS.get(issue.keyword)
+    if word is None:  # what the subset cannot say (a non-string key), in the validator's own words
+        return "; ".join(words(issue))
+    return f"{issue.path}: {word(issue.found, issue.wanted)}"
+
+
+def _cleaned(value: Any, schema: dict[str, Any]) -> Any:
+    """The copy a tool is called with (``value`` is valid): nulls dropped, defaults filled, integral floats int."""
+    if isinstance(value, float) and schema.get("type") == "integer":
+        return int(value)
     if isinstance(value, list):
-        if len(value) < schema.get("minItems", 0):
-            raise ArgumentError(f"{path}: needs at least {schema['minItems']} items, got {len(value)}")
-        if "maxItems" in schema and len(value) > schema["maxItems"]:
-            raise ArgumentError(f"{path}: at most {schema['maxItems']} items, got {len(value)}")
         items = schema.get("items")
-        value = [validate(v, items, f"{path}[{i}]") if items else v for i, v in enumerate(value)]
-        if schema.get("uniqueItems") and len({repr(v) for v in value}) != len(value):
-            raise ArgumentError(f"{path}: items must be unique")
+        return [_cleaned(v, items) if items else v for v in value]
     if isinstance(value, dict):
         props = schema.get("properties", {})
-        missing = [k for k in schema.get("required", []) if value.get(k) is None]
-        if missing:
-            raise ArgumentError(f"{path}: missing required argument(s) {', '.join(missing)}")
-        extra = [k for k in value if k not in props]
-        if extra and schema.get("additionalProperties", True) is False:
-            raise ArgumentError(f"{path}: unexpected argument(s) {', '.join(map(str, extra))}")
         out = {}
         for k, sub in props.items():
             if value.get(k) is not None:
-                out[k] = validate(value[k], sub, f"{path}.{k}")
+                out[k] = _cleaned(value[k], sub)
             elif "default" in sub:
                 out[k] = sub["default"]
-        for k in extra:
-            out[k] = value[k]
-        value = out
+        out.update((k, v) for k, v in value.items() if k not in props)
+        return out
     return value
-
-
-def _short(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def check_coordinates(args: Any, extent: Extent | None, path: str = "$") -> None:

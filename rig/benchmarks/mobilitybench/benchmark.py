@@ -10,6 +10,7 @@ Options: ``MobilityBench.Options`` (README: Options).
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterable
 from pathlib import Path
 from statistics import mean, median
 from typing import Any, Literal
@@ -313,46 +314,31 @@ def mobility_tables(results: list[EpisodeResult], label: str) -> list[Table]:
                 note=f"Mode: {m}{' (main)' if m == mode else ''}. {sim_note}{extra}",
             )
         )
-    fam_rows = []
-    for fw, rs in by_fw.items():
-        for fam in FAMILIES:
-            sub = [r for r in rs if r.tags.get("family") == fam]
-            if sub:
-                fam_rows.append(
-                    [
-                        fw_name.get(fw, fw),
-                        fam,
-                        len({r.episode_id for r in sub}),
-                        *(mean_of(r.scores.get(k) for r in sub) for k in COLUMNS),
-                    ]
-                )
+
+    def by_tag(tag: str, values: Iterable[str], keys: Iterable[str], episodes: bool) -> list[list[Any]]:
+        """A row per framework and tag value: how many episodes (or runs) and the mean of each score in keys."""
+        rows = []
+        for fw, rs in by_fw.items():
+            for v in values:
+                sub = [r for r in rs if r.tags.get(tag) == v]
+                if sub:
+                    n = len({r.episode_id for r in sub}) if episodes else len(sub)
+                    rows.append([fw_name.get(fw, fw), v, n, *(mean_of(r.scores.get(k) for r in sub) for k in keys)])
+        return rows
+
     tables.append(
         Table(
             title=f"MobilityBench by intent family ({mode} mode)",
             columns=["Framework", "Intent family", "Episodes", *COLUMNS],
-            rows=fam_rows,
+            rows=by_tag("family", FAMILIES, COLUMNS, episodes=True),
             note="Families as in the paper (sec. 3.1.2).",
         )
     )
-    scen_rows = []
-    for fw, rs in by_fw.items():
-        for sc in SCENARIOS:
-            sub = [r for r in rs if r.tags.get("scenario") == sc]
-            if sub:
-                scen_rows.append(
-                    [
-                        fw_name.get(fw, fw),
-                        sc,
-                        len(sub),
-                        mean_of(r.scores.get("DR") for r in sub),
-                        mean_of(r.scores.get("FPR") for r in sub),
-                    ]
-                )
     tables.append(
         Table(
             title=f"MobilityBench by scenario ({mode} mode)",
             columns=["Framework", "Scenario", "Runs", "DR", "FPR"],
-            rows=scen_rows,
+            rows=by_tag("scenario", SCENARIOS, ("DR", "FPR"), episodes=False),
         )
     )
     tables.append(_efficiency_table(results, fw_name))
