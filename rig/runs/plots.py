@@ -171,7 +171,8 @@ def bar_plot(
             ax.text(0.01, y, "not measured", va="center", fontsize=8, color="#555", transform=ax.get_yaxis_transform())
             continue
         # The value is written beside its bar (after the whisker), so a 0.00 reads as measured zero, not as missing.
-        end = high[i] if high is not None and high[i] is not None else v
+        hi = high[i] if high is not None else None
+        end = v if hi is None else hi
         text = f"{v:.2f}" if rate else f"{v:g}"
         if end > 0.8 * right:  # no room to the right: inside the bar's end
             ax.text(v - 0.01 * right, y, text, va="center", ha="right", fontsize=8, color="white", gid=f"value:{i}")
