@@ -761,7 +761,13 @@ def install(bundle: Path, venv: Path, extras: list[str] | None = None) -> int:
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
     want = extras if extras is not None else man.extras
     spec = f"rig[{','.join(want)}]" if want else "rig"
-    env = os.environ | {"PIP_NO_INDEX": "1", "PIP_FIND_LINKS": str(wheels.resolve())}  # also the isolated builds
+    # The bundle alone: no pip.conf and no PIP_* setting of the machine (a lab's stale mirror, find-links) may add
+    # packages; the isolated builds inherit this environment too.
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")} | {
+        "PIP_NO_INDEX": "1",
+        "PIP_FIND_LINKS": str(wheels.resolve()),
+        "PIP_CONFIG_FILE": os.devnull,
+    }
     cmd = [str(venv / "bin" / "python"), "-m", "pip", "install", "--no-index", "--find-links", str(wheels), spec]
     cmd += man.requires
     _say("$ " + " ".join(cmd[2:]))

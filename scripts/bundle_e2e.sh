@@ -5,6 +5,7 @@
 #
 #   scripts/bundle_e2e.sh [WORKDIR] [extra `rig bundle create` flags, e.g. --no-build]
 #   scripts/bundle_e2e.sh /tmp/e2e --require torch==2.13.0   # the CPU torch pin the README's first command uses
+#   REUSE_BUNDLE=1 scripts/bundle_e2e.sh /tmp/e2e              # the lab side again on the bundle made before
 #
 # Needs root (or user namespaces) for unshare -n. The llama-cpp-python compile makes `create` take many minutes.
 set -euo pipefail
@@ -12,12 +13,16 @@ WORK=${1:-/tmp/rig-bundle-e2e}
 shift || true
 BUNDLE=$WORK/bundle
 VENV=$WORK/venv
-rm -rf "$WORK" && mkdir -p "$WORK"
 stamp() { date +%s.%N; }
 took() { python3 -c "import sys; print(f'{float(sys.argv[2]) - float(sys.argv[1]):.1f}')" "$1" "$2"; }
 
 t0=$(stamp)
-python3 -m rig.cli bundle create "$BUNDLE" --models gemma3-270m "$@"
+if [ -n "${REUSE_BUNDLE:-}" ] && [ -f "$BUNDLE/MANIFEST.json" ]; then  # the lab side again, on the same bundle
+    rm -rf "$VENV" "$WORK/boot" "$WORK/home" "$WORK/runs"
+else
+    rm -rf "$WORK" && mkdir -p "$WORK"
+    python3 -m rig.cli bundle create "$BUNDLE" --models gemma3-270m "$@"
+fi
 t1=$(stamp)
 python3 -m rig.cli bundle verify "$BUNDLE"
 t2=$(stamp)
@@ -29,6 +34,9 @@ set -euo pipefail
 BUNDLE=$1 VENV=$2 WORK=$3
 ip link set lo up
 export HOME=$WORK/home XDG_CACHE_HOME=$WORK/home/.cache PIP_NO_INDEX=1
+# None of this machine's pip settings (find-links folders, mirrors, pip.conf) reach the lab's installs.
+for v in $(env | sed -n 's/^\(PIP_[A-Z_]*\)=.*/\1/p'); do unset "$v"; done
+export PIP_NO_INDEX=1 PIP_CONFIG_FILE=/dev/null
 mkdir -p "$HOME"
 stamp() { date +%s.%N; }
 took() { python3 -c "import sys; print(f'{float(sys.argv[2]) - float(sys.argv[1]):.1f}')" "$1" "$2"; }

@@ -515,3 +515,32 @@ def test_user_data_file_keeps_its_name(registry: Path, tmp_path: Path) -> None:
     assert (
         "rig bench -b mobilitybench --data BUNDLE/data/mobilitybench/my-mobility.csv" in (out / "README.md").read_text()
     )
+
+
+def test_install_uses_the_bundle_alone_whatever_pip_is_configured_with(
+    registry: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import os
+    import subprocess
+
+    from rig.bundle import install
+
+    out = tmp_path / "bundle"
+    assert _create(registry, out).exit_code == 0
+    (out / "wheels").mkdir(exist_ok=True)
+    (out / "wheels" / "rig-0.1.0-py3-none-any.whl").write_bytes(b"")
+    # A lab machine's own pip settings (a mirror, a wheel folder) must not add packages to the install.
+    monkeypatch.setenv("PIP_FIND_LINKS", str(tmp_path / "elsewhere"))
+    monkeypatch.setenv("PIP_EXTRA_INDEX_URL", "file:///mirror/simple")
+    calls: list[tuple[list[str], dict[str, str]]] = []
+
+    def run(cmd: list[str], env: dict[str, str] | None = None, **kw: object) -> subprocess.CompletedProcess[bytes]:
+        calls.append((cmd, env or {}))
+        return subprocess.CompletedProcess(cmd, 0)
+
+    monkeypatch.setattr("rig.bundle.subprocess.run", run)
+    assert install(out, tmp_path / "venv") == 0
+    (cmd, env), *_ = [c for c in calls if "pip" in c[0] and "install" in c[0]]
+    assert "--no-index" in cmd and cmd[cmd.index("--find-links") + 1] == str(out / "wheels")
+    assert env["PIP_NO_INDEX"] == "1" and env["PIP_FIND_LINKS"] == str((out / "wheels").resolve())
+    assert env["PIP_CONFIG_FILE"] == os.devnull and "PIP_EXTRA_INDEX_URL" not in env
