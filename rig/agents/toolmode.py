@@ -37,17 +37,32 @@ def effective_mode(mode: str, engine: Any) -> str:
     return mode
 
 
+# Keywords whose value maps names (a tool's own argument names) to schemas: the names are data, never keywords.
+_NAMED_SCHEMAS = ("properties", "$defs", "definitions", "dependentSchemas")
+
+
 def grammar_safe(schema: Any) -> Any:
-    """The schema without the keywords a grammar cannot enforce (the executor still checks them)."""
-    if isinstance(schema, dict):
-        return {
-            k: grammar_safe(v) if k not in ("enum", "const") else v
-            for k, v in schema.items()
-            if k not in _UNGRAMMATICAL
-        }
+    """The schema without the keywords a grammar cannot enforce (the executor still checks them). An argument that
+    happens to be called ``minimum`` or ``pattern`` stays; and where ``patternProperties`` is dropped from an object
+    closed by ``additionalProperties: false``, the object is opened instead, so that dropping only widens what the
+    grammar lets through (arguments the pattern allowed must still be writable)."""
     if isinstance(schema, list):
         return [grammar_safe(v) for v in schema]
-    return schema
+    if not isinstance(schema, dict):
+        return schema
+    out: dict[str, Any] = {}
+    for k, v in schema.items():
+        if k in _UNGRAMMATICAL:
+            continue
+        if k in ("enum", "const"):
+            out[k] = v
+        elif k in _NAMED_SCHEMAS and isinstance(v, dict):
+            out[k] = {name: grammar_safe(sub) for name, sub in v.items()}
+        else:
+            out[k] = grammar_safe(v)
+    if "patternProperties" in schema and schema.get("additionalProperties") is False:
+        del out["additionalProperties"]
+    return out
 
 
 def envelope_schema(tools: list[ToolSpec]) -> dict[str, Any]:
