@@ -7,7 +7,7 @@ Layout of a bundle (paths in MANIFEST.json are relative to the bundle root, with
     weights/<model>/   GGUF files and model folders named by the chosen models.yaml entries
     models.yaml        those entries, weights pointing inside the bundle (relative paths)
     data/<benchmark>/  each benchmark's data: its embedded default, or the lab's own folder or file (--data NAME=PATH)
-    cache/packs/       built map packs; the lab sets RIG_CACHE=<bundle>/cache so rig finds them instead of building
+    cache/packs/       built map packs; the lab sets RIG_PACKS=<bundle>/cache/packs so rig finds them instead of building
     README.md          the lab side's instructions
     MANIFEST.json      every other file with size and sha256; its bundle id is the hash of that list
 
@@ -46,7 +46,7 @@ _PURPOSE = {
     "models.yaml": "model registry whose weights point inside the bundle (RIG_MODELS)",
     "data": "benchmark data for `rig bench --data` and doctor: embedded defaults (also inside the rig wheel) and the "
     "lab's own (MANIFEST.json's `data` says which)",
-    "cache": "built map packs, found by rig when RIG_CACHE points here",
+    "cache": "built map packs, found by rig when RIG_PACKS points at cache/packs (read only)",
     "README.md": "instructions for the lab side",
 }
 _BUF = 8 << 20  # large reads: hashing runs at the disk's or sha256's speed, not Python's loop speed
@@ -719,7 +719,7 @@ def lab_readme(
         "",
         "Then run with the bundle's registry and map packs:",
         "",
-        "    export RIG_MODELS=BUNDLE/models.yaml RIG_CACHE=BUNDLE/cache",
+        "    export RIG_MODELS=BUNDLE/models.yaml RIG_PACKS=BUNDLE/cache/packs",
         "    rig bench --limit 1",
     ]
     own = {name: d for name, d in data.items() if d.origin == "user"}
@@ -778,7 +778,12 @@ def install(bundle: Path, venv: Path, extras: list[str] | None = None) -> int:
 
 def bundle_env(bundle: Path) -> dict[str, str]:
     """What a process needs to use the bundle: its registry and its map-pack cache."""
-    return {"RIG_MODELS": str((bundle / "models.yaml").resolve()), "RIG_CACHE": str((bundle / "cache").resolve())}
+    # The packs are read from the bundle; whatever a run caches (MobilityBench's replay database) goes to the
+    # machine's own cache, so the bundle stays as verified.
+    return {
+        "RIG_MODELS": str((bundle / "models.yaml").resolve()),
+        "RIG_PACKS": str((bundle / "cache" / "packs").resolve()),
+    }
 
 
 def doctor(bundle: Path, venv: Path) -> int:

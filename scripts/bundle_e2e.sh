@@ -51,13 +51,14 @@ python3 -m venv "$WORK/boot"
 b=$(stamp)
 "$WORK/boot/bin/rig" bundle install "$BUNDLE" --venv "$VENV"
 c=$(stamp)
-export RIG_MODELS=$BUNDLE/models.yaml RIG_CACHE=$BUNDLE/cache
+export RIG_MODELS=$BUNDLE/models.yaml RIG_PACKS=$BUNDLE/cache/packs
 cd "$WORK"
 for bench in callnavi evgeoqa mobilitybench routeeval urbangeo; do
   s=$(stamp)
   "$VENV/bin/rig" bench -b "$bench" --limit 1 --out "$WORK/runs" --no-report
   echo "bench $bench: $(took "$s" "$(stamp)") s"
 done
+"$VENV/bin/rig" bundle verify "$BUNDLE"  # the runs wrote nothing into the bundle
 echo "offline: bootstrap install + verify $(took "$a" "$b") s; rig bundle install (fresh venv + doctor) $(took "$b" "$c") s"
 LAB
 t3=$(stamp)

