@@ -7,7 +7,7 @@ Layout of a bundle (paths in MANIFEST.json are relative to the bundle root, with
     weights/<model>/   GGUF files and model folders named by the chosen models.yaml entries
     models.yaml        those entries, weights pointing inside the bundle (relative paths)
     data/<benchmark>/  each benchmark's data: its embedded default, or the lab's own folder or file (--data NAME=PATH)
-    cache/packs/       built map packs; the lab sets RIG_PACKS=<bundle>/cache/packs so rig finds them instead of building
+    cache/packs/       built map packs, found read-only through RIG_PACKS=<bundle>/cache/packs (never rebuilt)
     README.md          the lab side's instructions
     MANIFEST.json      every other file with size and sha256; its bundle id is the hash of that list
 
