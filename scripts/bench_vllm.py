@@ -5,7 +5,8 @@
    and through the rig's ``VllmEngine.chat`` with every request in flight. Both sides drive one loaded engine,
    interleaved ``--runs`` times, with prefix caching off so neither side reuses the other's prompts. Target: rig
    >= 0.9x the bare generated tokens/s (median of the per-run ratios).
-2. ``agents``: MobilityBench episodes (ReAct, greedy) through the rig's engine, all in flight vs one at a time,
+2. ``agents``: MobilityBench (default) or EVGeoQA (``--agents-benchmark evgeoqa``) episodes (tool-calling agents,
+   greedy) through the rig's engine, all in flight vs one at a time,
    interleaved ``--runs`` times. Target: >= 4x faster with 8 in flight (the CPU target; a GPU should do far more).
    Prefix caching is on here, as in a real agent run (each turn extends the last turn's prompt), and emptied before
    every pass so no pass reuses another's prompts. ``--only`` runs one of the two in its own engine.
@@ -100,13 +101,21 @@ async def _throughput(eng: Any, a: argparse.Namespace) -> dict[str, list[float]]
 
 
 async def _agents(eng: Any, a: argparse.Namespace) -> list[tuple[int, float, int]]:
-    from rig.benchmarks.base import RunContext
-    from rig.benchmarks.mobilitybench.benchmark import MobilityBench
+    from rig.benchmarks.base import Benchmark, RunContext
     from rig.records import Sampling
 
-    bench = MobilityBench(None, {"similarity": "jaccard", "temperature": "0", "max_steps": str(a.agent_max_steps)})
+    bench: Benchmark
+    if a.agents_benchmark == "evgeoqa":
+        from rig.benchmarks.evgeoqa.benchmark import EVGeoQA
+
+        bench = EVGeoQA(None, {"max_steps": a.agent_max_steps, "max_tokens": a.agent_max_tokens})
+    else:
+        from rig.benchmarks.mobilitybench.benchmark import MobilityBench
+
+        bench = MobilityBench(None, {"similarity": "jaccard", "temperature": "0", "max_steps": a.agent_max_steps})
+        bench.service()
+    await bench.setup()
     eps = (bench.episodes() * 3)[: a.episodes]
-    bench.service()
     ctx = RunContext(sampling=Sampling(max_tokens=a.agent_max_tokens, temperature=0.0), tool_mode=a.tool_mode)
     rows = []
     for i in range(a.runs):
@@ -189,7 +198,8 @@ def main() -> None:
     ap.add_argument("--max-tokens", type=int, default=64)
     ap.add_argument("--episodes", type=int, default=8)
     ap.add_argument("--agent-max-tokens", type=int, default=64)
-    ap.add_argument("--agent-max-steps", type=int, default=3, help="turns per episode (MobilityBench max_steps)")
+    ap.add_argument("--agent-max-steps", type=int, default=3, help="turns per episode (the benchmark's max_steps)")
+    ap.add_argument("--agents-benchmark", choices=("mobilitybench", "evgeoqa"), default="mobilitybench")
     ap.add_argument("--tool-mode", default="prompt", help="prompt for small models; native for hermes models")
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument(
@@ -237,8 +247,9 @@ def main() -> None:
         t1 = statistics.median(w for f, w, _ in agents if f == 1)
         tn = statistics.median(w for f, w, _ in agents if f == a.episodes)
         cache = "on, emptied before each pass" if a.only == "agents" else "off"
-        sections["## Agents"] = [
-            f"## Agents: {a.episodes} MobilityBench episodes (ReAct, {a.tool_mode} tools, greedy, "
+        name = {"mobilitybench": "MobilityBench", "evgeoqa": "EVGeoQA"}[a.agents_benchmark]
+        sections[f"## Agents {name}"] = [
+            f"## Agents: {a.episodes} {name} episodes ({a.tool_mode} tools, greedy, "
             f"max_tokens {a.agent_max_tokens} per turn, at most {a.agent_max_steps} turns), prefix caching {cache}",
             "",
             _load("agents", a.load),
@@ -270,12 +281,14 @@ def _merge(out: Path, new: dict[str, list[str]]) -> dict[str, list[str]]:
         for line in out.read_text().splitlines():
             if line.startswith("## "):
                 key = next((k for k in ("## Throughput", "## Agents") if line.startswith(k)), line)
+                if key == "## Agents":  # one section per agent benchmark
+                    key += " EVGeoQA" if " EVGeoQA " in line else " MobilityBench"
                 old[key] = []
             if key is not None:
                 old[key].append(line)
     for k, v in new.items():
         old[k] = v
-    order = ["## Throughput", "## Agents"]
+    order = ["## Throughput", "## Agents MobilityBench", "## Agents EVGeoQA"]
     return {k: old[k] for k in sorted(old, key=lambda k: order.index(k) if k in order else len(order))}
 
 

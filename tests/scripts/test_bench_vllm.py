@@ -20,13 +20,21 @@ def _script():  # type: ignore[no-untyped-def]
 def test_a_run_replaces_only_its_section(tmp_path: Path) -> None:
     out = tmp_path / "vllm_cpu.md"
     out.write_text(
-        "# old head\n\nprose\n\n## Agents: old\n\nold agents\n\n## Throughput: old\n\nold tps\n\n## GPU\n\nnotes\n"
+        "# old head\n\nprose\n\n## Agents: 8 MobilityBench episodes, old\n\nold agents\n\n## Throughput: old\n\n"
+        "old tps\n\n## GPU\n\nnotes\n"
     )
-    merged = _script()._merge(out, {"## Agents": ["## Agents: new", "", "new agents"]})
-    assert list(merged) == ["## Throughput", "## Agents", "## GPU"]
-    assert merged["## Agents"] == ["## Agents: new", "", "new agents"]
+    new = ["## Agents: 8 MobilityBench episodes, new", "", "new agents"]
+    merged = _script()._merge(out, {"## Agents MobilityBench": new})
+    assert list(merged) == ["## Throughput", "## Agents MobilityBench", "## GPU"]
+    assert merged["## Agents MobilityBench"] == new
     assert merged["## Throughput"] == ["## Throughput: old", "", "old tps", ""]
     assert merged["## GPU"] == ["## GPU", "", "notes"]
+    # An EVGeoQA agents run adds its own section and keeps MobilityBench's.
+    out.write_text("\n".join(line for sec in merged.values() for line in sec))
+    ev = ["## Agents: 8 EVGeoQA episodes, new", "", "ev agents"]
+    merged = _script()._merge(out, {"## Agents EVGeoQA": ev})
+    assert list(merged) == ["## Throughput", "## Agents MobilityBench", "## Agents EVGeoQA", "## GPU"]
+    assert merged["## Agents MobilityBench"][:3] == new and merged["## Agents EVGeoQA"] == ev
 
 
 def test_a_new_file_gets_the_measured_section(tmp_path: Path) -> None:
