@@ -24,6 +24,7 @@ import argparse
 import asyncio
 import os
 import platform
+import re
 import statistics
 import sys
 import time
@@ -52,6 +53,8 @@ def _spec(a: argparse.Namespace):  # type: ignore[no-untyped-def]
     # Throughput: prefix caching off, as the two sides share one engine and would reuse each other's prompts.
     # Agents alone: on (without it every turn prefills the whole conversation again), emptied between passes.
     args = {**spec.engine_args, "enable_prefix_caching": a.only == "agents", "max_num_seqs": max(a.prompts, a.episodes)}
+    if a.block_size:
+        args["block_size"] = a.block_size
     return spec.model_copy(update={"engine_args": args}), weights
 
 
@@ -200,6 +203,7 @@ def main() -> None:
     ap.add_argument("--agent-max-tokens", type=int, default=64)
     ap.add_argument("--agent-max-steps", type=int, default=3, help="turns per episode (the benchmark's max_steps)")
     ap.add_argument("--agents-benchmark", choices=("mobilitybench", "evgeoqa"), default="mobilitybench")
+    ap.add_argument("--block-size", type=int, help="vLLM KV block size (default: vLLM's; 128 on the CPU)")
     ap.add_argument("--tool-mode", default="prompt", help="prompt for small models; native for hermes models")
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument(
@@ -248,9 +252,13 @@ def main() -> None:
         tn = statistics.median(w for f, w, _ in agents if f == a.episodes)
         cache = "on, emptied before each pass" if a.only == "agents" else "off"
         name = {"mobilitybench": "MobilityBench", "evgeoqa": "EVGeoQA"}[a.agents_benchmark]
-        sections[f"## Agents {name}"] = [
+        heading = (
             f"## Agents: {a.episodes} {name} episodes ({a.tool_mode} tools, greedy, "
-            f"max_tokens {a.agent_max_tokens} per turn, at most {a.agent_max_steps} turns), prefix caching {cache}",
+            f"max_tokens {a.agent_max_tokens} per turn, at most {a.agent_max_steps} turns), prefix caching {cache}"
+            + (f", KV block size {a.block_size}" if a.block_size else "")
+        )
+        sections[_section_key(heading)] = [
+            heading,
             "",
             _load("agents", a.load),
             "",
@@ -263,13 +271,25 @@ def main() -> None:
         ]
     out = a.out or ROOT / "benchmarks" / "results" / f"vllm_{suffix}.md"
     lines = head + [line for sec in _merge(out, sections).values() for line in sec]
-    out.write_text("\n".join(lines))
+    out.write_text("\n".join(lines).rstrip("\n") + "\n")
     print("\n".join(lines))
 
 
 def _load(section: str, note: str) -> str:
     start, end = LOADS[section]
     return f"Load average (1 min) {start:.1f} at the start, {end:.1f} at the end" + (f"; {note}." if note else ".")
+
+
+def _section_key(heading: str) -> str:
+    """Which measurement a "## " heading is: throughput, or agents per benchmark and KV block size; other headings
+    (notes written by hand) are their own key."""
+    if heading.startswith("## Throughput"):
+        return "## Throughput"
+    if heading.startswith("## Agents"):
+        bench = "EVGeoQA" if " EVGeoQA " in heading else "MobilityBench"
+        block = re.search(r"KV block size (\d+)", heading)
+        return f"## Agents {bench}" + (f" block {block.group(1)}" if block else "")
+    return heading
 
 
 def _merge(out: Path, new: dict[str, list[str]]) -> dict[str, list[str]]:
@@ -280,16 +300,16 @@ def _merge(out: Path, new: dict[str, list[str]]) -> dict[str, list[str]]:
     if out.exists():
         for line in out.read_text().splitlines():
             if line.startswith("## "):
-                key = next((k for k in ("## Throughput", "## Agents") if line.startswith(k)), line)
-                if key == "## Agents":  # one section per agent benchmark
-                    key += " EVGeoQA" if " EVGeoQA " in line else " MobilityBench"
+                key = _section_key(line)
                 old[key] = []
             if key is not None:
                 old[key].append(line)
     for k, v in new.items():
         old[k] = v
-    order = ["## Throughput", "## Agents MobilityBench", "## Agents EVGeoQA"]
-    return {k: old[k] for k in sorted(old, key=lambda k: order.index(k) if k in order else len(order))}
+    measured = [k for k in old if k.startswith(("## Throughput", "## Agents"))]
+    # Measured sections first (throughput, then the agent sections as they came), then the notes in their order.
+    ordered = sorted(measured, key=lambda k: not k.startswith("## Throughput"))
+    return {k: old[k] for k in ordered + [k for k in old if k not in measured]}
 
 
 if __name__ == "__main__":

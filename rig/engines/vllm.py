@@ -43,6 +43,9 @@ class VllmArgs(EngineArgs):
     tokenizer: str | None = None
     enable_prefix_caching: bool | None = None
     max_num_batched_tokens: int | None = None
+    # KV block size in tokens: the prefix cache reuses whole blocks only (vLLM's CPU default is 128; smaller blocks
+    # let a multi-turn agent reuse more of its own conversation).
+    block_size: int | None = None
 
 
 # The chat template already wrote BOS; tokenizing the rendered chat as a completion would add special tokens, so

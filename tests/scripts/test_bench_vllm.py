@@ -35,6 +35,18 @@ def test_a_run_replaces_only_its_section(tmp_path: Path) -> None:
     merged = _script()._merge(out, {"## Agents EVGeoQA": ev})
     assert list(merged) == ["## Throughput", "## Agents MobilityBench", "## Agents EVGeoQA", "## GPU"]
     assert merged["## Agents MobilityBench"][:3] == new and merged["## Agents EVGeoQA"] == ev
+    # A run with another KV block size is a measurement of its own, beside the default one.
+    out.write_text("\n".join(line for sec in merged.values() for line in sec))
+    b32 = ["## Agents: 8 EVGeoQA episodes, new, KV block size 32", "", "b32"]
+    merged = _script()._merge(out, {_script()._section_key(b32[0]): b32})
+    assert list(merged) == [
+        "## Throughput",
+        "## Agents MobilityBench",
+        "## Agents EVGeoQA",
+        "## Agents EVGeoQA block 32",
+        "## GPU",
+    ]
+    assert merged["## Agents EVGeoQA"][:3] == ev and merged["## Agents EVGeoQA block 32"] == b32
 
 
 def test_a_new_file_gets_the_measured_section(tmp_path: Path) -> None:
