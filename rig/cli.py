@@ -230,9 +230,12 @@ def print_screen(run_dir: Path, console: Console | None = None) -> None:
         caption_justify="left",
         box=box.SIMPLE_HEAD,
         pad_edge=False,
+        collapse_padding=True,
     )
-    for c in table.columns:
-        t.add_column(escape(c))
+    # Benchmark names are never cut; on a narrow terminal the wordy cells wrap at spaces, and a word longer than
+    # its column folds rather than hiding behind an ellipsis.
+    for i, c in enumerate(table.columns):
+        t.add_column(escape(c), no_wrap=i == 0, overflow="fold" if i else "ellipsis")
     for row in table.rows:
         t.add_row(*(escape(str(c)) for c in row))
     console = console or out
