@@ -7,6 +7,7 @@ import io
 import json
 import tarfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -66,22 +67,27 @@ def registry(tmp_path: Path) -> Path:
     return path
 
 
-def _create(registry: Path, out: Path, models: str = "tiny,tiny-hf,tiny-ollama") -> object:
-    return CliRunner().invoke(
-        app,
-        [
-            "bundle",
-            "create",
-            str(out),
-            "--models",
-            models,
-            "--benchmarks",
-            "callnavi",
-            "--models-file",
-            str(registry),
-            "--no-wheels",
-        ],
-    )
+def _create(
+    registry: Path,
+    out: Path,
+    *flags: str,
+    models: str = "tiny,tiny-hf,tiny-ollama",
+    benchmarks: str = "callnavi",
+    wheels: bool = False,
+) -> Any:
+    """`rig bundle create` on the test registry (no pip work unless `wheels`), plus any further flags."""
+    args = [
+        "bundle",
+        "create",
+        str(out),
+        "--models",
+        models,
+        "--benchmarks",
+        benchmarks,
+        "--models-file",
+        str(registry),
+    ]
+    return CliRunner().invoke(app, [*args, *([] if wheels else ["--no-wheels"]), *flags])
 
 
 def test_create_small_model_set(registry: Path, tmp_path: Path) -> None:
@@ -152,21 +158,7 @@ def test_missing_weight_file_names_the_entry(registry: Path, tmp_path: Path) -> 
 def test_unknown_model_and_benchmark_are_named(registry: Path, tmp_path: Path) -> None:
     res = _create(registry, tmp_path / "b1", models="nope")
     assert res.exit_code == 2 and "nope" in res.output
-    res = CliRunner().invoke(
-        app,
-        [
-            "bundle",
-            "create",
-            str(tmp_path / "b2"),
-            "--models",
-            "tiny",
-            "--benchmarks",
-            "callnavi,nobench",
-            "--models-file",
-            str(registry),
-            "--no-wheels",
-        ],
-    )
+    res = _create(registry, tmp_path / "b2", models="tiny", benchmarks="callnavi,nobench")
     assert res.exit_code == 2 and "nobench" in res.output
 
 
@@ -246,24 +238,7 @@ def test_required_pins_are_downloaded_recorded_and_shown_to_the_lab(
     calls: list[list[str]] = []
     monkeypatch.setattr(rig.bundle, "_pip", lambda args, what: calls.append(args))
     out = tmp_path / "bundle"
-    res = CliRunner().invoke(
-        app,
-        [
-            "bundle",
-            "create",
-            str(out),
-            "--models",
-            "tiny",
-            "--benchmarks",
-            "callnavi",
-            "--models-file",
-            str(registry),
-            "--extras",
-            "plots",
-            "--require",
-            "torch==2.13.0",
-        ],
-    )
+    res = _create(registry, out, "--extras", "plots", "--require", "torch==2.13.0", models="tiny", wheels=True)
     assert res.exit_code == 0, res.output
     downloads = [c for c in calls if c[0] == "download" and "--no-binary" not in c]
     assert len(downloads) == 1 and "torch==2.13.0" in downloads[0]
@@ -312,24 +287,8 @@ def _callnavi_folder(root: Path, difficulty: str = "easy") -> Path:
     return root
 
 
-def _create_with_data(registry: Path, out: Path, *data: str, benchmarks: str = "callnavi") -> object:
-    flags = [a for d in data for a in ("--data", d)]
-    return CliRunner().invoke(
-        app,
-        [
-            "bundle",
-            "create",
-            str(out),
-            "--models",
-            "tiny-q4",
-            "--benchmarks",
-            benchmarks,
-            "--models-file",
-            str(registry),
-            "--no-wheels",
-            *flags,
-        ],
-    )
+def _create_with_data(registry: Path, out: Path, *data: str, benchmarks: str = "callnavi") -> Any:
+    return _create(registry, out, *(a for d in data for a in ("--data", d)), models="tiny-q4", benchmarks=benchmarks)
 
 
 def test_embedded_data_is_recorded_and_old_manifests_still_read(registry: Path, tmp_path: Path) -> None:
@@ -490,23 +449,8 @@ def test_user_data_file_keeps_its_name(registry: Path, tmp_path: Path) -> None:
         w.writerow(row)
     out = tmp_path / "bundle"
     # No map pack: this test must not build one; the upstream table needs none to load.
-    res = CliRunner().invoke(
-        app,
-        [
-            "bundle",
-            "create",
-            str(out),
-            "--models",
-            "tiny-q4",
-            "--benchmarks",
-            "mobilitybench",
-            "--models-file",
-            str(registry),
-            "--no-wheels",
-            "--no-maps",
-            "--data",
-            f"mobilitybench={src}",
-        ],
+    res = _create(
+        registry, out, "--no-maps", "--data", f"mobilitybench={src}", models="tiny-q4", benchmarks="mobilitybench"
     )
     assert res.exit_code == 0, res.output
     rec = read_manifest(out).data["mobilitybench"]
