@@ -54,18 +54,13 @@ def helsinki_pack_dir() -> Path:
             "pip install 'rig[embedded]' (or pass pack=DIR, a pack built with `rig maps build`)"
         )
     name = f"helsinki-v{FORMAT_VERSION}-{file_sha256(pbf)[:12]}"
-    for folder in pack_dirs():
+    out = cache_dir() / "packs" / name
+    for found in [*(folder / name for folder in pack_dirs()), out]:  # a bundle's packs first, then the cache
         try:
-            read_info(folder / name)
-            return folder / name
+            read_info(found)
+            return found
         except (FileNotFoundError, ValueError):
             continue
-    out = cache_dir() / "packs" / name
-    try:
-        read_info(out)
-        return out
-    except (FileNotFoundError, ValueError):
-        pass
     out.parent.mkdir(parents=True, exist_ok=True)
     # Build beside the target and rename, so concurrent runs never see a half-written pack.
     tmp = Path(tempfile.mkdtemp(prefix=out.name + ".", dir=out.parent))
