@@ -273,11 +273,11 @@ def report(
             from rig.runs.html import html_report
 
             path = to or run[0] / "report.html"
-            page = html_report(run, figures_dir=path.parent)
-            try:
-                path.write_text(page)
+            try:  # the figures beside it are written first: a read-only run folder fails there
+                path.write_text(html_report(run, figures_dir=path.parent))
             except OSError as e:
-                _fail(f"--out {path}: cannot write ({e.strerror})")
+                why = f"{e.filename}: {e.strerror}" if e.filename else e.strerror
+                _fail(f"--out {path}: cannot write the HTML report ({why}); pass --out to write it elsewhere")
             say(f"wrote {path} (its figures beside it as SVG, PDF and PNG)")
     except (NewerFormatError, RunFileError) as e:
         _fail(str(e))

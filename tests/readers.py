@@ -120,6 +120,42 @@ def _mobilitybench(text: str) -> str | None:
     return None if block is not None else "no json block"
 
 
+def _callnavi_reference(text: str) -> str | None:
+    from rig.benchmarks.callnavi.benchmark import score_output
+    from rig.runs.store import sanitize
+
+    gt = {"API": ["getWeather"], "parameters": [{"city": "Oulu"}]}
+    errors = []
+    for task in ("routing", "params"):
+        _, value, err = score_output(text, gt, task, "json", "reference")
+        _encodable(sanitize(value, set()))  # Python's json.loads, as upstream: NaN or a lone surrogate is cleaned
+        errors.append(err)
+    return "; ".join(e for e in errors if e) or None
+
+
+_MB_TRUTHS = [
+    ("Route-Constrained Planning", {"matched_transit_index": 1}),
+    ("POI Query", {"poi_result": {"name": "Oodi", "location": "24.9,60.1"}}),
+    ("Geolocation Query", {"formatted_address": "Töölönlahdenkatu 4"}),
+    ("Nearby Query", {"near_poi_ans": "{'data': {'pois': [{'name': 'Oodi'}]}}"}),
+    ("Weather Query", {"weather_description": "sunny"}),
+    ("Traffic Info Query", {"ans": {"trafficinfo": {"description": "slow traffic"}}}),
+    ("Other", {"route_ans": "1"}),
+]
+
+
+def _mobilitybench_score(text: str) -> str | None:
+    """Both metric modes over the reporter text (reference mode reads its ```json fence) and the final answer."""
+    from rig.benchmarks.mobilitybench import scoring as M
+    from rig.benchmarks.mobilitybench.similarity import CharJaccard
+
+    pred = M.Prediction(intent=text[:200], steps=[text[:200]], content=text, report=text, delivered=True)
+    for scenario, slots in _MB_TRUTHS:
+        for mode in ("paper", "reference"):
+            _encodable(M.score(pred, M.Truth(scenario=scenario, slots=slots), mode, CharJaccard()))
+    return None
+
+
 def _routeeval(text: str) -> str | None:
     from rig.benchmarks.routeeval.scoring import check_call
     from rig.decoding.safe import load_json
@@ -169,6 +205,8 @@ READERS: dict[str, Callable[[str], str | None]] = {
     "judge_verdict": _judge,
     "urbangeo_answer": _urbangeo,
     "mobilitybench_answer": _mobilitybench,
+    "mobilitybench_score": _mobilitybench_score,
+    "callnavi_reference": _callnavi_reference,
     "routeeval_call": _routeeval,
     "evgeoqa_tool_args": _evgeoqa,
 }
@@ -188,6 +226,7 @@ REGRESSIONS: list[str] = [
     "d: 2024-02-30",
     "{a: 2024-02-30}",
     "[" * 1000 + "]" * 1000,
+    "```json\n" + "[" * 1000 + "]" * 1000 + "\n```",  # the same inside the fence MobilityBench's reporter writes
     "{" * 600,
     "1" * 4400,
     '{"a": ' + "9" * 5000 + "}",

@@ -130,6 +130,56 @@ def test_loopback_lookups_and_udp_allowed() -> None:
         s.close()
 
 
+_PROBE = """
+import json, sys
+from rig import offline
+from tests.test_offline import OUTBOUND
+if sys.argv[1] == "guarded":
+    offline.install()
+out = {}
+for name, call in OUTBOUND.items():
+    try:
+        call()
+        out[name] = "sent"
+    except offline.NetworkRefused as e:
+        out[name] = "guard: " + str(e)[:60]
+    except Exception as e:
+        out[name] = type(e).__name__ + ": " + str(e)[:80]
+print(json.dumps(out))
+"""
+
+
+def _unshared(mode: str) -> dict[str, str]:
+    import json
+    import shutil
+    import subprocess
+    import sys
+
+    from tests.conftest import REPO
+
+    if not shutil.which("unshare") or subprocess.run(["unshare", "-n", "true"], capture_output=True).returncode:
+        pytest.skip("unshare -n is not allowed on this machine")
+    cmd = ["unshare", "-n", sys.executable, "-c", _PROBE, mode]
+    out = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)
+
+
+@pytest.fixture(scope="module")
+def inside_unshare() -> dict[str, dict[str, str]]:
+    """Every outbound call, made in a fresh interpreter inside `unshare -n` (no network at all), once with the guard
+    and once without: the unguarded run is the control that shows the namespace's own failure looks different."""
+    return {mode: _unshared(mode) for mode in ("guarded", "bare")}
+
+
+@pytest.mark.parametrize("name", sorted(OUTBOUND))
+def test_every_outbound_path_is_refused_by_the_guard_inside_unshare(
+    name: str, inside_unshare: dict[str, dict[str, str]]
+) -> None:
+    assert inside_unshare["guarded"][name].startswith("guard: rig is offline"), inside_unshare["guarded"][name]
+    assert not inside_unshare["bare"][name].startswith("guard"), inside_unshare["bare"][name]
+
+
 def test_guard_in_a_fresh_process() -> None:
     """The guard as the CLI installs it, in a new interpreter (no test fixtures), inside `unshare -n` when the
     machine allows it."""

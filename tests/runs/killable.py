@@ -4,7 +4,7 @@ Environment switches (all optional):
 - ``KILLABLE_FAKE=1``: a fake engine instead of the registry's, whose load and calls run in worker threads like
   llama.cpp's; closing it while a call is still in its thread aborts the process (what llama.cpp does, a segfault).
 - ``KILLABLE_EVENTS=path``: append one line per event (``load``, ``loaded``, ``call``, ``commit``) to that file, so
-  the test knows when to kill.
+  the test knows when to kill; with the real engine only ``load``, ``loaded`` and ``commit``.
 - ``KILLABLE_DELAY=s``: seconds each fake engine call takes (default 0.15).
 - ``KILLABLE_COMMIT_DELAY=s``: sleep inside each store transaction, before COMMIT, to be killed mid-commit.
 """
@@ -102,6 +102,22 @@ def main() -> None:
 
     if os.environ.get("KILLABLE_FAKE") == "1":
         bench.create_engine = lambda spec, weights, gpu=None: ThreadedFakeEngine(spec, weights)  # type: ignore[assignment]
+    elif EVENTS:
+        real = bench.create_engine
+
+        def create_engine(spec: Any, weights: str, gpu: Any = None) -> Engine:
+            engine = real(spec, weights, gpu=gpu)
+            load = engine.load
+
+            async def evented_load() -> None:  # the real engine's load, announced so a test can kill inside it
+                event("load")
+                await load()
+                event("loaded")
+
+            engine.load = evented_load  # type: ignore[method-assign]
+            return engine
+
+        bench.create_engine = create_engine  # type: ignore[assignment]
     delay = float(os.environ.get("KILLABLE_COMMIT_DELAY", "0"))
     if delay:
         base = bench.Store

@@ -93,3 +93,17 @@ def test_export_to_an_unwritable_path_names_it(tmp_path: Path) -> None:
     target = tmp_path / "afile" / "e.csv"
     r = CliRunner().invoke(app, ["export", str(run_dir), "--out", str(target)])
     assert r.exit_code == 2 and "--out" in r.output and str(target) in r.output
+
+
+def test_html_report_where_its_figures_cannot_be_written_names_the_path(tmp_path: Path) -> None:
+    # A read-only run folder (the default --out) fails the same way as this: the figures beside report.html come
+    # first, and their OSError was a traceback. As root a chmod does not stop writes, so a file stands in the way.
+    pytest.importorskip("matplotlib")
+    run_dir = make_run(tmp_path, n_eps=2)
+    (tmp_path / "afile").write_text("")
+    target = tmp_path / "afile" / "report.html"
+    before = files(run_dir)
+    r = CliRunner().invoke(app, ["report", "--html", "--no-md", str(run_dir), "--out", str(target)])
+    assert r.exit_code == 2, r.output
+    assert "--out" in r.output and str(tmp_path / "afile") in r.output and "Traceback" not in r.output
+    assert files(run_dir) == before

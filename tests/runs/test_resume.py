@@ -140,11 +140,13 @@ def _count(run_dir: Path) -> int:
 def test_kills_at_load_mid_episode_mid_commit_and_sigterm_then_resume(tmp_path: Path, embedded_weights: str) -> None:
     args = ["--benchmark", "callnavi", "--limit", "6", "-O", "task=routing", "--no-report", "--max-tokens", "16"]
     out, ev = tmp_path / "runs", tmp_path / "events"
-    # SIGKILL during the model load: the manifest exists, the engine versions are not recorded yet
-    p = killable(out, *args)
-    _until(lambda: any(out.glob("*/manifest.json")) if out.exists() else False)
+    # SIGKILL during the model load (inside llama.cpp's load, not before it): the engine versions are not recorded
+    load_ev = tmp_path / "load_events"
+    p = killable(out, *args, events=load_ev)
+    _until(lambda: load_ev.exists() and "load" in load_ev.read_text().split())
     p.kill()
     p.wait()
+    assert "loaded" not in load_ev.read_text().split(), "the load finished before the kill"
     (run_dir,) = list(out.iterdir())
     assert json.loads((run_dir / "manifest.json").read_text())["versions"] == {}
     resume = ["--resume", run_dir.name]

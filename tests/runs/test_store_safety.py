@@ -102,3 +102,30 @@ def test_an_episode_that_cannot_be_stored_is_recorded_as_failed(tmp_path: Path, 
     store.close()
     assert [r.episode_id for r in bad] == [eps[1].id]
     assert bad[0].error_category == "store_error" and "RecursionError" in (bad[0].error or "")
+
+
+@pytest.mark.parametrize(("fmt", "mode"), [("json", "paper"), ("yaml", "paper"), ("json", "reference")])
+def test_every_regression_reply_is_a_scored_failure_in_the_store(tmp_path: Path, fmt: str, mode: str) -> None:
+    """Each reply of tests/readers.py's REGRESSIONS through a real run of CallNavi's parameter task into the store:
+    every one stored, scored, with its reason; none an engine crash (issue 18 items 1 and 4)."""
+    from tests.readers import REGRESSIONS
+
+    b = CallNavi(None, {"format": fmt, "task": "params", "mode": mode})
+    eps = b.episodes()
+    repeats = -(-len(REGRESSIONS) // len(eps))
+    replies = iter(REGRESSIONS + ["{}"] * (repeats * len(eps) - len(REGRESSIONS)))
+    store = Store(tmp_path / "r.sqlite")
+    stats = asyncio.run(
+        run_items(
+            plan([(b, eps)], repeats, order="given"),
+            FakeEngine(lambda _req: next(replies)),
+            store,
+            RunContext(sampling=Sampling()),
+        )
+    )
+    store.close()
+    back = read_results(tmp_path / "r.sqlite")
+    assert stats.failed == 0 and len(back) == repeats * len(eps)
+    for r in back:
+        assert r.status == "scored" and r.error_category != "crash", (r.episode_id, r.repeat, r.error)
+        assert r.error and r.scores.get("ast") == 0.0, (r.episode_id, r.repeat, r.error)

@@ -37,7 +37,7 @@ def ref_wash(text: str) -> tuple[Any, bool]:
     body = text.replace("'", '"').replace("```json", "").replace("```", "")
     try:
         return json.loads(body), True
-    except ValueError:
+    except (ValueError, RecursionError):  # deep nesting is a reply that does not parse, never a crash
         return {}, False
 
 

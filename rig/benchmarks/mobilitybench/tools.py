@@ -177,7 +177,7 @@ def schema_valid(name: str, arguments: Any, lang: str = "en", extent: Any = None
     if isinstance(arguments, str):
         try:
             arguments = json.loads(arguments) if arguments.strip() else {}
-        except json.JSONDecodeError:
+        except (ValueError, RecursionError):  # rescored upstream arguments: bad JSON, huge integers, deep nesting
             return False
     if not isinstance(arguments, dict):
         return False

@@ -132,3 +132,16 @@ def test_reference_similarity_is_the_jaccard_fallback_unless_a_model_directory(t
     weather = M.Truth(scenario="Weather Query", slots={"weather_description": "多云转晴，东风3级"}, lang="zh")
     answer = _fence(route_index="", content="今天多云转晴天，风力东风三级", route_info="")
     assert ref_answer(answer, weather, CharJaccard(), ZH)[1] == 0.0  # Jaccard 0.5 is not > 0.8
+
+
+@pytest.mark.parametrize(
+    "raw", ["1" * 5000, "[" * 2000 + "]" * 2000, '{"keywords": ' + "9" * 5000 + "}"], ids=["int", "deep", "in-object"]
+)
+def test_rescored_string_arguments_past_json_limits_are_unusable_not_a_crash(raw: str) -> None:
+    # Upstream raw results carry arguments as text; Python's json.loads raises ValueError (not JSONDecodeError) on
+    # an integer over 4,300 digits and RecursionError on deep nesting (issue 18 item 4).
+    from rig.benchmarks.mobilitybench.scoring.records import call_args
+    from rig.benchmarks.mobilitybench.tools import schema_valid
+
+    assert call_args(raw) == {}
+    assert schema_valid("query_poi", raw) is False

@@ -93,6 +93,6 @@ def call_args(a: Any) -> dict[str, Any]:
         try:
             v = json.loads(a)
             return v if isinstance(v, dict) else {}
-        except json.JSONDecodeError:
+        except (ValueError, RecursionError):  # bad JSON, an integer over Python's digit limit, deep nesting
             return {}
     return {}

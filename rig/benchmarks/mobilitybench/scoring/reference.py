@@ -143,7 +143,7 @@ def _ref_block(answer: str) -> Any:
         return None
     try:
         return json.loads(answer.split("```json")[1].split("```")[0].strip())
-    except ValueError:
+    except (ValueError, RecursionError):  # deep nesting fails to parse like any other bad fence
         return None
 
 
