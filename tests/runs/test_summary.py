@@ -152,6 +152,9 @@ def test_a_judged_headline_names_its_judge_wherever_it_is_shown() -> None:
     t = ci_table(s, "m")
     assert t is not None and t.title.endswith("(judge: gemma3-270m, self-judged)")
     assert summary_row(s)[3] == "MCQ / reasoning score (judge: gemma3-270m, self-judged)"
+    from rig.runs.compare import judged_note
+
+    assert judged_note([("m", s)]) == "Headline scores given by a judge: m: judge: gemma3-270m, self-judged. "
     knowledge = EpisodeResult(
         benchmark="urbangeo", episode_id="k", repeat=0, tags={"module": "knowledge"}, scores={"correct": 1.0}
     )
