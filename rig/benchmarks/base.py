@@ -165,3 +165,9 @@ class Benchmark(abc.ABC):
     def headline(cls, result: EpisodeResult) -> float | None:
         """The one per-episode score used for confidence intervals and comparisons."""
         return None
+
+    @classmethod
+    def headline_source(cls, results: list[EpisodeResult], options: Any) -> str | None:
+        """Who gave the headline numbers when a reader must know it to trust them (a judge model: UrbanGeoEval's
+        reasoning total), printed beside the headline wherever it is shown; None when the program scored them."""
+        return None

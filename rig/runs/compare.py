@@ -170,6 +170,13 @@ def variant_labels(run_dirs: list[Path]) -> list[str]:
     return [c.model.name + ("@" + ",".join(f"{k}={getattr(c, k)}" for k in keys) if keys else "") for c in cfgs]
 
 
+def judged_note(labelled: list[tuple[str, RunSummary]]) -> str:
+    """Who gave each run's headline numbers where a judge did (UrbanGeoEval's reasoning totals), so a comparison of
+    self-judged scores says so; "" when every headline was scored by program."""
+    said = [f"{label}: {s.headline.source}" for label, s in labelled if s.headline and s.headline.source]
+    return f"Headline scores given by a judge: {'; '.join(said)}. " if said else ""
+
+
 def run_summary(run_dir: Path) -> RunSummary:
     """The variant's first (in practice only) benchmark, with its headline score per episode for pairing."""
     man = RunManifest.read(run_dir)
@@ -259,7 +266,9 @@ def compare_report(run_dirs: list[Path]) -> tuple[str, dict[str, Any]]:
             "Tool mode",
         ],
         rows=rows,
-        note="Accuracy = the benchmark's headline per-episode score, 95% bootstrap CI. " + warn,
+        note="Accuracy = the benchmark's headline per-episode score, 95% bootstrap CI. "
+        + judged_note(list(zip(labels, sums, strict=True)))
+        + warn,
     )
     t2 = Table(
         title=f"Paired differences against {labels[0]}",

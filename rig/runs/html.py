@@ -314,7 +314,8 @@ def html_report(run_dirs: list[Path], figures_dir: Path | None = None) -> str:
                         run=label,
                         run_no=i + 1,
                         benchmark=b.name,
-                        headline_name=bench.headline_name,
+                        headline_name=bench.headline_name
+                        + (f" ({summary.headline.source})" if summary.headline and summary.headline.source else ""),
                         summary=summary,
                         reasons=reasons,
                         replies=sum(len(r.generations) for r in results),

@@ -74,7 +74,7 @@ def ci_table(s: RunSummary, label: str) -> Table | None:
     if h is None or h.mean is None:
         return None
     return Table(
-        title="Headline score with 95% bootstrap CI",
+        title="Headline score with 95% bootstrap CI" + (f" ({h.source})" if h.source else ""),
         columns=["Model", "Samples", "Mean", "CI low", "CI high"],
         rows=[[label, h.samples, h.mean, h.low, h.high]],
     )

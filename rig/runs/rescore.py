@@ -10,8 +10,9 @@ Formats read (as the public harnesses write them):
   routing judge spells it). A ``ground_truth`` field, when present, must equal the question's, so a file aligned
   with another version of the data is refused rather than mis-scored. Each distinct iteration is one repeat.
 * MobilityBench: ``raw_results.json`` (``mbench run``): one record per case with ``case_id``, ``planner_output``
-  (``thinking``, ``intent``, ``steps``), ``worker_output`` (records with ``tool_calls`` of ``name`` and
-  ``args``), ``reporter_output``, ``token_usage`` per stage and ``error``. Each file is one repeat.
+  (``thinking``, ``intent``, ``steps``), ``worker_output`` (records with ``tool_calls`` of ``id``, ``name`` and
+  ``args``, and ``tool_results``: each call's answer by call id, the sandbox's ``{status, data, error}`` envelope
+  as text), ``reporter_output``, ``token_usage`` per stage and ``error``. Each file is one repeat.
 """
 
 from __future__ import annotations
@@ -168,6 +169,7 @@ def _mobilitybench(bench: Benchmark, files: list[Path], mode: str) -> tuple[list
 
     cases = {e.id: Case.model_validate(e.ground_truth) for e in bench.episodes()}
     backend = bench.backend()  # type: ignore[attr-defined]
+    ref_backend = bench.reference_backend()  # type: ignore[attr-defined]  # the reference's similarity
     framework = bench.opts.framework
     out: list[EpisodeResult] = []
     models: set[str] = set()
@@ -191,12 +193,13 @@ def _mobilitybench(bench: Benchmark, files: list[Path], mode: str) -> tuple[list
             if row.get("model_name"):
                 models.add(str(row["model_name"]))
             case = cases[cid]
-            pred, listed, has_constraints = _prediction(where, row)
-            paper_pred = pred.model_copy(update={"calls": _distinct(listed)})
+            pred, distinct, has_constraints = _prediction(where, row)
+            listed = pred.calls
+            paper_pred = pred.model_copy(update={"calls": distinct})
             both = {
                 "paper": M.score(paper_pred, case.truth, "paper", backend),
                 # the file's worker records already repeat earlier steps' calls, as the evaluator reads them
-                "reference": M.score(pred, case.truth, "reference", backend),
+                "reference": M.score(pred, case.truth, "reference", ref_backend),
             }
             if not has_constraints:
                 both["paper"]["IE"] = None  # the upstream planner writes no constraint object: not measured
@@ -217,6 +220,7 @@ def _mobilitybench(bench: Benchmark, files: list[Path], mode: str) -> tuple[list
                     "framework": framework,
                     "mode": mode,
                     "similarity_model": backend.name,
+                    "reference_similarity_model": ref_backend.name,
                     "stop": stop,
                     "lang": case.truth.lang,
                     "source": f.name,
@@ -254,16 +258,24 @@ def _prediction(where: str, row: dict[str, Any]) -> tuple[Any, list[Any], bool]:
     workers = row.get("worker_output") or []
     if not isinstance(workers, list):
         raise RescoreError(f"{where}, field worker_output: expected a list of worker records")
-    calls = []
+    calls, distinct, seen = [], [], set()
     for w, rec in enumerate(workers):
         tcs = (rec.get("tool_calls") or []) if isinstance(rec, dict) else []
         answers = rec.get("tool_results") if isinstance(rec, dict) else None
-        answers = answers if isinstance(answers, list) and len(answers) == len(tcs) else None
-        for j, tc in enumerate(tcs):
+        answers = answers if isinstance(answers, dict) else {}  # {tool call id: the ToolMessage's content}
+        for tc in tcs:
             if not isinstance(tc, dict) or not tc.get("name"):
                 raise RescoreError(f"{where}, field worker_output[{w}].tool_calls: a call without a name")
-            ok = None if answers is None else _answer_ok(answers[j])
-            calls.append(M.Call(name=str(tc["name"]), arguments=tc.get("args") or {}, task=w, ok=ok))
+            cid = str(tc.get("id") or "")
+            ok = _answer_ok(answers[cid]) if cid and cid in answers else None
+            call = M.Call(name=str(tc["name"]), arguments=tc.get("args") or {}, task=w, ok=ok)
+            calls.append(call)
+            # Paper mode counts each call once: later worker records repeat the calls of earlier plan steps, under
+            # the same id (without ids, an identical name and arguments is taken as the same call).
+            key = cid or json.dumps([call.name, call.arguments], sort_keys=True, ensure_ascii=False, default=str)
+            if key not in seen:
+                seen.add(key)
+                distinct.append(call)
     report = row.get("reporter_output") or ""
     if not isinstance(report, str):
         raise RescoreError(f"{where}, field reporter_output: expected text")
@@ -285,25 +297,28 @@ def _prediction(where: str, row: dict[str, Any]) -> tuple[Any, list[Any], bool]:
         completion_tokens=sum(int(s.get("completion_tokens") or 0) for s in stages.values()),
         usage=M.stage_usage(stages),
     )
-    return pred, calls, isinstance(constraints, dict)
+    return pred, distinct, isinstance(constraints, dict)
+
+
+_TOOL_FAILED = re.compile(r"^\s*(error\b|unknown tool\b|tool \S+ execution failed\b)", re.IGNORECASE)
 
 
 def _answer_ok(answer: Any) -> bool:
-    """A tool answer counts as successful unless it carries an error (field, or text starting with "Error")."""
+    """Whether a tool answer was a success. The sandbox answers ``{status, data, error}`` with status 0 SUCCESS and
+    1 FAILED (written as JSON, or as a Python literal with ``<ToolStatus...>``); a tool that raised, or an unknown
+    tool, leaves text ("Tool X execution failed: ...", "Unknown tool: X", "Error: ...")."""
+    from rig.benchmarks.mobilitybench.scoring.text import repair_literal
+
+    if isinstance(answer, str):
+        try:
+            answer = json.loads(answer)
+        except ValueError:
+            parsed = repair_literal(answer) if answer.lstrip().startswith("{") else None
+            answer = parsed if isinstance(parsed, dict) else answer
     if isinstance(answer, dict):
-        return not answer.get("error") and str(answer.get("status", "1")).lower() not in ("0", "error", "failed")
-    return not str(answer).strip().lower().startswith("error")
-
-
-def _distinct(calls: list[Any]) -> list[Any]:
-    """Paper mode counts each call once: later worker records repeat the calls of earlier plan steps."""
-    seen, out = set(), []
-    for c in calls:
-        key = (c.name, json.dumps(c.arguments, sort_keys=True, ensure_ascii=False, default=str))
-        if key not in seen:
-            seen.add(key)
-            out.append(c)
-    return out
+        status = str(answer.get("status", "0")).strip().upper()
+        return not answer.get("error") and status in ("0", "SUCCESS")
+    return not _TOOL_FAILED.match(str(answer))
 
 
 _READERS: dict[str, Callable[[Benchmark, list[Path], str], tuple[list[EpisodeResult], str | None]]] = {

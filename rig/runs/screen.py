@@ -46,6 +46,8 @@ def summary_row(s: RunSummary) -> list[str]:
     lat = NM if s.e2e_p50_s is None else f"{s.e2e_p50_s:.2f} s"
     tps = NM if s.decode_tps_median is None else f"{s.decode_tps_median:.1f}"
     what = get_benchmark_class(s.benchmark).headline_name if s.benchmark else "headline score"
+    if s.headline and s.headline.source:
+        what += f" ({s.headline.source})"
     return [s.benchmark or "all", eps, headline_text(s), what, cut, lat, tps, memory_text(s)]
 
 

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, Field
 
-from rig.benchmarks import get_benchmark_class
+from rig.benchmarks import get_benchmark_class, recorded_options
 from rig.records import EpisodeResult
 from rig.runs.config import BenchmarkInfo
 from rig.runs.manifest import RunManifest
@@ -38,6 +38,7 @@ class HeadlineScore(BaseModel):
     low: float | None = None
     high: float | None = None
     scores: list[EpisodeScore] = Field(default_factory=list)  # one per scored (episode, repeat), for paired comparisons
+    source: str | None = None  # who gave the numbers when it matters (a judge: "judge: X, self-judged"), else None
 
     def by_episode(self) -> dict[tuple[str, int], float]:
         return {(s.episode_id, s.repeat): s.score for s in self.scores}
@@ -131,8 +132,15 @@ def summarize(
         gpu_load_bytes=measured_gpu.load_bytes if measured_gpu else None,
         gpu_peak_bytes=(measured_gpu.peak_bytes or None) if measured_gpu else None,
         gpu_unavailable=gpu_unavailable,
-        headline=headline_score(results, headline) if headline else None,
+        headline=_headline(results, benchmark, headline) if headline else None,
     )
+
+
+def _headline(results: list[EpisodeResult], info: BenchmarkInfo | None, headline: EpisodeHeadline) -> HeadlineScore:
+    h = headline_score(results, headline)
+    if info is not None:
+        h.source = get_benchmark_class(info.name).headline_source(results, recorded_options(info))
+    return h
 
 
 def headline_score(results: list[EpisodeResult], headline: EpisodeHeadline) -> HeadlineScore:

@@ -7,7 +7,7 @@ from html import escape
 from pathlib import Path
 
 from rig.benchmarks.base import Table
-from rig.runs.compare import gib, paired, run_summary
+from rig.runs.compare import gib, judged_note, paired, run_summary
 from rig.runs.html import CSP, _table_html
 from rig.runs.plots import Point, figure_svg, pareto_plot
 from rig.runs.report import table_md
@@ -90,8 +90,11 @@ def leaderboard(cells: list[Cell], runs: dict[str, str | None], baseline: str) -
             title="Leaderboard",
             columns=COLUMNS,
             rows=rows,
-            note="Score = the benchmark's headline per-episode score with its 95% bootstrap CI, from each run's "
-            "RunSummary. Peak memory is the GPU peak where measured, else the process RSS peak.",
+            note=(
+                "Score = the benchmark's headline per-episode score with its 95% bootstrap CI, from each run's "
+                "RunSummary. Peak memory is the GPU peak where measured, else the process RSS peak. "
+                + judged_note([(f"{s.model} on {_bench(c)}", s) for c in cells if (s := sums.get(c.key))])
+            ).rstrip(),
         ),
         Table(
             title=f"Paired differences against {baseline}",

@@ -143,7 +143,8 @@ def _raw_results(tmp: Path) -> Path:
         "worker_output": [
             {
                 "tool_calls": [{"id": "1", "name": "weather_query", "args": {"city": "北京市", "need_forecast": True}}],
-                "tool_results": [{"status": "1", "data": "晴"}],
+                # the worker record's answers by call id: the ToolMessage text of the sandbox envelope (0 = SUCCESS)
+                "tool_results": {"1": json.dumps({"status": 0, "data": {"weather_description": "晴"}, "error": None})},
             }
         ],
         "reporter_output": "北京市明天晴，气温12℃",
@@ -232,3 +233,84 @@ def test_mobilitybench_without_tool_results_paper_delivery_is_not_measured(tmp_p
     weather = next(r for r in read_results(run / "results.sqlite") if r.episode_id == "case_1")
     assert weather.scores["paper:DR"] is None and weather.scores["paper:FPR"] is None
     assert weather.scores["reference:DR"] == 1.0  # the reference reads the answer text only
+
+
+def test_tool_answers_are_read_as_the_sandbox_and_the_worker_write_them() -> None:
+    from rig.runs.rescore import _answer_ok
+
+    ok = {"status": 0, "data": {"weather_description": "晴"}, "error": None}
+    failed = {"status": 1, "data": {}, "error": "POI '甲' 在沙盒中未找到"}
+    assert _answer_ok(json.dumps(ok, ensure_ascii=False)) and _answer_ok(ok)
+    assert not _answer_ok(json.dumps(failed, ensure_ascii=False)) and not _answer_ok(failed)
+    assert _answer_ok("{'status': <ToolStatus.SUCCESS: 0>, 'data': {'name': '甲'}, 'error': None}")
+    assert not _answer_ok("{'status': <ToolStatus.FAILED: 1>, 'data': {}, 'error': '未找到'}")
+    assert not _answer_ok("Tool driving_route execution failed: 1 validation error")
+    assert not _answer_ok("Unknown tool: get_route") and not _answer_ok("Error: invalid arguments")
+    assert _answer_ok("步行路线：全程800米")
+
+
+def _rescore_one(tmp: Path, rows: list[dict], mode: str = "paper", similarity: str = "jaccard") -> dict:
+    tmp.mkdir(exist_ok=True)
+    data = _mobility_csv(tmp)
+    raw = _write(tmp / "raw_results.json", rows)
+    run = rescore(
+        RescoreOptions(
+            benchmark="mobilitybench",
+            predictions=[raw],
+            data=data,
+            mode=mode,  # type: ignore[arg-type]
+            options={"similarity": similarity},
+            out=tmp / "runs",
+        )
+    )
+    return {r.episode_id: r for r in read_results(run / "results.sqlite")}
+
+
+def _poi_record(workers: list[dict]) -> dict:
+    return {
+        "case_id": "case_2",
+        "planner_output": {"thinking": "查颐和园", "intent": "地点查询", "steps": [["查询颐和园"], ["再查一次"]]},
+        "worker_output": workers,
+        "reporter_output": "颐和园位于116.27,39.99",
+        "token_usage": {},
+        "error": None,
+    }
+
+
+def test_paper_mode_reads_the_tool_results_and_counts_a_repeated_call_twice(tmp_path: Path) -> None:
+    ok = json.dumps({"status": 0, "data": {"name": "颐和园", "location": "116.27,39.99"}, "error": None})
+    q = {"name": "query_poi", "args": {"keywords": "颐和园"}}
+    # two plan steps each calling the same tool with the same arguments; the second record repeats the first call
+    workers = [
+        {"tool_calls": [{"id": "a", **q}], "tool_results": {"a": ok}},
+        {"tool_calls": [{"id": "a", **q}, {"id": "b", **q}], "tool_results": {"a": ok, "b": ok}},
+    ]
+    poi = _rescore_one(tmp_path, [_poi_record(workers)])["case_2"]
+    assert poi.scores["paper:DR"] == 1.0  # measured: the answers say the calls succeeded
+    assert poi.scores["paper:TS_R"] == 0.5  # two calls, one beyond the one-call program (one id: 1.0)
+    assert poi.scores["reference:TS_R"] == 1 - 0.6667  # rows a | a b, as the evaluator reads them
+    failed = json.dumps({"status": 1, "data": {}, "error": "POI '颐和园' 在沙盒中未找到"}, ensure_ascii=False)
+    workers[1]["tool_results"] = {"a": ok, "b": failed}
+    poi = _rescore_one(tmp_path / "f", [_poi_record(workers)])["case_2"]
+    assert poi.scores["paper:DR"] == 0.0  # a failed call never recovered
+
+
+def test_reference_mode_uses_the_references_similarity(tmp_path: Path) -> None:
+    rows = [
+        {
+            "case_id": "case_1",
+            "planner_output": {"thinking": "查北京明天天气", "intent": "天气查询", "steps": [["查询北京明天天气"]]},
+            "worker_output": [],
+            "reporter_output": "北京市明天晴，气温12摄氏度",
+            "token_usage": {},
+            "error": None,
+        }
+    ]
+    # the paper-mode backend lower-cases; the reference's fallback does not, and is the one reference mode uses
+    weather = _rescore_one(tmp_path / "a", rows, "reference", "jaccard-lower")["case_1"]
+    assert weather.tags["similarity_model"] == "char-jaccard-lower"
+    assert weather.tags["reference_similarity_model"] == "char-jaccard"
+    from rig.benchmarks.mobilitybench.benchmark import mobility_tables
+
+    ref_table = next(t for t in mobility_tables([weather], "m") if "reference metric mode" in t.title)
+    assert "Jaccard unless a model directory): char-jaccard." in (ref_table.note or "")

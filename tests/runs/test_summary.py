@@ -132,3 +132,32 @@ def test_report_prints_a_zero_byte_peak_as_not_measured(tmp_path: Path) -> None:
     man.peak_rss_bytes = 0
     man.write(run_dir)
     assert "| Peak process RSS | not measured |" in report_markdown(run_dir)
+
+
+def test_a_judged_headline_names_its_judge_wherever_it_is_shown() -> None:
+    """UrbanGeoEval's headline mixes in the reasoning total, which rests on the judge's R (issue 19): the CI table,
+    the one-screen row and the HTML dashboard say who judged ("self-judged" when the candidate did)."""
+    from rig.benchmarks.urbangeo.benchmark import UrbanGeoEval
+    from rig.runs.config import BenchmarkInfo
+    from rig.runs.report import ci_table
+    from rig.runs.screen import summary_row
+
+    def reasoning(i: int, pct: float) -> EpisodeResult:
+        tags = {"module": "reasoning", "task": "DS", "judge": "gemma3-270m", "judge_self": "yes"}
+        return EpisodeResult(benchmark="urbangeo", episode_id=f"r{i}", repeat=0, tags=tags, scores={"total_pct": pct})
+
+    info = BenchmarkInfo(name="urbangeo", version="1", data_path="x", data_hash="h", options={}, episodes=2)
+    s = summarize(manifest(), [reasoning(0, 40.0), reasoning(1, 60.0)], info, UrbanGeoEval.headline)
+    assert s.headline is not None and s.headline.source == "judge: gemma3-270m, self-judged"
+    t = ci_table(s, "m")
+    assert t is not None and t.title.endswith("(judge: gemma3-270m, self-judged)")
+    assert summary_row(s)[3] == "MCQ / reasoning score (judge: gemma3-270m, self-judged)"
+    from rig.runs.compare import judged_note
+
+    assert judged_note([("m", s)]) == "Headline scores given by a judge: m: judge: gemma3-270m, self-judged. "
+    knowledge = EpisodeResult(
+        benchmark="urbangeo", episode_id="k", repeat=0, tags={"module": "knowledge"}, scores={"correct": 1.0}
+    )
+    assert summarize(manifest(), [knowledge, knowledge], info, UrbanGeoEval.headline).headline.source is None  # type: ignore[union-attr]
+    # a program-scored benchmark names no source
+    assert summarize(manifest(), [result("a"), result("b")], None, headline).headline.source is None  # type: ignore[union-attr]

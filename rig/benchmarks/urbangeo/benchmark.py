@@ -23,7 +23,7 @@ from rig.benchmarks.urbangeo import reasoning as R
 from rig.benchmarks.urbangeo.judge import REASON_MAX, Judge, JudgeConfigError
 from rig.benchmarks.urbangeo.prompts import knowledge_messages, reasoning_messages
 from rig.benchmarks.urbangeo.scoring import parse_letter, program_answer, sections
-from rig.benchmarks.urbangeo.tables import PROGRAM_TASKS, urbangeo_tables
+from rig.benchmarks.urbangeo.tables import PROGRAM_TASKS, judged_by, urbangeo_tables
 from rig.decoding.constraint import Constraint
 from rig.engines.base import Engine
 from rig.records import ChatRequest, Episode, EpisodeResult
@@ -405,6 +405,11 @@ class UrbanGeoEval(Benchmark):
             return result.scores.get("correct")
         pct = result.scores.get("total_pct")
         return None if pct is None else pct / 100.0
+
+    @classmethod
+    def headline_source(cls, results: list[EpisodeResult], options: Any) -> str | None:
+        """The reasoning total rests on the judge's R: name it ("self-judged" when the candidate graded itself)."""
+        return judged_by(results, options) if any(r.tags.get("module") == "reasoning" for r in results) else None
 
     @classmethod
     def tables(cls, results: list[EpisodeResult], options: Any, label: str = "") -> list[Table]:

@@ -155,3 +155,11 @@ def test_mode_in_tags_and_table(callnavi_data) -> None:  # type: ignore[no-untyp
 def test_reference_mode_refuses_yaml(callnavi_data) -> None:  # type: ignore[no-untyped-def]
     with pytest.raises(DataError, match="mode=reference"):
         CallNavi(callnavi_data, {"mode": "reference", "format": "yaml"})
+
+
+def test_empty_dict_in_the_ground_truth_is_a_wildcard_in_reference() -> None:  # notes B5.1 j (ban010)
+    gt = {"API": ["addHolder"], "parameters": [{"accountID": "1", "holderDetails": {}}]}
+    v = ref_ast({"API": ["addHolder"], "parameters": [{"accountID": "1", "holderDetails": {"name": "A"}}]}, gt)
+    assert (v.order, v.structure, v.ast) == (True, True, True)
+    v = ref_ast({"API": ["addHolder"], "parameters": [{"accountID": "1"}]}, gt)  # the key must still be there
+    assert (v.order, v.structure, v.ast) == (True, False, False)

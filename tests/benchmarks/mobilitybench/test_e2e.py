@@ -182,3 +182,34 @@ def test_packaged_similarity_model_loads_offline() -> None:
     same = b.score("overcast and minus two degrees", "overcast, -2 degrees")
     other = b.score("overcast and minus two degrees", "Take tram 6 to Hakaniemi")
     assert 0.5 < same <= 1.0001 and other < same
+
+
+def test_plan_and_execute_records_workers_as_the_reference_captures_them(helsinki_pack: Path) -> None:
+    """Issue 19: the agent records one worker per task (parallel tasks, and a worker that made no call), so reference
+    mode's cumulative capture sees what the public evaluator's tool table holds. mb-p2p-01's program is
+    [query_poi, query_poi, walking_route]; the plan [[c0], [c1, c2], [no call]] gives the records
+    c0 | c0 c1 | c0 c2 | c0 c1 c2: 8 rows, 3 useful, TS-R 1 - 0.625."""
+    bench = _bench(framework="plan")
+    ep = next(e for e in bench.episodes() if e.id == "mb-p2p-01")
+    case = Case.model_validate(ep.ground_truth)
+    program = case.truth.tool_list
+
+    def answer(req: ChatRequest) -> str:
+        system = req.messages[0].content
+        if "You are the planner" in system:
+            steps = [["call 0: a"], ["call 1: b", "call 2: c"], ["nothing: say hello"]]
+            plan = {"thinking": "t", "intent": case.scenario, "constraints": {}, "steps": steps}
+            return json.dumps({"name": "make_plan", "arguments": plan})
+        if "You are a worker" in system:
+            task = req.messages[-1].content
+            if "nothing" in task:
+                return "hello"  # no call
+            i = int(task.split("call ")[1].split(":")[0])
+            return json.dumps({"name": program[i]["name"], "arguments": program[i]["arguments"]})
+        return json.dumps({"name": "final_answer", "arguments": {"answer": "Walk there.", "route_index": 0}})
+
+    ctx = RunContext(sampling=Sampling(max_tokens=512), tool_mode="json")
+    r = asyncio.run(bench.run_episode(ep, FakeEngine(answer=answer), ctx, 0))
+    assert r.scores["reference:TS_P"] == 1.0
+    assert r.scores["reference:TS_R"] == pytest.approx(1 - 0.625)  # 0.6 if the no-call worker went unrecorded
+    assert r.scores["paper:TS_R"] == 1.0  # paper mode: each call once, exactly the program

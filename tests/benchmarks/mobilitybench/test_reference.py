@@ -145,3 +145,49 @@ def test_rescored_string_arguments_past_json_limits_are_unusable_not_a_crash(raw
 
     assert call_args(raw) == {}
     assert schema_valid("query_poi", raw) is False
+
+
+def test_sc_is_rounded_to_four_decimals() -> None:
+    # three paired calls with c*f = 1, 1, 0 (the third has a key outside check_max): SC 2/3 -> 0.6667
+    truth = M.Truth(scenario="POI Query", lang="zh", tool_list=[Q, Q, Q])
+    calls = [
+        ("query_poi", {"keywords": "甲"}),
+        ("query_poi", {"keywords": "乙"}),
+        ("query_poi", {"keywords": "丙", "x": 1}),
+    ]
+    assert ref_tools(calls, truth)[2] == 0.6667
+
+
+def test_only_ground_truth_tool_names_are_renamed() -> None:
+    # the reference maps the GT's traffic_status_road_api to traffic_status; a call named the GT's way is not renamed
+    truth = M.Truth(
+        scenario="Traffic Info Query",
+        lang="zh",
+        tool_list=[{"name": "traffic_status_road_api", "arguments": {"name": "示例大道", "city": "北京市"}}],
+    )
+    args = {"name": "示例大道", "city": "北京市"}
+    assert ref_tools([("traffic_status", args)], truth) == (1.0, 1.0, 1.0)
+    assert ref_tools([("traffic_status_road_api", args)], truth) == (0.0, 0.0, 0.0)  # rig said 1.0, 1.0, 1.0
+
+
+def test_intent_similarity_does_not_strip() -> None:
+    # label 路线规划; " 规划路线x": chars {space, 规, 划, 路, 线, x} vs the label's four -> 4/6 < 0.7 (stripped: 4/5)
+    assert M.ref_intent(" 规划路线x", "Point-to-Point Planning", CharJaccard(), ZH) == 0.0
+    assert M.ref_intent("规划路线x", "Point-to-Point Planning", CharJaccard(), ZH) == 1.0
+    assert M.ref_intent("路线规划 ", "Point-to-Point Planning", CharJaccard(), ZH) == 1.0  # containment
+
+
+def test_answer_rules_look_the_scenario_up_exactly() -> None:
+    # the answer metric's scenario table is read with .get (no partial match): "Nearby" is the general type
+    answer = "附近有示例超市和示例餐厅，步行约五分钟"
+    near = {"near_poi_ans": {"data": {"pois": []}}}
+    assert ref_answer(answer, M.Truth(scenario="Nearby Query", slots=near, lang="zh"), CharJaccard(), ZH) == (1.0, 1.0)
+    assert ref_answer(answer, M.Truth(scenario="Nearby", slots=near, lang="zh"), CharJaccard(), ZH) == (1.0, 0.0)
+
+
+def test_general_type_reads_the_route_index_from_the_content() -> None:
+    # general type with a route answer: the route rule runs on the content, so the fence's empty index does not hide
+    # the content's "方案1", while the whole answer's index ("") would give 0
+    truth = M.Truth(scenario="Other Query", slots={"route_ans": {"route": {}}}, lang="zh")
+    answer = _fence(route_index="", content="推荐方案1，全程约12公里", route_info="")
+    assert ref_answer(answer, truth, CharJaccard(), ZH) == (1.0, 1.0)

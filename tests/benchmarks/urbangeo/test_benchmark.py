@@ -126,6 +126,7 @@ def test_oracle_scores_full_marks_and_records_the_judge(bench: UrbanGeoEval, epi
             assert r.scores["correct"] == 1.0 and r.tags["answer_constraint"] == "none"
             continue
         assert r.tags["judge"] == "fake" and r.tags["judge_temperature"] == "0.6"
+        assert r.tags["judge_self"] == "yes"  # the default judge is the candidate: tables say "self-judged"
         judge = r.output["judge"]
         assert judge["model"] == "fake" and judge["temperature"] == 0.6 and judge["status"] == "ok"
         assert r.scores["reason"] == 12.0 and r.scores["judge_parsed"] == 1.0

@@ -28,8 +28,8 @@ from rig.benchmarks.mobilitybench.scoring.text import (
     haversine_km,
     repair_literal,
 )
-from rig.benchmarks.mobilitybench.similarity import Backend, CharJaccard, sim
-from rig.benchmarks.mobilitybench.tools import GT_ALIASES, parse_lonlat
+from rig.benchmarks.mobilitybench.similarity import Backend, CharJaccard
+from rig.benchmarks.mobilitybench.tools import parse_lonlat
 
 REF_COORD_KM = 1.0
 
@@ -64,7 +64,7 @@ def ref_intent(intent: str | None, scenario: str, backend: Backend, lex: Lexicon
         return None
     label = lookup_scenario(lex.intent_labels, scenario) or "Unknown intent"
     b = CharJaccard(lower=True) if isinstance(backend, CharJaccard) else backend  # the ID copy lower-cases
-    return 1.0 if sim(intent, label, b) >= ID_THRESHOLD else 0.0
+    return 1.0 if ref_sim(intent, label, b) >= ID_THRESHOLD else 0.0  # unstripped, as there
 
 
 def ref_extraction(thinking: str, steps: list[str] | None, scenario: str, slots: Mapping[str, Any]) -> float | None:
@@ -97,7 +97,7 @@ def ref_tools(calls: list[tuple[str, Any]], truth: Truth) -> tuple[float | None,
     gt = gt_calls(truth)
     if not gt or not calls:
         return None, None, None
-    pred = [(GT_ALIASES.get(n, n), call_args(a)) for n, a in calls]
+    pred = [(n, call_args(a)) for n, a in calls]  # only GT names are renamed there: a call of the GT's name misses
     gt_names, pred_names = Counter(n for n, _ in gt), Counter(n for n, _ in pred)
     # Rounded to 4 decimals as the reference rounds them; TS_R subtracts the rounded redundancy, so 1 - 0.3333
     # stays 0.6667000000000001, bit for bit.
@@ -202,7 +202,7 @@ def ref_answer(answer: str, truth: Truth, backend: Backend, lex: Lexicon) -> tup
     content = ref_content(answer)
     if len(content) == 0:
         content = answer
-    etype = lookup_scenario(EVAL_TYPE, truth.scenario) or "general"
+    etype = EVAL_TYPE.get(truth.scenario, "general")  # the answer metric looks the scenario up exactly
     idx = ref_route_index(answer, lex)
     g = truth.slots
     # Whitespace-only (or non-text) content delivers nothing; "nan" is compared without stripping, as there.
@@ -282,9 +282,10 @@ def _ref_pass(etype: str, content: str, idx: str | None, g: Mapping[str, Any], b
             return 1.0 if desc in content or ref_sim(content, desc, backend) > ANSWER_THRESHOLD else 0.0
         n = count_words(content, lex.traffic_judge_kw)
         return 1.0 if n >= 2 else 0.5 if n == 1 else 0.0
-    # general
+    # general: the route rule reads the index from the content there, not from the whole answer
     if g.get("route_ans"):
-        return 1.0 if idx and idx != "-1" else 0.0
+        cidx = ref_route_index(content, lex)
+        return 1.0 if cidx and cidx != "-1" else 0.0
     if g.get("weather_description"):
         return _ref_weather(content, g, backend)
     if g.get("poi_result"):
