@@ -24,12 +24,14 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from rig.runs.bench import BenchError, RunLock
 from rig.runs.compare import bench_argv
 from rig.runs.manifest import RunManifest
 from rig.sweep.spec import Cell, SweepSpec
 
 BENCH_ENTRY = ("-m", "rig.cli")  # what follows the interpreter in a cell's command; tests swap in a fake engine
 STATE = "job.json"
+LOCK_WAIT_S = 120.0  # how long a retry waits for the previous attempt's process to let go of the run
 
 
 class JobState(BaseModel):
@@ -99,6 +101,21 @@ def episode_counts(jdir: Path) -> tuple[int, int | None]:
     return done, planned
 
 
+def wait_for_run(run: Path, timeout: float = LOCK_WAIT_S) -> None:
+    """Wait until no process holds the run's lock. A dead worker's cell process can outlive it for a while (Ray sends
+    it SIGTERM and `rig bench` finishes its engine call before it exits): a retry started at once would find the run
+    locked and fail as bad input. After `timeout` the retry goes ahead and `rig bench` names the holder."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            RunLock(run).release()
+            return
+        except BenchError:
+            if time.monotonic() > deadline:
+                return
+            time.sleep(0.2)
+
+
 def _read_state(jdir: Path) -> JobState | None:
     p = jdir / STATE
     return JobState.model_validate_json(p.read_text()) if p.exists() else None
@@ -125,6 +142,8 @@ def attempt(
     jdir.mkdir(parents=True, exist_ok=True)
     node = socket.gethostname()
     prev = run_folder(jdir)
+    if prev is not None:
+        wait_for_run(prev)
     # Ray (or the local scheduler) has narrowed CUDA_VISIBLE_DEVICES to this cell's GPUs: the first is ordinal 0.
     opts = cell.bench_options(
         jdir,

@@ -13,11 +13,12 @@ from pathlib import Path
 
 import pytest
 
+from rig.runs.bench import RunLock
 from rig.runs.compare import run_summary
 from rig.runs.manifest import RunManifest
 from rig.runs.store import Store
 from rig.sweep.leaderboard import write_leaderboard
-from rig.sweep.run import JobState, job_dir, run_folder, run_sweep
+from rig.sweep.run import JobState, attempt, job_dir, run_folder, run_sweep
 from rig.sweep.spec import load_sweep
 from tests.conftest import REPO
 
@@ -153,6 +154,34 @@ def test_killed_cell_is_retried_and_resumed_without_loss_or_repeat(
     keys = stored(run)
     assert len(keys) == len(set(keys)) == 6  # every episode once: none lost, none run twice
     assert RunManifest.read(run).status == "finished"
+
+
+def test_a_retry_waits_for_the_dead_attempts_process_to_let_go_of_the_run(sweep_dir: Path) -> None:
+    # A killed Ray worker's cell process gets SIGTERM and finishes its engine call before it exits; the retry, started
+    # at once, must wait for it rather than fail on the run lock (exit 2, which is never retried).
+    f = write(sweep_dir, "models: [fake-a]\nbenchmarks: [callnavi]\nlimit: 2\nmodels_file: models.yaml\n")
+    spec, cells = load_sweep(f)
+    out = (sweep_dir / "out").resolve()
+    run_sweep(spec, cells, out, entry=FAKE, say=lambda m: None)
+    jd = job_dir(out, cells[0], 0, 1)
+    run = run_folder(jd)
+    assert run is not None
+    before = stored(run)
+    man = RunManifest.read(run)
+    man.status = "interrupted"  # as the previous attempt leaves it once it exits
+    man.write(run)
+    held = RunLock(run)  # that process, still running
+    releaser = threading.Timer(6.0, held.release)
+    releaser.start()
+    t0 = time.monotonic()
+    try:
+        a = attempt(cells[0], jd, 0, 1, 0, FAKE)
+    finally:
+        releaser.cancel()
+        held.release()
+    assert a.returncode == 0 and a.finished, a.error
+    assert time.monotonic() - t0 >= 6.0
+    assert RunManifest.read(run).status == "finished" and stored(run) == before
 
 
 def test_cell_that_keeps_dying_is_reported_and_the_sweep_goes_on(
