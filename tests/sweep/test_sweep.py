@@ -116,6 +116,33 @@ def test_sweep_runs_each_cell_then_skips_finished_ones(sweep_dir: Path) -> None:
     assert logs == {c.key: (out / "cells" / c.key / "bench.log").stat().st_size for c in cells}
 
 
+@pytest.mark.parametrize("gpus,num_gpus,together", [("", 0, False), ("0,1", 0, False), ("0,1", 1, True)])
+def test_local_cells_run_at_once_where_the_gpus_allow(
+    sweep_dir: Path, monkeypatch: pytest.MonkeyPatch, gpus: str, num_gpus: int, together: bool
+) -> None:
+    # CPU-only (or cells asking no GPU): one cell at a time; two GPUs and one per cell: two at once, one GPU each
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", gpus)
+    monkeypatch.setenv("FAKE_DELAY", "0.5")
+    f = write(
+        sweep_dir,
+        "models: [fake-a, fake-b]\nbenchmarks: [{name: callnavi, options: {task: routing}}]\nlimit: 3\n"
+        f"models_file: models.yaml\nresources: {{num_gpus: {num_gpus}}}\n",
+    )
+    spec, cells = load_sweep(f)
+    res = run_sweep(spec, cells, sweep_dir / "out", entry=FAKE, say=lambda m: None)
+    assert res.failed == []
+    spans = []
+    for c in cells:
+        man = RunManifest.read(Path(res.cells[c.key] or ""))
+        assert man.finished_at is not None
+        spans.append((man.started_at, man.finished_at))
+    (a0, a1), (b0, b1) = spans
+    assert (a0 < b1 and b0 < a1) == together, spans
+    logs = [(sweep_dir / "out" / "cells" / c.key / "bench.log").read_text() for c in cells]
+    seen = sorted(line.split("=", 1)[1] for log in logs for line in log.splitlines() if "CUDA_VISIBLE_DEVICES" in line)
+    assert seen == (["0", "1"] if together else [gpus, gpus])
+
+
 def test_killed_cell_is_retried_and_resumed_without_loss_or_repeat(
     sweep_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
