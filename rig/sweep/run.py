@@ -320,6 +320,7 @@ def run_sweep(
     running: dict[Future[tuple[Attempt, bytes | None]], tuple[Cell, int, Path, JobState]] = {}
     queue = list(todo)
     started: dict[int, float] = {}
+    tries: dict[int, int] = {}  # attempts in this sweep run: a re-run gives a failed cell its retries afresh
 
     def report() -> None:
         if on_update:
@@ -334,6 +335,7 @@ def run_sweep(
                 jd.mkdir(parents=True, exist_ok=True)
                 st.status = "running"
                 st.attempts += 1
+                tries[id(st)] = tries.get(id(st), 0) + 1
                 _write_state(jd, st)
                 started[id(st)] = time.perf_counter()
                 running[submit(c, s, jd)] = (c, s, jd, st)
@@ -361,11 +363,11 @@ def run_sweep(
                 st.run_id, st.process_s = a.run_id or st.run_id, a.process_s
                 if a.finished:
                     st.status = "done"
-                elif a.returncode == 2 or st.attempts > spec.max_retries:
+                elif a.returncode == 2 or tries[id(st)] > spec.max_retries:
                     # exit 2 is bad input: the same command would fail the same way, so it is not retried
                     st.status = "failed"
                     st.errors.append(a.error or "failed")
-                    say(f"cell {st.name} failed after {st.attempts} attempt(s): {a.error}")
+                    say(f"cell {st.name} failed after {tries[id(st)]} attempt(s): {a.error}")
                 else:
                     st.errors.append(a.error or "failed")
                     say(f"cell {st.name}: {a.error}; retrying (attempt {st.attempts + 1})")

@@ -227,6 +227,10 @@ def test_cell_that_keeps_dying_is_reported_and_the_sweep_goes_on(
     assert good.status == "done" and res.failed == [cells[0].key] and res.cells[cells[0].key] is None
     md = write_leaderboard(sweep_dir / "out", cells, res.cells, "fake-b")
     assert "### Failed cells" in md and cells[0].key in md.split("### Failed cells")[1]
+    # re-running the sweep retries the failed cell afresh (the limit is per run), the finished one is left alone
+    again = run_sweep(spec, cells, sweep_dir / "out", entry=FAKE, say=lambda m: None)
+    assert again.jobs[0].status == "failed" and again.jobs[0].attempts == 4 and len(again.jobs[0].errors) == 2
+    assert again.jobs[1].attempts == 1
 
 
 def test_two_shards_merged_equal_one_run(sweep_dir: Path) -> None:
