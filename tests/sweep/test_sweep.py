@@ -211,6 +211,29 @@ def test_a_retry_waits_for_the_dead_attempts_process_to_let_go_of_the_run(sweep_
     assert RunManifest.read(run).status == "finished" and stored(run) == before
 
 
+def test_resuming_a_cell_whose_model_changed_is_refused_not_mixed(sweep_dir: Path) -> None:
+    # The cell's folder name covers the sweep's fields, not the models.yaml entry: rig bench --resume checks the
+    # run's config hash, and the cell fails (bad input: not retried) instead of mixing two models' results.
+    f = write(sweep_dir, "models: [fake-a]\nbenchmarks: [callnavi]\nlimit: 2\nmodels_file: models.yaml\n")
+    spec, cells = load_sweep(f)
+    out = (sweep_dir / "out").resolve()
+    run_sweep(spec, cells, out, entry=FAKE, say=lambda m: None)
+    run = run_folder(job_dir(out, cells[0], 0, 1))
+    assert run is not None
+    before = stored(run)
+    man = RunManifest.read(run)
+    man.status = "interrupted"
+    man.write(run)
+    (sweep_dir / "models.yaml").write_text(MODELS.replace("context_length: 4096", "context_length: 2048", 1))
+    spec, cells2 = load_sweep(f)
+    assert cells2[0].key == cells[0].key
+    res = run_sweep(spec, cells2, out, entry=FAKE, say=lambda m: None)
+    job = res.jobs[0]
+    assert job.status == "failed" and job.attempts == 2 and len(job.errors) == 1
+    assert "exit 2" in job.errors[0] and "model.context_length: 4096 -> 2048" in job.errors[0]
+    assert stored(run) == before and RunManifest.read(run).status == "interrupted"
+
+
 def test_cell_that_keeps_dying_is_reported_and_the_sweep_goes_on(
     sweep_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
