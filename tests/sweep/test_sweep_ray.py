@@ -40,6 +40,7 @@ def cluster() -> Iterator[str]:
     with open(log, "wb") as out:
         argv = [sys.executable, "-m", "ray.scripts.scripts", "start", "--head", "--node-ip-address", "127.0.0.1"]
         argv += ["--port", str(port), "--num-cpus", "2", "--include-dashboard", "false", "--disable-usage-stats"]
+        argv += ["--num-gpus", "2"]  # declared, not real: Ray hands them out to tasks as CUDA_VISIBLE_DEVICES
         proc = subprocess.Popen(
             [*argv, "--temp-dir", tmp, "--block"],
             stdout=out,
@@ -69,7 +70,7 @@ def sweep_dir(tmp_path: Path) -> Path:
     return tmp_path
 
 
-def rig_sweep(f: Path, out: Path, *args: str) -> subprocess.CompletedProcess[str]:
+def rig_sweep(f: Path, out: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     """`rig sweep` as a user runs it (with the fake engine in its cells), from the repository."""
     return subprocess.run(
         [sys.executable, "-m", "tests.sweep.fake_cell", "sweep", str(f), "--out", str(out), *args],
@@ -77,18 +78,22 @@ def rig_sweep(f: Path, out: Path, *args: str) -> subprocess.CompletedProcess[str
         text=True,
         timeout=300,
         cwd=REPO,
-        env=os.environ | RAY_ENV,
+        env=os.environ | RAY_ENV | (env or {}),
     )
 
 
-def test_sweep_joins_a_running_cluster_by_address(cluster: str, sweep_dir: Path) -> None:
+@pytest.mark.parametrize("how", ["address", "auto"])
+def test_sweep_joins_a_running_cluster(cluster: str, sweep_dir: Path, how: str) -> None:
     f = write(
         sweep_dir,
         "models: [fake-a, fake-b]\nbenchmarks: [{name: callnavi, options: {task: routing}}]\nlimit: 2\n"
         "models_file: models.yaml\nresources: {num_cpus: 1}\n",
     )
     out = sweep_dir / "out"
-    r = rig_sweep(f, out, "--ray", cluster)
+    if how == "address":
+        r = rig_sweep(f, out, "--ray", cluster)
+    else:  # as on a cluster node, where RAY_ADDRESS (or `ray start`'s own record) names the cluster
+        r = rig_sweep(f, out, "--ray", "auto", env={"RAY_ADDRESS": cluster})
     assert r.returncode == 0, r.stderr[-3000:]
     assert r.stdout.startswith("# rig sweep (2 cells)")
     _, cells = load_sweep(f)
@@ -103,6 +108,30 @@ def test_sweep_joins_a_running_cluster_by_address(cluster: str, sweep_dir: Path)
             c.key in line and "done" in line and host in line and "2/2" in line for line in r.stderr.splitlines()
         )
     assert (out / "leaderboard.html").exists()
+
+
+def test_cells_get_the_gpus_they_ask_ray_for(cluster: str, sweep_dir: Path) -> None:
+    f = write(
+        sweep_dir,
+        "models: [fake-a, fake-b]\nbenchmarks: [{name: callnavi, options: {task: routing}}]\nlimit: 3\n"
+        "models_file: models.yaml\nresources: {num_gpus: 1, num_cpus: 1}\n",
+    )
+    out = sweep_dir / "out"
+    r = rig_sweep(f, out, "--ray", cluster)
+    assert r.returncode == 0, r.stderr[-3000:]
+    _, cells = load_sweep(f)
+    devices, spans = [], []
+    for c in cells:
+        jd = job_dir(out, c, 0, 1)
+        devices += [line.split("=", 1)[1] for line in (jd / "bench.log").read_text().splitlines() if "VISIBLE" in line]
+        run = run_folder(jd)
+        assert run is not None
+        man = RunManifest.read(run)
+        assert man.finished_at is not None and man.config.gpu == 0  # the first (only) GPU it was given
+        spans.append((man.started_at, man.finished_at))
+    assert sorted(devices) == ["0", "1"]  # one GPU each, not the same one
+    (a0, a1), (b0, b1) = spans
+    assert a0 < b1 and b0 < a1  # two GPUs, two cells at once
 
 
 def test_ray_worker_killed_mid_cell_is_retried_and_resumed(cluster: str, sweep_dir: Path) -> None:
