@@ -24,12 +24,14 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from rig.runs.bench import BenchError, RunLock
 from rig.runs.compare import bench_argv
 from rig.runs.manifest import RunManifest
 from rig.sweep.spec import Cell, SweepSpec
 
 BENCH_ENTRY = ("-m", "rig.cli")  # what follows the interpreter in a cell's command; tests swap in a fake engine
 STATE = "job.json"
+LOCK_WAIT_S = 120.0  # how long a retry waits for the previous attempt's process to let go of the run
 
 
 class JobState(BaseModel):
@@ -99,6 +101,21 @@ def episode_counts(jdir: Path) -> tuple[int, int | None]:
     return done, planned
 
 
+def wait_for_run(run: Path, timeout: float = LOCK_WAIT_S) -> None:
+    """Wait until no process holds the run's lock. A dead worker's cell process can outlive it for a while (Ray sends
+    it SIGTERM and `rig bench` finishes its engine call before it exits): a retry started at once would find the run
+    locked and fail as bad input. After `timeout` the retry goes ahead and `rig bench` names the holder."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            RunLock(run).release()
+            return
+        except BenchError:
+            if time.monotonic() > deadline:
+                return
+            time.sleep(0.2)
+
+
 def _read_state(jdir: Path) -> JobState | None:
     p = jdir / STATE
     return JobState.model_validate_json(p.read_text()) if p.exists() else None
@@ -125,6 +142,8 @@ def attempt(
     jdir.mkdir(parents=True, exist_ok=True)
     node = socket.gethostname()
     prev = run_folder(jdir)
+    if prev is not None:
+        wait_for_run(prev)
     # Ray (or the local scheduler) has narrowed CUDA_VISIBLE_DEVICES to this cell's GPUs: the first is ordinal 0.
     opts = cell.bench_options(
         jdir,
@@ -301,6 +320,7 @@ def run_sweep(
     running: dict[Future[tuple[Attempt, bytes | None]], tuple[Cell, int, Path, JobState]] = {}
     queue = list(todo)
     started: dict[int, float] = {}
+    tries: dict[int, int] = {}  # attempts in this sweep run: a re-run gives a failed cell its retries afresh
 
     def report() -> None:
         if on_update:
@@ -315,6 +335,7 @@ def run_sweep(
                 jd.mkdir(parents=True, exist_ok=True)
                 st.status = "running"
                 st.attempts += 1
+                tries[id(st)] = tries.get(id(st), 0) + 1
                 _write_state(jd, st)
                 started[id(st)] = time.perf_counter()
                 running[submit(c, s, jd)] = (c, s, jd, st)
@@ -342,11 +363,11 @@ def run_sweep(
                 st.run_id, st.process_s = a.run_id or st.run_id, a.process_s
                 if a.finished:
                     st.status = "done"
-                elif a.returncode == 2 or st.attempts > spec.max_retries:
+                elif a.returncode == 2 or tries[id(st)] > spec.max_retries:
                     # exit 2 is bad input: the same command would fail the same way, so it is not retried
                     st.status = "failed"
                     st.errors.append(a.error or "failed")
-                    say(f"cell {st.name} failed after {st.attempts} attempt(s): {a.error}")
+                    say(f"cell {st.name} failed after {tries[id(st)]} attempt(s): {a.error}")
                 else:
                     st.errors.append(a.error or "failed")
                     say(f"cell {st.name}: {a.error}; retrying (attempt {st.attempts + 1})")

@@ -1,8 +1,10 @@
 """`rig` with a fake engine, for sweep tests where the model is not the point: the real `rig bench` (options, store,
-manifest, resume), only the engine answers instantly after FAKE_DELAY seconds. Run as `python -m` this module."""
+manifest, resume), only the engine answers instantly after FAKE_DELAY seconds. Run as `python -m` this module; as
+`python -m tests.sweep.fake_cell sweep ...` it is the real `rig sweep` whose cells run this module too."""
 
 from __future__ import annotations
 
+import functools
 import os
 import signal
 import sys
@@ -13,6 +15,8 @@ from tests.fakes import FakeEngine
 def _fake_engine(spec, weights, *, gpu=None):  # type: ignore[no-untyped-def]
     if spec.name == os.environ.get("FAKE_CRASH_MODEL"):  # a cell whose process dies every time
         os.kill(os.getpid(), signal.SIGKILL)
+    # the GPUs the scheduler gave this cell, for the tests to read in bench.log
+    print(f"fake engine: CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES')}", file=sys.stderr, flush=True)
     # The answer depends on the prompt only, so two runs of the same episodes score alike.
     eng = FakeEngine(lambda req: str(len(req.messages[-1].content) % 3), delay=float(os.environ.get("FAKE_DELAY", "0")))
     eng.spec = spec
@@ -21,8 +25,10 @@ def _fake_engine(spec, weights, *, gpu=None):  # type: ignore[no-untyped-def]
 
 if __name__ == "__main__":
     import rig.runs.bench as bench
+    import rig.sweep.run as sweep_run
 
     bench.create_engine = _fake_engine  # type: ignore[assignment]
+    sweep_run.run_sweep = functools.partial(sweep_run.run_sweep, entry=("-m", "tests.sweep.fake_cell"))  # type: ignore[assignment]
     from rig.cli import main
 
     sys.argv[0] = "rig"

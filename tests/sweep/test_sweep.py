@@ -13,11 +13,12 @@ from pathlib import Path
 
 import pytest
 
+from rig.runs.bench import RunLock
 from rig.runs.compare import run_summary
 from rig.runs.manifest import RunManifest
 from rig.runs.store import Store
 from rig.sweep.leaderboard import write_leaderboard
-from rig.sweep.run import JobState, job_dir, run_folder, run_sweep
+from rig.sweep.run import JobState, attempt, job_dir, run_folder, run_sweep
 from rig.sweep.spec import load_sweep
 from tests.conftest import REPO
 
@@ -115,6 +116,33 @@ def test_sweep_runs_each_cell_then_skips_finished_ones(sweep_dir: Path) -> None:
     assert logs == {c.key: (out / "cells" / c.key / "bench.log").stat().st_size for c in cells}
 
 
+@pytest.mark.parametrize("gpus,num_gpus,together", [("", 0, False), ("0,1", 0, False), ("0,1", 1, True)])
+def test_local_cells_run_at_once_where_the_gpus_allow(
+    sweep_dir: Path, monkeypatch: pytest.MonkeyPatch, gpus: str, num_gpus: int, together: bool
+) -> None:
+    # CPU-only (or cells asking no GPU): one cell at a time; two GPUs and one per cell: two at once, one GPU each
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", gpus)
+    monkeypatch.setenv("FAKE_DELAY", "0.5")
+    f = write(
+        sweep_dir,
+        "models: [fake-a, fake-b]\nbenchmarks: [{name: callnavi, options: {task: routing}}]\nlimit: 3\n"
+        f"models_file: models.yaml\nresources: {{num_gpus: {num_gpus}}}\n",
+    )
+    spec, cells = load_sweep(f)
+    res = run_sweep(spec, cells, sweep_dir / "out", entry=FAKE, say=lambda m: None)
+    assert res.failed == []
+    spans = []
+    for c in cells:
+        man = RunManifest.read(Path(res.cells[c.key] or ""))
+        assert man.finished_at is not None
+        spans.append((man.started_at, man.finished_at))
+    (a0, a1), (b0, b1) = spans
+    assert (a0 < b1 and b0 < a1) == together, spans
+    logs = [(sweep_dir / "out" / "cells" / c.key / "bench.log").read_text() for c in cells]
+    seen = sorted(line.split("=", 1)[1] for log in logs for line in log.splitlines() if "CUDA_VISIBLE_DEVICES" in line)
+    assert seen == (["0", "1"] if together else [gpus, gpus])
+
+
 def test_killed_cell_is_retried_and_resumed_without_loss_or_repeat(
     sweep_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -155,6 +183,57 @@ def test_killed_cell_is_retried_and_resumed_without_loss_or_repeat(
     assert RunManifest.read(run).status == "finished"
 
 
+def test_a_retry_waits_for_the_dead_attempts_process_to_let_go_of_the_run(sweep_dir: Path) -> None:
+    # A killed Ray worker's cell process gets SIGTERM and finishes its engine call before it exits; the retry, started
+    # at once, must wait for it rather than fail on the run lock (exit 2, which is never retried).
+    f = write(sweep_dir, "models: [fake-a]\nbenchmarks: [callnavi]\nlimit: 2\nmodels_file: models.yaml\n")
+    spec, cells = load_sweep(f)
+    out = (sweep_dir / "out").resolve()
+    run_sweep(spec, cells, out, entry=FAKE, say=lambda m: None)
+    jd = job_dir(out, cells[0], 0, 1)
+    run = run_folder(jd)
+    assert run is not None
+    before = stored(run)
+    man = RunManifest.read(run)
+    man.status = "interrupted"  # as the previous attempt leaves it once it exits
+    man.write(run)
+    held = RunLock(run)  # that process, still running
+    releaser = threading.Timer(6.0, held.release)
+    releaser.start()
+    t0 = time.monotonic()
+    try:
+        a = attempt(cells[0], jd, 0, 1, 0, FAKE)
+    finally:
+        releaser.cancel()
+        held.release()
+    assert a.returncode == 0 and a.finished, a.error
+    assert time.monotonic() - t0 >= 6.0
+    assert RunManifest.read(run).status == "finished" and stored(run) == before
+
+
+def test_resuming_a_cell_whose_model_changed_is_refused_not_mixed(sweep_dir: Path) -> None:
+    # The cell's folder name covers the sweep's fields, not the models.yaml entry: rig bench --resume checks the
+    # run's config hash, and the cell fails (bad input: not retried) instead of mixing two models' results.
+    f = write(sweep_dir, "models: [fake-a]\nbenchmarks: [callnavi]\nlimit: 2\nmodels_file: models.yaml\n")
+    spec, cells = load_sweep(f)
+    out = (sweep_dir / "out").resolve()
+    run_sweep(spec, cells, out, entry=FAKE, say=lambda m: None)
+    run = run_folder(job_dir(out, cells[0], 0, 1))
+    assert run is not None
+    before = stored(run)
+    man = RunManifest.read(run)
+    man.status = "interrupted"
+    man.write(run)
+    (sweep_dir / "models.yaml").write_text(MODELS.replace("context_length: 4096", "context_length: 2048", 1))
+    spec, cells2 = load_sweep(f)
+    assert cells2[0].key == cells[0].key
+    res = run_sweep(spec, cells2, out, entry=FAKE, say=lambda m: None)
+    job = res.jobs[0]
+    assert job.status == "failed" and job.attempts == 2 and len(job.errors) == 1
+    assert "exit 2" in job.errors[0] and "model.context_length: 4096 -> 2048" in job.errors[0]
+    assert stored(run) == before and RunManifest.read(run).status == "interrupted"
+
+
 def test_cell_that_keeps_dying_is_reported_and_the_sweep_goes_on(
     sweep_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -171,6 +250,10 @@ def test_cell_that_keeps_dying_is_reported_and_the_sweep_goes_on(
     assert good.status == "done" and res.failed == [cells[0].key] and res.cells[cells[0].key] is None
     md = write_leaderboard(sweep_dir / "out", cells, res.cells, "fake-b")
     assert "### Failed cells" in md and cells[0].key in md.split("### Failed cells")[1]
+    # re-running the sweep retries the failed cell afresh (the limit is per run), the finished one is left alone
+    again = run_sweep(spec, cells, sweep_dir / "out", entry=FAKE, say=lambda m: None)
+    assert again.jobs[0].status == "failed" and again.jobs[0].attempts == 4 and len(again.jobs[0].errors) == 2
+    assert again.jobs[1].attempts == 1
 
 
 def test_two_shards_merged_equal_one_run(sweep_dir: Path) -> None:
