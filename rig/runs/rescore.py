@@ -1,6 +1,6 @@
 """`rig rescore`: score predictions made outside rig, in the reference harness's own per-case files, with rig's
-metrics in paper or reference mode, into a normal run folder (manifest + results.sqlite) that `rig report`,
-`--html` and `rig export` read like any other.
+metrics in paper and reference mode (``--mode`` picks the main one; both are stored, as a run stores them), into a
+normal run folder (manifest + results.sqlite) that `rig report`, `--html` and `rig export` read like any other.
 
 Formats read (as the public harnesses write them):
 
@@ -73,7 +73,7 @@ _CALLNAVI_NAME = re.compile(r"^(?P<domain>[A-Za-z]+)_(?P<it>\d+)_(?P<kind>para|A
 
 
 def _callnavi(bench: Benchmark, files: list[Path], mode: str) -> tuple[list[EpisodeResult], str | None]:
-    from rig.benchmarks.callnavi.benchmark import score_output
+    from rig.benchmarks.callnavi.benchmark import score_both
 
     domains = bench.domains()  # type: ignore[attr-defined]
     named = []
@@ -121,7 +121,8 @@ def _callnavi(bench: Benchmark, files: list[Path], mode: str) -> tuple[list[Epis
             if (f"{q.id}/{task}", repeat) in seen:
                 raise RescoreError(f"{where}: question {q.id} ({task}, iteration {m['it']}) is in two files")
             seen.add((f"{q.id}/{task}", repeat))
-            scores, value, reason = score_output(text, gt, task, "json", mode)
+            # both modes scored and stored (the main one's keys plain), as a run does
+            scores, value, reason = score_both(text, gt, task, "json", mode)
             res = EpisodeResult(
                 benchmark="callnavi",
                 episode_id=f"{q.id}/{task}",

@@ -59,10 +59,24 @@ def test_callnavi_rescore_report_html_export(tmp_path: Path, mode: str) -> None:
     routing = [r.scores["routing"] for r in results if r.tags["task"] == "routing"]
     assert sum(routing) == (n if mode == "paper" else plain)
     assert sum(r.scores["ast"] for r in results if r.tags["task"] == "params") == correct
+    # both modes stored whichever is main: the fenced routing lists are where they differ
+    rows = [r for r in results if r.tags["task"] == "routing"]
+    assert (sum(r.scores["paper:routing"] for r in rows), sum(r.scores["reference:routing"] for r in rows)) == (
+        n,
+        plain,
+    )
+    params = [r for r in results if r.tags["task"] == "params"]
+    assert sum(r.scores["paper:ast"] for r in params) == sum(r.scores["reference:ast"] for r in params) == correct
     rep = runner.invoke(app, ["report", str(run), "--html"])
     assert rep.exit_code == 0, rep.output
-    assert f"{mode} mode" in rep.output and "mymodel" in rep.output and "re-scored by `rig rescore`" in rep.output
-    assert f"| {sum(routing) / n:.3f} |" in rep.output  # Routing All
+    assert f"{mode} mode (main)" in rep.output and "mymodel" in rep.output
+    assert "re-scored by `rig rescore`" in rep.output
+    other = "reference" if mode == "paper" else "paper"
+    assert f"CallNavi (layout of the paper's Table 4), {other} mode\n" in rep.output
+    assert f"| {plain / n:.3f} |" in rep.output and f"| {n / n:.3f} |" in rep.output  # Routing All, each mode
+    # the differ table: routing in n episodes, paper n/n, reference plain/n, n - plain differ, all higher in paper
+    assert f"| mymodel | Routing | {n} | 1.000 | {plain / n:.3f} | {n - plain} | {n - plain} | 0 |" in rep.output
+    assert f"| mymodel | AST | {n} | {correct / n:.3f} | {correct / n:.3f} | 0 | 0 | 0 |" in rep.output
     assert "not recorded" in (run / "report.html").read_text(encoding="utf-8")
     exp = runner.invoke(app, ["export", str(run), "--format", "jsonl", "--out", str(tmp_path / "e.jsonl")])
     assert exp.exit_code == 0, exp.output
