@@ -282,3 +282,21 @@ def test_results_stored_before_both_modes_report_as_before_saying_so(tmp_path: P
     assert "Only this mode was scored: these results were stored before rig scored both modes" in before[0].note
     assert not any("reference mode" in t.title or "differ" in t.title for t in before)
     assert [t.title for t in before[1:]] == [t.title for t in after[3:]]
+
+
+def test_a_run_resumed_across_the_change_leaves_its_older_episodes_out_of_the_other_mode(tmp_path: Path) -> None:
+    new = _run(tmp_path, {}, _read_differently)
+    old_ids = {"map001/routing", "map002/routing"}  # the two routing replies the modes read differently
+    mixed = [
+        r.model_copy(update={"scores": {k: v for k, v in r.scores.items() if ":" not in k}})
+        if r.episode_id in old_ids
+        else r
+        for r in new
+    ]
+    main, ref, differ = callnavi_tables(mixed, "m")[:3]
+    assert main.rows == callnavi_tables(new, "m")[0].rows
+    assert ref.title.endswith("reference mode") and "2 episode(s) stored before rig scored both modes" in ref.note
+    assert ref.rows[0][T4_COLUMNS.index("Routing All")] == 1.0  # over the routing episodes that have both
+    rows = {row[1]: row for row in differ.rows}
+    n_routing = sum(r.tags["task"] == "routing" for r in new)
+    assert rows["Routing"][2:] == [n_routing - 2, 1.0, 1.0, 0, 0, 0]
