@@ -1,6 +1,6 @@
 """`rig rescore`: score predictions made outside rig, in the reference harness's own per-case files, with rig's
-metrics in paper or reference mode, into a normal run folder (manifest + results.sqlite) that `rig report`,
-`--html` and `rig export` read like any other.
+metrics in paper and reference mode (``--mode`` picks the main one; both are stored, as a run stores them), into a
+normal run folder (manifest + results.sqlite) that `rig report`, `--html` and `rig export` read like any other.
 
 Formats read (as the public harnesses write them):
 
@@ -8,7 +8,8 @@ Formats read (as the public harnesses write them):
   ``<domain>_<iteration>_para_<model>.json`` (``predict.py``: ``predict`` is the raw answer text, scored as the
   params task) and ``<domain>_<iteration>_APIonly_<model>.json`` (routing; key ``predict``, or ``predit`` as the
   routing judge spells it). A ``ground_truth`` field, when present, must equal the question's, so a file aligned
-  with another version of the data is refused rather than mis-scored. Each distinct iteration is one repeat.
+  with another version of the data is refused rather than mis-scored. Each distinct iteration of a task is one
+  repeat (the n-th iteration of the routing files and the n-th of the params files are repeat n).
 * MobilityBench: ``raw_results.json`` (``mbench run``): one record per case with ``case_id``, ``planner_output``
   (``thinking``, ``intent``, ``steps``), ``worker_output`` (records with ``tool_calls`` of ``id``, ``name`` and
   ``args``, and ``tool_results``: each call's answer by call id, the sandbox's ``{status, data, error}`` envelope
@@ -73,7 +74,7 @@ _CALLNAVI_NAME = re.compile(r"^(?P<domain>[A-Za-z]+)_(?P<it>\d+)_(?P<kind>para|A
 
 
 def _callnavi(bench: Benchmark, files: list[Path], mode: str) -> tuple[list[EpisodeResult], str | None]:
-    from rig.benchmarks.callnavi.benchmark import score_output
+    from rig.benchmarks.callnavi.benchmark import score_both
 
     domains = bench.domains()  # type: ignore[attr-defined]
     named = []
@@ -89,7 +90,9 @@ def _callnavi(bench: Benchmark, files: list[Path], mode: str) -> tuple[list[Epis
                 f"{f}: domain {m['domain']!r} is not in the data ({', '.join(domains)}); pass --data or -O domains=..."
             )
         named.append((f, m))
-    iterations = sorted({int(m["it"]) for _, m in named})
+    # Repeats count per task: upstream writes routing as iteration 1 (`<d>_1_APIonly_`) and judges params from
+    # iteration 0 (`<d>_0_para_`), so the two files of one pass are one repeat, not two half-filled ones.
+    iterations = {kind: sorted({int(m["it"]) for _, m in named if m["kind"] == kind}) for kind in ("para", "APIonly")}
     models = {m["model"] for _, m in named}
     out: list[EpisodeResult] = []
     seen: set[tuple[str, int]] = set()
@@ -103,7 +106,7 @@ def _callnavi(bench: Benchmark, files: list[Path], mode: str) -> tuple[list[Epis
                 f"{m['domain']} in order; got {got}"
             )
         task = "params" if m["kind"] == "para" else "routing"
-        repeat = iterations.index(int(m["it"]))
+        repeat = iterations[m["kind"]].index(int(m["it"]))
         for i, (row, q) in enumerate(zip(rows, questions, strict=True)):
             where = f"{f}: record {i}"
             if not isinstance(row, dict):
@@ -121,7 +124,8 @@ def _callnavi(bench: Benchmark, files: list[Path], mode: str) -> tuple[list[Epis
             if (f"{q.id}/{task}", repeat) in seen:
                 raise RescoreError(f"{where}: question {q.id} ({task}, iteration {m['it']}) is in two files")
             seen.add((f"{q.id}/{task}", repeat))
-            scores, value, reason = score_output(text, gt, task, "json", mode)
+            # both modes scored and stored (the main one's keys plain), as a run does
+            scores, value, reason = score_both(text, gt, task, "json", mode)
             res = EpisodeResult(
                 benchmark="callnavi",
                 episode_id=f"{q.id}/{task}",

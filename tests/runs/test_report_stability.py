@@ -10,7 +10,8 @@ Deliberate report changes since then are applied to `report.md` by hand and list
 (fidelity) names RouteEval's route measure in Table 1's note, adds the paper's macro Overall beside the micro one in
 UrbanGeoEval's Table 4, and names the judge ("self-judged") in UrbanGeoEval's R/Total table titles; says in
 MobilityBench's reference table which similarity the reference uses; and names the scoring mode (paper or reference)
-in CallNavi's Table 4 title and note.
+in CallNavi's Table 4 title and note, and says in that note that results stored before CallNavi scored both modes
+show only their own.
 """
 
 import shutil

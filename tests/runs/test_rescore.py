@@ -56,17 +56,44 @@ def test_callnavi_rescore_report_html_export(tmp_path: Path, mode: str) -> None:
     (run,) = (tmp_path / "runs").iterdir()
     results = read_results(run / "results.sqlite")
     assert len(results) == 2 * n and all(r.tags["mode"] == mode for r in results)
+    # upstream's routing file is iteration 1 and its params file iteration 0: one pass, one repeat
+    assert {r.repeat for r in results} == {0}
     routing = [r.scores["routing"] for r in results if r.tags["task"] == "routing"]
     assert sum(routing) == (n if mode == "paper" else plain)
     assert sum(r.scores["ast"] for r in results if r.tags["task"] == "params") == correct
+    # both modes stored whichever is main: the fenced routing lists are where they differ
+    rows = [r for r in results if r.tags["task"] == "routing"]
+    assert (sum(r.scores["paper:routing"] for r in rows), sum(r.scores["reference:routing"] for r in rows)) == (
+        n,
+        plain,
+    )
+    params = [r for r in results if r.tags["task"] == "params"]
+    assert sum(r.scores["paper:ast"] for r in params) == sum(r.scores["reference:ast"] for r in params) == correct
     rep = runner.invoke(app, ["report", str(run), "--html"])
     assert rep.exit_code == 0, rep.output
-    assert f"{mode} mode" in rep.output and "mymodel" in rep.output and "re-scored by `rig rescore`" in rep.output
-    assert f"| {sum(routing) / n:.3f} |" in rep.output  # Routing All
+    assert f"{mode} mode (main)" in rep.output and "mymodel" in rep.output
+    assert "re-scored by `rig rescore`" in rep.output
+    assert f"{2 * n} of {2 * n} episodes" in rep.output and "Incomplete run" not in rep.output
+    assert "repeats 1." in rep.output and "stability over repeats" not in rep.output
+    other = "reference" if mode == "paper" else "paper"
+    assert f"CallNavi (layout of the paper's Table 4), {other} mode\n" in rep.output
+    assert f"| {plain / n:.3f} |" in rep.output and f"| {n / n:.3f} |" in rep.output  # Routing All, each mode
+    # the differ table: routing in n episodes, paper n/n, reference plain/n, n - plain differ, all higher in paper
+    assert f"| mymodel | Routing | {n} | 1.000 | {plain / n:.3f} | {n - plain} | {n - plain} | 0 |" in rep.output
+    assert f"| mymodel | AST | {n} | {correct / n:.3f} | {correct / n:.3f} | 0 | 0 | 0 |" in rep.output
     assert "not recorded" in (run / "report.html").read_text(encoding="utf-8")
     exp = runner.invoke(app, ["export", str(run), "--format", "jsonl", "--out", str(tmp_path / "e.jsonl")])
     assert exp.exit_code == 0, exp.output
     assert len((tmp_path / "e.jsonl").read_text().splitlines()) == 2 * n
+
+
+def test_callnavi_iterations_count_per_task(tmp_path: Path) -> None:
+    files, n, *_ = _callnavi_files(tmp_path)
+    second = _write(tmp_path / "maps_3_para_mymodel.json", json.loads(files[1].read_text()))
+    run = rescore(RescoreOptions(benchmark="callnavi", predictions=[*files, second], out=tmp_path / "runs"))
+    results = read_results(run / "results.sqlite")
+    repeats = {t: sorted({r.repeat for r in results if r.tags["task"] == t}) for t in ("routing", "params")}
+    assert repeats == {"routing": [0], "params": [0, 1]} and len(results) == 3 * n
 
 
 def test_callnavi_misaligned_file_is_refused_naming_file_and_field(tmp_path: Path) -> None:

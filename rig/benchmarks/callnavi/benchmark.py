@@ -23,6 +23,7 @@ from rig.scoring.ast_match import ast_match, routing_exact_match
 from rig.scoring.stability import election_stability, levenshtein_stability
 
 TASKS = ("routing", "params")
+MODES = ("paper", "reference")
 # The paper's Table 2 counts; its scripts divide by these. The current files hold 456/187/86.
 PAPER_DENOMINATORS = {"easy": 456, "medium": 188, "hard": 85, "all": 729}
 MAX_TOKENS = {"routing": 128, "params": 384}
@@ -43,7 +44,9 @@ class CallNavi(Benchmark):
             None, description="domains to run, comma-separated (default: all in the data)"
         )
         mode: Literal["paper", "reference"] = Field(
-            "paper", description="`reference`: score as the public judge scripts do (no GPT repair; JSON only)"
+            "paper",
+            description="metric mode of the main table; both are computed and stored (`reference`: as the public "
+            "judge scripts score, no GPT repair; JSON answers only)",
         )
 
     @classmethod
@@ -116,9 +119,11 @@ class CallNavi(Benchmark):
         )
         if gen.error:
             res.status, res.error_category, res.error = "failed", "engine_error", gen.error
-            res.scores = self._zero_scores(task)
+            res.scores = with_modes(
+                {m: self._zero_scores(task) for m in scored_modes(self.opts.format)}, self.opts.mode
+            )
             return res
-        res.scores, res.output, reason = score_output(
+        res.scores, res.output, reason = score_both(
             gen.text, episode.ground_truth, task, self.opts.format, self.opts.mode
         )
         if reason is not None and reason.startswith("parse:") and gen.finish_reason == "length":
@@ -141,7 +146,7 @@ class CallNavi(Benchmark):
 
     @classmethod
     def tables(cls, results: list[EpisodeResult], options: Any, label: str = "") -> list[Table]:
-        return callnavi_tables(results, label, options.paper_denominators)
+        return callnavi_tables(results, label, options.paper_denominators, options.format)
 
 
 def score_output(
@@ -170,6 +175,29 @@ def score_output(
         "order": float(v.order),
     }
     return scores, value, None if v.ast else f"ast: {v.reason}"
+
+
+def scored_modes(fmt: str) -> tuple[str, ...]:
+    """The modes a reply in this format is scored in: the judge scripts read JSON answers only."""
+    return MODES if fmt == "json" else ("paper",)
+
+
+def with_modes(by_mode: dict[str, dict[str, float | None]], main: str) -> dict[str, float | None]:
+    """The main mode's scores under their plain keys (what Table 4, the headline and compare read), and every mode's
+    also under ``<mode>:<key>``, so one run shows where the judge scripts' rules change a number."""
+    out = dict(by_mode[main])
+    for m, scores in by_mode.items():
+        out.update({f"{m}:{k}": v for k, v in scores.items()})
+    return out
+
+
+def score_both(text: str, gt: dict, task: str, fmt: str, main: str) -> tuple[dict[str, float | None], Any, str | None]:
+    """``score_output`` in every mode the format allows; the parsed value and failure reason are the main mode's."""
+    if main not in scored_modes(fmt):
+        raise ValueError(f"callnavi mode {main} does not read {fmt} answers")
+    each = {m: score_output(text, gt, task, fmt, m) for m in scored_modes(fmt)}
+    _, value, reason = each[main]
+    return with_modes({m: scores for m, (scores, _, _) in each.items()}, main), value, reason
 
 
 def _score_reference(text: str, gt: dict, task: str) -> tuple[dict[str, float | None], Any, str | None]:
@@ -202,12 +230,57 @@ def _rate(rs: list[EpisodeResult], key: str, denom: int | None = None) -> float 
     return sum(vals) / denom if denom else None
 
 
-def callnavi_tables(results: list[EpisodeResult], label: str = "", paper_denominators: bool = False) -> list[Table]:
+T4_COLUMNS = [
+    "Model",
+    "Routing Easy",
+    "Routing Medium",
+    "Routing Hard",
+    "Routing All",
+    "Syntax Validity",
+    "Structural Accuracy",
+    "AST Easy",
+    "AST Medium",
+    "AST Hard",
+    "AST All Avg",
+    "AST Macro Avg",
+]
+# The metrics both modes compute, as the "where the two modes differ" table names them.
+BOTH_METRICS = (
+    ("Routing", "routing"),
+    ("Syntax Validity", "syntax"),
+    ("Structural Accuracy", "structure"),
+    ("AST", "ast"),
+    ("API order", "order"),
+)
+NOT_JSON = "Not measured: the judge scripts read JSON answers; these answers are YAML."
+REFERENCE_READS = (
+    "Reference mode reads the raw reply as the public judge scripts do, with no GPT repair. Routing: the text with "
+    "quotes, brackets, spaces, backticks, backslashes and newlines deleted, lower-cased, equals the ground truth's "
+    "(a json-tagged code fence leaves 'json' and fails; a space inside an API name is deleted and passes; CRLF line "
+    "ends keep their carriage returns and fail). Parameters: every single quote swapped for a double one, only the "
+    "json-tagged and bare fences dropped, then json.loads (an apostrophe inside a JSON string, or another fence, is a "
+    "syntax failure; a list or a number parses), compared with Python's own == and in (a string entry in "
+    "'parameters' is a substring test; where the upstream script would stop, reference_crash). Rules and examples: "
+    "benchmarks/callnavi/README.md."
+)
+
+
+def _task_split(results: list[EpisodeResult]) -> tuple[list[EpisodeResult], list[EpisodeResult]]:
     by_task: dict[str, list[EpisodeResult]] = defaultdict(list)
     for r in results:
         by_task[r.tags.get("task", "params")].append(r)
-    routing, params = by_task.get("routing", []), by_task.get("params", [])
-    repeats = max((r.repeat for r in results), default=0) + 1
+    return by_task.get("routing", []), by_task.get("params", [])
+
+
+def _has_mode(r: EpisodeResult, mode: str) -> bool:
+    return any(k.startswith(mode + ":") for k in r.scores)
+
+
+def _table4_row(
+    results: list[EpisodeResult], label: str, prefix: str, paper_denominators: bool, repeats: int
+) -> list[Any]:
+    """One row in the paper's Table 4 layout from the scores under ``prefix`` ("" for the main mode's keys)."""
+    routing, params = _task_split(results)
 
     def split(rs: list[EpisodeResult], diff: str) -> list[EpisodeResult]:
         return [r for r in rs if r.tags.get("difficulty") == diff]
@@ -217,53 +290,117 @@ def callnavi_tables(results: list[EpisodeResult], label: str = "", paper_denomin
 
     row: list[Any] = [label or "model"]
     for diff in D.DIFFICULTIES:
-        row.append(_rate(split(routing, diff), "routing", denom(diff)))
-    row.append(_rate(routing, "routing", denom("all")))
-    row.append(_rate(params, "syntax", denom("all")))
-    row.append(_rate(params, "structure", denom("all")))
-    per_diff = [_rate(split(params, d), "ast", denom(d)) for d in D.DIFFICULTIES]
+        row.append(_rate(split(routing, diff), prefix + "routing", denom(diff)))
+    row.append(_rate(routing, prefix + "routing", denom("all")))
+    row.append(_rate(params, prefix + "syntax", denom("all")))
+    row.append(_rate(params, prefix + "structure", denom("all")))
+    per_diff = [_rate(split(params, d), prefix + "ast", denom(d)) for d in D.DIFFICULTIES]
     row += per_diff
-    row.append(_rate(params, "ast", denom("all")))
+    row.append(_rate(params, prefix + "ast", denom("all")))
     present = [x for x in per_diff if x is not None]
     row.append(mean(present) if len(present) == 3 else None)
+    return row
+
+
+def callnavi_tables(
+    results: list[EpisodeResult], label: str = "", paper_denominators: bool = False, fmt: str = "json"
+) -> list[Table]:
+    """Table 4 in the main mode (the plain keys), then in the other mode (its ``<mode>:`` keys) and where the two
+    differ; results stored before both modes were scored show the main mode only, and say so."""
+    routing, params = _task_split(results)
+    repeats = max((r.repeat for r in results), default=0) + 1
     counts = {
         d: len({r.tags.get("question") for r in results if r.tags.get("difficulty") == d}) for d in D.DIFFICULTIES
     }
     failed = sum(r.status == "failed" for r in results)
-    mode = scored_mode(results)
-    note = (
-        f"Scored in {mode} mode. "
+    common = (
         f"Questions per difficulty: easy {counts['easy']}, medium {counts['medium']}, hard {counts['hard']}; "
         f"repeats {repeats}. Rates use {'the paper' if paper_denominators else 'the data'}'s denominators. "
         "Syntax validity is strict (no LLM repair). A blank cell means the task was not run."
     )
     if failed:
-        note += f" {failed} episode(s) failed in the engine and count as wrong."
+        common += f" {failed} episode(s) failed in the engine and count as wrong."
+    mode = scored_mode(results)
+    both_scored = any(_has_mode(r, m) for r in results for m in MODES)
+    others = [m for m in MODES if m != mode] if both_scored else []
+    note = f"Scored in {mode} mode. {common}"
+    if others:
+        tables_word = "table follows" if len(others) == 1 else "tables follow"
+        note += f" Main mode; the {' and '.join(others)} mode {tables_word}."
+    elif results:
+        note += (
+            " Only this mode was scored: these results were stored before rig scored both modes (a new run, or "
+            "`rig rescore` on the output files, shows both)."
+        )
     t4 = Table(
-        title=f"CallNavi (layout of the paper's Table 4), {mode} mode",
-        columns=[
-            "Model",
-            "Routing Easy",
-            "Routing Medium",
-            "Routing Hard",
-            "Routing All",
-            "Syntax Validity",
-            "Structural Accuracy",
-            "AST Easy",
-            "AST Medium",
-            "AST Hard",
-            "AST All Avg",
-            "AST Macro Avg",
-        ],
-        rows=[row],
+        title=f"CallNavi (layout of the paper's Table 4), {mode} mode{' (main)' if others else ''}",
+        columns=T4_COLUMNS,
+        rows=[_table4_row(results, label, "", paper_denominators, repeats)],
         note=note,
     )
-    tables = [t4, _ci_table(routing, params, label)]
+    tables = [t4]
+    for m in others:
+        covered = [r for r in results if _has_mode(r, m)]
+        if covered:
+            row = _table4_row(covered, label, f"{m}:", paper_denominators, repeats)
+            other_note = f"Scored in {m} mode, from the same replies as the main table ({mode} mode). {common}"
+            if len(covered) < len(results):
+                other_note += (
+                    f" {len(results) - len(covered)} episode(s) stored before rig scored both modes are left out."
+                )
+        else:
+            row = [label or "model"] + [None] * (len(T4_COLUMNS) - 1)
+            other_note = NOT_JSON if m == "reference" and fmt == "yaml" else f"Not measured: no {m}-mode scores."
+        tables.append(
+            Table(
+                title=f"CallNavi (layout of the paper's Table 4), {m} mode",
+                columns=T4_COLUMNS,
+                rows=[row],
+                note=other_note,
+            )
+        )
+    if others:
+        tables.append(_differ_table(results, label, fmt))
+    tables.append(_ci_table(routing, params, label))
     if repeats > 1:
         tables.append(stability_table(results, label))
     tables.append(_domain_table(params, routing))
     tables.append(_failure_table(results))
     return tables
+
+
+def _differ_table(results: list[EpisodeResult], label: str, fmt: str) -> Table:
+    """Per metric both modes compute: each mode's mean over the episodes scored in both, and how many differ."""
+    rows = []
+    for name, key in BOTH_METRICS:
+        pairs = [
+            (p, q)
+            for r in results
+            if (p := r.scores.get(f"paper:{key}")) is not None and (q := r.scores.get(f"reference:{key}")) is not None
+        ]
+        if pairs:
+            rows.append(
+                [
+                    label or "model",
+                    name,
+                    len(pairs),
+                    mean(p for p, _ in pairs),
+                    mean(q for _, q in pairs),
+                    sum(p != q for p, q in pairs),
+                    sum(p > q for p, q in pairs),
+                    sum(q > p for p, q in pairs),
+                ]
+            )
+    note = (
+        "Per metric, the mean in each mode over the episodes scored in both, and how many episodes score "
+        f"differently (higher in paper mode, higher in reference mode). {REFERENCE_READS}"
+    )
+    return Table(
+        title="CallNavi: where the two modes differ",
+        columns=["Model", "Metric", "Episodes", "Paper", "Reference", "Differ", "Paper higher", "Reference higher"],
+        rows=rows,
+        note=note if rows or fmt != "yaml" else NOT_JSON,
+    )
 
 
 def _ci_table(routing: list[EpisodeResult], params: list[EpisodeResult], label: str) -> Table:
