@@ -5,6 +5,8 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
+import pytest
+
 from rig.benchmarks.mobilitybench import scoring as M
 from rig.benchmarks.mobilitybench.importer import load_upstream
 from rig.benchmarks.mobilitybench.scoring.text import stated_traffic, traffic_truth
@@ -58,6 +60,40 @@ def test_traffic_answer_must_state_the_datas_status(tmp_path: Path) -> None:
         assert good["DR"] == bad["DR"] == 1.0, mode
         assert good["FPR"] == 1.0, mode
         assert bad["FPR"] == 0.0, mode  # the road is clear; before issue 19 paper mode scored this 1.0
+
+
+def test_traffic_answers_are_read_with_their_negations(tmp_path: Path) -> None:
+    """Paper mode reads "not clear" as not clear: a jammed answer that also says 不畅通 must not pass on a clear
+    road, and "不拥堵" states a clear one (the word alone read as a jam)."""
+    (case,), _ = load_upstream(_csv(tmp_path, CLEAR))
+    call = M.Call(name="traffic_status", arguments={"name": "示例大道", "city": "北京市"}, ok=True, task=0)
+
+    def fpr(text: str) -> float | None:
+        pred = M.Prediction(intent="路况查询", content=text, calls=[call], delivered=True)
+        return M.score(pred, case.truth, "paper", CharJaccard())["FPR"]
+
+    assert fpr("示例大道拥堵严重，不畅通。") == 0.0
+    assert fpr("The road is not clear: heavy jams.") == 0.0
+    assert fpr("示例大道目前不拥堵。") == 1.0
+    assert fpr("No congestion on 示例大道 right now.") == 1.0
+
+
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        ("没有出现拥堵，双向畅通", {"clear"}),
+        ("不太拥堵", {"clear"}),
+        ("拥堵严重，不畅通", {"slow", "congested"}),
+        ("Traffic is not heavily congested", {"clear"}),
+        ("There are no jams", {"clear"}),
+        ("It isn't slow", {"clear"}),
+        ("No, it's jammed", {"congested"}),  # the negation ends with its clause
+        ("The road is clearly jammed", {"congested"}),  # "clearly" states no clear road
+        ("The situation is unclear", set()),
+    ],
+)
+def test_stated_traffic_reads_negations(text: str, said: set[str]) -> None:
+    assert stated_traffic(text) == said
 
 
 def test_traffic_truth_rules() -> None:

@@ -151,7 +151,8 @@ def stated_clocks_min(text: str) -> list[int]:
     return out
 
 
-# Road status words, most specific first (a "slow" or "congested" word outranks a generic "clear" one).
+# Road status words. English words match at a word start ("jam" in "jammed", never "clear" in "unclear"), and
+# "clear" as a whole word only ("clearly jammed" states no clear road).
 TRAFFIC_WORDS: dict[str, tuple[str, ...]] = {
     "congested": ("严重拥堵", "拥堵", "拥挤", "堵塞", "congest", "jam", "blocked", "heavy traffic"),
     "slow": ("缓行", "slow"),
@@ -160,10 +161,36 @@ TRAFFIC_WORDS: dict[str, tuple[str, ...]] = {
 _AMAP_STATUS = {"1": "clear", "2": "slow", "3": "congested", "4": "congested"}  # AMap traffic status codes
 
 
+def _word_rx(word: str) -> str:
+    if not word.isascii():
+        return re.escape(word)
+    return r"\b" + re.escape(word) + (r"\b" if word == "clear" else "")
+
+
+_TRAFFIC_RX = re.compile(
+    "|".join(f"(?P<{s}{i}>{_word_rx(w)})" for s, words in TRAFFIC_WORDS.items() for i, w in enumerate(words))
+)
+# A negation just before a status word turns it round: "不拥堵", "没有出现拥堵", "no jams", "not heavily congested".
+# Chinese negators stand right before the word (an adverb or verb between at most); English ones up to two words
+# before, within the clause ("No, it's jammed" is jammed).
+_ZH_NEGATED = re.compile(r"(?:不|没有|没|无|未)(?:太|很|是很|是|算|会|怎么|那么|出现|发生|明显|再)?$")
+_EN_NEGATED = re.compile(r"(?:\b(?:not|no|without|free of|never|nor)|n't)(?:[\s-]+\w+){0,2}?[\s-]+$")
+
+
 def stated_traffic(text: str) -> set[str]:
-    """The road statuses an answer states (clear, slow, congested). Negations ("不拥堵", "no jams") are not read."""
-    t = text.lower()
-    return {status for status, words in TRAFFIC_WORDS.items() if any(w in t for w in words)}
+    """The road statuses an answer states (clear, slow, congested), reading negations: a negated jam or slowdown
+    ("不拥堵", "no congestion") states a clear road, a negated clear one ("不畅通", "not clear") a slow or jammed
+    one."""
+    t = (text or "")[:MAX_CHARS].lower()
+    out: set[str] = set()
+    for m in _TRAFFIC_RX.finditer(t):
+        status = (m.lastgroup or "").rstrip("0123456789")
+        before = t[max(0, m.start() - 40) : m.start()]
+        if _ZH_NEGATED.search(before) or _EN_NEGATED.search(before):
+            out |= {"slow", "congested"} if status == "clear" else {"clear"}
+        else:
+            out.add(status)
+    return out
 
 
 def traffic_truth(ans: Any) -> str | None:
