@@ -170,9 +170,10 @@ def listen_addresses(port: int, proc_net: Path = Path("/proc/net")) -> list[str]
 
 
 class LocalServer:
-    """One server subprocess on loopback. ``start`` waits for ``GET ready_path`` to answer 200, then checks in the
-    kernel's socket table that the server listens on loopback only; a server listening on any other address (a
-    command that binds 0.0.0.0) is stopped and refused."""
+    """One server subprocess on loopback. ``start`` waits for ``GET ready_path`` to answer 200, checking in the
+    kernel's socket table at every poll that the server listens on loopback only: a server listening on any other
+    address (a command that binds 0.0.0.0) is stopped and refused as soon as it listens, not once it is ready (a
+    large model can take minutes to load behind an open port)."""
 
     def __init__(
         self,
@@ -247,7 +248,6 @@ class LocalServer:
         # If close() is never awaited (crash, forgotten engine), the server still dies with this process.
         self._finalizer = weakref.finalize(self, _stop_group, self.proc, 2.0, self.log_path)
         await self._wait_ready()
-        await self._check_loopback_only()
 
     async def _check_loopback_only(self) -> None:
         addrs = listen_addresses(self.port)
@@ -275,9 +275,11 @@ class LocalServer:
                         f"{self.name} exited with code {code} before it was ready "
                         f"(command: {shlex.join(self.argv)}); last lines of its output:\n{tail}"
                     )
+                await self._check_loopback_only()
                 try:
                     r = await client.get(url)
                     if r.status_code == 200:
+                        await self._check_loopback_only()  # it may have opened another socket meanwhile
                         return
                     last = f"HTTP {r.status_code}"
                 except httpx.TransportError as e:
