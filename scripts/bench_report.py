@@ -20,7 +20,7 @@ from rig.records import EpisodeResult, Generation, Timings
 from rig.registry import load_registry
 from rig.runs.config import BenchmarkInfo, RunConfig
 from rig.runs.html import html_report
-from rig.runs.manifest import RunManifest, host_info
+from rig.runs.manifest import RunManifest
 from rig.runs.store import Store
 from rig.telemetry.gpu import GpuMemorySummary
 
@@ -67,9 +67,7 @@ def synth_run(root: Path, data: Path, n: int) -> Path:
             k += 1
     store.close()
     spec = load_registry().get("gemma3-270m")
-    info = BenchmarkInfo(
-        name="callnavi", version="1", data_path=str(data), data_hash=bench.data_hash(), episodes=len(eps)
-    )
+    info = BenchmarkInfo.of(bench, len(eps))
     cfg = RunConfig(
         model=spec,
         benchmarks=[info],
@@ -82,14 +80,8 @@ def synth_run(root: Path, data: Path, n: int) -> Path:
         max_tokens=256,
         gpu=None,
     )
-    RunManifest(
-        run_id="big",
-        config_hash=cfg.digest(),
-        config=cfg,
-        host=host_info(),
-        started_at=time.time(),
-        status="finished",
-        gpu_memory=GpuMemorySummary(available=False, reason="synthetic"),
+    RunManifest.begin(
+        "big", cfg, status="finished", gpu_memory=GpuMemorySummary(available=False, reason="synthetic")
     ).write(run_dir)
     return run_dir
 

@@ -27,7 +27,7 @@ from rig.engines import create_engine
 from rig.records import Episode
 from rig.registry import ModelSpec, default_registry_path, load_registry, resolve_weights
 from rig.runs.config import BenchmarkInfo, RunConfig
-from rig.runs.manifest import RunManifest, git_revision, host_info, new_run_id, package_versions
+from rig.runs.manifest import RunManifest, new_run_id, package_versions
 from rig.runs.runner import plan, run_items
 from rig.runs.store import Store, open_manifest
 from rig.telemetry.gpu import GpuSampler
@@ -141,16 +141,7 @@ def _build(opts: BenchOptions) -> tuple[ModelSpec, str, list[tuple[Benchmark, li
             skipped.append(f"{name}: no episodes in {bench.data}")
             continue
         chosen.append((bench, episodes))
-        infos.append(
-            BenchmarkInfo(
-                name=bench.name,
-                version=bench.version,
-                data_path=str(bench.data),
-                data_hash=bench.data_hash(),
-                options=bench.opts.model_dump(mode="json"),
-                episodes=len(episodes),
-            )
-        )
+        infos.append(BenchmarkInfo.of(bench, len(episodes)))
     if not chosen:
         raise BenchError("no benchmark has data available:\n  " + "\n  ".join(skipped))
     s = spec.sampling
@@ -313,13 +304,9 @@ def run_bench(
             except OSError as e:
                 raise BenchError(f"--out {opts.out}: cannot create the run folder {run_dir} ({e.strerror})") from None
             lock = RunLock(run_dir)
-            manifest = RunManifest(
-                run_id=run_id,
-                config_hash=cfg.digest(),
-                config=cfg,
-                git_revision=git_revision(),
-                host=host_info(),
-                started_at=time.time(),
+            manifest = RunManifest.begin(
+                run_id,
+                cfg,
                 concurrency=opts.concurrency,
                 order=opts.order,
                 bundle_id=bundle_id_for(opts.models_file or default_registry_path()),

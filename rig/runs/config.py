@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field
 
 from rig.registry import ModelSpec
+
+if TYPE_CHECKING:
+    from rig.benchmarks.base import Benchmark
 
 
 class BenchmarkInfo(BaseModel):
@@ -19,6 +22,18 @@ class BenchmarkInfo(BaseModel):
     options: dict[str, Any] = Field(default_factory=dict)  # the benchmark's validated Options, defaults included
     settings: dict[str, Any] = Field(default_factory=dict)  # written by runs before typed options; read, never written
     episodes: int = 0
+
+    @classmethod
+    def of(cls, bench: Benchmark, episodes: int) -> BenchmarkInfo:
+        """The record of a loaded benchmark: its data, their hash and its validated options."""
+        return cls(
+            name=bench.name,
+            version=bench.version,
+            data_path=str(bench.data),
+            data_hash=bench.data_hash(),
+            options=bench.opts.model_dump(mode="json"),
+            episodes=episodes,
+        )
 
 
 class RunConfig(BaseModel):

@@ -50,6 +50,19 @@ class RunManifest(BaseModel):
     order: str = "grouped"
     bundle_id: str | None = None  # the `rig bundle` whose models.yaml the run used: traces its weights and data files
 
+    @classmethod
+    def begin(cls, run_id: str, config: RunConfig, **fields: Any) -> RunManifest:
+        """A run starting now on this host, from this checkout, with its configuration's hash."""
+        return cls(
+            run_id=run_id,
+            config_hash=config.digest(),
+            config=config,
+            git_revision=git_revision(),
+            host=host_info(),
+            started_at=time.time(),
+            **fields,
+        )
+
     def write(self, run_dir: Path) -> None:
         tmp = run_dir / "manifest.json.tmp"
         tmp.write_text(self.model_dump_json(indent=2))

@@ -33,7 +33,7 @@ from rig.benchmarks.base import Benchmark, DataError
 from rig.records import EpisodeResult, Generation
 from rig.registry import ModelSpec, Weights
 from rig.runs.config import BenchmarkInfo, RunConfig
-from rig.runs.manifest import RunManifest, git_revision, host_info, new_run_id, package_versions
+from rig.runs.manifest import RunManifest, new_run_id, package_versions
 from rig.runs.store import Store
 
 RESCORABLE = ("callnavi", "mobilitybench")
@@ -357,14 +357,7 @@ def rescore(opts: RescoreOptions, progress: Callable[[int, int], Any] | None = N
     )
     repeats = max(r.repeat for r in results) + 1
     episodes = len({r.episode_id for r in results})
-    info = BenchmarkInfo(
-        name=bench.name,
-        version=bench.version,
-        data_path=str(bench.data),
-        data_hash=bench.data_hash(),
-        options=bench.opts.model_dump(mode="json"),
-        episodes=episodes,
-    )
+    info = BenchmarkInfo.of(bench, episodes)
     cfg = RunConfig(
         model=spec,
         benchmarks=[info],
@@ -380,14 +373,9 @@ def rescore(opts: RescoreOptions, progress: Callable[[int, int], Any] | None = N
     run_id = new_run_id(label, f"{bench.name}-rescore")
     run_dir = opts.out / run_id
     run_dir.mkdir(parents=True, exist_ok=False)
-    now = time.time()
-    manifest = RunManifest(
-        run_id=run_id,
-        config_hash=cfg.digest(),
-        config=cfg,
-        git_revision=git_revision(),
-        host=host_info(),
-        started_at=now,
+    manifest = RunManifest.begin(
+        run_id,
+        cfg,
         versions=package_versions(),
         engine_info={"rescored_from": [str(p) for p in opts.predictions], "mode": opts.mode},
     )
