@@ -316,7 +316,7 @@ def _answer_ok(answer: Any) -> bool:
     if isinstance(answer, str):
         try:
             answer = json.loads(answer)
-        except ValueError:
+        except (ValueError, RecursionError):  # not JSON, or nested past the parser's depth
             parsed = repair_literal(answer) if answer.lstrip().startswith("{") else None
             answer = parsed if isinstance(parsed, dict) else answer
     if isinstance(answer, dict):

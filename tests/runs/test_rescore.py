@@ -274,6 +274,8 @@ def test_tool_answers_are_read_as_the_sandbox_and_the_worker_write_them() -> Non
     assert not _answer_ok("Tool driving_route execution failed: 1 validation error")
     assert not _answer_ok("Unknown tool: get_route") and not _answer_ok("Error: invalid arguments")
     assert _answer_ok("步行路线：全程800米")
+    # a damaged answer in the file is read as text, never a traceback
+    assert _answer_ok("[" * 5000) and _answer_ok('{"status": 0, "data": ' + "[" * 5000)
 
 
 def _rescore_one(tmp: Path, rows: list[dict], mode: str = "paper", similarity: str = "jaccard") -> dict:
