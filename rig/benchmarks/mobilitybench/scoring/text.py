@@ -64,6 +64,41 @@ def sanitize_literal(text: str) -> str:
     return text.replace("<ToolStatus.SUCCESS: 0>", "'SUCCESS'").replace("<ToolStatus.FAILED: 1>", "'FAILED'")
 
 
+# Python's parser refuses brackets nested deeper than this, so no prefix reaching past it can parse.
+_PARSER_DEPTH = 200
+# A cell cut at the spreadsheet limit parses within a few steps back; a corrupt one would cost a full parse per step.
+MAX_REPAIR_STEPS = 256
+
+
+def _prefix_states(s: str) -> list[tuple[str | None, Any]]:
+    """The scan state after each prefix ``s[:i]``: the open quote and the open brackets, as a linked stack
+    ``(bracket, rest)`` shared between prefixes, so every cut is closed without rescanning the text (linear, not
+    quadratic). Stops where the brackets nest deeper than the parser reads."""
+    quote: str | None = None
+    esc = False
+    stack: Any = None
+    depth = 0
+    states = [(quote, stack)]
+    for ch in s:
+        if quote:
+            if esc:
+                esc = False
+            elif ch == "\\":
+                esc = True
+            elif ch == quote:
+                quote = None
+        elif ch in "'\"":
+            quote = ch
+        elif ch in "([{":
+            stack, depth = (ch, stack), depth + 1
+            if depth > _PARSER_DEPTH:
+                break
+        elif ch in ")]}" and stack is not None:
+            stack, depth = stack[1], depth - 1
+        states.append((quote, stack))
+    return states
+
+
 def repair_literal(text: Any) -> Any:
     """Parse a Python-literal cell, repairing one cut at the spreadsheet cell limit: drop trailing separators,
     close an open quote, close open brackets in stack order. None when nothing parses."""
@@ -74,27 +109,19 @@ def repair_literal(text: Any) -> Any:
         return ast.literal_eval(s)
     except (ValueError, SyntaxError, MemoryError, RecursionError):
         pass
-    end = len(s)
-    while end > 0:
+    states = _prefix_states(s)
+    end = len(states) - 1  # the prefixes past a too-deep bracket are never tried
+    for _ in range(MAX_REPAIR_STEPS):
+        if end <= 0:
+            break
         cand = s[:end].rstrip().rstrip(",:+-").rstrip()
-        stack, quote, esc = [], None, False
-        for ch in cand:
-            if quote:
-                if esc:
-                    esc = False
-                elif ch == "\\":
-                    esc = True
-                elif ch == quote:
-                    quote = None
-            elif ch in "'\"":
-                quote = ch
-            elif ch in "([{":
-                stack.append(ch)
-            elif ch in ")]}" and stack:
-                stack.pop()
-        closed = cand + (quote or "") + "".join({"(": ")", "[": "]", "{": "}"}[c] for c in reversed(stack))
+        quote, stack = states[len(cand)]
+        closers = []
+        while stack is not None:
+            closers.append({"(": ")", "[": "]", "{": "}"}[stack[0]])
+            stack = stack[1]
         try:
-            return ast.literal_eval(closed)
+            return ast.literal_eval(cand + (quote or "") + "".join(closers))
         except (ValueError, SyntaxError, MemoryError, RecursionError):
             # Step back to the previous separator rather than one character at a time.
             cut = max(cand.rfind(","), cand.rfind(":"), cand.rfind("{"), cand.rfind("["))
