@@ -33,6 +33,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, ValidationError
 
+from rig.records import write_record
+
 MANIFEST = "MANIFEST.json"
 BUNDLE_FORMAT = 1
 # Packages published only as source archives: bundled as sdist plus build requirements, and built here when the
@@ -102,9 +104,7 @@ class BundleManifest(BaseModel):
     files: list[BundleFile]
 
     def write(self, root: Path) -> None:
-        tmp = root / (MANIFEST + ".tmp")
-        tmp.write_text(self.model_dump_json(indent=2))
-        os.replace(tmp, root / MANIFEST)
+        write_record(root / MANIFEST, self)
 
 
 class CreateOptions(BaseModel):

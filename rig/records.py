@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field, model_validator
@@ -157,3 +159,11 @@ class EpisodeResult(BaseModel):
     error: str | None = None
     started_at: float | None = None
     finished_at: float | None = None
+
+
+def write_record(path: Path, record: BaseModel) -> None:
+    """Write a record as indented JSON in one step (a temporary file renamed over it), so a reader, or a process
+    killed mid-write, never sees half a file."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(record.model_dump_json(indent=2))
+    os.replace(tmp, path)

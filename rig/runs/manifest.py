@@ -16,6 +16,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 import rig
+from rig.records import write_record
 from rig.runformat import MANIFEST_FORMAT, check_version
 from rig.runs.config import RunConfig
 from rig.telemetry.gpu import GpuMemorySummary
@@ -64,9 +65,7 @@ class RunManifest(BaseModel):
         )
 
     def write(self, run_dir: Path) -> None:
-        tmp = run_dir / "manifest.json.tmp"
-        tmp.write_text(self.model_dump_json(indent=2))
-        os.replace(tmp, run_dir / "manifest.json")
+        write_record(run_dir / "manifest.json", self)
 
     @classmethod
     def read(cls, run_dir: Path) -> RunManifest:

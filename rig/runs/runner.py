@@ -116,15 +116,7 @@ async def _run_one(it: WorkItem, engine: Engine, ctx: RunContext) -> EpisodeResu
     except asyncio.CancelledError:
         raise
     except Exception as e:  # an engine or benchmark bug must not end the run: record it, go on
-        res = EpisodeResult(
-            benchmark=it.benchmark.name,
-            episode_id=it.episode.id,
-            repeat=it.repeat,
-            tags=it.episode.tags,
-            status="failed",
-            error_category="crash",
-            error=f"{type(e).__name__}: {e}\n{traceback.format_exc(limit=3)}",
-        )
+        res = _failed(it, "crash", f"{type(e).__name__}: {e}\n{traceback.format_exc(limit=3)}")
     res.started_at = res.started_at or started
     res.finished_at = time.time()
     return res
@@ -138,15 +130,22 @@ def _store(store: Store, it: WorkItem, res: EpisodeResult) -> EpisodeResult:
     except DuplicateResult:
         raise
     except Exception as e:
-        failed = EpisodeResult(
-            benchmark=it.benchmark.name,
-            episode_id=it.episode.id,
-            repeat=it.repeat,
-            tags=it.episode.tags,
-            status="failed",
-            error_category="store_error",
-            started_at=res.started_at,
-            finished_at=res.finished_at,
-            error=f"the result could not be stored: {type(e).__name__}: {str(e)[:500]}",
-        )
-        return store.write(failed)
+        why = f"the result could not be stored: {type(e).__name__}: {str(e)[:500]}"
+        return store.write(_failed(it, "store_error", why, started_at=res.started_at, finished_at=res.finished_at))
+
+
+def _failed(
+    it: WorkItem, category: str, error: str, started_at: float | None = None, finished_at: float | None = None
+) -> EpisodeResult:
+    """The item's episode recorded as failed: what went wrong, in place of its result."""
+    return EpisodeResult(
+        benchmark=it.benchmark.name,
+        episode_id=it.episode.id,
+        repeat=it.repeat,
+        tags=it.episode.tags,
+        status="failed",
+        error_category=category,
+        error=error,
+        started_at=started_at,
+        finished_at=finished_at,
+    )

@@ -24,6 +24,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from rig.records import write_record
 from rig.runs.bench import BenchError, RunLock
 from rig.runs.compare import bench_argv
 from rig.runs.manifest import RunManifest
@@ -122,9 +123,7 @@ def _read_state(jdir: Path) -> JobState | None:
 
 
 def _write_state(jdir: Path, st: JobState) -> None:
-    tmp = jdir / (STATE + ".tmp")
-    tmp.write_text(st.model_dump_json(indent=2))
-    os.replace(tmp, jdir / STATE)
+    write_record(jdir / STATE, st)
 
 
 def attempt(
