@@ -4,15 +4,15 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from rig.cli import _tool_mode, app
+from rig.cli import app, tool_mode_for
 
 
 def test_decode_also_constrains_tool_calls_unless_tool_mode_is_given() -> None:
-    assert _tool_mode(None, "json") == "json" and _tool_mode(None, "yaml") == "yaml"
-    assert _tool_mode(None, "none") == "prompt"
-    assert _tool_mode("native", "json") == "native" and _tool_mode("prompt", "yaml") == "prompt"
+    assert tool_mode_for(None, "json") == "json" and tool_mode_for(None, "yaml") == "yaml"
+    assert tool_mode_for(None, "none") == "prompt"
+    assert tool_mode_for("native", "json") == "native" and tool_mode_for("prompt", "yaml") == "prompt"
     with pytest.raises(typer.Exit):
-        _tool_mode("xml", "none")
+        tool_mode_for("xml", "none")
 
 
 def test_bad_tool_mode_exits_2_naming_the_flag() -> None:

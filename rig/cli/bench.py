@@ -1,0 +1,203 @@
+"""`rig bench`: flags to the library's run, a progress bar, the one-screen summary."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import typer
+from rich import box
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table as RichTable
+
+from rig.cli.common import DEFAULT_MODEL, app, err, fail, out, parse_options, say, tool_mode_for
+
+
+@app.command()
+def bench(
+    ctx: typer.Context,
+    model: str | None = typer.Option(
+        None, "--model", "-m", help="Model from models.yaml (see `rig models`); default: the embedded gemma3-270m."
+    ),
+    benchmark: str | None = typer.Option(
+        None, "--benchmark", "-b", help="Benchmark to run (default: every benchmark with data available)."
+    ),
+    gpu: int | None = typer.Option(None, "--gpu", help="GPU ordinal; CPU when omitted."),
+    limit: int | None = typer.Option(None, "--limit", min=1, help="Run a seeded sample of N questions."),
+    repeats: int = typer.Option(1, "--repeats", "-k", min=1, help="Runs per episode (stability scores need k > 1)."),
+    data: Path | None = typer.Option(None, "--data", help="Benchmark data folder (default: the embedded sample)."),
+    out_dir: Path = typer.Option(Path("runs"), "--out", help="Where run folders go."),
+    resume: str | None = typer.Option(None, "--resume", help="Run id to resume; finished episodes are skipped."),
+    fmt: str | None = typer.Option(None, "--format", help="Answer format for CallNavi: json or yaml."),
+    decode: str = typer.Option("none", "--decode", help="Constrain output: none, json or yaml."),
+    tool_mode: str | None = typer.Option(
+        None,
+        "--tool-mode",
+        help="How tools are offered: native, prompt, json or yaml (constrained "
+        "calls); default: the --decode format, else prompt.",
+    ),
+    option: list[str] = typer.Option(
+        [],
+        "--option",
+        "-O",
+        help="Benchmark option key=value (e.g. task=routing); `rig benchmarks` lists each benchmark's options.",
+    ),
+    concurrency: int = typer.Option(1, "--concurrency", "-c", min=1, help="Episodes in flight."),
+    order: str = typer.Option("grouped", "--order", help="grouped (shared prompt prefixes together) or shuffled."),
+    temperature: float | None = typer.Option(None, "--temperature", min=0.0, help="Override the model's temperature."),
+    seed: int | None = typer.Option(None, "--seed", help="Override the model's seed."),
+    max_tokens: int | None = typer.Option(None, "--max-tokens", min=1, help="Override the model's max_tokens."),
+    models_file: Path | None = typer.Option(None, "--models", help="models.yaml to use."),
+    report: bool = typer.Option(
+        True, "--report/--no-report", help="Write report.md and report.html and print a one-screen summary."
+    ),
+    shard: str | None = typer.Option(
+        None,
+        "--shard",
+        help="I/N: run only shard I (0-based) of N of the selected questions (rig sweep; join shards with rig merge).",
+    ),
+) -> None:
+    """Run a benchmark on a local model and print its report."""
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+
+    from rig.benchmarks.base import DataError
+    from rig.engines import MissingExtra
+    from rig.engines.base import EngineError
+    from rig.registry import RegistryError
+    from rig.runformat import NewerFormatError, RunFileError
+    from rig.runs.bench import BenchError, BenchOptions, run_bench
+    from rig.runs.report import report_markdown
+    from rig.runs.store import open_manifest
+
+    if decode not in ("none", "json", "yaml"):
+        fail(f"--decode {decode!r}: choose none, json or yaml")
+    tool_mode = tool_mode_for(tool_mode, decode)
+    opts = parse_options(option)
+    # --format is CallNavi's answer format; --decode implies it there (other benchmarks have their own schemas).
+    fmt_key = "format" if benchmark == "callnavi" else "callnavi.format" if benchmark is None else None
+    if fmt:
+        if fmt not in ("json", "yaml"):
+            fail(f"--format {fmt!r}: choose json or yaml")
+        if fmt_key is None:
+            fail(f"--format is CallNavi's answer format; benchmark {benchmark} has none")
+        opts[fmt_key] = fmt
+    elif decode != "none" and fmt_key is not None:
+        opts.setdefault(fmt_key, decode)
+    if model is None and resume is None:
+        model = DEFAULT_MODEL
+    # Only the flags given on the command line are passed: --resume takes the others from the run's record, and
+    # compares the given ones with it (with or without --model).
+    # (by name: typer carries its own copy of click's ParameterSource)
+    given = {p for p in ctx.params if getattr(ctx.get_parameter_source(p), "name", "DEFAULT") != "DEFAULT"}
+    if "tool_mode" not in given and "decode" in given:
+        given.add("tool_mode")  # implied by --decode
+    if opts or fmt or decode != "none":
+        given.add("options")
+    values = dict(
+        model=model,
+        benchmark=benchmark,
+        gpu=gpu,
+        limit=limit,
+        repeats=repeats,
+        data=data,
+        out=out_dir,
+        resume=resume,
+        decode=decode,
+        tool_mode=tool_mode,
+        options=opts,
+        concurrency=concurrency,
+        order=order,
+        models_file=models_file,
+        temperature=temperature,
+        seed=seed,
+        max_tokens=max_tokens,
+        shard=shard,
+    )
+    names = {"out_dir": "out", "option": "options", "fmt": "options"}
+    given = {names.get(g, g) for g in given}
+    if resume is None:
+        given = set(values)
+    bo = BenchOptions.model_validate({k: v for k, v in values.items() if k in given or k in ("out", "resume")})
+    columns = [
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[rate]}"),
+        TimeElapsedColumn(),
+        TextColumn("ETA"),
+        TimeRemainingColumn(),
+    ]
+    prog = Progress(*columns, console=err, transient=False)
+    state: dict = {"task": None, "t0": 0.0, "d0": 0}
+
+    def progress(done: int, total: int) -> None:
+        now = time.perf_counter()
+        if state["task"] is None:  # start the bar only once the model is loaded
+            prog.start()
+            state.update(task=prog.add_task("episodes", total=total, rate=""), t0=now, d0=done)
+        el, n = now - state["t0"], done - state["d0"]
+        rate = f"{n / el:.2f} ep/s" if el > 0 and n > 0 else ""
+        prog.update(state["task"], completed=done, total=total, rate=rate)
+
+    try:
+        # soft_wrap: a printed --resume command must stay one line to be copied
+        run_dir = run_bench(
+            bo, progress=progress, on_event=lambda m: err.print(escape(m), highlight=False, soft_wrap=True)
+        )
+    except (
+        RegistryError,
+        DataError,
+        BenchError,
+        MissingExtra,
+        EngineError,
+        KeyError,
+        NewerFormatError,
+        RunFileError,
+    ) as e:
+        prog.stop()
+        fail(str(e).strip("'\""))
+    prog.stop()
+    err.print(f"results: {run_dir}", highlight=False, soft_wrap=True)
+    if open_manifest(run_dir).status == "interrupted":
+        raise typer.Exit(130)  # the shell's code for a stopped command: scripts must not take it as finished
+    if report:
+        from rig.runs.html import html_report
+
+        # The full tables go to files; the terminal gets one screen (a newcomer cannot read 200 lines of tables).
+        (run_dir / "report.md").write_text(report_markdown(run_dir))
+        (run_dir / "report.html").write_text(html_report([run_dir]))
+        print_screen(run_dir)
+
+
+def print_screen(run_dir: Path, console: Console | None = None) -> None:
+    """The run's one-screen summary: a row per benchmark from its RunSummary, then where the full report is."""
+    from rig.runs.screen import final_screen
+
+    table, lines = final_screen(run_dir)
+    t = RichTable(
+        title=escape(table.title),
+        caption=escape(table.note),
+        title_justify="left",
+        caption_justify="left",
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
+        collapse_padding=True,
+    )
+    # Benchmark names are never cut; on a narrow terminal the wordy cells wrap at spaces, and a word longer than
+    # its column folds rather than hiding behind an ellipsis.
+    for i, c in enumerate(table.columns):
+        t.add_column(escape(c), no_wrap=i == 0, overflow="fold" if i else "ellipsis")
+    for row in table.rows:
+        t.add_row(*(escape(str(c)) for c in row))
+    console = console or out
+    console.print(t)
+    for line in lines:
+        say(line, console)

@@ -1,0 +1,54 @@
+"""What every `rig` command shares: the typer app, the consoles, printing and failing. Exit code 2 = bad input."""
+
+from __future__ import annotations
+
+from typing import NoReturn
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+app = typer.Typer(
+    help="Offline evaluation rig for open LLMs on geospatial and tool-calling benchmarks.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+)
+err = Console(stderr=True)
+DEFAULT_MODEL = "gemma3-270m"  # the embedded model: runs on CPU with nothing but `pip install`
+out = Console()
+
+
+def say(msg: object, console: Console | None = None) -> None:
+    """Print plain text through rich: brackets in it (`pip install 'rig[mobility]'`, `x[0]`) are text, not markup
+    that rich would swallow. Every message that carries data (paths, errors, the library's `say` callbacks) goes
+    through here."""
+    (console or err).print(escape(str(msg)), highlight=False, soft_wrap=True)
+
+
+def fail(msg: str, code: int = 2) -> NoReturn:
+    err.print(f"[bold red]error:[/] {escape(msg)}", highlight=False, soft_wrap=True)
+    raise typer.Exit(code)
+
+
+def parse_options(items: list[str]) -> dict[str, str]:
+    opts = {}
+    for it in items:
+        if "=" not in it:
+            fail(f"--option {it!r}: expected key=value")
+        k, v = it.split("=", 1)
+        opts[k.strip()] = v.strip()
+    return opts
+
+
+def tool_mode_for(tool_mode: str | None, decode: str) -> str:
+    """--decode json/yaml also constrains the tool calls of agentic benchmarks unless --tool-mode says otherwise
+    (they have no other answer to constrain, and a flag that silently did nothing there would mislead)."""
+    if tool_mode is None:
+        return decode if decode in ("json", "yaml") else "prompt"
+    if tool_mode not in ("native", "prompt", "json", "yaml"):
+        fail(f"--tool-mode {tool_mode!r}: choose native, prompt, json or yaml")
+    return tool_mode
+
+
+def csv_list(value: str) -> list[str]:
+    return [v.strip() for v in value.split(",") if v.strip()]

@@ -1,0 +1,116 @@
+"""`rig models`: the registry, and new variants by quantizing or converting a GGUF."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import typer
+from rich.markup import escape
+from rich.table import Table as RichTable
+
+from rig.cli.common import app, err, fail, out, say
+
+models_app = typer.Typer(help="The model registry (models.yaml).", invoke_without_command=True)
+app.add_typer(models_app, name="models")
+
+
+@models_app.callback()
+def models(
+    ctx: typer.Context, models_file: Path | None = typer.Option(None, "--models", help="models.yaml to use.")
+) -> None:
+    """List the model registry and whether each model's weights are present."""
+    if ctx.invoked_subcommand:
+        return
+    from rig.registry import RegistryError, load_registry, weights_present
+
+    try:
+        reg = load_registry(models_file)
+    except RegistryError as e:
+        fail(str(e))
+    t = RichTable(title=escape(f"models ({reg.path})"))
+    for c in ("name", "engine", "quant", "ctx", "weights", "present"):
+        t.add_column(c)
+    for name, spec in reg.models.items():
+        ok, _detail = weights_present(spec, reg.path)
+        default = " (default)" if reg.defaults.get(spec.base) == name else ""
+        t.add_row(
+            *(
+                escape(str(c))
+                for c in (
+                    name + default,
+                    spec.engine,
+                    spec.quantization,
+                    spec.context_length,
+                    f"{spec.weights.kind}: {spec.weights.ref}",
+                )
+            ),
+            "yes" if ok else "[red]no[/]",
+        )
+    out.print(t)
+
+
+@models_app.command("quantize")
+def quantize(
+    model: str = typer.Argument(..., help="Source model (a llama.cpp GGUF entry of models.yaml)."),
+    to: str = typer.Option(..., "--to", help="Target quantization, e.g. q4_0, q8_0, q5_k_m."),
+    out_path: Path | None = typer.Option(None, "--out", help="Output .gguf (default: weights/<name>.gguf)."),
+    name: str | None = typer.Option(None, "--name", help="Name of the new models.yaml entry."),
+    models_file: Path | None = typer.Option(None, "--models", help="models.yaml to read and append to."),
+    register: bool = typer.Option(True, "--register/--no-register", help="Append the new entry to models.yaml."),
+) -> None:
+    """Make a new GGUF variant with llama.cpp's quantize API and register it."""
+    from rig.quantize import append_entry, quantize_gguf, variant_entry
+    from rig.registry import RegistryError, default_registry_path, load_registry, resolve_weights
+
+    try:
+        path = models_file or default_registry_path()
+        reg = load_registry(path)
+        spec = reg.get(model)
+        if spec.engine != "llamacpp":
+            fail(f"{model}: quantize works on llama.cpp GGUF models, this one uses {spec.engine}")
+        src = resolve_weights(spec, reg.path)
+        new = name or f"{spec.base}-{to.lower()}"
+        dst = out_path or Path("weights") / f"{new}.gguf"
+        t = time.perf_counter()
+        quantize_gguf(src, dst.resolve(), to)
+        say(f"wrote {dst} ({dst.stat().st_size / 2**20:.1f} MiB) in {time.perf_counter() - t:.1f}s")
+        if register:
+            append_entry(Path(path), new, variant_entry(spec, to, dst.resolve()))
+            say(f"added models.{new} to {path}")
+    except (RegistryError, RuntimeError) as e:
+        fail(str(e))
+
+
+@models_app.command("convert")
+def convert(
+    model: str = typer.Argument(..., help="Source model (a llama.cpp GGUF entry of models.yaml)."),
+    to: str = typer.Option(..., "--to", help="Target format; only 'hf' (a Hugging Face folder for vLLM)."),
+    out_path: Path | None = typer.Option(None, "--out", help="Output folder (default: under the rig cache)."),
+    name: str | None = typer.Option(None, "--name", help="Name of the new models.yaml entry."),
+    models_file: Path | None = typer.Option(None, "--models", help="models.yaml to read and append to."),
+    register: bool = typer.Option(True, "--register/--no-register", help="Append the new entry to models.yaml."),
+) -> None:
+    """Dequantize a GGUF into a bf16 Hugging Face folder and register it as a vLLM entry. Offline."""
+    from rig.convert import ConvertError, convert_gguf_to_hf, default_out_dir, hf_entry
+    from rig.quantize import append_entry
+    from rig.registry import RegistryError, default_registry_path, load_registry, resolve_weights
+
+    if to != "hf":
+        fail(f"--to {to!r}: only 'hf' is supported")
+    try:
+        path = models_file or default_registry_path()
+        spec = load_registry(path).get(model)
+        if spec.engine != "llamacpp":
+            fail(f"{model}: convert reads llama.cpp GGUF models, this one uses {spec.engine}")
+        src = Path(resolve_weights(spec, str(path)))
+        new = name or f"{spec.base}-hf"
+        dst = (out_path or default_out_dir(new, src)).resolve()
+        t = time.perf_counter()
+        convert_gguf_to_hf(src, dst, model=model)
+        err.print(f"wrote {dst} in {time.perf_counter() - t:.1f}s")
+        if register:
+            append_entry(Path(path), new, hf_entry(spec, dst))
+            err.print(f"added models.{new} to {path}")
+    except (RegistryError, ConvertError) as e:
+        fail(str(e))

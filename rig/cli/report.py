@@ -1,0 +1,57 @@
+"""`rig report`: markdown tables and the HTML dashboard of run folders."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import typer
+
+from rig.cli.common import app, err, fail, say
+
+
+@app.command()
+def report(
+    run: list[Path] = typer.Argument(..., help="Run directories (runs/<id>)."),
+    html: bool = typer.Option(
+        False,
+        "--html",
+        help="Write one self-contained HTML file (dashboard, tables, episodes) "
+        "and its figures beside it as SVG, PDF and PNG.",
+    ),
+    md: bool = typer.Option(True, "--md/--no-md", help="Print markdown tables."),
+    to: Path | None = typer.Option(None, "--out", help="HTML output path (default: report.html in the first run)."),
+) -> None:
+    """Report runs: tables in the papers' layouts, latency, tokens, memory; --html for plots and an episode browser."""
+    from rig.runformat import NewerFormatError, RunFileError
+    from rig.runs.report import report_markdown
+
+    for r in run:
+        if not (r / "manifest.json").exists():
+            fail(f"{r}: no manifest.json (is this a run directory?)")
+    try:
+        if md:
+            for r in run:
+                text = report_markdown(r)
+                _write_beside(r / "report.md", text)
+                sys.stdout.write(text + "\n")
+        if html:
+            from rig.runs.html import html_report
+
+            path = to or run[0] / "report.html"
+            try:  # the figures beside it are written first: a read-only run folder fails there
+                path.write_text(html_report(run, figures_dir=path.parent))
+            except OSError as e:
+                why = f"{e.filename}: {e.strerror}" if e.filename else e.strerror
+                fail(f"--out {path}: cannot write the HTML report ({why}); pass --out to write it elsewhere")
+            say(f"wrote {path} (its figures beside it as SVG, PDF and PNG)")
+    except (NewerFormatError, RunFileError) as e:
+        fail(str(e))
+
+
+def _write_beside(path: Path, text: str) -> None:
+    """A copy of the report in the run folder; a read-only run folder only loses the copy."""
+    try:
+        path.write_text(text)
+    except OSError as e:
+        err.print(f"note: {path} not written ({e.strerror})", highlight=False)

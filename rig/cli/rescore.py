@@ -1,0 +1,46 @@
+"""`rig rescore`: predictions made outside rig scored into a run folder."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from rig.cli.common import app, err, fail, parse_options
+
+
+@app.command()
+def rescore(
+    benchmark: str = typer.Argument(..., help="callnavi or mobilitybench."),
+    predictions: list[Path] = typer.Argument(..., help="Prediction files in the reference harness's own format."),
+    mode: str = typer.Option("paper", "--mode", help="Metric mode of the main tables: paper or reference."),
+    data: Path | None = typer.Option(None, "--data", help="The benchmark data the predictions answer."),
+    label: str | None = typer.Option(None, "--label", help="Model name in the tables (default: from the files)."),
+    out_dir: Path = typer.Option(Path("runs"), "--out", help="Where the run folder is written."),
+    option: list[str] = typer.Option([], "--option", "-O", help="Benchmark option key=value (repeatable)."),
+) -> None:
+    """Score predictions made outside rig (CallNavi output files, MobilityBench raw_results.json) into a run folder."""
+    from rich.progress import Progress
+
+    from rig.runs.rescore import RESCORABLE, RescoreError, RescoreOptions, rescore
+
+    if benchmark not in RESCORABLE:
+        fail(f"rescore: benchmark {benchmark!r} is not supported; choose {' or '.join(RESCORABLE)}")
+    if mode not in ("paper", "reference"):
+        fail(f"--mode {mode!r}: choose paper or reference")
+    opts = RescoreOptions(
+        benchmark=benchmark,  # type: ignore[arg-type]  # a str from typer; pydantic refuses other names
+        predictions=predictions,
+        data=data,
+        mode=mode,  # type: ignore[arg-type]
+        label=label,
+        out=out_dir,
+        options=parse_options(option),
+    )
+    try:
+        with Progress(console=err, transient=True) as bar:
+            task = bar.add_task("writing results", total=None)
+            run_dir = rescore(opts, progress=lambda i, n: bar.update(task, completed=i, total=n))
+    except RescoreError as e:
+        fail(str(e))
+    err.print(f"wrote {run_dir}; next: rig report {run_dir} --html")

@@ -1,0 +1,46 @@
+"""`rig runs` and `rig export`: the run folders, and per-episode rows out of one."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+from rich.markup import escape
+from rich.table import Table as RichTable
+
+from rig.cli.common import app, fail, out, say
+
+
+@app.command()
+def runs(root: Path = typer.Argument(Path("runs"), help="Folder holding run folders.")) -> None:
+    """List runs: id, model, benchmarks, status, episodes done / total, when."""
+    from rig.runs.export import list_runs
+
+    t = RichTable(title=escape(f"runs in {root}"))
+    for c in ("run id", "model", "benchmarks", "status", "done / total", "started"):
+        t.add_column(c)
+    for r in list_runs(root):
+        t.add_row(
+            *(escape(str(c)) for c in (r.run_id, r.model, r.benchmarks, r.status, f"{r.done} / {r.total}", r.started))
+        )
+    out.print(t)
+
+
+@app.command("export")
+def export_cmd(
+    run: Path = typer.Argument(..., help="Run directory."),
+    fmt: str = typer.Option("csv", "--format", help="csv, jsonl or parquet."),
+    to: Path | None = typer.Option(None, "--out", help="Output file (default: inside the run folder)."),
+) -> None:
+    """Write per-episode rows joined with their telemetry."""
+    from rig.runs.export import export
+
+    if not (run / "manifest.json").exists():
+        fail(f"{run}: no manifest.json (is this a run directory?)")
+    try:
+        path = export(run, fmt, to)
+    except (ValueError, RuntimeError) as e:
+        fail(str(e))
+    except OSError as e:
+        fail(f"--out {e.filename or to}: cannot write the export ({e.strerror})")
+    say(f"wrote {path}")
