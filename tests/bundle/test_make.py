@@ -16,16 +16,15 @@ from typer.testing import CliRunner
 from rig.bundle import (
     BundleData,
     BundleError,
-    _sdist_meta,
     bundle_id_for,
-    project_requirements,
     read_manifest,
     sha256_file,
     verify,
 )
+from rig.bundle.wheels import _sdist_meta, project_requirements
 from rig.cli import app
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
@@ -233,10 +232,10 @@ def test_run_from_a_bundle_records_its_id(registry: Path, tmp_path: Path, monkey
 def test_required_pins_are_downloaded_recorded_and_shown_to_the_lab(
     registry: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import rig.bundle
+    import rig.bundle.wheels
 
     calls: list[list[str]] = []
-    monkeypatch.setattr(rig.bundle, "_pip", lambda args, what: calls.append(args))
+    monkeypatch.setattr(rig.bundle.wheels, "_pip", lambda args, what: calls.append(args))
     out = tmp_path / "bundle"
     res = _create(registry, out, "--extras", "plots", "--require", "torch==2.13.0", models="tiny", wheels=True)
     assert res.exit_code == 0, res.output
@@ -485,7 +484,7 @@ def test_install_uses_the_bundle_alone_whatever_pip_is_configured_with(
         calls.append((cmd, env or {}))
         return subprocess.CompletedProcess(cmd, 0)
 
-    monkeypatch.setattr("rig.bundle.subprocess.run", run)
+    monkeypatch.setattr("rig.bundle.lab.subprocess.run", run)
     assert install(out, tmp_path / "venv") == 0
     (cmd, env), *_ = [c for c in calls if "pip" in c[0] and "install" in c[0]]
     assert "--no-index" in cmd and cmd[cmd.index("--find-links") + 1] == str(out / "wheels")
