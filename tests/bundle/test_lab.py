@@ -1,0 +1,113 @@
+"""`rig bundle install` on a real small bundle, inside `unshare -n`: nothing from the bundle runs, is imported or
+reaches pip before the bundle verifies. The hostile bundles carry a source archive whose build backend writes a
+marker file when pip so much as asks it for metadata; the marker must never exist."""
+
+from __future__ import annotations
+
+import io
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from tests.bundle.helpers import create_bundle, rehash_raw
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _evil_sdist(wheels: Path, marker: Path) -> Path:
+    """rig-99.0.tar.gz: newer than any rig wheel, so pip picks it and imports its in-tree build backend."""
+    files = {
+        "rig-99.0/pyproject.toml": '[build-system]\nrequires = []\nbuild-backend = "evil"\nbackend-path = ["."]\n'
+        '[project]\nname = "rig"\nversion = "99.0"\n',
+        "rig-99.0/evil.py": f"import pathlib\npathlib.Path({str(marker)!r}).write_text('ran')\n"
+        "def get_requires_for_build_wheel(config_settings=None):\n    return []\n",
+        "rig-99.0/PKG-INFO": "Metadata-Version: 2.1\nName: rig\nVersion: 99.0\n",
+    }
+    wheels.mkdir(parents=True, exist_ok=True)
+    sdist = wheels / "rig-99.0.tar.gz"
+    with tarfile.open(sdist, "w:gz") as tar:
+        for name, text in files.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(text.encode())
+            tar.addfile(info, io.BytesIO(text.encode()))
+    # Today's install looks for a rig wheel before it runs pip; an empty one passes that look.
+    (wheels / "rig-0.0.1-py3-none-any.whl").write_bytes(b"")
+    return sdist
+
+
+def _lab(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    """`rig ARGS` in a fresh interpreter inside `unshare -n` (no network at all), from this checkout."""
+    if not shutil.which("unshare") or subprocess.run(["unshare", "-n", "true"], capture_output=True).returncode:
+        pytest.skip("unshare -n is not allowed on this machine")
+    env = os.environ | {"PYTHONPATH": str(REPO)}
+    cmd = ["unshare", "-n", sys.executable, "-m", "rig.cli", *args]
+    return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout, cwd=REPO)
+
+
+def _refused(res: subprocess.CompletedProcess[str], *named: str) -> None:
+    out = res.stdout + res.stderr
+    assert res.returncode == 2, out
+    assert "Traceback" not in out, out
+    text = " ".join(out.split())
+    for name in named:
+        assert name in text, (name, out)
+
+
+@pytest.fixture
+def bundle(registry: Path, tmp_path: Path) -> Path:
+    out = tmp_path / "bundle"
+    res = create_bundle(registry, out, models="tiny-q4")
+    assert res.exit_code == 0, res.output
+    return out
+
+
+def test_an_unlisted_sdist_is_refused_before_pip_runs_it(bundle: Path, tmp_path: Path) -> None:
+    marker = tmp_path / "backend-ran"
+    _evil_sdist(bundle / "wheels", marker)
+    venv = tmp_path / "venv"
+    res = _lab("bundle", "install", str(bundle), "--venv", str(venv))
+    assert not marker.exists()
+    _refused(res, "does not verify", "nothing installed", "wheels/rig-99.0.tar.gz")
+    assert not venv.exists()  # refused before anything was made
+
+
+def test_a_listed_sdist_in_an_altered_bundle_is_refused(bundle: Path, tmp_path: Path) -> None:
+    marker = tmp_path / "backend-ran"
+    _evil_sdist(bundle / "wheels", marker)
+    rehash_raw(bundle)  # now listed; then one listed file changes
+    (bundle / "README.md").write_text("changed after the bundle was made\n")
+    res = _lab("bundle", "install", str(bundle), "--venv", str(tmp_path / "venv"))
+    assert not marker.exists()
+    _refused(res, "does not verify", "README.md")
+
+
+def test_a_requires_entry_never_reaches_pip_as_an_option(bundle: Path, tmp_path: Path) -> None:
+    """A manifest whose files all verify, but whose `requires` holds an option: pip would write its log there."""
+    log = tmp_path / "pip-wrote-this.log"
+    (bundle / "wheels").mkdir()
+    (bundle / "wheels" / "rig-0.0.1-py3-none-any.whl").write_bytes(b"")
+    rehash_raw(bundle, requires=[f"--log={log}"])
+    res = _lab("bundle", "install", str(bundle), "--venv", str(tmp_path / "venv"))
+    assert not log.exists()
+    _refused(res, "MANIFEST.json", "requires", "an option, not a requirement")
+    for bad in (f"x @ file://{tmp_path}/x.whl", "torch==2.13.0; --log", "not a requirement!"):
+        rehash_raw(bundle, requires=[bad])
+        res = _lab("bundle", "install", str(bundle), "--venv", str(tmp_path / "venv"))
+        _refused(res, "MANIFEST.json", "requires")
+
+
+@pytest.mark.parametrize("kind", ["file", "non-empty folder"])
+def test_venv_that_exists_is_refused(bundle: Path, tmp_path: Path, kind: str) -> None:
+    venv = tmp_path / "venv"
+    if kind == "file":
+        venv.write_text("not a venv")
+    else:
+        venv.mkdir()
+        (venv / "x").write_text("")
+    res = _lab("bundle", "install", str(bundle), "--venv", str(venv))
+    _refused(res, f"--venv {venv}", "not a folder" if kind == "file" else "not empty")
