@@ -243,3 +243,40 @@ def test_bad_keys_are_named(registry: Path, tmp_path: Path, bundle: Path) -> Non
     with pytest.raises(BundleError, match=f"--sign {junk}: not an unencrypted private key"):
         _create(registry, tmp_path / "b2", sign=junk)
     assert not (tmp_path / "b2").exists()  # refused before anything was copied
+
+
+def test_cli_names_each_offender_and_the_manifest_problems(bundle: Path, tmp_path: Path) -> None:
+    made = verify(bundle).bundle_id
+    code, text = _cli_verify(bundle, "--expect", made)
+    assert code == 0 and f"bundle {made} (the id expected)" in text
+    outside = tmp_path / "outside.yaml"
+    outside.write_bytes((bundle / "models.yaml").read_bytes())
+    (bundle / "models.yaml").unlink()
+    (bundle / "models.yaml").symlink_to(outside)
+    (bundle / "data" / "etc").symlink_to("/etc")
+    os.mkfifo(bundle / "README.md.new")
+    code, text = _cli_verify(bundle, "--expect", "0" * 32)
+    assert code == 2
+    assert f"{bundle}/models.yaml: a symbolic link (to {outside})" in text
+    assert f"{bundle}/data/etc: a symbolic link (to /etc)" in text
+    assert f"{bundle}/README.md.new: a FIFO, not a regular file" in text
+    assert f"--expect {'0' * 32}: this bundle is {made}" in text
+    assert "does not verify (3 not a regular file" in text
+
+
+def test_cli_keygen_create_sign_verify_key(registry: Path, tmp_path: Path) -> None:
+    key = tmp_path / "k"
+    res = CliRunner().invoke(app, ["bundle", "keygen", str(key)])
+    assert res.exit_code == 0 and "SHA256:" in res.output
+    out = tmp_path / "signed"
+    res = create_bundle(registry, out, "--sign", str(key), models="tiny-q4")
+    assert res.exit_code == 0, res.output
+    made = json.loads((out / "MANIFEST.json").read_text())["bundle_id"]
+    assert f"--expect {made} --key {key}.pub" in " ".join(res.output.split())
+    code, text = _cli_verify(out, "--expect", made, "--key", f"{key}.pub")
+    assert code == 0 and "signature by SHA256:" in text
+    (out / "MANIFEST.json.sig").unlink()
+    code, text = _cli_verify(out, "--key", f"{key}.pub")
+    assert code == 2 and "MANIFEST.json.sig: missing" in text
+    code, text = _cli_verify(out, "--key", str(tmp_path / "nokey.pub"))
+    assert code == 2 and "nokey.pub: not found" in text

@@ -5,6 +5,7 @@ marker file when pip so much as asks it for metadata; the marker must never exis
 from __future__ import annotations
 
 import io
+import json
 import os
 import shutil
 import subprocess
@@ -99,6 +100,18 @@ def test_a_requires_entry_never_reaches_pip_as_an_option(bundle: Path, tmp_path:
         rehash_raw(bundle, requires=[bad])
         res = _lab("bundle", "install", str(bundle), "--venv", str(tmp_path / "venv"))
         _refused(res, "MANIFEST.json", "requires")
+
+
+def test_a_wrong_expected_id_is_refused_before_pip(bundle: Path, tmp_path: Path) -> None:
+    """The lab carries the id `create` printed; a bundle re-hashed after a change verifies file by file, but it is
+    not that bundle."""
+    made = json.loads((bundle / "MANIFEST.json").read_text())["bundle_id"]
+    marker = tmp_path / "backend-ran"
+    _evil_sdist(bundle / "wheels", marker)
+    rehash_raw(bundle)
+    res = _lab("bundle", "install", str(bundle), "--venv", str(tmp_path / "venv"), "--expect", made)
+    _refused(res, f"--expect {made}", "not the bundle that was made")
+    assert not marker.exists()
 
 
 @pytest.mark.parametrize("kind", ["file", "non-empty folder"])
