@@ -9,13 +9,14 @@ Layout of a bundle (paths in MANIFEST.json are relative to the bundle root, with
     data/<benchmark>/  each benchmark's data: its embedded default, or the lab's own folder or file (--data NAME=PATH)
     cache/packs/       built map packs, found read-only through RIG_PACKS=<bundle>/cache/packs (never rebuilt)
     README.md          the lab side's instructions
-    MANIFEST.json      every other file with size and sha256; its bundle id is the hash of that list
+    MANIFEST.json      every other file with size and sha256; the bundle id is the hash of the manifest itself
+    MANIFEST.json.sig  optional Ed25519 signature over MANIFEST.json's bytes (``create --sign``)
 
-A run whose models.yaml sits beside a MANIFEST.json records that bundle id (``bundle_id_for``).
+A run whose models.yaml sits beside a MANIFEST.json records the id computed from it (``bundle_id_for``).
 
 Modules, one concern each: ``manifest`` (the records, reading MANIFEST.json, bundle ids), ``files`` (walk, hash,
-copy), ``check`` (verify), ``weights``, ``data`` (benchmark data and map packs), ``wheels``, ``make`` (create) and
-``lab`` (install).
+copy), ``check`` (verify), ``weights``, ``data`` (benchmark data and map packs), ``wheels``, ``make`` (create),
+``lab`` (install) and ``sign``.
 """
 
 from rig.bundle.check import verify
