@@ -16,6 +16,7 @@ from rig.bundle.manifest import (
     MANIFEST,
     SIGNATURE,
     BundleError,
+    BundleManifest,
     VerifyReport,
     file_kind,
     open_regular,
@@ -27,6 +28,11 @@ from rig.bundle.manifest import (
 def verify(bundle: Path, expect: str | None = None, key: Path | None = None) -> VerifyReport:
     """Name the missing, extra, altered and unsafe files, and what is wrong with the manifest as a whole: an id
     other than ``expect``, a signature that is missing or does not hold for the public ``key``."""
+    return verified(bundle, expect, key)[0]
+
+
+def verified(bundle: Path, expect: str | None = None, key: Path | None = None) -> tuple[VerifyReport, BundleManifest]:
+    """``verify``, and the manifest it checked: what a caller acts on is what was verified, not a second read."""
     data = read_manifest_bytes(bundle)
     path = bundle / MANIFEST
     man, computed = parse_manifest(path, data)
@@ -35,7 +41,7 @@ def verify(bundle: Path, expect: str | None = None, key: Path | None = None) -> 
         report.problems.append(
             f"{path}: bundle_id: claims {man.bundle_id}, but the manifest hashes to {computed} (edited since)"
         )
-    if expect is not None and expect.strip() != computed:
+    if expect is not None and expect.strip().lower() != computed:
         report.problems.append(f"--expect {expect}: this bundle is {computed}, not the bundle that was made")
     if key is not None:
         from rig.bundle.sign import check_signature, load_public
@@ -66,7 +72,7 @@ def verify(bundle: Path, expect: str | None = None, key: Path | None = None) -> 
             elif sha256_file(fd, advance) != want.sha256:
                 report.altered.append(rel)
             report.checked += 1
-    return report
+    return report, man
 
 
 def scan(root: Path) -> tuple[dict[str, Path], dict[str, str]]:

@@ -7,9 +7,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from rig.bundle.check import verify
+from rig.bundle.check import verified
 from rig.bundle.files import _say
-from rig.bundle.manifest import EXTRA_NAME, MANIFEST, BundleError, read_manifest
+from rig.bundle.manifest import EXTRA_NAME, MANIFEST, BundleError
 
 
 def install(
@@ -26,7 +26,7 @@ def install(
     for extra in extras or []:
         if not EXTRA_NAME.fullmatch(extra):
             raise BundleError(f"--extras {extra}: not an extra's name")
-    report = verify(bundle, expect=expect, key=key)
+    report, man = verified(bundle, expect=expect, key=key)
     if not report.ok:
         offenders = report.unsafe + report.altered + report.missing + report.extra
         named = ", ".join(offenders[:3]) + (f" and {len(offenders) - 3} more" if len(offenders) > 3 else "")
@@ -34,7 +34,6 @@ def install(
             f"{bundle}: does not verify, nothing installed ({report.summary()}{': ' + named if named else ''}); "
             "`rig bundle verify` lists every offender"
         )
-    man = read_manifest(bundle)
     host_py = f"{sys.version_info.major}.{sys.version_info.minor}"
     if man.python != host_py:
         raise BundleError(

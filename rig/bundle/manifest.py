@@ -266,6 +266,13 @@ def parse_manifest(path: Path, data: bytes) -> tuple[BundleManifest, str]:
         raise BundleError(f"{path}: not valid JSON: {e}") from None
     if not isinstance(raw, dict):
         raise BundleError(f"{path}: (top level): a JSON object is expected, found {type(raw).__name__}")
+    version = raw.get("format_version", 1)
+    if isinstance(version, int) and version > BUNDLE_FORMAT:
+        # A newer rig may hash its manifest differently: no id could be checked.
+        raise BundleError(
+            f"{path}: format_version: {version}, made by a newer rig (this one reads up to {BUNDLE_FORMAT}); "
+            "verify it with that rig"
+        )
     try:
         man = BundleManifest.model_validate(raw)
         return man, manifest_id(raw)

@@ -280,3 +280,11 @@ def test_cli_keygen_create_sign_verify_key(registry: Path, tmp_path: Path) -> No
     assert code == 2 and "MANIFEST.json.sig: missing" in text
     code, text = _cli_verify(out, "--key", str(tmp_path / "nokey.pub"))
     assert code == 2 and "nokey.pub: not found" in text
+
+
+def test_a_manifest_from_a_newer_rig_is_refused_not_misjudged(bundle: Path) -> None:
+    raw = json.loads((bundle / "MANIFEST.json").read_text())
+    raw["format_version"] = 99
+    (bundle / "MANIFEST.json").write_text(json.dumps(raw))
+    code, text = _cli_verify(bundle)
+    assert code == 2 and "MANIFEST.json: format_version: 99, made by a newer rig" in text

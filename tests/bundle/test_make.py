@@ -418,7 +418,7 @@ def test_install_uses_the_bundle_alone_whatever_pip_is_configured_with(
     assert create_bundle(registry, out).exit_code == 0
     (out / "wheels").mkdir(exist_ok=True)
     (out / "wheels" / "rig-0.1.0-py3-none-any.whl").write_bytes(b"")
-    rehash(out)  # listed: install refuses a file the manifest does not list
+    made = rehash(out).bundle_id  # listed: install refuses a file the manifest does not list
     # A lab machine's own pip settings (a mirror, a wheel folder) must not add packages to the install.
     monkeypatch.setenv("PIP_FIND_LINKS", str(tmp_path / "elsewhere"))
     monkeypatch.setenv("PIP_EXTRA_INDEX_URL", "file:///mirror/simple")
@@ -429,7 +429,7 @@ def test_install_uses_the_bundle_alone_whatever_pip_is_configured_with(
         return subprocess.CompletedProcess(cmd, 0)
 
     monkeypatch.setattr("rig.bundle.lab.subprocess.run", run)
-    assert install(out, tmp_path / "venv") == 0
+    assert install(out, tmp_path / "venv", expect=made) == 0  # the right id: verified, then pip
     (cmd, env), *_ = [c for c in calls if "pip" in c[0] and "install" in c[0]]
     assert "--no-index" in cmd and cmd[cmd.index("--find-links") + 1] == str(out / "wheels")
     # Positional arguments after `--`: none of them can be read as an option.
