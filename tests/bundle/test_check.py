@@ -288,3 +288,36 @@ def test_a_manifest_from_a_newer_rig_is_refused_not_misjudged(bundle: Path) -> N
     (bundle / "MANIFEST.json").write_text(json.dumps(raw))
     code, text = _cli_verify(bundle)
     assert code == 2 and "MANIFEST.json: format_version: 99, made by a newer rig" in text
+
+
+def test_a_corrupted_manifest_is_bad_input_never_a_crash(bundle: Path) -> None:
+    """Bytes of MANIFEST.json cut, flipped, or values swapped for hostile ones: verify answers or raises BundleError."""
+    import random
+
+    man = bundle / "MANIFEST.json"
+    good = man.read_bytes()
+    raw = json.loads(good)
+    hostile: list[bytes] = [
+        good.replace(b'"created_at": ', b'"created_at": NaN, "x": ', 1),
+        json.dumps(raw | {"files": None}).encode(),
+        json.dumps(raw | {"files": [{"path": 7}]}).encode(),
+        json.dumps(raw | {"files": [raw["files"][0] | {"size": 10**400}]}).encode(),
+        json.dumps(raw | {"requires": "numpy"}).encode(),
+        json.dumps(raw | {"extras": ["llamacpp] --log=x"]}).encode(),
+        json.dumps(raw | {"data": {"callnavi": [[[[[[[[[[[]]]]]]]]]]]}}).encode(),
+        b"\xff\xfe" + good,
+        b"",
+    ]
+    rng = random.Random(30)
+    for _ in range(300):
+        data = bytearray(good)
+        for _ in range(rng.randint(1, 4)):
+            i = rng.randrange(len(data))
+            data[i] = rng.choice(b'{}[]",:0 \\x\xff')
+        hostile.append(bytes(data[: rng.randint(0, len(data))] if rng.random() < 0.2 else data))
+    for data in hostile:
+        man.write_bytes(data)
+        try:
+            verify(bundle)
+        except BundleError as e:
+            assert str(e).startswith(str(man)), e
