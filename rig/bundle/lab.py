@@ -44,7 +44,9 @@ def install(
     if not any(wheels.glob("rig-*.whl")):
         raise BundleError(f"{wheels}: no rig wheel (was the bundle made with --no-wheels?)")
     _say(f"creating {venv}")
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    made = subprocess.run([sys.executable, "-m", "venv", str(venv)])
+    if made.returncode != 0:
+        raise BundleError(f"--venv {venv}: python -m venv exited with {made.returncode} (see its message above)")
     want = extras if extras is not None else man.extras
     spec = f"rig[{','.join(want)}]" if want else "rig"
     # The bundle alone: no pip.conf and no PIP_* setting of the machine (a lab's stale mirror, find-links) may add
