@@ -124,3 +124,36 @@ def test_venv_that_exists_is_refused(bundle: Path, tmp_path: Path, kind: str) ->
         (venv / "x").write_text("")
     res = _lab("bundle", "install", str(bundle), "--venv", str(venv))
     _refused(res, f"--venv {venv}", "not a folder" if kind == "file" else "not empty")
+
+
+def _tiny_rig_wheel(wheels: Path, marker: Path) -> None:
+    """A minimal real wheel named rig whose `rig` script writes ``marker`` with its arguments: what install runs
+    after pip (`rig doctor`) shows the verified bundle was installed."""
+    import zipfile
+
+    wheels.mkdir(parents=True, exist_ok=True)
+    dist = "rig-0.0.1.dist-info"
+    files = {
+        "tinyrig.py": f"import pathlib, sys\ndef main():\n    pathlib.Path({str(marker)!r}).write_text("
+        "' '.join(sys.argv[1:]))\n",
+        f"{dist}/METADATA": "Metadata-Version: 2.1\nName: rig\nVersion: 0.0.1\n",
+        f"{dist}/WHEEL": "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+        f"{dist}/entry_points.txt": "[console_scripts]\nrig = tinyrig:main\n",
+    }
+    with zipfile.ZipFile(wheels / "rig-0.0.1-py3-none-any.whl", "w") as z:
+        for name, text in files.items():
+            z.writestr(name, text)
+        z.writestr(f"{dist}/RECORD", "".join(f"{n},,\n" for n in files) + f"{dist}/RECORD,,\n")
+
+
+def test_a_bundle_that_verifies_installs_from_its_wheels_alone(bundle: Path, tmp_path: Path) -> None:
+    """The positive control for the refusals above: the same path with a bundle that verifies (the expected id)
+    reaches pip, which installs the bundle's wheel with no network, and then runs the installed `rig doctor`."""
+    ran = tmp_path / "doctor-ran"
+    _tiny_rig_wheel(bundle / "wheels", ran)
+    made = rehash_raw(bundle, extras=[])["bundle_id"]
+    venv = tmp_path / "venv"
+    res = _lab("bundle", "install", str(bundle), "--venv", str(venv), "--expect", made)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert ran.read_text().startswith("doctor --models")
+    assert "-- rig" in res.stderr  # positional arguments after `--`
