@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 from rig.bundle.check import verified
 from rig.bundle.files import _say
-from rig.bundle.manifest import EXTRA_NAME, MANIFEST, BundleError
+from rig.bundle.manifest import EXTRA_NAME, MANIFEST, BundleError, BundleFile, open_regular
 
 
 def install(
@@ -41,7 +43,8 @@ def install(
             f"run `rig bundle install` with a Python {man.python} interpreter"
         )
     wheels = bundle / "wheels"
-    if not any(wheels.glob("rig-*.whl")):
+    listed = [f for f in man.files if f.path.startswith("wheels/")]
+    if not any(f.path.startswith("wheels/rig-") and f.path.endswith(".whl") for f in listed):
         raise BundleError(f"{wheels}: no rig wheel (was the bundle made with --no-wheels?)")
     _say(f"creating {venv}")
     made = subprocess.run([sys.executable, "-m", "venv", str(venv)])
@@ -49,21 +52,43 @@ def install(
         raise BundleError(f"--venv {venv}: python -m venv exited with {made.returncode} (see its message above)")
     want = extras if extras is not None else man.extras
     spec = f"rig[{','.join(want)}]" if want else "rig"
-    # The bundle alone: no pip.conf and no PIP_* setting of the machine (a lab's stale mirror, find-links) may add
-    # packages; the isolated builds inherit this environment too.
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")} | {
-        "PIP_NO_INDEX": "1",
-        "PIP_FIND_LINKS": str(wheels.resolve()),
-        "PIP_CONFIG_FILE": os.devnull,
-    }
-    # requires are requirement specifiers (checked when the manifest is read); `--` keeps pip from reading any
-    # positional argument as an option.
-    cmd = [str(venv / "bin" / "python"), "-m", "pip", "install", "--no-index", "--find-links", str(wheels), "--"]
-    cmd += [spec, *man.requires]
-    _say("$ " + " ".join(cmd[2:]))
-    if subprocess.run(cmd, env=env).returncode != 0:
-        raise BundleError(f"pip install from {wheels} failed (see pip's message above)")
+    with tempfile.TemporaryDirectory(prefix="rig-bundle-wheels-") as tmp:
+        # pip reads copies hashed as they were made: a file swapped in the bundle after verify never reaches it.
+        copied = Path(tmp) / "wheels"
+        copy_verified(bundle, listed, "wheels/", copied)
+        # The bundle alone: no pip.conf and no PIP_* setting of the machine (a lab's stale mirror, find-links) may
+        # add packages; the isolated builds inherit this environment too.
+        env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")} | {
+            "PIP_NO_INDEX": "1",
+            "PIP_FIND_LINKS": str(copied),
+            "PIP_CONFIG_FILE": os.devnull,
+        }
+        # requires are requirement specifiers (checked when the manifest is read); `--` keeps pip from reading any
+        # positional argument as an option.
+        cmd = [str(venv / "bin" / "python"), "-m", "pip", "install", "--no-index", "--find-links", str(copied), "--"]
+        cmd += [spec, *man.requires]
+        _say("$ " + " ".join(cmd[2:]))
+        if subprocess.run(cmd, env=env).returncode != 0:
+            raise BundleError(f"pip install from {wheels} (verified copy) failed (see pip's message above)")
     return doctor(bundle, venv)
+
+
+def copy_verified(bundle: Path, files: list[BundleFile], prefix: str, dest: Path) -> None:
+    """Copy the listed ``files`` under ``prefix`` to ``dest``, each hashed as it is read (regular files only, no
+    link followed); any that differs from the manifest now is a BundleError naming it."""
+    for f in files:
+        target = dest / f.path.removeprefix(prefix)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        h = hashlib.sha256()
+        try:
+            with os.fdopen(open_regular(bundle / f.path), "rb") as src, open(target, "wb") as out:
+                while chunk := src.read(1 << 20):
+                    h.update(chunk)
+                    out.write(chunk)
+        except OSError as e:
+            raise BundleError(f"{bundle / f.path}: cannot be read ({e.strerror})") from None
+        if h.hexdigest() != f.sha256:
+            raise BundleError(f"{bundle / f.path}: changed since it was verified; nothing installed from it")
 
 
 def bundle_env(bundle: Path) -> dict[str, str]:

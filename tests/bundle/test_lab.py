@@ -157,3 +157,35 @@ def test_a_bundle_that_verifies_installs_from_its_wheels_alone(bundle: Path, tmp
     assert res.returncode == 0, res.stdout + res.stderr
     assert ran.read_text().startswith("doctor --models")
     assert "-- rig" in res.stderr  # positional arguments after `--`
+
+
+def test_a_wheel_swapped_after_verify_never_reaches_pip(
+    bundle: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Whoever can write the bundle while install runs swaps a wheel just after verify: pip reads the copies hashed
+    as they were made, so the swap is refused, naming the file, before pip runs."""
+    import rig.bundle.lab as lab
+    from rig.bundle import BundleError
+
+    wheel = bundle / "wheels" / "rig-0.0.1-py3-none-any.whl"
+    wheel.parent.mkdir()
+    wheel.write_bytes(b"the wheel that was made")
+    rehash_raw(bundle)
+    real = lab.verified
+
+    def verified_then_swapped(*args: object, **kw: object) -> object:
+        result = real(*args, **kw)  # type: ignore[arg-type]
+        wheel.write_bytes(b"a wheel swapped in after")
+        return result
+
+    pip: list[list[str]] = []
+
+    def run(cmd: list[str], **kw: object) -> subprocess.CompletedProcess[bytes]:
+        pip.extend([cmd] if "pip" in cmd else [])
+        return subprocess.CompletedProcess(cmd, 0)
+
+    monkeypatch.setattr(lab, "verified", verified_then_swapped)
+    monkeypatch.setattr(lab.subprocess, "run", run)
+    with pytest.raises(BundleError, match=r"rig-0\.0\.1-py3-none-any\.whl: changed since it was verified"):
+        lab.install(bundle, tmp_path / "venv")
+    assert pip == []

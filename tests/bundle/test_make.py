@@ -417,24 +417,31 @@ def test_install_uses_the_bundle_alone_whatever_pip_is_configured_with(
     out = tmp_path / "bundle"
     assert create_bundle(registry, out).exit_code == 0
     (out / "wheels").mkdir(exist_ok=True)
-    (out / "wheels" / "rig-0.1.0-py3-none-any.whl").write_bytes(b"")
+    (out / "wheels" / "rig-0.1.0-py3-none-any.whl").write_bytes(b"a wheel")
     made = rehash(out).bundle_id  # listed: install refuses a file the manifest does not list
     # A lab machine's own pip settings (a mirror, a wheel folder) must not add packages to the install.
     monkeypatch.setenv("PIP_FIND_LINKS", str(tmp_path / "elsewhere"))
     monkeypatch.setenv("PIP_EXTRA_INDEX_URL", "file:///mirror/simple")
     calls: list[tuple[list[str], dict[str, str]]] = []
+    seen: dict[str, bytes] = {}  # what pip's wheel folder held when pip ran
 
     def run(cmd: list[str], env: dict[str, str] | None = None, **kw: object) -> subprocess.CompletedProcess[bytes]:
         calls.append((cmd, env or {}))
+        if "--find-links" in cmd:
+            seen.update({p.name: p.read_bytes() for p in Path(cmd[cmd.index("--find-links") + 1]).iterdir()})
         return subprocess.CompletedProcess(cmd, 0)
 
     monkeypatch.setattr("rig.bundle.lab.subprocess.run", run)
     assert install(out, tmp_path / "venv", expect=made) == 0  # the right id: verified, then pip
     (cmd, env), *_ = [c for c in calls if "pip" in c[0] and "install" in c[0]]
-    assert "--no-index" in cmd and cmd[cmd.index("--find-links") + 1] == str(out / "wheels")
+    # pip reads a copy of the bundle's wheels hashed as it was made (a file swapped in after verify never reaches
+    # it), and that copy only.
+    wheels = cmd[cmd.index("--find-links") + 1]
+    assert "--no-index" in cmd and seen == {"rig-0.1.0-py3-none-any.whl": b"a wheel"}
+    assert not Path(wheels).is_relative_to(out) and not Path(wheels).exists()  # removed after pip
     # Positional arguments after `--`: none of them can be read as an option.
     assert cmd[cmd.index("--") + 1].startswith("rig[") and cmd.index("--") > cmd.index("--find-links")
-    assert env["PIP_NO_INDEX"] == "1" and env["PIP_FIND_LINKS"] == str((out / "wheels").resolve())
+    assert env["PIP_NO_INDEX"] == "1" and env["PIP_FIND_LINKS"] == wheels
     assert env["PIP_CONFIG_FILE"] == os.devnull and "PIP_EXTRA_INDEX_URL" not in env
 
 
