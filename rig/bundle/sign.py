@@ -122,8 +122,6 @@ def check_signature(bundle: Path, manifest: bytes, key: Any, public: Path) -> st
         text = _read_small(path, "signature").decode("ascii").strip()
     except UnicodeDecodeError:
         text = ""
-    except BundleError as e:
-        raise BundleError(f"{path}: {e}") from None
     head, _, b64 = text.rpartition(" ")
     try:
         if head != _HEADER:
