@@ -24,14 +24,14 @@ else
     python3 -m rig.cli bundle create "$BUNDLE" --models gemma3-270m "$@"
 fi
 t1=$(stamp)
-python3 -m rig.cli bundle verify "$BUNDLE"
-t2=$(stamp)
 BID=$(python3 -c "import json, sys; print(json.load(open(sys.argv[1]))['bundle_id'])" "$BUNDLE/MANIFEST.json")
+python3 -m rig.cli bundle verify "$BUNDLE" --expect "$BID"
+t2=$(stamp)
 
 # The lab: no network, a fresh HOME (no pip or rig cache from this machine), the bundle's registry and map packs.
-unshare -n bash -s "$BUNDLE" "$VENV" "$WORK" <<'LAB'
+unshare -n bash -s "$BUNDLE" "$VENV" "$WORK" "$BID" <<'LAB'
 set -euo pipefail
-BUNDLE=$1 VENV=$2 WORK=$3
+BUNDLE=$1 VENV=$2 WORK=$3 BID=$4
 ip link set lo up
 export HOME=$WORK/home XDG_CACHE_HOME=$WORK/home/.cache PIP_NO_INDEX=1
 # None of this machine's pip settings (find-links folders, mirrors, pip.conf) reach the lab's installs.
@@ -47,9 +47,9 @@ python3 -m venv "$WORK/boot"
 "$WORK/boot/bin/pip" install --quiet --no-index --find-links "$BUNDLE/wheels" \
     "$(python3 -c "import json, sys; m = json.load(open(sys.argv[1])); print('rig[' + ','.join(m['extras']) + ']')" "$BUNDLE/MANIFEST.json")" \
     $(python3 -c "import json, sys; print(' '.join(json.load(open(sys.argv[1])).get('requires', [])))" "$BUNDLE/MANIFEST.json")
-"$WORK/boot/bin/rig" bundle verify "$BUNDLE"
+"$WORK/boot/bin/rig" bundle verify "$BUNDLE" --expect "$BID"
 b=$(stamp)
-"$WORK/boot/bin/rig" bundle install "$BUNDLE" --venv "$VENV"
+"$WORK/boot/bin/rig" bundle install "$BUNDLE" --expect "$BID" --venv "$VENV"
 c=$(stamp)
 export RIG_MODELS=$BUNDLE/models.yaml RIG_PACKS=$BUNDLE/cache/packs
 cd "$WORK"
@@ -58,7 +58,7 @@ for bench in callnavi evgeoqa mobilitybench routeeval urbangeo; do
   "$VENV/bin/rig" bench -b "$bench" --limit 1 --out "$WORK/runs" --no-report
   echo "bench $bench: $(took "$s" "$(stamp)") s"
 done
-"$VENV/bin/rig" bundle verify "$BUNDLE"  # the runs wrote nothing into the bundle
+"$VENV/bin/rig" bundle verify "$BUNDLE" --expect "$BID"  # the runs wrote nothing into the bundle
 echo "offline: bootstrap install + verify $(took "$a" "$b") s; rig bundle install (fresh venv + doctor) $(took "$b" "$c") s"
 LAB
 t3=$(stamp)

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from rig.cli.common import DEFAULT_MODEL, app, csv_list, err, fail, out
+from rig.cli.common import DEFAULT_MODEL, app, csv_list, err, fail, out, say
 
 bundle_app = typer.Typer(
     help="Carry rig, weights, data and map packs to a machine with no network, verified.", no_args_is_help=True
@@ -47,8 +47,11 @@ def bundle_create(
         help="NAME=PATH: a chosen benchmark's own data folder or file, checked and bundled instead of its "
         "embedded data (repeatable).",
     ),
+    sign: Path | None = typer.Option(
+        None, "--sign", help="Ed25519 private key (ssh-keygen -t ed25519, or `rig bundle keygen`): signs MANIFEST.json."
+    ),
 ) -> None:
-    """Make a bundle: wheels, weights, models.yaml, benchmark data, map packs, MANIFEST.json, README."""
+    """Make a bundle: wheels, weights, models.yaml, benchmark data, map packs, MANIFEST.json, README; print its id."""
     from rig.benchmarks import BENCHMARKS
     from rig.bundle import BundleError, CreateOptions, create, parse_data_flags
 
@@ -71,6 +74,7 @@ def bundle_create(
         no_index=no_index,
         maps=maps,
         data=user_data,
+        sign=sign,
     )
     try:
         man = create(opts)
@@ -80,26 +84,58 @@ def bundle_create(
         err.print(f"[yellow]not copied:[/] {note}", highlight=False, soft_wrap=True)
     size = sum(f.size for f in man.files)
     out.print(f"bundle {man.bundle_id}: {len(man.files)} files, {size / 1e6:.1f} MB in {out_dir}")
+    # The id proves nothing if it travels inside the bundle: whoever can change a file can re-hash the manifest.
+    say(
+        f"carry the id to the lab apart from the bundle; there: rig bundle verify BUNDLE --expect {man.bundle_id}"
+        + (f" --key {sign}.pub (signed: {out_dir / 'MANIFEST.json.sig'})" if sign else "")
+    )
+
+
+@bundle_app.command("keygen")
+def bundle_keygen(
+    key: Path = typer.Argument(..., help="New private key file; the public key is written beside it as KEY.pub."),
+) -> None:
+    """Make an Ed25519 key pair for `rig bundle create --sign KEY` and `verify/install --key KEY.pub`."""
+    from rig.bundle import BundleError
+    from rig.bundle.sign import keygen
+
+    try:
+        public, fingerprint = keygen(key)
+    except BundleError as e:
+        fail(str(e))
+    say(f"private key {key} (keep it off the lab side); public key {public}: {fingerprint}", out)
+
+
+_EXPECT_HELP = "The bundle id `rig bundle create` printed, carried apart from the bundle: any other is refused."
+_KEY_HELP = "Public key (ssh-ed25519 line or PEM): MANIFEST.json.sig must be its signature."
 
 
 @bundle_app.command("verify")
-def bundle_verify(bundle: Path = typer.Argument(..., help="Bundle folder.")) -> None:
-    """Re-hash every file against MANIFEST.json; name missing, extra and altered files (exit 2)."""
+def bundle_verify(
+    bundle: Path = typer.Argument(..., help="Bundle folder."),
+    expect: str | None = typer.Option(None, "--expect", help=_EXPECT_HELP),
+    key: Path | None = typer.Option(None, "--key", help=_KEY_HELP),
+) -> None:
+    """Check the manifest (its id, --expect, --key), then re-hash every file; name missing, extra, altered files and
+    anything not a regular file (exit 2). Prints the bundle id computed from the manifest."""
     from rig.bundle import BundleError, verify
 
     try:
-        rep = verify(bundle)
+        rep = verify(bundle, expect=expect, key=key)
     except BundleError as e:
         fail(str(e))
     for kind, paths in (("missing", rep.missing), ("extra", rep.extra), ("altered", rep.altered)):
         for p in paths:
-            err.print(f"[bold red]{kind}:[/] {bundle / p}", highlight=False, soft_wrap=True)
+            say(f"{kind}: {bundle / p}")
+    for line in rep.unsafe:
+        say(f"not a regular file: {bundle}/{line}")
+    for line in rep.problems:
+        say(f"manifest: {line}")
     if not rep.ok:
-        fail(
-            f"bundle {rep.bundle_id}: {len(rep.missing)} missing, {len(rep.extra)} extra, "
-            f"{len(rep.altered)} altered file(s)"
-        )
-    out.print(f"bundle {rep.bundle_id}: {rep.checked} files verified")
+        fail(f"bundle {rep.bundle_id}: does not verify ({rep.summary()})")
+    signed = f", signature by {rep.signed_by}" if rep.signed_by else ""
+    expected = " (the id expected)" if expect else ""
+    say(f"bundle {rep.bundle_id}{expected}: {rep.checked} files verified{signed}", out)
 
 
 @bundle_app.command("install")
@@ -107,12 +143,16 @@ def bundle_install(
     bundle: Path = typer.Argument(..., help="Bundle folder."),
     venv: Path = typer.Option(..., "--venv", help="New virtual environment to create."),
     extras_csv: str | None = typer.Option(None, "--extras", help="Extras to install (default: the bundle's)."),
+    expect: str | None = typer.Option(None, "--expect", help=_EXPECT_HELP),
+    key: Path | None = typer.Option(None, "--key", help=_KEY_HELP),
 ) -> None:
-    """Create a venv from the bundle's wheels alone (no index), then run `rig doctor` on the bundle's registry."""
+    """Verify the bundle (nothing of it runs before), create a venv from its wheels alone (no index), then run
+    `rig doctor` on the bundle's registry."""
     from rig.bundle import BundleError, bundle_env, install
 
     try:
-        code = install(bundle, venv, csv_list(extras_csv) if extras_csv is not None else None)
+        extras = csv_list(extras_csv) if extras_csv is not None else None
+        code = install(bundle, venv, extras, expect=expect, key=key)
     except BundleError as e:
         fail(str(e))
     env = " ".join(f"{k}={v}" for k, v in bundle_env(bundle).items())

