@@ -20,7 +20,7 @@ from typing import Annotated, Any, ClassVar
 from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationError
 
 from rig.engines.base import Engine
-from rig.records import Episode, EpisodeResult, Sampling
+from rig.records import DecodeMode, Episode, EpisodeResult, Sampling, ToolMode
 
 
 class DataError(Exception):
@@ -109,8 +109,8 @@ class RunContext(BaseModel):
     """What a benchmark needs to know about the run to build requests."""
 
     sampling: Sampling
-    decode: str = "none"  # none | json | yaml
-    tool_mode: str = "prompt"
+    decode: DecodeMode = "none"
+    tool_mode: ToolMode = "prompt"
 
 
 class Benchmark(abc.ABC):
@@ -133,6 +133,18 @@ class Benchmark(abc.ABC):
             return cls.Options.model_validate(dict(options or {}))
         except ValidationError as exc:
             raise _option_error(cls.name, list(cls.Options.model_fields), exc) from None
+
+    @classmethod
+    def implied_options(cls, decode: str) -> dict[str, Any]:
+        """Options a run's decode mode sets unless they are given (CallNavi: its answer format)."""
+        return {}
+
+    @classmethod
+    def conflicts(cls, options: Any, decode: str, tool_mode: str) -> str | None:
+        """Why these (validated) options cannot run under this decode and tool mode, naming both settings; None when
+        they can. Checked when the run is built, before the model loads, so a conflict is refused rather than
+        recorded as a crash in every episode."""
+        return None
 
     @classmethod
     def default_data(cls) -> Path:

@@ -17,8 +17,6 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, Field
-
 from rig import offline
 from rig.benchmarks import BENCHMARKS, get_benchmark_class
 from rig.benchmarks.base import Benchmark, DataError, RunContext
@@ -29,6 +27,7 @@ from rig.registry import ModelSpec, default_registry_path, load_registry, resolv
 from rig.runs.config import BenchmarkInfo, RunConfig
 from rig.runs.manifest import RunManifest, new_run_id, package_versions
 from rig.runs.runner import plan, run_items
+from rig.runs.spec import RunSpec
 from rig.runs.store import Store, open_manifest
 from rig.telemetry.gpu import GpuSampler
 
@@ -37,25 +36,11 @@ class BenchError(Exception):
     """A problem with the request (not with a model output); str() is shown to the user."""
 
 
-class BenchOptions(BaseModel):
-    model: str | None = None
-    benchmark: str | None = None  # None: every registered benchmark whose data is available
-    gpu: int | None = None
-    limit: int | None = None
-    repeats: int = 1
-    data: Path | None = None
+class BenchOptions(RunSpec):
+    """The library call of `rig bench`: a RunSpec, and where its run folder goes."""
+
     out: Path = Path("runs")
     resume: str | None = None
-    decode: str = "none"
-    tool_mode: str = "prompt"
-    options: dict[str, Any] = Field(default_factory=dict)  # benchmark options (format, task, ...)
-    concurrency: int = 1
-    order: str = "grouped"
-    models_file: Path | None = None
-    temperature: float | None = None
-    seed: int | None = None
-    max_tokens: int | None = None
-    shard: str | None = None  # "i/N" (0-based): run only shard i of N of the selected questions
 
 
 def shard_of(episodes: list[Episode], shard: str | None) -> list[Episode]:
@@ -126,9 +111,13 @@ def _build(opts: BenchOptions) -> tuple[ModelSpec, str, list[tuple[Benchmark, li
     routed = _route_options(opts.options, names, single=opts.benchmark is not None)
     chosen, infos, skipped = [], [], []
     for name in names:
-        bench_opts = routed[name]
+        cls = get_benchmark_class(name)
+        bench_opts = {**cls.implied_options(opts.decode), **routed[name]}
         try:
-            bench = get_benchmark_class(name)(opts.data, bench_opts)
+            bench = cls(opts.data, bench_opts)
+            conflict = cls.conflicts(bench.opts, opts.decode, opts.tool_mode)
+            if conflict is not None:
+                raise BenchError(conflict)
             episodes = shard_of(select(bench.episodes(), opts.limit, spec.sampling.seed), opts.shard)
         except DataError as e:
             if opts.benchmark:  # asked for by name: its data problem is the user's to fix
@@ -170,15 +159,8 @@ def _diff(a: Any, b: Any, path: str = "") -> list[str]:
     return [] if a == b else [f"{path}: {a!r} -> {b!r}"]
 
 
-ORDERS = ("grouped", "shuffled")
-
-
 def _check_flags(opts: BenchOptions) -> None:
     """Flag problems, found before anything is loaded or written."""
-    if opts.order not in ORDERS and opts.order != "given":
-        raise BenchError(f"--order {opts.order!r}: choose {' or '.join(ORDERS)}")
-    if opts.temperature is not None and opts.temperature < 0:
-        raise BenchError(f"--temperature {opts.temperature}: must be 0 or more")
     if opts.resume is not None and (
         not opts.resume or opts.resume in (".", "..") or "/" in opts.resume or os.sep in opts.resume
     ):

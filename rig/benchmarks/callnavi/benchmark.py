@@ -97,6 +97,18 @@ class CallNavi(Benchmark):
                     )
         return out
 
+    @classmethod
+    def implied_options(cls, decode: str) -> dict[str, Any]:
+        return {"format": decode} if decode in ("json", "yaml") else {}
+
+    @classmethod
+    def conflicts(cls, options: Any, decode: str, tool_mode: str) -> str | None:
+        if decode not in ("none", options.format):
+            return (
+                f"--decode {decode} conflicts with callnavi.format={options.format} (the answer format it constrains)"
+            )
+        return None
+
     def constraint_for(self, episode: Episode, decode: str) -> Constraint | None:
         if decode == "none":
             return None
