@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import Any
 
 import typer
 from rich import box
@@ -11,7 +12,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table as RichTable
 
-from rig.cli.common import DEFAULT_MODEL, app, err, fail, out, parse_options, say, tool_mode_for
+from rig.cli.common import DEFAULT_MODEL, app, err, fail, out, parse_options, say
 
 
 @app.command()
@@ -23,9 +24,11 @@ def bench(
     benchmark: str | None = typer.Option(
         None, "--benchmark", "-b", help="Benchmark to run (default: every benchmark with data available)."
     ),
-    gpu: int | None = typer.Option(None, "--gpu", help="GPU ordinal; CPU when omitted."),
-    limit: int | None = typer.Option(None, "--limit", min=1, help="Run a seeded sample of N questions."),
-    repeats: int = typer.Option(1, "--repeats", "-k", min=1, help="Runs per episode (stability scores need k > 1)."),
+    gpu: int | None = typer.Option(
+        None, "--gpu", help="GPU to use: a position in CUDA_VISIBLE_DEVICES (every engine alike); CPU when omitted."
+    ),
+    limit: int | None = typer.Option(None, "--limit", help="Run a seeded sample of N questions."),
+    repeats: int = typer.Option(1, "--repeats", "-k", help="Runs per episode (stability scores need k > 1)."),
     data: Path | None = typer.Option(None, "--data", help="Benchmark data folder (default: the embedded sample)."),
     out_dir: Path = typer.Option(Path("runs"), "--out", help="Where run folders go."),
     resume: str | None = typer.Option(None, "--resume", help="Run id to resume; finished episodes are skipped."),
@@ -43,11 +46,11 @@ def bench(
         "-O",
         help="Benchmark option key=value (e.g. task=routing); `rig benchmarks` lists each benchmark's options.",
     ),
-    concurrency: int = typer.Option(1, "--concurrency", "-c", min=1, help="Episodes in flight."),
+    concurrency: int = typer.Option(1, "--concurrency", "-c", help="Episodes in flight."),
     order: str = typer.Option("grouped", "--order", help="grouped (shared prompt prefixes together) or shuffled."),
-    temperature: float | None = typer.Option(None, "--temperature", min=0.0, help="Override the model's temperature."),
+    temperature: float | None = typer.Option(None, "--temperature", help="Override the model's temperature."),
     seed: int | None = typer.Option(None, "--seed", help="Override the model's seed."),
-    max_tokens: int | None = typer.Option(None, "--max-tokens", min=1, help="Override the model's max_tokens."),
+    max_tokens: int | None = typer.Option(None, "--max-tokens", help="Override the model's max_tokens."),
     models_file: Path | None = typer.Option(None, "--models", help="models.yaml to use."),
     report: bool = typer.Option(
         True, "--report/--no-report", help="Write report.md and report.html and print a one-screen summary."
@@ -56,6 +59,9 @@ def bench(
         None,
         "--shard",
         help="I/N: run only shard I (0-based) of N of the selected questions (rig sweep; join shards with rig merge).",
+    ),
+    spec_file: Path | None = typer.Option(
+        None, "--spec", help="A spec.json of run settings (what rig compare and rig sweep hand each cell); flags win."
     ),
 ) -> None:
     """Run a benchmark on a local model and print its report."""
@@ -73,46 +79,24 @@ def bench(
     from rig.engines.base import EngineError
     from rig.registry import RegistryError
     from rig.runformat import NewerFormatError, RunFileError
-    from rig.runs.bench import BenchError, BenchOptions, run_bench
+    from rig.runs.bench import BenchError, bench_options, run_bench
     from rig.runs.report import report_markdown
+    from rig.runs.spec import SpecError
     from rig.runs.store import open_manifest
 
-    if decode not in ("none", "json", "yaml"):
-        fail(f"--decode {decode!r}: choose none, json or yaml")
-    tool_mode = tool_mode_for(tool_mode, decode)
-    opts = parse_options(option)
-    # --format is CallNavi's answer format; --decode implies it there (other benchmarks have their own schemas).
-    fmt_key = "format" if benchmark == "callnavi" else "callnavi.format" if benchmark is None else None
-    if fmt:
-        if fmt not in ("json", "yaml"):
-            fail(f"--format {fmt!r}: choose json or yaml")
-        if fmt_key is None:
-            fail(f"--format is CallNavi's answer format; benchmark {benchmark} has none")
-        opts[fmt_key] = fmt
-    elif decode != "none" and fmt_key is not None:
-        opts.setdefault(fmt_key, decode)
-    if model is None and resume is None:
-        model = DEFAULT_MODEL
     # Only the flags given on the command line are passed: --resume takes the others from the run's record, and
-    # compares the given ones with it (with or without --model).
-    # (by name: typer carries its own copy of click's ParameterSource)
+    # compares the given ones with it (with or without --model). (By name: typer carries its own copy of click's
+    # ParameterSource.)
     given = {p for p in ctx.params if getattr(ctx.get_parameter_source(p), "name", "DEFAULT") != "DEFAULT"}
-    if "tool_mode" not in given and "decode" in given:
-        given.add("tool_mode")  # implied by --decode
-    if opts or fmt or decode != "none":
-        given.add("options")
-    values = dict(
+    values: dict[str, Any] = dict(
         model=model,
         benchmark=benchmark,
         gpu=gpu,
         limit=limit,
         repeats=repeats,
         data=data,
-        out=out_dir,
-        resume=resume,
         decode=decode,
         tool_mode=tool_mode,
-        options=opts,
         concurrency=concurrency,
         order=order,
         models_file=models_file,
@@ -121,11 +105,21 @@ def bench(
         max_tokens=max_tokens,
         shard=shard,
     )
-    names = {"out_dir": "out", "option": "options", "fmt": "options"}
-    given = {names.get(g, g) for g in given}
-    if resume is None:
-        given = set(values)
-    bo = BenchOptions.model_validate({k: v for k, v in values.items() if k in given or k in ("out", "resume")})
+    flags = {k: v for k, v in values.items() if k in given}
+    opts = parse_options(option)
+    if fmt:  # CallNavi's answer format, as a flag of its own
+        fmt_key = "format" if benchmark == "callnavi" else "callnavi.format" if benchmark is None else None
+        if fmt_key is None:
+            fail(f"--format is CallNavi's answer format; benchmark {benchmark} has none")
+        opts[fmt_key] = fmt
+    if opts:
+        flags["options"] = opts
+    try:
+        bo = bench_options(
+            {**flags, "out": out_dir, "resume": resume}, spec_file, default_model=None if resume else DEFAULT_MODEL
+        )
+    except SpecError as e:
+        fail(str(e))
     columns = [
         TextColumn("[bold]{task.description}"),
         BarColumn(),

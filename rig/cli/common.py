@@ -41,12 +41,13 @@ def parse_options(items: list[str]) -> dict[str, str]:
 
 
 def tool_mode_for(tool_mode: str | None, decode: str) -> str:
-    """--decode json/yaml also constrains the tool calls of agentic benchmarks unless --tool-mode says otherwise
-    (they have no other answer to constrain, and a flag that silently did nothing there would mislead)."""
+    """The tool mode a --tool-mode flag (None: not given) asks for under --decode; a bad one exits 2 naming it."""
+    from rig.runs.spec import TOOL_MODES, default_tool_mode
+
     if tool_mode is None:
-        return decode if decode in ("json", "yaml") else "prompt"
-    if tool_mode not in ("native", "prompt", "json", "yaml"):
-        fail(f"--tool-mode {tool_mode!r}: choose native, prompt, json or yaml")
+        return default_tool_mode(decode)
+    if tool_mode not in TOOL_MODES:
+        fail(f"--tool-mode {tool_mode!r}: choose {', '.join(TOOL_MODES)}")
     return tool_mode
 
 

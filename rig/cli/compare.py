@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from rig.cli.common import app, fail, parse_options, say, tool_mode_for
+from rig.cli.common import app, csv_list, fail, parse_options, say, tool_mode_for
 
 
 @app.command()
@@ -18,11 +18,11 @@ def compare(
         help="Models, or MODEL@decode=json,tool_mode=native variants; the first is the baseline.",
     ),
     benchmark: str = typer.Option("callnavi", "--benchmark", "-b"),
-    limit: int | None = typer.Option(None, "--limit", min=1),
-    repeats: int = typer.Option(1, "--repeats", "-k", min=1),
+    limit: int | None = typer.Option(None, "--limit"),
+    repeats: int = typer.Option(1, "--repeats", "-k"),
     data: Path | None = typer.Option(None, "--data"),
     out_dir: Path = typer.Option(Path("runs"), "--out"),
-    gpu: int | None = typer.Option(None, "--gpu"),
+    gpu: int | None = typer.Option(None, "--gpu", help="A position in CUDA_VISIBLE_DEVICES; CPU when omitted."),
     decode: str = typer.Option(
         "none", "--decode", help="none, json or yaml; a list (none,json) runs every variant under each."
     ),
@@ -33,42 +33,42 @@ def compare(
     ),
     option: list[str] = typer.Option([], "--option", "-O"),
     seed: int = typer.Option(0, "--seed", help="One seed for every variant, so episodes and sampling match."),
-    max_tokens: int | None = typer.Option(None, "--max-tokens", min=1),
+    max_tokens: int | None = typer.Option(None, "--max-tokens"),
     models_file: Path | None = typer.Option(None, "--models"),
 ) -> None:
     """Run the same episodes on each variant (a model under a decode and tool mode) in its own process and compare
     them, paired: `rig compare a b`, `rig compare gemma3-270m --decode none,json`."""
-    from rig.runs.bench import BenchError, BenchOptions
+    from rig.runs.bench import BenchError, bench_options
     from rig.runs.compare import expand_variants, run_compare, write_compare
+    from rig.runs.spec import DECODES, SpecError
 
-    decodes = [d.strip() for d in decode.split(",") if d.strip()]
+    decodes = csv_list(decode)
     for d in decodes:
-        if d not in ("none", "json", "yaml"):
-            fail(f"--decode {d!r}: choose none, json or yaml")
-    tool_modes = [tool_mode_for(t.strip(), "none") for t in (tool_mode or "").split(",") if t.strip()]
+        if d not in DECODES:
+            fail(f"--decode {d!r}: choose {', '.join(DECODES)}")
+    tool_modes = [tool_mode_for(t, "none") for t in csv_list(tool_mode or "")]
     try:
         # One value is the command's mode for every variant; a list makes it an axis of the comparison.
         variants = expand_variants(
             models_, decodes if len(decodes) > 1 else None, tool_modes if len(tool_modes) > 1 else None
         )
-        base_decode = decodes[0] if len(decodes) == 1 else "none"
-        base_tool = tool_modes[0] if len(tool_modes) == 1 else None
-        bo = BenchOptions(
+        flags = dict(
             benchmark=benchmark,
             limit=limit,
             repeats=repeats,
             data=data,
             out=out_dir,
             gpu=gpu,
-            decode=base_decode,
-            tool_mode=tool_mode_for(base_tool, base_decode),
+            decode=decodes[0] if len(decodes) == 1 else "none",
+            tool_mode=tool_modes[0] if len(tool_modes) == 1 else None,
             options=parse_options(option),
             seed=seed,
             max_tokens=max_tokens,
             models_file=models_file.resolve() if models_file else None,
         )
+        bo = bench_options({k: v for k, v in flags.items() if v is not None})
         cdir, runs = run_compare(list(variants), bo, say=say)
-    except BenchError as e:
+    except (BenchError, SpecError) as e:
         fail(str(e))
     md = write_compare(cdir, runs)
     say(f"comparison: {cdir} (compare.md, compare.html; figures as SVG, PDF and PNG)")

@@ -31,6 +31,7 @@ from rig.engines.base import Capabilities, Engine, EngineArgs, EngineError, Repl
 from rig.engines.llamacpp_grammar import LazyGrammar
 from rig.records import ChatRequest, Generation, Timings
 from rig.registry import ModelSpec
+from rig.telemetry.gpu import visible_devices
 
 
 def physical_cores(cpus: set[int] | None = None, sysfs: Path = Path("/sys/devices/system/cpu")) -> int:
@@ -139,23 +140,33 @@ class LlamaCppEngine(Engine):
     async def load(self) -> None:
         await asyncio.to_thread(self._load_sync)
 
-    def _load_sync(self) -> None:
+    def gpu_kwargs(self) -> dict[str, Any]:
+        """How ``Llama`` is told which device to use: ``main_gpu`` is a CUDA device ordinal, which is already a
+        position in CUDA_VISIBLE_DEVICES, the meaning ``--gpu`` has for every engine; checked against that list
+        here, before anything loads."""
         import llama_cpp
+
+        if self.gpu is None:
+            return {"n_gpu_layers": 0}
+        if not llama_cpp.llama_supports_gpu_offload():
+            raise EngineError(
+                "--gpu given, but this llama-cpp-python build has no GPU support "
+                "(reinstall with CMAKE_ARGS='-DGGML_CUDA=on')"
+            )
+        try:
+            visible_devices(self.gpu)
+        except ValueError as e:
+            raise EngineError(str(e)) from None
+        return {"n_gpu_layers": -1, "split_mode": llama_cpp.LLAMA_SPLIT_MODE_NONE, "main_gpu": self.gpu}
+
+    def _load_sync(self) -> None:
         from llama_cpp import Llama
         from llama_cpp.llama_chat_format import Jinja2ChatFormatter
 
         route_native_logs()
         kwargs = self.args.llama_kwargs()
         kwargs.setdefault("n_threads", physical_cores())
-        if self.gpu is not None:
-            if not llama_cpp.llama_supports_gpu_offload():
-                raise EngineError(
-                    "--gpu given, but this llama-cpp-python build has no GPU support "
-                    "(reinstall with CMAKE_ARGS='-DGGML_CUDA=on')"
-                )
-            kwargs.update(n_gpu_layers=-1, split_mode=llama_cpp.LLAMA_SPLIT_MODE_NONE, main_gpu=self.gpu)
-        else:
-            kwargs["n_gpu_layers"] = 0
+        kwargs.update(self.gpu_kwargs())
         try:
             self.llm = Llama(
                 model_path=self.weights,

@@ -28,6 +28,7 @@ from rig.engines.base import (
 )
 from rig.records import ChatRequest, Generation, Timings
 from rig.registry import ModelSpec
+from rig.telemetry.gpu import visible_devices
 
 
 class VllmArgs(EngineArgs):
@@ -73,12 +74,23 @@ class VllmEngine(Engine):
             max_concurrency=self.args.max_num_seqs or 64,
         )
 
+    def device_env(self) -> dict[str, str]:
+        """The environment that makes vLLM use the devices ``--gpu`` names (a position in CUDA_VISIBLE_DEVICES, as
+        for every engine): the variable narrowed to them, not replaced by the number itself."""
+        if self.gpu is None:
+            return {}
+        try:
+            devices = visible_devices(self.gpu, self.args.tensor_parallel_size or 1)
+        except ValueError as e:
+            raise EngineError(str(e)) from None
+        return {"CUDA_VISIBLE_DEVICES": ",".join(devices)}
+
     async def load(self) -> None:
-        if self.gpu is not None:
+        env = self.device_env()
+        if env:
             if "vllm" in sys.modules:
                 raise EngineError("vLLM was imported before --gpu could select the device")
-            tp = self.args.tensor_parallel_size or 1
-            os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(str(self.gpu + i) for i in range(tp))
+            os.environ.update(env)
         from vllm.engine.arg_utils import AsyncEngineArgs
         from vllm.v1.engine.async_llm import AsyncLLM
 

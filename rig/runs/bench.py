@@ -17,6 +17,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from rig import offline
 from rig.benchmarks import BENCHMARKS, get_benchmark_class
 from rig.benchmarks.base import Benchmark, DataError, RunContext
@@ -27,7 +29,7 @@ from rig.registry import ModelSpec, default_registry_path, load_registry, resolv
 from rig.runs.config import BenchmarkInfo, RunConfig
 from rig.runs.manifest import RunManifest, new_run_id, package_versions
 from rig.runs.runner import plan, run_items
-from rig.runs.spec import RunSpec
+from rig.runs.spec import RunSpec, read_spec, spec_error
 from rig.runs.store import Store, open_manifest
 from rig.telemetry.gpu import GpuSampler
 
@@ -41,6 +43,26 @@ class BenchOptions(RunSpec):
 
     out: Path = Path("runs")
     resume: str | None = None
+
+
+def bench_options(
+    flags: dict[str, Any], spec_file: Path | None = None, default_model: str | None = None
+) -> BenchOptions:
+    """The run a command asks for: a spec file's settings (``rig bench --spec``), overridden by the flags given.
+    ``flags`` holds only what the user gave (and where the run goes): with ``--resume`` the rest comes from the run's
+    record. A bad value is a SpecError naming the flag, or the file and its field."""
+    base = read_spec(spec_file).spec_fields() if spec_file is not None else {}
+    if "decode" in flags and "tool_mode" not in flags:
+        base.pop("tool_mode", None)  # follows the decode given now, not the file's
+    merged = {**base, **flags}
+    if "options" in base and "options" in flags:
+        merged["options"] = {**base["options"], **flags["options"]}
+    if merged.get("model") is None and merged.get("resume") is None and default_model is not None:
+        merged["model"] = default_model
+    try:
+        return BenchOptions.model_validate(merged)
+    except ValidationError as e:
+        raise spec_error(e) from None
 
 
 def shard_of(episodes: list[Episode], shard: str | None) -> list[Episode]:

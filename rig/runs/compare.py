@@ -25,21 +25,19 @@ from rig.runs.bench import BenchError, BenchOptions
 from rig.runs.manifest import RunManifest
 from rig.runs.plots import PlotsUnavailable, Point, pareto_plot, save_figure
 from rig.runs.report import NM, table_md
+from rig.runs.spec import DECODES, TOOL_MODES, RunSpec, write_spec
 from rig.runs.store import Store
 from rig.runs.summary import HeadlineScore, RunSummary, benchmark_of, summarize
 from rig.scoring.stats import paired_diff_ci
 
-DECODES = ("none", "json", "yaml")
-TOOL_MODES = ("native", "prompt", "json", "yaml")
 
-
-def interpreter(model: str, o: BenchOptions) -> str:
+def interpreter(model: str, models_file: Path | None = None) -> str:
     """The Python that runs a variant: ``RIG_PYTHON_<ENGINE>`` when set (vLLM's CPU build lives in a venv of its
     own: ``RIG_PYTHON_VLLM=.venv-vllm/bin/python``), else this one. An unknown model is left to ``rig bench``."""
     from rig.registry import RegistryError, load_registry
 
     try:
-        engine = load_registry(o.models_file).get(model).engine
+        engine = load_registry(models_file).get(model).engine
     except RegistryError:
         return sys.executable
     return os.environ.get(f"RIG_PYTHON_{engine.upper()}") or sys.executable
@@ -95,50 +93,31 @@ def expand_variants(
     return out
 
 
-def bench_argv(variant: Variant | str, o: BenchOptions, out: Path) -> list[str]:
+def cell_spec(variant: Variant | str, o: RunSpec) -> RunSpec:
+    """The spec of one variant's run: the command's settings under the variant's model, decode and tool mode, with
+    one seed for all (so --limit samples the same questions and pairs line up)."""
     v = variant if isinstance(variant, Variant) else Variant(model=variant)
-    # A variant's decode mode without a tool mode gets bench's own default for it (--decode json constrains the
-    # tool calls too), not the command's tool mode, which followed the command's decode.
-    tool_mode = v.tool_mode or (None if v.decode else o.tool_mode)
-    argv = [
-        interpreter(v.model, o),
-        "-m",
-        "rig.cli",
-        "bench",
-        "--model",
-        v.model,
-        "--benchmark",
-        str(o.benchmark),
-        "--out",
-        str(out),
-        "--no-report",
-        "--seed",
-        str(o.seed if o.seed is not None else 0),
-        "--repeats",
-        str(o.repeats),
-        "--decode",
-        v.decode or o.decode,
-        "--concurrency",
-        str(o.concurrency),
-    ]
-    if tool_mode is not None:
-        argv += ["--tool-mode", tool_mode]
-    for flag, val in (
-        ("--limit", o.limit),
-        ("--data", o.data),
-        ("--gpu", o.gpu),
-        ("--max-tokens", o.max_tokens),
-        ("--temperature", o.temperature),
-        ("--models", o.models_file),
-        ("--shard", o.shard),
-        ("--resume", o.resume),
-        ("--order", o.order),
-    ):
-        if val is not None:
-            argv += [flag, str(val)]
-    for k, val in o.options.items():
-        argv += ["-O", f"{k}={val}"]
-    return argv
+    fields = {k: val for k, val in o.model_dump(include=set(RunSpec.model_fields)).items() if val is not None}
+    fields.update(model=v.model, seed=o.seed if o.seed is not None else 0)
+    if v.decode is not None:
+        # A variant's decode mode without a tool mode gets bench's own default for it (--decode json constrains
+        # the tool calls too), not the command's tool mode, which followed the command's decode.
+        fields["decode"] = v.decode
+        fields.pop("tool_mode", None)
+    if v.tool_mode is not None:
+        fields["tool_mode"] = v.tool_mode
+    return RunSpec.model_validate(fields)
+
+
+def bench_argv(spec: RunSpec, folder: Path, out: Path, resume: str | None = None) -> list[str]:
+    """The `rig bench` process of one cell: its spec written to ``folder/spec.json`` and read back there, so every
+    setting (option values that are lists, null or mappings included) reaches it as the same JSON value."""
+    folder.mkdir(parents=True, exist_ok=True)
+    path = write_spec(folder / "spec.json", spec)
+    assert spec.model is not None  # a cell always names its model
+    argv = [interpreter(spec.model, spec.models_file), "-m", "rig.cli", "bench", "--spec", str(path)]
+    argv += ["--out", str(out), "--no-report"]
+    return argv + (["--resume", resume] if resume is not None else [])
 
 
 def run_compare(
@@ -152,15 +131,20 @@ def run_compare(
     cdir = opts.out / f"compare-{time.strftime('%Y%m%d-%H%M%S')}-{opts.benchmark}"
     cdir.mkdir(parents=True, exist_ok=False)
     run_dirs = []
-    for v in vs:
+    for i, v in enumerate(vs):
         say(f"== {v.label} (own process)")
         before = set((cdir / "runs").glob("*")) if (cdir / "runs").exists() else set()
-        r = subprocess.run(bench_argv(v, opts, cdir / "runs"), stdout=None, stderr=None)
+        argv = bench_argv(cell_spec(v, opts), cdir / "specs" / f"{i}-{_file_name(v.label)}", cdir / "runs")
+        r = subprocess.run(argv, stdout=None, stderr=None)
         after = set((cdir / "runs").glob("*")) - before
         if r.returncode != 0 or len(after) != 1:
             raise BenchError(f"rig bench for {v.label} failed (exit {r.returncode}); see its output above")
         run_dirs.append(after.pop())
     return cdir, run_dirs
+
+
+def _file_name(label: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in label)
 
 
 def variant_labels(run_dirs: list[Path]) -> list[str]:

@@ -133,10 +133,11 @@ def spec_error(exc: ValidationError, where: str = "") -> SpecError:
         name = (f"{where}: {'.'.join(loc)}" if where else FLAGS.get(field, field)) or "spec"
         msg = err["msg"].removeprefix("Value error, ")
         if err["type"] == "extra_forbidden":
-            msg = "unknown setting"
-        elif "input" in err and err["type"] != "value_error" and not isinstance(err["input"], dict):
-            msg = f"{err['input']!r}: {msg}"
-        lines.append(f"{name}: {msg}")
+            lines.append(f"{name}: unknown setting")
+        elif err["type"] != "value_error" and not isinstance(err.get("input"), dict):
+            lines.append(f"{name}{':' if where else ''} {err.get('input')!r}: {msg}")
+        else:  # a validator's own message already quotes the value
+            lines.append(f"{name}: {msg}")
     return SpecError("\n".join(lines))
 
 

@@ -144,13 +144,8 @@ def attempt(
     if prev is not None:
         wait_for_run(prev)
     # Ray (or the local scheduler) has narrowed CUDA_VISIBLE_DEVICES to this cell's GPUs: the first is ordinal 0.
-    opts = cell.bench_options(
-        jdir,
-        shard=f"{shard}/{shards}" if shards > 1 else None,
-        resume=prev.name if prev else None,
-        gpu=0 if num_gpus > 0 else None,
-    )
-    argv = bench_argv(cell.model, opts, jdir)
+    spec = cell.spec(shard=f"{shard}/{shards}" if shards > 1 else None, gpu=0 if num_gpus > 0 else None)
+    argv = bench_argv(spec, jdir, jdir, resume=prev.name if prev else None)
     argv[1:3] = list(entry)
     st = _read_state(jdir) or JobState(cell=cell.key, shard=shard, shards=shards)
     with open(jdir / "bench.log", "ab") as log:

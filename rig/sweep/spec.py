@@ -10,12 +10,13 @@ import hashlib
 import itertools
 import json
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from rig.runs.bench import BenchOptions
+from rig.records import DecodeMode, ToolMode
+from rig.runs.spec import MAX_REPEATS, RunSpec
 
 
 class SweepError(Exception):
@@ -40,20 +41,16 @@ class BenchmarkEntry(Strict):
     data: Path | None = None
 
 
-Decode = Literal["none", "json", "yaml"]
-ToolMode = Literal["native", "prompt", "json", "yaml"]
-
-
 class SweepSpec(Strict):
     models: list[str] = Field(min_length=1)  # models.yaml entries, variants included ("name@label")
     benchmarks: list[BenchmarkEntry] = Field(min_length=1)
-    decode: list[Decode] = Field(default_factory=lambda: list[Decode](["none"]), min_length=1)
+    decode: list[DecodeMode] = Field(default_factory=lambda: list[DecodeMode](["none"]), min_length=1)
     tool_mode: list[ToolMode] = Field(default_factory=lambda: list[ToolMode](["prompt"]), min_length=1)
-    repeats: int = Field(1, ge=1)
+    repeats: int = Field(1, ge=1, le=MAX_REPEATS)
     limit: int | None = Field(None, ge=1)
     seed: int = 0
     max_tokens: int | None = Field(None, ge=1)
-    temperature: float | None = Field(None, ge=0)
+    temperature: float | None = Field(None, ge=0, allow_inf_nan=False)
     models_file: Path | None = None  # relative to the sweep file
     shards: int = Field(1, ge=1)
     resources: Resources = Field(default_factory=lambda: Resources())
@@ -73,8 +70,8 @@ class Cell(BaseModel):
     benchmark: str
     options: dict[str, Any]
     data: str | None
-    decode: str
-    tool_mode: str
+    decode: DecodeMode
+    tool_mode: ToolMode
     repeats: int
     limit: int | None
     seed: int
@@ -88,14 +85,13 @@ class Cell(BaseModel):
         name = f"{self.model}-{self.benchmark}-{self.decode}-{self.tool_mode}".replace("/", "_").replace("@", "_")
         return f"{name}-{hashlib.sha256(blob.encode()).hexdigest()[:10]}"
 
-    def bench_options(
-        self, out: Path, shard: str | None = None, resume: str | None = None, gpu: int | None = None
-    ) -> BenchOptions:
-        return BenchOptions(
+    def spec(self, shard: str | None = None, gpu: int | None = None) -> RunSpec:
+        """The cell's run (one shard of it), as the spec.json its `rig bench` process reads."""
+        fields = dict(
             model=self.model,
             benchmark=self.benchmark,
             options=self.options,
-            data=Path(self.data) if self.data else None,
+            data=self.data,
             decode=self.decode,
             tool_mode=self.tool_mode,
             repeats=self.repeats,
@@ -103,12 +99,11 @@ class Cell(BaseModel):
             seed=self.seed,
             max_tokens=self.max_tokens,
             temperature=self.temperature,
-            models_file=Path(self.models_file) if self.models_file else None,
-            out=out,
+            models_file=self.models_file,
             shard=shard,
-            resume=resume,
             gpu=gpu,
         )
+        return RunSpec.model_validate({k: v for k, v in fields.items() if v is not None})
 
 
 def _where(loc: tuple[Any, ...]) -> str:

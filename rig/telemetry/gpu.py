@@ -48,6 +48,24 @@ class GpuMemorySummary(BaseModel):
         return self.peak_bytes - self.baseline_bytes
 
 
+def visible_devices(gpu: int, count: int = 1) -> list[str]:
+    """The devices ``--gpu`` names, for every engine and the memory sampler alike: ``gpu`` is a position in
+    ``CUDA_VISIBLE_DEVICES`` (so a sweep cell given GPU 3 as ``CUDA_VISIBLE_DEVICES=3 --gpu 0`` uses GPU 3), or the
+    physical index when the variable is unset; ``count`` devices from there (tensor parallelism). A ValueError
+    names the flag when the list is shorter."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is None:
+        return [str(gpu + i) for i in range(count)]
+    entries = [e.strip() for e in visible.split(",") if e.strip()]
+    if gpu + count > len(entries):
+        raise ValueError(
+            f"--gpu {gpu}"
+            + (f" with {count} devices" if count > 1 else "")
+            + f": CUDA_VISIBLE_DEVICES={visible!r} lists {len(entries)} device(s); --gpu is a position in that list"
+        )
+    return entries[gpu : gpu + count]
+
+
 def nvml_index_for(gpu: int) -> tuple[int | None, str | None]:
     """Map the user's --gpu ordinal (a CUDA ordinal under CUDA_VISIBLE_DEVICES) to an NVML index or UUID."""
     visible = os.environ.get("CUDA_VISIBLE_DEVICES")

@@ -3,6 +3,7 @@
 from pathlib import Path
 
 from rig.runs.compare import compare_report
+from rig.runs.spec import RunSpec
 from tests.runs.test_report import cutting_engine, make_run
 
 
@@ -36,15 +37,21 @@ def test_variants_are_a_model_under_a_decode_and_tool_mode() -> None:
 
 def test_a_decode_variant_gets_bench_s_tool_mode_for_it(tmp_path: Path) -> None:
     from rig.runs.bench import BenchOptions
-    from rig.runs.compare import Variant, bench_argv
+    from rig.runs.compare import Variant, bench_argv, cell_spec
+    from rig.runs.spec import read_spec
 
     o = BenchOptions(benchmark="routeeval", decode="none", tool_mode="prompt", seed=0)
-    json_argv = bench_argv(Variant(model="m", decode="json"), o, tmp_path)
-    assert json_argv[json_argv.index("--decode") + 1] == "json" and "--tool-mode" not in json_argv
-    plain = bench_argv(Variant(model="m"), o, tmp_path)
-    assert plain[plain.index("--decode") + 1] == "none" and plain[plain.index("--tool-mode") + 1] == "prompt"
-    fixed = bench_argv(Variant(model="m", decode="json", tool_mode="native"), o, tmp_path)
-    assert fixed[fixed.index("--tool-mode") + 1] == "native"
+
+    def handed(v: Variant) -> RunSpec:  # what the variant's process reads: the spec.json its argv names
+        argv = bench_argv(cell_spec(v, o), tmp_path / v.label, tmp_path)
+        return read_spec(Path(argv[argv.index("--spec") + 1]))
+
+    json_spec = handed(Variant(model="m", decode="json"))
+    assert json_spec.decode == "json" and json_spec.tool_mode == "json"
+    plain = handed(Variant(model="m"))
+    assert plain.decode == "none" and plain.tool_mode == "prompt"
+    fixed = handed(Variant(model="m", decode="json", tool_mode="native"))
+    assert fixed.tool_mode == "native"
 
 
 def test_same_model_under_two_decode_modes_is_named_by_mode(tmp_path: Path) -> None:

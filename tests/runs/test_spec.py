@@ -26,14 +26,19 @@ from rig.runs.spec import MAX_REPEATS, RunSpec, SpecError, read_spec, spec_error
         ("concurrency", 0, "--concurrency"),
         ("limit", 0, "--limit"),
         ("max_tokens", 0, "--max-tokens"),
-        ("shard", "2/2", "--shard"),
         ("order", "random", "--order"),
     ],
 )
 def test_out_of_bounds_settings_are_refused_by_the_library_api(field: str, value: object, flag: str) -> None:
     with pytest.raises(ValidationError) as exc:
         BenchOptions(model="gemma3-270m", **{field: value})  # type: ignore[arg-type]
-    assert spec_error(exc.value).args[0].startswith(f"{flag}: ")
+    assert spec_error(exc.value).args[0].startswith(f"{flag} {value!r}: ")
+
+
+def test_a_bad_shard_is_named_once() -> None:
+    with pytest.raises(ValidationError) as exc:
+        RunSpec(shard="2/2")
+    assert str(spec_error(exc.value)) == "--shard: '2/2': expected I/N with 0 <= I < N, e.g. 0/2"
 
 
 def test_the_repeat_bound_is_the_documented_one() -> None:
