@@ -20,7 +20,7 @@ from rig.decoding.constraint import Constraint
 from rig.decoding.output import parse_output
 from rig.decoding.schema import UNENFORCEABLE
 from rig.engines.textcalls import calls_from_text
-from rig.records import Generation, Message, ParsedCall, ParseStatus, ToolMode, ToolSpec
+from rig.records import Generation, Message, ParsedCall, ParseStatus, ToolSpec
 
 TOOL_MODES: tuple[str, ...] = ("native", "prompt", "json", "yaml")
 
@@ -165,9 +165,3 @@ def observation(name: str, payload: Any, mode: str, limit: int = 4000) -> Messag
     if mode == "native":
         return Message(role="tool", name=name, content=text)
     return Message(role="user", content=f"Result of {name}: {text}")
-
-
-def is_tool_mode(mode: str) -> ToolMode:
-    if mode not in TOOL_MODES:
-        raise ValueError(f"unknown tool mode {mode!r}; use one of {', '.join(TOOL_MODES)}")
-    return mode  # type: ignore[return-value]

@@ -191,50 +191,19 @@ def _check_flags(opts: BenchOptions) -> None:
         raise BenchError(f"--out {opts.out}: is a file, not a folder")
 
 
-# Fields of BenchOptions that --resume takes from the run's record unless they are given explicitly.
-RECORDED = (
-    "model",
-    "benchmark",
-    "data",
-    "options",
-    "limit",
-    "repeats",
-    "decode",
-    "tool_mode",
-    "gpu",
-    "temperature",
-    "seed",
-    "max_tokens",
-    "order",
-)
+# Settings that are the invocation's, not the run's: --resume never takes them from the record.
+NOT_RESUMED = {"models_file", "concurrency"}
 
 
 def resume_options(opts: BenchOptions, old: RunManifest) -> BenchOptions:
-    """``opts`` with every field it does not set explicitly taken from the run's record. Explicit fields (with or
-    without --model) are kept, so a changed one makes the configuration differ and the resume is refused."""
-    c = old.config
-    bs = c.benchmarks
-    single = len(bs) == 1
-    recorded: dict[str, Any] = dict(
-        model=c.model.name,
-        benchmark=bs[0].name if single else None,
-        data=Path(bs[0].data_path) if single else None,
-        options=bs[0].options if single else {f"{b.name}.{k}": v for b in bs for k, v in b.options.items()},
-        limit=c.limit,
-        repeats=c.repeats,
-        decode=c.decode,
-        tool_mode=c.tool_mode,
-        gpu=c.gpu,
-        temperature=c.temperature,
-        seed=c.seed,
-        max_tokens=c.max_tokens,
-        order=old.order,
-        shard=c.shard,
-    )
+    """``opts`` with every run setting it does not set explicitly taken from the run's recorded RunSpec. Explicit
+    ones (with or without --model) are kept, so a changed one makes the configuration differ and the resume is
+    refused."""
+    recorded = old.run_spec()
     given = opts.model_fields_set
-    update = {k: v for k, v in recorded.items() if k not in given}
+    update = {k: getattr(recorded, k) for k in RunSpec.model_fields if k not in given and k not in NOT_RESUMED}
     if "options" in given:  # given options change the recorded ones; the rest stay as recorded
-        update["options"] = {**recorded["options"], **opts.options}
+        update["options"] = {**recorded.options, **opts.options}
     return opts.model_copy(update=update)
 
 
@@ -316,6 +285,7 @@ def run_bench(
             manifest = RunManifest.begin(
                 run_id,
                 cfg,
+                spec=RunSpec.model_validate(opts.model_dump(include=set(RunSpec.model_fields))),
                 concurrency=opts.concurrency,
                 order=opts.order,
                 bundle_id=bundle_id,

@@ -11,7 +11,7 @@ import subprocess
 import time
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
@@ -19,6 +19,7 @@ import rig
 from rig.records import write_record
 from rig.runformat import MANIFEST_FORMAT, check_version
 from rig.runs.config import RunConfig
+from rig.runs.spec import RunSpec
 from rig.telemetry.gpu import GpuMemorySummary
 
 
@@ -29,6 +30,9 @@ class HostInfo(BaseModel):
     cpu: str
     cpu_count: int | None
     ram_bytes: int | None
+
+
+RunStatus = Literal["running", "finished", "interrupted", "failed"]  # failed: a load error or a broken run
 
 
 class RunManifest(BaseModel):
@@ -42,7 +46,7 @@ class RunManifest(BaseModel):
     host: HostInfo
     started_at: float
     finished_at: float | None = None
-    status: str = "running"  # running | finished | interrupted
+    status: RunStatus = "running"
     load_time_s: float | None = None
     engine_info: dict[str, Any] = Field(default_factory=dict)
     peak_rss_bytes: int | None = None
@@ -50,6 +54,37 @@ class RunManifest(BaseModel):
     concurrency: int = 1
     order: str = "grouped"
     bundle_id: str | None = None  # the `rig bundle` whose models.yaml the run used: traces its weights and data files
+    # The run's settings as asked for (flags, a spec file or the library call); manifests written before it existed
+    # have none, and run_spec() rebuilds it from their configuration.
+    spec: RunSpec | None = None
+
+    def run_spec(self) -> RunSpec:
+        """The run's settings, for --resume and for whoever re-runs it: the recorded RunSpec, or for a manifest
+        written before RunSpec existed, the one upgrade path: the settings its RunConfig resolved (the model's
+        effective sampling as overrides, each benchmark's recorded options under its name when there were several).
+        """
+        if self.spec is not None:
+            return self.spec
+        c = self.config
+        bs = c.benchmarks
+        single = len(bs) == 1
+        return RunSpec(
+            model=c.model.name,
+            benchmark=bs[0].name if single else None,
+            data=Path(bs[0].data_path) if single else None,
+            options=bs[0].options if single else {f"{b.name}.{k}": v for b in bs for k, v in b.options.items()},
+            limit=c.limit,
+            repeats=c.repeats,
+            decode=c.decode,  # type: ignore[arg-type]  # validated here: an old manifest's value may be refused
+            tool_mode=c.tool_mode,  # type: ignore[arg-type]
+            gpu=c.gpu,
+            temperature=c.temperature,
+            seed=c.seed,
+            max_tokens=c.max_tokens,
+            order=self.order,  # type: ignore[arg-type]
+            shard=c.shard,
+            concurrency=self.concurrency,
+        )
 
     @classmethod
     def begin(cls, run_id: str, config: RunConfig, **fields: Any) -> RunManifest:

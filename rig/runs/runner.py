@@ -7,7 +7,7 @@ import random
 import time
 import traceback
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from rig.benchmarks.base import Benchmark, RunContext
 from rig.engines.base import Engine
@@ -33,7 +33,6 @@ class RunStats:
     done: int = 0
     failed: int = 0
     wall_s: float = 0.0
-    errors: list[str] = field(default_factory=list)
 
 
 def plan(

@@ -8,8 +8,20 @@ import functools
 import os
 import signal
 import sys
+from typing import Any
 
+from rig.benchmarks.callnavi.benchmark import CallNavi
 from tests.fakes import FakeEngine
+
+
+class Mapped(CallNavi):
+    """CallNavi with a mapping option (no shipped benchmark has one yet), registered as `mapped` in the cells, so
+    tests can follow nested option values from a sweep file to each cell's manifest."""
+
+    name = "mapped"
+
+    class Options(CallNavi.Options):
+        weights: dict[str, Any] | None = None
 
 
 def _fake_engine(spec, weights, *, gpu=None):  # type: ignore[no-untyped-def]
@@ -25,6 +37,9 @@ def _fake_engine(spec, weights, *, gpu=None):  # type: ignore[no-untyped-def]
 
 if __name__ == "__main__":
     import rig.runs.bench as bench
+    from rig.benchmarks import BENCHMARKS
+
+    BENCHMARKS["mapped"] = f"tests.sweep.fake_cell:{Mapped.__name__}"
     import rig.sweep.run as sweep_run
 
     bench.create_engine = _fake_engine  # type: ignore[assignment]

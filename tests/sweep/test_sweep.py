@@ -116,6 +116,29 @@ def test_sweep_runs_each_cell_then_skips_finished_ones(sweep_dir: Path) -> None:
     assert logs == {c.key: (out / "cells" / c.key / "bench.log").stat().st_size for c in cells}
 
 
+def test_list_null_and_mapping_options_reach_each_cell_exactly(
+    sweep_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from rig import benchmarks
+
+    monkeypatch.setitem(benchmarks.BENCHMARKS, "mapped", "tests.sweep.fake_cell:Mapped")
+    f = write(
+        sweep_dir,
+        "models: [fake-a]\nbenchmarks:\n  - {name: callnavi, options: {domains: [maps], task: routing}}\n"
+        "  - {name: mapped, options: {domains: null, weights: {routing: {maps: [1, 0.5]}, note: null}}}\n"
+        "limit: 1\nmodels_file: models.yaml\n",
+    )
+    spec, cells = load_sweep(f)
+    res = run_sweep(spec, cells, sweep_dir / "out", entry=FAKE, say=lambda m: None)
+    assert res.failed == [] and len(cells) == 2
+    for entry, c in zip(spec.benchmarks, cells, strict=True):
+        man = RunManifest.read(Path(res.cells[c.key] or ""))
+        recorded = man.config.benchmarks[0].options
+        assert man.status == "finished" and man.config.benchmarks[0].name == entry.name
+        assert {k: recorded[k] for k in entry.options} == entry.options  # the values the file said, typed
+    assert cells[1].options["weights"] == {"routing": {"maps": [1, 0.5]}, "note": None}
+
+
 @pytest.mark.parametrize("gpus,num_gpus,together", [("", 0, False), ("0,1", 0, False), ("0,1", 1, True)])
 def test_local_cells_run_at_once_where_the_gpus_allow(
     sweep_dir: Path, monkeypatch: pytest.MonkeyPatch, gpus: str, num_gpus: int, together: bool

@@ -1,0 +1,88 @@
+"""The manifest records the run's RunSpec; --resume reads it back; a manifest from before RunSpec goes through the
+one upgrade path (RunManifest.run_spec)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from rig.cli import app
+from rig.runs.bench import BenchOptions, resume_options
+from rig.runs.manifest import RunManifest
+from rig.runs.spec import RunSpec
+
+FIXTURE = Path(__file__).parent / "fixtures" / "run_before_issue17"
+MODELS = (
+    "models:\n  fake:\n    engine: llamacpp\n    weights: {file: w.gguf}\n    quantization: none\n"
+    "    context_length: 4096\n"
+)
+
+
+@pytest.fixture
+def fake_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[list[str], Path]:
+    """A finished two-question CallNavi run of a fake model (the engine answers at once); its folder's parent."""
+    from rig.runs import bench
+    from tests.runs.killable import ThreadedFakeEngine
+
+    monkeypatch.setenv("KILLABLE_DELAY", "0")
+    monkeypatch.setattr(bench, "create_engine", lambda spec, weights, gpu=None: ThreadedFakeEngine(spec, weights))
+    (tmp_path / "models.yaml").write_text(MODELS)
+    (tmp_path / "w.gguf").write_bytes(b"")
+    reg = ["--models", str(tmp_path / "models.yaml")]
+    out = tmp_path / "runs"
+    flags = ["--model", "fake", "-b", "callnavi", "-O", "task=routing", "--decode", "yaml", "--limit", "2"]
+    r = CliRunner().invoke(app, ["bench", *reg, *flags, "--out", str(out), "--no-report"])
+    assert r.exit_code == 0, r.output
+    return reg, out
+
+
+def test_the_manifest_records_the_spec_as_asked(fake_run: tuple[list[str], Path]) -> None:
+    _reg, out = fake_run
+    (run,) = out.iterdir()
+    spec = RunManifest.read(run).spec
+    assert spec is not None
+    assert spec.model == "fake" and spec.benchmark == "callnavi" and spec.options == {"task": "routing"}
+    assert spec.decode == "yaml" and spec.tool_mode == "yaml" and spec.limit == 2 and spec.temperature is None
+
+
+def test_resume_takes_unset_settings_from_the_recorded_spec() -> None:
+    man = RunManifest.read(FIXTURE)
+    recorded = RunSpec(model="m", benchmark="callnavi", options={"task": "routing"}, decode="yaml", limit=3, gpu=1)
+    man = man.model_copy(update={"spec": recorded})
+    got = resume_options(BenchOptions(resume="x", limit=5), man)
+    assert got.model == "m" and got.decode == "yaml" and got.tool_mode == "yaml" and got.gpu == 1
+    assert got.limit == 5  # given: kept, so the changed configuration is refused
+    assert got.options == {"task": "routing"}
+
+
+def test_a_manifest_without_a_spec_is_read_through_the_upgrade_path() -> None:
+    spec = RunManifest.read(FIXTURE).run_spec()
+    assert spec == RunSpec(
+        model="gemma3-270m",
+        options={"callnavi.format": "json", "mobilitybench.similarity": "jaccard"},
+        decode="json",
+        tool_mode="json",
+        limit=2,
+        repeats=1,
+        seed=0,
+        temperature=0.0,
+        max_tokens=96,
+        order="grouped",
+    )
+
+
+def test_an_older_run_still_resumes(fake_run: tuple[list[str], Path]) -> None:
+    reg, out = fake_run
+    (run,) = out.iterdir()
+    raw = json.loads((run / "manifest.json").read_text())
+    del raw["spec"]  # as written before RunSpec existed
+    (run / "manifest.json").write_text(json.dumps(raw))
+    base = ["bench", *reg, "--resume", run.name, "--out", str(out), "--no-report"]
+    r = CliRunner().invoke(app, [*base, "--limit", "3"])
+    assert r.exit_code == 2 and "configuration changed" in r.output and "limit:" in r.output, r.output
+    r = CliRunner().invoke(app, base)
+    assert r.exit_code == 0, r.output
+    assert RunManifest.read(run).status == "finished"
