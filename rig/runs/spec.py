@@ -143,14 +143,12 @@ def spec_error(exc: ValidationError, where: str = "") -> SpecError:
 
 def read_spec(path: Path, cls: type[RunSpec] = RunSpec) -> RunSpec:
     """A spec.json file; a missing, unreadable or invalid file is a SpecError naming the file and the field."""
+    from rig.benchmarks.base import DataError, read_json
+
     try:
-        raw = json.loads(Path(path).read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise SpecError(f"{path}: file not found") from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise SpecError(f"{path}: cannot read ({getattr(e, 'strerror', None) or e})") from None
-    except json.JSONDecodeError as e:
-        raise SpecError(f"{path}: not valid JSON (line {e.lineno}, column {e.colno}: {e.msg})") from None
+        raw = read_json(Path(path))
+    except DataError as e:
+        raise SpecError(str(e)) from None
     if not isinstance(raw, dict):
         raise SpecError(f"{path}: expected a JSON object of run settings")
     try:
