@@ -63,6 +63,43 @@ def test_bad_flags_exit_2_before_anything_is_written(tmp_path, flags, says) -> N
     assert not out.exists()
 
 
+@pytest.mark.parametrize(
+    ("flags", "says"),
+    [
+        (["--temperature", "inf"], "--temperature inf: Input should be a finite number"),
+        (["--temperature", "nan"], "--temperature nan: Input should be a finite number"),
+        (["--repeats", "1000000000"], "--repeats 1000000000: Input should be less than or equal to 10000"),
+        (["--gpu", "-1"], "--gpu -1: Input should be greater than or equal to 0"),
+        (["--decode", "json", "-O", "format=yaml"], "--decode json conflicts with callnavi.format=yaml"),
+        (["--decode", "yaml", "--format", "json"], "--decode yaml conflicts with callnavi.format=json"),
+    ],
+)
+def test_bad_run_settings_exit_2_before_the_model_loads(tmp_path, flags, says) -> None:  # type: ignore[no-untyped-def]
+    out = tmp_path / "runs"
+    r = CliRunner().invoke(app, ["bench", *_fake_registry(tmp_path), "-b", "callnavi", "--out", str(out), *flags])
+    assert r.exit_code == 2 and says in r.output, r.output
+    assert not out.exists() and "Traceback" not in r.output
+
+
+def test_a_spec_file_is_read_and_a_bad_one_named(tmp_path, fake_engine) -> None:  # type: ignore[no-untyped-def]
+    import json
+
+    reg = _fake_registry(tmp_path)
+    spec = tmp_path / "spec.json"
+    spec.write_text(json.dumps({"model": "fake", "benchmark": "callnavi", "gpu": -1}))
+    out = tmp_path / "runs"
+    r = CliRunner().invoke(app, ["bench", *reg[:2], "--spec", str(spec), "--out", str(out)])
+    assert r.exit_code == 2 and f"{spec}: gpu: -1: Input should be greater" in r.output, r.output
+    spec.write_text(json.dumps({"model": "fake", "benchmark": "callnavi", "options": {"task": "routing"}, "limit": 1}))
+    r = CliRunner().invoke(app, ["bench", *reg[:2], "--spec", str(spec), "--limit", "2", "--out", str(out)])
+    assert r.exit_code == 0, r.output
+    (run,) = out.iterdir()
+    from rig.runs.manifest import RunManifest
+
+    man = RunManifest.read(run)  # the file's settings, the flag winning over the file
+    assert man.config.limit == 2 and man.config.benchmarks[0].options["task"] == "routing"
+
+
 def test_out_on_a_file_or_under_one_is_refused(tmp_path) -> None:  # type: ignore[no-untyped-def]
     (tmp_path / "afile").write_text("")
     for out, says in ((tmp_path / "afile", "is a file"), (tmp_path / "afile" / "sub", "cannot create the run folder")):
