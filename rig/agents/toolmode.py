@@ -14,15 +14,15 @@ the like are left to the tool executor, which validates every call and answers a
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, get_args
 
 from rig.decoding.constraint import Constraint
 from rig.decoding.output import parse_output
 from rig.decoding.schema import UNENFORCEABLE
 from rig.engines.textcalls import calls_from_text
-from rig.records import Generation, Message, ParsedCall, ParseStatus, ToolSpec
+from rig.records import Generation, Message, ParsedCall, ParseStatus, ToolMode, ToolSpec
 
-TOOL_MODES: tuple[str, ...] = ("native", "prompt", "json", "yaml")
+TOOL_MODES: tuple[str, ...] = get_args(ToolMode)
 
 # Dropped from the envelope (the executor checks every call): what a grammar cannot enforce, and three annotations.
 _UNGRAMMATICAL = UNENFORCEABLE | {"format", "default", "examples"}
