@@ -57,6 +57,7 @@ def merge_runs(shard_dirs: list[Path], out: Path) -> Path:
             run_id=run_id,
             config=cfg,
             config_hash=cfg.digest(),
+            spec=first.spec.model_copy(update={"shard": None}) if first.spec is not None else None,
             status="running",
             started_at=min(m.started_at for m in mans),
             # each shard loaded the model once in its own process; a single run would have loaded it once too

@@ -304,6 +304,7 @@ def test_two_shards_merged_equal_one_run(sweep_dir: Path) -> None:
     assert len(a) == 2 * len({e for e, _ in a}) and a == b
     ma, mb = RunManifest.read(single), RunManifest.read(merged)
     assert mb.config.shard is None and mb.config_hash == ma.config_hash  # the very configuration of a single run
+    assert mb.spec is not None and mb.spec == ma.spec and mb.spec.shard is None  # and the settings of one
     from rig.runs.report import report_markdown
 
     # the benchmark tables (all but the run's own timings) read the same
