@@ -72,7 +72,17 @@ class CallNavi(Benchmark):
                 if unknown:
                     raise DataError(f"{self.data}: option domains names {sorted(unknown)}, not present")
                 names = [n for n in names if n in wanted_l]
-            self._domains = {n: D.load_domain(self.data, n) for n in names}
+            domains = {n: D.load_domain(self.data, n) for n in names}
+            first: dict[str, str] = {}
+            for n, dom in domains.items():
+                for q in dom.questions:
+                    if q.id in first:  # episode ids are question ids, across domains too
+                        raise DataError(
+                            f"{self.data / 'Questions' / (n + '.json')}: question id {q.id!r} is also in "
+                            f"Questions/{first[q.id]}.json"
+                        )
+                    first[q.id] = n
+            self._domains = domains
         return self._domains
 
     def data_hash(self) -> str:

@@ -76,11 +76,11 @@ def parse_cell(value: Any) -> Any:
         return None
     try:
         return json.loads(value)
-    except (json.JSONDecodeError, ValueError):
+    except (ValueError, RecursionError):  # RecursionError: nested past the parser's depth
         pass
     try:
         return ast.literal_eval(value)
-    except (ValueError, SyntaxError, MemoryError, RecursionError):
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):  # TypeError: `{{}}`, a dict in a set
         return value
 
 
@@ -88,8 +88,15 @@ def _rows(path: Path) -> list[dict[str, Any]]:
     suffix = path.suffix.lower()
     if suffix == ".csv":
         csv.field_size_limit(min(sys.maxsize, 2**31 - 1))
-        with path.open(newline="", encoding="utf-8-sig") as f:
-            return [dict(r) for r in csv.DictReader(f)]
+        try:
+            with path.open(newline="", encoding="utf-8-sig") as f:
+                return [dict(r) for r in csv.DictReader(f)]
+        except UnicodeDecodeError as e:
+            raise DataError(f"{path}: not UTF-8 text (byte {e.start})") from None
+        except csv.Error as e:
+            raise DataError(f"{path}: not a readable CSV file ({e})") from None
+        except OSError as e:
+            raise DataError(f"{path}: cannot read ({e.strerror})") from None
     if suffix in (".xlsx", ".xlsm"):
         try:
             import openpyxl
@@ -97,8 +104,11 @@ def _rows(path: Path) -> list[dict[str, Any]]:
             raise DataError(
                 f"{path}: reading XLSX needs openpyxl (pip install 'rig[mobility]'), or convert it to CSV"
             ) from None
-        wb = openpyxl.load_workbook(path, read_only=True, data_only=True)
-        rows = list(wb.active.iter_rows(values_only=True))
+        try:
+            wb = openpyxl.load_workbook(path, read_only=True, data_only=True)
+            rows = list(wb.active.iter_rows(values_only=True))
+        except Exception as e:  # openpyxl raises zip, XML and its own errors on a damaged workbook
+            raise DataError(f"{path}: not a readable XLSX workbook ({type(e).__name__}: {e})") from None
         if not rows:
             return []
         head = [str(h) if h is not None else "" for h in rows[0]]
@@ -111,8 +121,12 @@ def load_upstream(path: Path) -> tuple[list[Case], ImportReport]:
     raw = _rows(path)
     rep.rows = len(raw)
     cases: list[Case] = []
+    seen: dict[str, int] = {}
     for n, row in enumerate(raw, start=1):
         cid = str(row.get("case_id") or f"case_{n}")
+        if cid in seen:  # episode ids are case ids: a second one would collide with the first's results
+            raise DataError(f"{path}: row {n}, field case_id: duplicate case id {cid!r} (also row {seen[cid]})")
+        seen[cid] = n
         for col, v in row.items():
             if isinstance(v, str) and len(v) >= CELL_LIMIT:
                 rep.truncated.append((cid, col))

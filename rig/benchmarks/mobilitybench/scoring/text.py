@@ -107,7 +107,7 @@ def repair_literal(text: Any) -> Any:
     s = sanitize_literal(text)
     try:
         return ast.literal_eval(s)
-    except (ValueError, SyntaxError, MemoryError, RecursionError):
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):  # TypeError: `{{}}`, a dict in a set
         pass
     states = _prefix_states(s)
     end = len(states) - 1  # the prefixes past a too-deep bracket are never tried
@@ -122,7 +122,7 @@ def repair_literal(text: Any) -> Any:
             stack = stack[1]
         try:
             return ast.literal_eval(cand + (quote or "") + "".join(closers))
-        except (ValueError, SyntaxError, MemoryError, RecursionError):
+        except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
             # Step back to the previous separator rather than one character at a time.
             cut = max(cand.rfind(","), cand.rfind(":"), cand.rfind("{"), cand.rfind("["))
             end = cut if 0 < cut < end else end - 1
