@@ -89,12 +89,12 @@ def load_domain(root: Path, domain: str) -> Domain:
             field = ".".join(str(x) for x in e.errors()[0]["loc"])
             raise DataError(f"{apath}: api_ports[{i}].{field}: {e.errors()[0]['msg']}") from None
     questions: list[Question] = []
-    seen: set[str] = set()
+    seen: dict[str, int] = {}
     for i, r in enumerate(qraw):
         q = _question(qpath, i, r, domain)
         if q.id in seen:  # episode ids are question ids: a second one would collide with the first's results
-            raise DataError(f"{qpath}: record [{i}].id: duplicate question id {q.id!r}")
-        seen.add(q.id)
+            raise DataError(f"{qpath}: record [{i}].id: duplicate question id {q.id!r} (also record [{seen[q.id]}])")
+        seen[q.id] = i
         questions.append(q)
     return Domain(name=domain, apis=apis, questions=questions)
 

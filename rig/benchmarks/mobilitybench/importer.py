@@ -18,12 +18,13 @@ import json
 import math
 import re
 import sys
+import warnings
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, Field
 
-from rig.benchmarks.base import DataError
+from rig.benchmarks.base import DataError, nesting_error
 from rig.benchmarks.mobilitybench.data import Case
 from rig.benchmarks.mobilitybench.lexicon import EVAL_TYPE, SCENARIOS, lookup_scenario
 from rig.benchmarks.mobilitybench.scoring.records import Checks, ConstraintItem, Truth
@@ -75,13 +76,15 @@ def parse_cell(value: Any) -> Any:
     if not value.strip() or value.strip().lower() == "nan":
         return None
     try:
-        return json.loads(value)
+        parsed = json.loads(value)
     except (ValueError, RecursionError):  # RecursionError: nested past the parser's depth
-        pass
-    try:
-        return ast.literal_eval(value)
-    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):  # TypeError: `{{}}`, a dict in a set
-        return value
+        try:
+            with warnings.catch_warnings():  # "invalid decimal literal" and the like: the cell stays text
+                warnings.simplefilter("ignore", SyntaxWarning)
+                parsed = ast.literal_eval(value)
+        except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):  # TypeError: `{{}}`
+            return value
+    return value if nesting_error(parsed) else parsed  # too deep for the walks that follow: kept as text
 
 
 def _rows(path: Path) -> list[dict[str, Any]]:
@@ -134,6 +137,9 @@ def load_upstream(path: Path) -> tuple[list[Case], ImportReport]:
             cases.append(_case(cid, row))
         except ValueError as exc:
             rep.malformed.append((n, f"{cid}: {exc}"))
+        except (TypeError, KeyError, AttributeError, IndexError, OverflowError, RecursionError) as exc:
+            # a cell of an unexpected shape (a set where a dict belongs, a key missing inside a literal, ...)
+            rep.malformed.append((n, f"{cid}: a cell of an unexpected shape ({type(exc).__name__}: {exc})"))
     rep.cases = len(cases)
     return cases, rep
 

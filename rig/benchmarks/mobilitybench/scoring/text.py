@@ -8,6 +8,7 @@ import ast
 import math
 import re
 import unicodedata
+import warnings
 from collections.abc import Iterable
 from typing import Any
 
@@ -104,6 +105,12 @@ def repair_literal(text: Any) -> Any:
     close an open quote, close open brackets in stack order. None when nothing parses."""
     if not isinstance(text, str):
         return text
+    with warnings.catch_warnings():  # the parser's SyntaxWarnings on damaged text ("invalid decimal literal")
+        warnings.simplefilter("ignore", SyntaxWarning)
+        return _repair_literal(text)
+
+
+def _repair_literal(text: str) -> Any:
     s = sanitize_literal(text)
     try:
         return ast.literal_eval(s)
