@@ -496,3 +496,19 @@ def test_mobilitybench_rescore_is_plan_and_execute_with_its_calls_and_unreported
         "framework=react",
     ]
     _refused(tmp_path / "x", args, "-O framework=react")
+
+
+def test_report_on_long_replies_uses_the_bounded_stability_score(tmp_path: Path) -> None:
+    # two iterations of replies longer than the Levenshtein cap, equal up to it: stability 1.0 and said so
+    from rig.scoring.stability import LEV_MAX_CHARS
+
+    qs = _callnavi_questions()
+    files = [
+        _write(tmp_path / f"maps_{it}_para_m.json", [{"predict": "a" * LEV_MAX_CHARS + "xy"[it] * 200_000} for _ in qs])
+        for it in (0, 1)
+    ]
+    run = rescore(RescoreOptions(benchmark="callnavi", predictions=files, out=tmp_path / "runs"))
+    rep = runner.invoke(app, ["report", str(run)])
+    assert rep.exit_code == 0, rep.output
+    assert f"| m | params | {len(qs)} | 0.000 | 1.000 |" in rep.output  # election: two different replies, a tie
+    assert f"compares the first {LEV_MAX_CHARS:,} characters of each normalised output" in " ".join(rep.output.split())

@@ -20,7 +20,7 @@ from rig.decoding.constraint import Constraint
 from rig.engines.base import Engine
 from rig.records import Episode, EpisodeResult, Message
 from rig.scoring.ast_match import ast_match, routing_exact_match
-from rig.scoring.stability import election_stability, levenshtein_stability
+from rig.scoring.stability import LEV_MAX_CHARS, election_stability, levenshtein_stability
 
 TASKS = ("routing", "params")
 MODES = ("paper", "reference")
@@ -458,7 +458,9 @@ def stability_table(results: list[EpisodeResult], label: str = "") -> Table:
         title="CallNavi stability over repeats (paper sec. 5.3)",
         columns=["Model", "Task", "Questions", "Election stability", "Levenshtein stability"],
         rows=rows,
-        note="Computed on raw outputs after the paper's normalisation (case, whitespace, formatting).",
+        note="Computed on raw outputs after the paper's normalisation (case, whitespace, formatting); the "
+        f"Levenshtein score compares the first {LEV_MAX_CHARS:,} characters of each normalised output (answers "
+        "are far shorter; the cap bounds the quadratic edit distance on runaway replies).",
     )
 
 
