@@ -73,6 +73,8 @@ def read_json(path: Path) -> Any:
         raise DataError(f"{path}: cannot read ({e.strerror})") from None
     except json.JSONDecodeError as e:
         raise DataError(f"{path}: not valid JSON (line {e.lineno}, column {e.colno}: {e.msg})") from None
+    except ValueError as e:  # an integer past Python's 4,300-digit conversion limit
+        raise DataError(f"{path}: not valid JSON ({e})") from None
     except RecursionError:
         raise DataError(f"{path}: nested past the JSON parser's depth") from None
     err = nesting_error(doc)

@@ -59,7 +59,7 @@ def _load_json(path: Path) -> Any:
         doc = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise RescoreError(f"{path}: not found") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+    except (OSError, ValueError) as e:  # ValueError: JSON, UTF-8, an integer past the 4,300-digit limit
         raise RescoreError(f"{path}: not readable JSON ({e})") from None
     except RecursionError:
         raise RescoreError(f"{path}: not readable JSON (nested past the parser's depth)") from None

@@ -293,8 +293,9 @@ def _checks(scenario: str, s: dict[str, Any], tool_list: list[dict[str, Any]]) -
         if scenario == "Route Property Query" and paths:
             with contextlib.suppress(KeyError, TypeError, ValueError):
                 ch.distance_m = float(paths[0]["distance"])
-        m = re.search(r"(\d+)\s*分钟", str(s.get("duration") or ""))
-        h = re.search(r"(\d+)\s*小时", str(s.get("duration") or ""))
+        # (?<!\d): a match failing inside a long digit run is not retried from each of its digits (quadratic)
+        m = re.search(r"(?<!\d)(\d+)\s*分钟", str(s.get("duration") or ""))
+        h = re.search(r"(?<!\d)(\d+)\s*小时", str(s.get("duration") or ""))
         if scenario == "Arrival/Departure Time Query" and (m or h):
             ch.duration_s = (int(h.group(1)) * 3600 if h else 0) + (int(m.group(1)) * 60 if m else 0)
     elif et == "weather" and s.get("weather_description"):

@@ -69,6 +69,9 @@ def sanitize_literal(text: str) -> str:
 _PARSER_DEPTH = 200
 # A cell cut at the spreadsheet limit parses within a few steps back; a corrupt one would cost a full parse per step.
 MAX_REPAIR_STEPS = 256
+# Spreadsheets cut cells at 32,767 characters; longer text was not cut by one, so only the plain parse applies (each
+# step back re-parses the prefix: 256 steps over a 140,000-character cell took seconds).
+MAX_REPAIR_CHARS = 40_000
 
 
 def _prefix_states(s: str) -> list[tuple[str | None, Any]]:
@@ -116,6 +119,8 @@ def _repair_literal(text: str) -> Any:
         return ast.literal_eval(s)
     except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):  # TypeError: `{{}}`, a dict in a set
         pass
+    if len(s) > MAX_REPAIR_CHARS:
+        return None
     states = _prefix_states(s)
     end = len(states) - 1  # the prefixes past a too-deep bracket are never tried
     for _ in range(MAX_REPAIR_STEPS):
