@@ -512,3 +512,15 @@ def test_report_on_long_replies_uses_the_bounded_stability_score(tmp_path: Path)
     assert rep.exit_code == 0, rep.output
     assert f"| m | params | {len(qs)} | 0.000 | 1.000 |" in rep.output  # election: two different replies, a tie
     assert f"compares the first {LEV_MAX_CHARS:,} characters of each normalised output" in " ".join(rep.output.split())
+
+
+@pytest.mark.parametrize(
+    "name", ["rescore_file", "rescore_mobility_record", "rescore_callnavi_gt", "callnavi_data", "mobilitybench_data"]
+)
+def test_file_readers_take_the_issue_inputs_without_a_traceback(name: str) -> None:
+    # scripts/fuzz_readers.py --files runs these readers on 10,000 inputs each; here the inputs issue 30 named
+    from tests.readers import DATA_READERS, DATA_REGRESSIONS
+
+    for text in DATA_REGRESSIONS:
+        out = DATA_READERS[name](text)  # a RescoreError / DataError comes back as text; anything else raises here
+        assert out is None or isinstance(out, str)

@@ -307,7 +307,7 @@ def test_rescore_data_with_unbalanced_braces_exits_0(tmp_path: Path) -> None:
 
     from rig.cli import app
 
-    weather = {**_rows()[1], "weather": "{{'status': 0}", "context": "{'user_current_location': '119.0,33.6'}}}"}
+    weather = {**_rows()[1], "weather": "{{'status': 0}}", "context": "{'user_current_location': '119.0,33.6'}}}"}
     data = _write_rows(tmp_path / "d.csv", [_rows()[1], weather])
     raw = tmp_path / "raw_results.json"
     raw.write_text(json.dumps([{"case_id": "case_1", "reporter_output": "多云", "error": None}]), encoding="utf-8")
