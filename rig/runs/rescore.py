@@ -460,7 +460,11 @@ def rescore(opts: RescoreOptions, progress: Callable[[int, int], Any] | None = N
     )
     run_id = new_run_id(label, f"{bench.name}-rescore")
     run_dir = opts.out / run_id
-    run_dir.mkdir(parents=True, exist_ok=False)
+    try:
+        run_dir.mkdir(parents=True, exist_ok=False)
+    except (OSError, ValueError) as e:  # --out a file, unwritable, or a name the file system refuses
+        why = getattr(e, "strerror", None) or e
+        raise RescoreError(f"--out {opts.out}: cannot create the run folder {run_id} ({why})") from None
     manifest = RunManifest.begin(
         run_id,
         cfg,

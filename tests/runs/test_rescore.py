@@ -524,3 +524,13 @@ def test_file_readers_take_the_issue_inputs_without_a_traceback(name: str) -> No
     for text in DATA_REGRESSIONS:
         out = DATA_READERS[name](text)  # a RescoreError / DataError comes back as text; anything else raises here
         assert out is None or isinstance(out, str)
+
+
+def test_label_with_markup_and_out_a_file_are_handled(tmp_path: Path) -> None:
+    files, *_ = _callnavi_files(tmp_path)
+    res = runner.invoke(app, ["rescore", "callnavi", *map(str, files), "--label", "x[b]", "--out", str(tmp_path / "r")])
+    assert res.exit_code == 0 and "x[b]" in res.output, (res.output, res.exception)  # not swallowed as markup
+    (tmp_path / "file").write_text("")
+    res = runner.invoke(app, ["rescore", "callnavi", *map(str, files), "--out", str(tmp_path / "file")])
+    assert res.exit_code == 2 and "--out" in res.output and "cannot create the run folder" in res.output, res.output
+    assert (tmp_path / "file").read_text() == ""
