@@ -534,3 +534,23 @@ def test_label_with_markup_and_out_a_file_are_handled(tmp_path: Path) -> None:
     res = runner.invoke(app, ["rescore", "callnavi", *map(str, files), "--out", str(tmp_path / "file")])
     assert res.exit_code == 2 and "--out" in res.output and "cannot create the run folder" in res.output, res.output
     assert (tmp_path / "file").read_text() == ""
+
+
+def test_reference_rescore_never_loads_minilm(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from rig.benchmarks.mobilitybench import similarity
+
+    def refuse(self: object) -> None:
+        raise AssertionError("the MiniLM model was loaded")
+
+    monkeypatch.setattr(similarity.EmbeddingBackend, "_load", refuse)
+    monkeypatch.setattr(similarity.EmbeddingBackend, "check", lambda self: None)
+    # an intent that is no scenario name or alias: paper-mode ID compares it by similarity
+    planner = {"thinking": "查天气", "intent": "问问明天会不会下雨", "steps": [["查询北京明天天气"]]}
+    data, raw = _mobility_csv(tmp_path), _write(tmp_path / "raw_results.json", [_weather(planner_output=planner)])
+    opts = RescoreOptions(benchmark="mobilitybench", predictions=[raw], data=data, mode="reference", out=tmp_path / "r")
+    weather = next(r for r in read_results(rescore(opts) / "results.sqlite") if r.episode_id == "case_1")
+    assert weather.tags["similarity_model"] == weather.tags["reference_similarity_model"] == "char-jaccard"
+    assert weather.scores["paper:ID"] is not None
+    # asked for by name, the paper table's MiniLM is used (and here refused by the patch)
+    with pytest.raises(AssertionError, match="MiniLM model was loaded"):
+        rescore(opts.model_copy(update={"options": {"similarity": "minilm"}, "out": tmp_path / "m"}))
