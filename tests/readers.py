@@ -320,14 +320,14 @@ def _mobility_record(v: Any, text: str) -> list[dict[str, Any]]:
 
 def _rescore_mobility(text: str) -> str | None:
     from rig.runs.rescore import RescoreError, _prediction
-    from rig.runs.store import sanitize
 
     errors = []
     for row in _mobility_record(_value(text), text):
         try:
             pred, _, _, calls = _prediction("raw_results.json: record 0", row)
-            # what the store writes (it cleans NaN and lone surrogates, with a reason)
-            _encodable(sanitize([pred.model_dump(), [c.model_dump() for c in calls]], set()))
+            # what rescore stores of it is plain JSON (NaN and lone surrogates the store's sanitize cleans, with a
+            # reason; it is tested with the store)
+            json.dumps([pred.intent, pred.steps, pred.report, [c.model_dump() for c in calls]])
         except RescoreError as e:
             errors.append(str(e))
     return _bad_input(errors)
