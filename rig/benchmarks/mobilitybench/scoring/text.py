@@ -119,8 +119,8 @@ def _repair_literal(text: str) -> Any:
         return ast.literal_eval(s)
     except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):  # TypeError: `{{}}`, a dict in a set
         pass
-    if len(s) > MAX_REPAIR_CHARS:
-        return None
+    if len(s) > MAX_REPAIR_CHARS or s.lstrip()[:1] not in ("{", "[", "(", "'", '"'):
+        return None  # too long to be a cut cell, or not a container or string literal that a cut left open
     states = _prefix_states(s)
     end = len(states) - 1  # the prefixes past a too-deep bracket are never tried
     for _ in range(MAX_REPAIR_STEPS):
