@@ -1,10 +1,14 @@
-"""Fuzz every reader of model output with N random replies each and print a markdown table.
+"""Fuzz every reader of model output, and of the files a lab feeds rig, with N random inputs each; print a markdown
+table.
 
-    python3 scripts/fuzz_readers.py [--n 10000] [--seed 0] [--bound 1.0] [--reader NAME]
+    python3 scripts/fuzz_readers.py [--n 10000] [--seed 0] [--bound 1.0] [--reader NAME] [--files]
 
 Replies are drawn from a seeded mix: random Unicode, concatenations of JSON/YAML/tag fragments, one fragment
 repeated up to 40,000 times, and the issue-18 regression replies. A reply fails when the reader raises (it
-would be recorded as an engine crash) or takes longer than --bound seconds. Exit 1 on any failure."""
+would be recorded as an engine crash) or takes longer than --bound seconds. ``--files`` fuzzes the readers of
+`rig rescore`'s prediction files and the dataset loaders instead (``DATA_READERS``: the same inputs, after the
+issue-30 ones, as whole files and in each field); there a RescoreError or DataError is the bad-input message
+(exit 2 naming file and field), any other exception a failure. Exit 1 on any failure."""
 
 from __future__ import annotations
 
@@ -18,7 +22,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tests.decoding.test_readers_fuzz import _PIECES
-from tests.readers import READERS, REGRESSIONS
+from tests.readers import DATA_READERS, DATA_REGRESSIONS, READERS, REGRESSIONS
 
 
 def replies(n: int, seed: int) -> list[str]:
@@ -46,22 +50,25 @@ def main() -> int:
     ap.add_argument("--n", type=int, default=10_000)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--bound", type=float, default=1.0, help="seconds one reply may take")
-    ap.add_argument("--reader", choices=sorted(READERS), action="append")
+    ap.add_argument("--reader", choices=sorted({**READERS, **DATA_READERS}), action="append")
+    ap.add_argument("--files", action="store_true", help="the prediction-file readers and dataset loaders")
     a = ap.parse_args()
-    texts = replies(a.n, a.seed)
-    names = a.reader or list(READERS)
+    base = replies(a.n, a.seed)
+    names = a.reader or list(DATA_READERS if a.files else READERS)
     rows, bad = [], 0
     for name in names:
-        read = READERS[name]
-        read("warm-up")  # imports happen on first use
-        failures, format_errors, worst, total, first = 0, 0, 0.0, 0.0, ""
+        read = {**READERS, **DATA_READERS}[name]
+        texts = (DATA_REGRESSIONS + base)[: a.n] if name in DATA_READERS else base
+        for warm in ("warm-up", *(DATA_REGRESSIONS if name in DATA_READERS else ())):
+            read(warm)  # imports happen on first use (the file readers' deeper paths import more)
+        failures, raised, format_errors, worst, total, first = 0, 0, 0, 0.0, 0.0, ""
         for i, text in enumerate(texts):
             t0 = time.perf_counter()
             try:
                 if read(text) is not None:
                     format_errors += 1
             except Exception:
-                failures += 1
+                failures, raised = failures + 1, raised + 1
                 first = first or traceback.format_exc(limit=3)
             dt = time.perf_counter() - t0
             if dt > a.bound:
@@ -70,13 +77,16 @@ def main() -> int:
             worst, total = max(worst, dt), total + dt
             if i % 1000 == 999:
                 print(f"  {name}: {i + 1}/{len(texts)}", file=sys.stderr, end="\r")
-        rows.append((name, len(texts), failures, format_errors, worst * 1000, total / len(texts) * 1000))
+        rows.append((name, len(texts), failures, raised, format_errors, worst * 1000, total / len(texts) * 1000))
+        print(f"  {name}: done", file=sys.stderr)
         bad += failures
         if first:
             print(f"{name}: first failure:\n{first}", file=sys.stderr)
-    print("| reader | inputs | failures | format errors | max ms | mean ms |\n|---|---:|---:|---:|---:|---:|")
-    for name, n, f, fe, mx, mean in rows:
-        print(f"| {name} | {n} | {f} | {fe} | {mx:.1f} | {mean:.2f} |")
+    errors = "bad input" if a.files else "format errors"
+    print(f"| reader | inputs | failures | of them raised | {errors} | max ms | mean ms |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    for name, n, f, r, fe, mx, mean in rows:
+        print(f"| {name} | {n} | {f} | {r} | {fe} | {mx:.1f} | {mean:.2f} |")
     return 1 if bad else 0
 
 

@@ -6,7 +6,9 @@ escaping it is a bug (it would be recorded as an engine crash)."""
 from __future__ import annotations
 
 import json
+import tempfile
 from collections.abc import Callable
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -250,4 +252,218 @@ REGRESSIONS: list[str] = [
     "reason:[[" + "9" * 5000 + "]], answer:[[1]]",
     "\x08",
     "a: \x00",  # control characters the YAML reader refuses
+]
+
+
+# -- readers of the files a lab feeds rig: `rig rescore`'s prediction files and the benchmarks' dataset loaders --
+# ``read`` returns None when the text was read, or the bad-input message (RescoreError / DataError: exit 2 naming
+# file and field); any other exception is a bug (a traceback). The text goes in as a whole file and into each field.
+
+_TMP: list[Path] = []
+
+
+def _tmp() -> Path:
+    if not _TMP:  # made on first use, not at import
+        _TMP.append(Path(tempfile.mkdtemp(prefix="rig-fuzz-")))
+    return _TMP[0]
+
+
+def _value(text: str) -> Any:
+    """The text as the JSON value a file would hold (as rescore's loader would accept it), else the text itself."""
+    from rig.benchmarks.base import nesting_error
+
+    try:
+        value = json.loads(text)
+    except (ValueError, RecursionError):
+        return text
+    return text if nesting_error(value) else value
+
+
+def _bad_input(errors: list[str]) -> str | None:
+    return "; ".join(e[:80] for e in errors) or None
+
+
+def _rescore_file(text: str) -> str | None:
+    from rig.runs.rescore import RescoreError, _load_json, _prediction
+
+    path = _tmp() / "raw_results.json"
+    path.write_text(text, encoding="utf-8", errors="surrogatepass")
+    errors = []
+    try:
+        rows = _load_json(path)
+        for i, row in enumerate(rows if isinstance(rows, list) else []):
+            if isinstance(row, dict):
+                _prediction(f"{path}: record {i}", row)
+    except RescoreError as e:
+        errors.append(str(e))
+    return _bad_input(errors)
+
+
+def _mobility_record(v: Any, text: str) -> list[dict[str, Any]]:
+    call = {"id": "1", "name": "query_poi", "args": {"keywords": "x"}}
+    base = {"case_id": "case_1", "planner_output": {"intent": "x", "steps": [["a"]]}, "reporter_output": "ok"}
+    return [
+        {**base, "token_usage": {"planner": {"prompt_tokens": v, "completion_tokens": 1}}},
+        {**base, "token_usage": {"worker": v}},
+        {**base, "token_usage": v},
+        {**base, "worker_output": [{"tool_calls": v}]},
+        {**base, "worker_output": [{"tool_calls": [call], "tool_results": {"1": text}}]},
+        {**base, "worker_output": [{"tool_calls": [call], "tool_results": {"1": v}}]},
+        {**base, "worker_output": [{"tool_calls": [{**call, "args": v}]}]},
+        {**base, "worker_output": [{"tool_calls": [{**call, "name": v}]}]},
+        {**base, "worker_output": v},
+        {**base, "planner_output": v},
+        {**base, "planner_output": {"intent": v, "steps": v, "constraints": v, "thinking": v}},
+        {**base, "reporter_output": v, "error": v},
+    ]
+
+
+def _rescore_mobility(text: str) -> str | None:
+    from rig.runs.rescore import RescoreError, _prediction
+
+    errors = []
+    for row in _mobility_record(_value(text), text):
+        try:
+            pred, _, _, calls = _prediction("raw_results.json: record 0", row)
+            # what rescore stores of it is plain JSON (NaN and lone surrogates the store's sanitize cleans, with a
+            # reason; it is tested with the store)
+            json.dumps([pred.intent, pred.steps, pred.report, [c.model_dump() for c in calls]])
+        except RescoreError as e:
+            errors.append(str(e))
+    return _bad_input(errors)
+
+
+def _rescore_callnavi_gt(text: str) -> str | None:
+    from rig.runs.rescore import RescoreError, _check_gt
+
+    errors = []
+    for stored in (text, _value(text)):
+        try:
+            _check_gt("maps_0_para_m.json: record 0", stored, {"API": ["a"], "parameters": [{}]}, "q1")
+        except RescoreError as e:
+            errors.append(str(e))
+    return _bad_input(errors)
+
+
+_CN_QUESTION = {
+    "id": "q1",
+    "question": [{"role": "user", "content": "Find Oodi"}],
+    "ground_truth": {"API": ["geocode"], "parameters": [{"name": "Oodi"}]},
+    "difficulty": "easy",
+}
+_CN_API = {"name": "geocode", "description": "a place", "parameters": {"name": "string"}, "returnParameter": {}}
+
+
+def _callnavi_data(text: str) -> str | None:
+    """The CallNavi loader and prompt builder over a Questions / APIs pair holding the text whole or in a field."""
+    from rig.benchmarks.base import DataError
+    from rig.benchmarks.callnavi.benchmark import CallNavi
+
+    v = _value(text)
+    variants: list[tuple[Any, Any]] = [(text, None), (None, text)]
+    variants += [([{**_CN_QUESTION, k: v}], None) for k in _CN_QUESTION]
+    variants += [([{**_CN_QUESTION, "ground_truth": {"API": v, "parameters": v}}], None)]
+    variants += [(None, {"api_ports": [{**_CN_API, k: v}]}) for k in _CN_API]
+    errors = []
+    # the whole-file pair, and one field variant picked by the text's length (each gets its share of the inputs)
+    for questions, apis in (variants[len(text) % 2], variants[2 + len(text) % (len(variants) - 2)]):
+        root = _tmp() / "callnavi"
+        for sub, doc in (("Questions", questions or [_CN_QUESTION]), ("APIs", apis or {"api_ports": [_CN_API]})):
+            (root / sub).mkdir(parents=True, exist_ok=True)
+            body = doc if isinstance(doc, str) else json.dumps(doc, ensure_ascii=False)
+            (root / sub / "maps.json").write_text(body, encoding="utf-8", errors="surrogatepass")
+        try:
+            episodes = CallNavi(root).episodes()
+            _encodable([e.model_dump(mode="json") for e in episodes])
+        except DataError as e:
+            errors.append(str(e))
+    return _bad_input(errors)
+
+
+_MB_ROW = {
+    "query": "颐和园在哪里",
+    "context": "{'user_current_location': '116.30,39.98', 'city': '北京市'}",
+    "task_scenario": "POI Query",
+    "intent_family": "Basic Information Retrieval",
+    "tool_list": "[{'name': 'query_poi', 'arguments': {'keywords': '颐和园'}}]",
+    "ans_loc": "116.27,39.99",
+    "poi_result": "{'status': 1, 'data': {'location': '116.27,39.99', 'name': '颐和园'}}",
+    "route_ans": "{'route': {'paths': [{'distance': '1500'}]}}",
+    "near_poi_ans": "{'data': {'pois': [{'name': '甲'}]}}",
+    "ans": "{'trafficinfo': {'description': '畅通'}}",
+    "matched_transit_index": "1",
+    "duration": "20分钟",
+    "llm_ner_ans": "不要1号线",
+    "bus_lines_list": "[['1号线']]",
+}
+_MB_SCENARIOS = ("POI Query", "Route-Constrained Planning", "Nearby Query", "Traffic Info Query", "Weather Query")
+
+
+def _mobility_data(text: str) -> str | None:
+    """The upstream CSV importer, and both metric modes over what it imports: the text as the whole file and in a
+    cell of a row per scenario family, as `bench --data` and `rescore --data` read it."""
+    import csv
+
+    from rig.benchmarks.base import DataError
+    from rig.benchmarks.mobilitybench import scoring as M
+    from rig.benchmarks.mobilitybench.importer import load_upstream
+    from rig.benchmarks.mobilitybench.similarity import CharJaccard
+    from rig.runs.store import sanitize
+
+    clean = text.encode("utf-8", "replace").decode("utf-8")  # a CSV file is UTF-8 text
+    # one column (picked by the text's length) holds the text, in a row of each scenario family
+    col = list(_MB_ROW)[len(text) % len(_MB_ROW)]
+    rows = [{**_MB_ROW, "task_scenario": sc, col: clean} for sc in _MB_SCENARIOS]
+    path = _tmp() / "cases.csv"
+    errors = []
+    pred = M.Prediction(intent="x", steps=["a"], report="颐和园 116.27,39.99 1.5公里", content="颐和园", delivered=True)
+    for body in ("whole", "cells"):
+        if body == "whole":
+            path.write_text(clean, encoding="utf-8")
+        else:
+            with path.open("w", newline="", encoding="utf-8") as f:
+                w = csv.DictWriter(f, fieldnames=list(_MB_ROW))
+                w.writeheader()
+                w.writerows(rows)
+        try:
+            cases, _ = load_upstream(path)
+        except DataError as e:
+            errors.append(str(e))
+            continue
+        for c in cases:
+            _encodable(sanitize(c.model_dump(mode="json"), set()))  # as the store cleans lone surrogates
+            for mode in M.MODES:
+                _encodable(M.score(pred, c.truth, mode, CharJaccard()))
+    return _bad_input(errors)
+
+
+DATA_READERS: dict[str, Callable[[str], str | None]] = {
+    "rescore_file": _rescore_file,
+    "rescore_mobility_record": _rescore_mobility,
+    "rescore_callnavi_gt": _rescore_callnavi_gt,
+    "callnavi_data": _callnavi_data,
+    "mobilitybench_data": _mobility_data,
+}
+
+# Inputs named in issue 30 for these readers.
+DATA_REGRESSIONS: list[str] = [
+    "NaN",
+    "Infinity",
+    "-Infinity",
+    '"many"',
+    "3",
+    "{{",
+    "{{}}",
+    "{{'status': 0}}",
+    "{[1]: 2}",
+    "}}{{",
+    "[" * 100_000,
+    "[" * 100_000 + "]" * 100_000,
+    "[" * 200 + "]" * 200,
+    "(" * 100_000,
+    "x" * 100_000,
+    "1e999",
+    '[{"case_id": "case_1", "token_usage": {"planner": {"prompt_tokens": NaN}}}]',
+    '[{"case_id": "case_1", "token_usage": {"planner": "100 tokens"}}]',
+    '[{"case_id": "case_1", "worker_output": [{"tool_calls": 3}]}]',
 ]

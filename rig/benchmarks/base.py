@@ -37,10 +37,32 @@ def embedded_data(rel: str, marker: str, what: str, flag: str = "--data PATH") -
     raise DataError(f"the embedded {what} is missing from this install; pass {flag}")
 
 
+# Benchmark data and prediction files nest a few levels; past this, a file is refused before any recursive walk
+# (pydantic, json.dumps, a comparison) can hit Python's recursion limit.
+MAX_DATA_DEPTH = 64
+
+
+def nesting_error(value: Any, limit: int = MAX_DATA_DEPTH) -> str | None:
+    """Where ``value`` nests past ``limit`` containers (a path such as ``[0].a``), else None. Iterative."""
+    stack: list[tuple[Any, int, str]] = [(value, 0, "")]
+    while stack:
+        v, depth, path = stack.pop()
+        if isinstance(v, (list, dict)):
+            if depth >= limit:
+                return f"{path[:60] or 'the top level'}{'...' if len(path) > 60 else ''}: nested more than {limit} deep"
+            items = v.items() if isinstance(v, dict) else enumerate(v)
+            stack.extend(
+                (x, depth + 1, f"{path}.{str(k)[:20]}" if isinstance(v, dict) else f"{path}[{k}]")
+                for k, x in items
+                if isinstance(x, (list, dict))
+            )
+    return None
+
+
 def read_json(path: Path) -> Any:
-    """A benchmark's JSON file; a missing or broken file is a DataError naming it."""
+    """A benchmark's JSON file; a missing, broken or too deeply nested file is a DataError naming it."""
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        doc = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise DataError(f"{path}: file not found") from None
     except IsADirectoryError:
@@ -51,6 +73,14 @@ def read_json(path: Path) -> Any:
         raise DataError(f"{path}: cannot read ({e.strerror})") from None
     except json.JSONDecodeError as e:
         raise DataError(f"{path}: not valid JSON (line {e.lineno}, column {e.colno}: {e.msg})") from None
+    except ValueError as e:  # an integer past Python's 4,300-digit conversion limit
+        raise DataError(f"{path}: not valid JSON ({e})") from None
+    except RecursionError:
+        raise DataError(f"{path}: nested past the JSON parser's depth") from None
+    err = nesting_error(doc)
+    if err:
+        raise DataError(f"{path}: {err}")
+    return doc
 
 
 def _split_commas(value: Any) -> Any:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from rig.cli.common import app, err, fail, parse_options
+from rig.cli.common import app, err, fail, parse_options, say
 
 
 @app.command()
@@ -43,4 +43,4 @@ def rescore(
             run_dir = rescore(opts, progress=lambda i, n: bar.update(task, completed=i, total=n))
     except RescoreError as e:
         fail(str(e))
-    err.print(f"wrote {run_dir}; next: rig report {run_dir} --html")
+    say(f"wrote {run_dir}; next: rig report {run_dir} --html")  # the folder name carries the label: not markup

@@ -168,7 +168,17 @@ def git_revision() -> str | None:
         return None
 
 
+# A run id is a folder name: file systems take 255 bytes. Each named part is cut to this many (the full names are in
+# the manifest), so a long model name or --label cannot make the folder impossible to create.
+RUN_ID_PART_BYTES = 80
+
+
+def _id_part(text: str) -> str:
+    clean = "".join("_" if c in "/\\" or ord(c) < 32 else c for c in text)
+    return clean.encode("utf-8")[:RUN_ID_PART_BYTES].decode("utf-8", "ignore")
+
+
 def new_run_id(model: str, benchmark: str) -> str:
     stamp = time.strftime("%Y%m%d-%H%M%S")
     salt = hashlib.sha256(f"{time.time_ns()}{os.getpid()}".encode()).hexdigest()[:4]
-    return f"{stamp}-{model}-{benchmark}-{salt}".replace("/", "_")
+    return f"{stamp}-{_id_part(model)}-{_id_part(benchmark)}-{salt}"

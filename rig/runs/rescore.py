@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import ast
 import json
+import math
 import re
 import time
 from collections.abc import Callable
@@ -29,8 +30,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from rig.benchmarks import get_benchmark_class
-from rig.benchmarks.base import Benchmark, DataError
-from rig.records import EpisodeResult, Generation
+from rig.benchmarks.base import Benchmark, DataError, nesting_error
+from rig.records import EpisodeResult, Generation, ToolCall
 from rig.registry import ModelSpec, Weights
 from rig.runs.config import BenchmarkInfo, RunConfig
 from rig.runs.manifest import RunManifest, new_run_id, package_versions
@@ -55,11 +56,17 @@ class RescoreOptions(BaseModel):
 
 def _load_json(path: Path) -> Any:
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        doc = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise RescoreError(f"{path}: not found") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+    except (OSError, ValueError) as e:  # ValueError: JSON, UTF-8, an integer past the 4,300-digit limit
         raise RescoreError(f"{path}: not readable JSON ({e})") from None
+    except RecursionError:
+        raise RescoreError(f"{path}: not readable JSON (nested past the parser's depth)") from None
+    err = nesting_error(doc)
+    if err:
+        raise RescoreError(f"{path}: {err}")
+    return doc
 
 
 def _generation(text: str, parse_ok: bool | None = None) -> Generation:
@@ -73,7 +80,7 @@ def _generation(text: str, parse_ok: bool | None = None) -> Generation:
 _CALLNAVI_NAME = re.compile(r"^(?P<domain>[A-Za-z]+)_(?P<it>\d+)_(?P<kind>para|APIonly)_(?P<model>.+)\.json$")
 
 
-def _callnavi(bench: Benchmark, files: list[Path], mode: str) -> tuple[list[EpisodeResult], str | None]:
+def _callnavi(bench: Benchmark, files: list[Path], mode: str) -> tuple[list[EpisodeResult], set[str]]:
     from rig.benchmarks.callnavi.benchmark import score_both
 
     domains = bench.domains()  # type: ignore[attr-defined]
@@ -147,16 +154,25 @@ def _callnavi(bench: Benchmark, files: list[Path], mode: str) -> tuple[list[Epis
             res.error_category = None if reason is None else reason.split(":")[0]
             res.error = reason
             out.append(res)
-    return out, models.pop() if len(models) == 1 else None
+    return out, models
+
+
+# A ground truth is an API list with its parameters: a few hundred characters; 20,000 is far above any in the data.
+MAX_GT_CHARS = 20_000
 
 
 def _check_gt(where: str, stored: Any, expected: Any, qid: str) -> None:
     value = stored
     if isinstance(stored, str):
+        if len(stored) > MAX_GT_CHARS:  # ast.literal_eval's parser can run out of memory on long text
+            raise RescoreError(f"{where}, field ground_truth: {len(stored):,} characters, over {MAX_GT_CHARS:,}")
         try:
             value = ast.literal_eval(stored)
-        except (ValueError, SyntaxError):
+        except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
             raise RescoreError(f"{where}, field ground_truth: not a Python literal") from None
+        err = nesting_error(value)
+        if err:
+            raise RescoreError(f"{where}, field ground_truth: {err}")
     if value != expected:
         raise RescoreError(
             f"{where}, field ground_truth: differs from question {qid} in the data (records are "
@@ -167,7 +183,7 @@ def _check_gt(where: str, stored: Any, expected: Any, qid: str) -> None:
 # -- MobilityBench -----------------------------------------------------------------------------------------------
 
 
-def _mobilitybench(bench: Benchmark, files: list[Path], mode: str) -> tuple[list[EpisodeResult], str | None]:
+def _mobilitybench(bench: Benchmark, files: list[Path], mode: str) -> tuple[list[EpisodeResult], set[str]]:
     from rig.benchmarks.mobilitybench import scoring as M
     from rig.benchmarks.mobilitybench.data import Case
 
@@ -197,7 +213,7 @@ def _mobilitybench(bench: Benchmark, files: list[Path], mode: str) -> tuple[list
             if row.get("model_name"):
                 models.add(str(row["model_name"]))
             case = cases[cid]
-            pred, distinct, has_constraints = _prediction(where, row)
+            pred, distinct, has_constraints, records = _prediction(where, row)
             listed = pred.calls
             paper_pred = pred.model_copy(update={"calls": distinct})
             both = {
@@ -230,6 +246,7 @@ def _mobilitybench(bench: Benchmark, files: list[Path], mode: str) -> tuple[list
                     "source": f.name,
                 },
                 generations=[_generation(str(row.get("reporter_output") or ""))],
+                tool_calls=records,  # the worker records' calls as listed (what the token table counts)
                 output={"final": row.get("reporter_output"), "stop": stop, "intent": pred.intent, "steps": pred.steps},
                 scores=scores,
                 finished_at=time.time(),
@@ -241,10 +258,10 @@ def _mobilitybench(bench: Benchmark, files: list[Path], mode: str) -> tuple[list
 
                 res.error_category = classify(stop, scores)
             out.append(res)
-    return out, models.pop() if len(models) == 1 else None
+    return out, models
 
 
-def _prediction(where: str, row: dict[str, Any]) -> tuple[Any, list[Any], bool]:
+def _prediction(where: str, row: dict[str, Any]) -> tuple[Any, list[Any], bool, list[ToolCall]]:
     from rig.benchmarks.mobilitybench import scoring as M
     from rig.benchmarks.mobilitybench.scoring.reference import ref_content
 
@@ -262,9 +279,13 @@ def _prediction(where: str, row: dict[str, Any]) -> tuple[Any, list[Any], bool]:
     workers = row.get("worker_output") or []
     if not isinstance(workers, list):
         raise RescoreError(f"{where}, field worker_output: expected a list of worker records")
-    calls, distinct, seen = [], [], set()
+    calls, distinct, seen, records = [], [], set(), []
     for w, rec in enumerate(workers):
         tcs = (rec.get("tool_calls") or []) if isinstance(rec, dict) else []
+        if not isinstance(tcs, list):
+            raise RescoreError(
+                f"{where}, field worker_output[{w}].tool_calls: expected a list of calls, got {type(tcs).__name__}"
+            )
         answers = rec.get("tool_results") if isinstance(rec, dict) else None
         answers = answers if isinstance(answers, dict) else {}  # {tool call id: the ToolMessage's content}
         for tc in tcs:
@@ -274,6 +295,16 @@ def _prediction(where: str, row: dict[str, Any]) -> tuple[Any, list[Any], bool]:
             ok = _answer_ok(answers[cid]) if cid and cid in answers else None
             call = M.Call(name=str(tc["name"]), arguments=tc.get("args") or {}, task=w, ok=ok)
             calls.append(call)
+            args = tc.get("args")
+            records.append(
+                ToolCall(
+                    name=call.name,
+                    arguments=args if isinstance(args, dict) else {},
+                    answer=answers.get(cid),
+                    error_category="failed" if ok is False else None,
+                    step=w,
+                )
+            )
             # Paper mode counts each call once: later worker records repeat the calls of earlier plan steps, under
             # the same id (without ids, an identical name and arguments is taken as the same call).
             key = cid or json.dumps([call.name, call.arguments], sort_keys=True, ensure_ascii=False, default=str)
@@ -283,8 +314,9 @@ def _prediction(where: str, row: dict[str, Any]) -> tuple[Any, list[Any], bool]:
     report = row.get("reporter_output") or ""
     if not isinstance(report, str):
         raise RescoreError(f"{where}, field reporter_output: expected text")
-    usage = row.get("token_usage") or {}
-    stages = {st: (usage.get(st.lower()) or {}) for st in ("Planner", "Worker", "Reporter")}
+    stages = _token_usage(where, row.get("token_usage"))
+    prompt = [s["prompt_tokens"] for s in stages.values() if "prompt_tokens" in s]
+    completion = [s["completion_tokens"] for s in stages.values() if "completion_tokens" in s]
     errored = bool(row.get("error"))
     constraints = planner.get("constraints")
     pred = M.Prediction(
@@ -297,11 +329,54 @@ def _prediction(where: str, row: dict[str, Any]) -> tuple[Any, list[Any], bool]:
         report=report,
         delivered=bool(report.strip()) and not errored,
         errored=errored,
-        prompt_tokens=sum(int(s.get("prompt_tokens") or 0) for s in stages.values()),
-        completion_tokens=sum(int(s.get("completion_tokens") or 0) for s in stages.values()),
+        # paper IT/OT: not reported (None) when no stage reports the count, never 0
+        prompt_tokens=sum(prompt) if prompt else None,
+        completion_tokens=sum(completion) if completion else None,
         usage=M.stage_usage(stages),
     )
-    return pred, distinct, isinstance(constraints, dict)
+    return pred, distinct, isinstance(constraints, dict), records
+
+
+_STAGES = ("Planner", "Worker", "Reporter")
+_COUNTS = ("prompt_tokens", "completion_tokens", "total_tokens")
+
+
+def _token_usage(where: str, usage: Any) -> dict[str, dict[str, int]]:
+    """The harness's ``token_usage`` ({"planner": {"prompt_tokens": n, ...}, ...}) as counts per stage; a count that
+    is not a whole number of tokens (NaN, infinite, text, negative) is bad input naming the field."""
+    if usage is None:
+        return {st: {} for st in _STAGES}
+    if not isinstance(usage, dict):
+        raise RescoreError(f"{where}, field token_usage: expected an object of stages, got {type(usage).__name__}")
+    out: dict[str, dict[str, int]] = {}
+    for st in _STAGES:
+        stage = usage.get(st.lower())
+        if stage is None:
+            out[st] = {}
+            continue
+        if not isinstance(stage, dict):
+            raise RescoreError(
+                f"{where}, field token_usage.{st.lower()}: expected an object of token counts, got "
+                f"{type(stage).__name__}"
+            )
+        counts: dict[str, int] = {}
+        for k in _COUNTS:
+            v = stage.get(k)
+            if v is None:
+                continue
+            whole = isinstance(v, float) and math.isfinite(v) and v.is_integer()
+            if isinstance(v, bool) or not (isinstance(v, int) or whole) or v < 0:
+                raise RescoreError(
+                    f"{where}, field token_usage.{st.lower()}.{k}: expected a whole number of tokens, got {_short(v)}"
+                )
+            counts[k] = int(v)
+        out[st] = counts
+    return out
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 _TOOL_FAILED = re.compile(r"^\s*(error\b|unknown tool\b|tool \S+ execution failed\b)", re.IGNORECASE)
@@ -325,7 +400,7 @@ def _answer_ok(answer: Any) -> bool:
     return not _TOOL_FAILED.match(str(answer))
 
 
-_READERS: dict[str, Callable[[Benchmark, list[Path], str], tuple[list[EpisodeResult], str | None]]] = {
+_READERS: dict[str, Callable[[Benchmark, list[Path], str], tuple[list[EpisodeResult], set[str]]]] = {
     "callnavi": _callnavi,
     "mobilitybench": _mobilitybench,
 }
@@ -337,14 +412,32 @@ def rescore(opts: RescoreOptions, progress: Callable[[int, int], Any] | None = N
         raise RescoreError("no prediction files given")
     if "mode" in opts.options:
         raise RescoreError("pass the metric mode as --mode, not -O mode=")
+    options = {**opts.options, "mode": opts.mode}
+    # raw_results.json is what upstream's Plan-and-Execute harness writes (planner, workers, reporter)
+    if opts.benchmark == "mobilitybench" and options.setdefault("framework", "plan") != "plan":
+        raise RescoreError(
+            f"-O framework={options['framework']}: raw_results.json is written by the Plan-and-Execute "
+            "harness; leave framework out (plan)"
+        )
+    if opts.benchmark == "mobilitybench" and opts.mode == "reference":
+        # The reference's similarity is character Jaccard unless a model directory is named; loading the packaged
+        # MiniLM only for the secondary paper table made a reference rescore about 10x slower. The paper table
+        # names the similarity it used; -O similarity=minilm restores it.
+        options.setdefault("similarity", "jaccard")
     try:
-        bench = get_benchmark_class(opts.benchmark)(opts.data, {**opts.options, "mode": opts.mode})
+        bench = get_benchmark_class(opts.benchmark)(opts.data, options)
         results, found = _READERS[opts.benchmark](bench, opts.predictions, opts.mode)
     except DataError as e:
         raise RescoreError(str(e)) from None
     if not results:
         raise RescoreError(f"{', '.join(map(str, opts.predictions))}: no predictions")
-    label = opts.label or found or "external"
+    if len(found) > 1:  # one run is one model: repeats of two models would be read as one model's instability
+        names = ", ".join(_short(m) for m in sorted(found)[:4]) + (", ..." if len(found) > 4 else "")
+        raise RescoreError(
+            f"{', '.join(p.name for p in opts.predictions)}: predictions of {len(found)} models ({names}); "
+            "rescore each model's files separately"
+        )
+    label = opts.label or (found.pop() if found else "external")
     files = ", ".join(p.name for p in opts.predictions)
     spec = ModelSpec(
         name=label,
@@ -372,7 +465,11 @@ def rescore(opts: RescoreOptions, progress: Callable[[int, int], Any] | None = N
     )
     run_id = new_run_id(label, f"{bench.name}-rescore")
     run_dir = opts.out / run_id
-    run_dir.mkdir(parents=True, exist_ok=False)
+    try:
+        run_dir.mkdir(parents=True, exist_ok=False)
+    except (OSError, ValueError) as e:  # --out a file, unwritable, or a name the file system refuses
+        why = getattr(e, "strerror", None) or e
+        raise RescoreError(f"--out {opts.out}: cannot create the run folder {run_id} ({why})") from None
     manifest = RunManifest.begin(
         run_id,
         cfg,

@@ -106,3 +106,12 @@ def test_levenshtein_stability_identical_and_edges() -> None:
 def test_levenshtein_stability_normalises_by_default() -> None:
     assert levenshtein_stability(["ABC", " a b c\n"]) == 1.0
     assert levenshtein_stability(["ABC", " a b c\n"], normalise=False) < 1.0
+
+
+def test_levenshtein_stability_compares_the_first_lev_max_chars() -> None:
+    # at and under the cap: the paper's formula on whole outputs
+    a, b = "a" * st.LEV_MAX_CHARS, "a" * (st.LEV_MAX_CHARS - 8) + "b" * 8
+    assert levenshtein_stability([a, b]) == pytest.approx(1 - 8 / st.LEV_MAX_CHARS)
+    # past it, only the first LEV_MAX_CHARS count: replies equal up to there score 1.0 whatever follows
+    assert levenshtein_stability([a + "x" * 600_000, a + "y" * 10]) == 1.0
+    assert levenshtein_stability([b + "x" * 600_000, a + "y" * 600_000]) == pytest.approx(1 - 8 / st.LEV_MAX_CHARS)

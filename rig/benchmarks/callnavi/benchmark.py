@@ -20,7 +20,7 @@ from rig.decoding.constraint import Constraint
 from rig.engines.base import Engine
 from rig.records import Episode, EpisodeResult, Message
 from rig.scoring.ast_match import ast_match, routing_exact_match
-from rig.scoring.stability import election_stability, levenshtein_stability
+from rig.scoring.stability import LEV_MAX_CHARS, election_stability, levenshtein_stability
 
 TASKS = ("routing", "params")
 MODES = ("paper", "reference")
@@ -72,7 +72,17 @@ class CallNavi(Benchmark):
                 if unknown:
                     raise DataError(f"{self.data}: option domains names {sorted(unknown)}, not present")
                 names = [n for n in names if n in wanted_l]
-            self._domains = {n: D.load_domain(self.data, n) for n in names}
+            domains = {n: D.load_domain(self.data, n) for n in names}
+            first: dict[str, str] = {}
+            for n, dom in domains.items():
+                for q in dom.questions:
+                    if q.id in first:  # episode ids are question ids, across domains too
+                        raise DataError(
+                            f"{self.data / 'Questions' / (n + '.json')}: question id {q.id!r} is also in "
+                            f"Questions/{first[q.id]}.json"
+                        )
+                    first[q.id] = n
+            self._domains = domains
         return self._domains
 
     def data_hash(self) -> str:
@@ -460,7 +470,9 @@ def stability_table(results: list[EpisodeResult], label: str = "") -> Table:
         title="CallNavi stability over repeats (paper sec. 5.3)",
         columns=["Model", "Task", "Questions", "Election stability", "Levenshtein stability"],
         rows=rows,
-        note="Computed on raw outputs after the paper's normalisation (case, whitespace, formatting).",
+        note="Computed on raw outputs after the paper's normalisation (case, whitespace, formatting); the "
+        f"Levenshtein score compares the first {LEV_MAX_CHARS:,} characters of each normalised output (answers "
+        "are far shorter; the cap bounds the quadratic edit distance on runaway replies).",
     )
 
 

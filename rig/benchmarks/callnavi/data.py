@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
 
 from rig.benchmarks.base import DataError, read_json
 
@@ -83,8 +83,20 @@ def load_domain(root: Path, domain: str) -> Domain:
     for i, a in enumerate(araw["api_ports"]):
         if not isinstance(a, dict) or not isinstance(a.get("name"), str):
             raise DataError(f"{apath}: api_ports[{i}].name: missing or not a string")
-        apis.append(Api.model_validate(a))
-    return Domain(name=domain, apis=apis, questions=[_question(qpath, i, r, domain) for i, r in enumerate(qraw)])
+        try:
+            apis.append(Api.model_validate(a))
+        except ValidationError as e:
+            field = ".".join(str(x) for x in e.errors()[0]["loc"])
+            raise DataError(f"{apath}: api_ports[{i}].{field}: {e.errors()[0]['msg']}") from None
+    questions: list[Question] = []
+    seen: dict[str, int] = {}
+    for i, r in enumerate(qraw):
+        q = _question(qpath, i, r, domain)
+        if q.id in seen:  # episode ids are question ids: a second one would collide with the first's results
+            raise DataError(f"{qpath}: record [{i}].id: duplicate question id {q.id!r} (also record [{seen[q.id]}])")
+        seen[q.id] = i
+        questions.append(q)
+    return Domain(name=domain, apis=apis, questions=questions)
 
 
 def discover_domains(root: Path) -> list[str]:

@@ -18,12 +18,13 @@ import json
 import math
 import re
 import sys
+import warnings
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, Field
 
-from rig.benchmarks.base import DataError
+from rig.benchmarks.base import DataError, nesting_error
 from rig.benchmarks.mobilitybench.data import Case
 from rig.benchmarks.mobilitybench.lexicon import EVAL_TYPE, SCENARIOS, lookup_scenario
 from rig.benchmarks.mobilitybench.scoring.records import Checks, ConstraintItem, Truth
@@ -75,21 +76,30 @@ def parse_cell(value: Any) -> Any:
     if not value.strip() or value.strip().lower() == "nan":
         return None
     try:
-        return json.loads(value)
-    except (json.JSONDecodeError, ValueError):
-        pass
-    try:
-        return ast.literal_eval(value)
-    except (ValueError, SyntaxError, MemoryError, RecursionError):
-        return value
+        parsed = json.loads(value)
+    except (ValueError, RecursionError):  # RecursionError: nested past the parser's depth
+        try:
+            with warnings.catch_warnings():  # "invalid decimal literal" and the like: the cell stays text
+                warnings.simplefilter("ignore", SyntaxWarning)
+                parsed = ast.literal_eval(value)
+        except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):  # TypeError: `{{}}`
+            return value
+    return value if nesting_error(parsed) else parsed  # too deep for the walks that follow: kept as text
 
 
 def _rows(path: Path) -> list[dict[str, Any]]:
     suffix = path.suffix.lower()
     if suffix == ".csv":
         csv.field_size_limit(min(sys.maxsize, 2**31 - 1))
-        with path.open(newline="", encoding="utf-8-sig") as f:
-            return [dict(r) for r in csv.DictReader(f)]
+        try:
+            with path.open(newline="", encoding="utf-8-sig") as f:
+                return [dict(r) for r in csv.DictReader(f)]
+        except UnicodeDecodeError as e:
+            raise DataError(f"{path}: not UTF-8 text (byte {e.start})") from None
+        except csv.Error as e:
+            raise DataError(f"{path}: not a readable CSV file ({e})") from None
+        except OSError as e:
+            raise DataError(f"{path}: cannot read ({e.strerror})") from None
     if suffix in (".xlsx", ".xlsm"):
         try:
             import openpyxl
@@ -97,8 +107,11 @@ def _rows(path: Path) -> list[dict[str, Any]]:
             raise DataError(
                 f"{path}: reading XLSX needs openpyxl (pip install 'rig[mobility]'), or convert it to CSV"
             ) from None
-        wb = openpyxl.load_workbook(path, read_only=True, data_only=True)
-        rows = list(wb.active.iter_rows(values_only=True))
+        try:
+            wb = openpyxl.load_workbook(path, read_only=True, data_only=True)
+            rows = list(wb.active.iter_rows(values_only=True))
+        except Exception as e:  # openpyxl raises zip, XML and its own errors on a damaged workbook
+            raise DataError(f"{path}: not a readable XLSX workbook ({type(e).__name__}: {e})") from None
         if not rows:
             return []
         head = [str(h) if h is not None else "" for h in rows[0]]
@@ -111,8 +124,12 @@ def load_upstream(path: Path) -> tuple[list[Case], ImportReport]:
     raw = _rows(path)
     rep.rows = len(raw)
     cases: list[Case] = []
+    seen: dict[str, int] = {}
     for n, row in enumerate(raw, start=1):
         cid = str(row.get("case_id") or f"case_{n}")
+        if cid in seen:  # episode ids are case ids: a second one would collide with the first's results
+            raise DataError(f"{path}: row {n}, field case_id: duplicate case id {cid!r} (also row {seen[cid]})")
+        seen[cid] = n
         for col, v in row.items():
             if isinstance(v, str) and len(v) >= CELL_LIMIT:
                 rep.truncated.append((cid, col))
@@ -120,6 +137,9 @@ def load_upstream(path: Path) -> tuple[list[Case], ImportReport]:
             cases.append(_case(cid, row))
         except ValueError as exc:
             rep.malformed.append((n, f"{cid}: {exc}"))
+        except (TypeError, KeyError, AttributeError, IndexError, OverflowError, RecursionError) as exc:
+            # a cell of an unexpected shape (a set where a dict belongs, a key missing inside a literal, ...)
+            rep.malformed.append((n, f"{cid}: a cell of an unexpected shape ({type(exc).__name__}: {exc})"))
     rep.cases = len(cases)
     return cases, rep
 
@@ -273,8 +293,9 @@ def _checks(scenario: str, s: dict[str, Any], tool_list: list[dict[str, Any]]) -
         if scenario == "Route Property Query" and paths:
             with contextlib.suppress(KeyError, TypeError, ValueError):
                 ch.distance_m = float(paths[0]["distance"])
-        m = re.search(r"(\d+)\s*分钟", str(s.get("duration") or ""))
-        h = re.search(r"(\d+)\s*小时", str(s.get("duration") or ""))
+        # (?<!\d): a match failing inside a long digit run is not retried from each of its digits (quadratic)
+        m = re.search(r"(?<!\d)(\d+)\s*分钟", str(s.get("duration") or ""))
+        h = re.search(r"(?<!\d)(\d+)\s*小时", str(s.get("duration") or ""))
         if scenario == "Arrival/Departure Time Query" and (m or h):
             ch.duration_s = (int(h.group(1)) * 3600 if h else 0) + (int(m.group(1)) * 60 if m else 0)
     elif et == "weather" and s.get("weather_description"):

@@ -82,6 +82,46 @@ def test_truncated_json_file(callnavi_data: Path, tmp_path: Path) -> None:
         CallNavi(root).episodes()
 
 
+def test_duplicate_question_id_is_refused_at_load_naming_file_and_id(callnavi_data: Path, tmp_path: Path) -> None:
+    root = _copy(callnavi_data, tmp_path)
+    qp = root / "Questions" / "hr.json"
+    qs = json.loads(qp.read_text())
+    qs[4]["id"] = qs[1]["id"]
+    qp.write_text(json.dumps(qs))
+    with pytest.raises(DataError, match=rf"{qp}: record \[4\].id: duplicate question id 'hr002'"):
+        CallNavi(root).episodes()
+    # the same id in two domains: episode ids would collide there too
+    qs[4]["id"] = "hr005"
+    qp.write_text(json.dumps(qs))
+    shutil.copy(qp, root / "Questions" / "bank.json")
+    shutil.copy(root / "APIs" / "hr.json", root / "APIs" / "bank.json")
+    with pytest.raises(DataError, match=r"Questions/hr.json: question id 'hr001' is also in Questions/bank.json"):
+        CallNavi(root).episodes()
+
+
+def test_nesting_past_the_parsers_depth_is_a_data_error(callnavi_data: Path, tmp_path: Path) -> None:
+    root = _copy(callnavi_data, tmp_path)
+    qp = root / "Questions" / "hr.json"
+    qs = json.loads(qp.read_text())
+    qp.write_text("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(DataError, match=r"Questions/hr.json: nested past the JSON parser's depth"):
+        CallNavi(root).episodes()
+    qs[2]["ground_truth"]["parameters"] = json.loads("[" * 500 + "]" * 500)  # parses, then deeper than any data
+    qp.write_text(json.dumps(qs))
+    with pytest.raises(DataError, match=r"Questions/hr.json: \[2\].ground_truth.parameters.*nested more than 64"):
+        CallNavi(root).episodes()
+
+
+def test_a_number_where_a_description_belongs_names_file_and_field(callnavi_data: Path, tmp_path: Path) -> None:
+    root = _copy(callnavi_data, tmp_path)
+    ap = root / "APIs" / "hr.json"
+    apis = json.loads(ap.read_text())
+    apis["api_ports"][1]["description"] = 7
+    ap.write_text(json.dumps(apis))
+    with pytest.raises(DataError, match=rf"{ap}: api_ports\[1\].description: Input should be a valid string"):
+        CallNavi(root).episodes()
+
+
 GT = {
     "API": ["initiateTransfer", "getTransferStatus"],
     "parameters": [

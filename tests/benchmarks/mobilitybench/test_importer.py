@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from rig.benchmarks import get_benchmark_class
-from rig.benchmarks.base import RunContext
+from rig.benchmarks.base import DataError, RunContext
 from rig.benchmarks.mobilitybench import scoring as M
 from rig.benchmarks.mobilitybench.importer import CELL_LIMIT, load_upstream, parse_cell, sandbox_entries
 from rig.benchmarks.mobilitybench.similarity import CharJaccard
@@ -261,3 +261,56 @@ def test_sandbox_files_replay(upstream_csv: Path, tmp_path: Path) -> None:
     results = [asyncio.run(bench.run_episode(e, FakeEngine(answer=answer), ctx, 0)) for e in eps]
     assert all(r.status == "scored" for r in results)
     assert results[0].scores["DR"] == 1.0 and results[0].scores["FPR"] == 1.0  # the route episode replays fully
+
+
+def _write_rows(path: Path, rows: list[dict[str, str]]) -> Path:
+    cols = list(dict.fromkeys(k for r in rows for k in r))
+    with path.open("w", newline="", encoding="utf-8") as f:
+        w = csv.DictWriter(f, fieldnames=cols)
+        w.writeheader()
+        w.writerows(rows)
+    return path
+
+
+def test_duplicate_case_id_is_refused_naming_file_and_id(tmp_path: Path) -> None:
+    rows = [{**r, "case_id": cid} for r, cid in zip(_rows(), ["a", "b", "c", "a", "e"], strict=True)]
+    path = _write_rows(tmp_path / "dup.csv", rows)
+    with pytest.raises(DataError, match=rf"{path}: row 4, field case_id: duplicate case id 'a' \(also row 1\)"):
+        load_upstream(path)
+
+
+def test_cells_with_unbalanced_braces_or_deep_nesting_never_raise(tmp_path: Path) -> None:
+    assert parse_cell("{{'a': 1}}") == "{{'a': 1}}"  # a dict inside a set: TypeError in ast.literal_eval
+    deep = "[" * 200 + "]" * 200
+    assert parse_cell(deep) == deep and parse_cell("[" * 100_000) == "[" * 100_000  # kept as text
+    weather, poi = _rows()[1], _rows()[3]
+    rows = [
+        {**poi, "poi_result": "{{'data': {'name': '长乐西路'}}}"},  # unbalanced: text, the row still imports
+        {**weather, "context": "{{'user_current_location': '119.0,33.6'}"},  # unbalanced: the row is malformed
+        {**poi, "poi_result": "{'status': 0, 'data': {1, 2}}"},  # a set where an object belongs: malformed
+        {**weather, "tool_list": "[{'name': 'weather_query'", "weather": "}}{{"},
+        {**_rows()[0], "route_ans": "{{'route': }}{'paths': [{'distance': 5}]", "matched_transit_index": "inf"},
+        {**poi, "poi_result": "{'data': " + "[" * 300 + "]" * 300 + "}"},  # a list where an object belongs
+    ]
+    cases, rep = load_upstream(_write_rows(tmp_path / "braces.csv", rows))
+    # reported and skipped with the reason, never a traceback
+    assert rep.cases + len(rep.malformed) == len(rows) and [n for n, _ in rep.malformed] == [2, 3, 4, 6]
+    assert "AttributeError: 'set' object has no attribute 'get'" in rep.malformed[1][1]
+    pred = M.Prediction(intent="x", steps=["a"], report="长乐西路 108.98,34.27", content="长乐西路", delivered=True)
+    for c in cases:
+        for mode in M.MODES:
+            M.score(pred, c.truth, mode, CharJaccard())  # scoring the odd truths never raises either
+
+
+def test_rescore_data_with_unbalanced_braces_exits_0(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from rig.cli import app
+
+    weather = {**_rows()[1], "weather": "{{'status': 0}}", "context": "{'user_current_location': '119.0,33.6'}}}"}
+    data = _write_rows(tmp_path / "d.csv", [_rows()[1], weather])
+    raw = tmp_path / "raw_results.json"
+    raw.write_text(json.dumps([{"case_id": "case_1", "reporter_output": "多云", "error": None}]), encoding="utf-8")
+    args = ["rescore", "mobilitybench", str(raw), "--data", str(data), "-O", "similarity=jaccard"]
+    res = CliRunner().invoke(app, [*args, "--out", str(tmp_path / "runs")])
+    assert res.exit_code == 0 and "Traceback" not in res.output, (res.output, res.exception)

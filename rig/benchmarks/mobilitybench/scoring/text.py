@@ -8,6 +8,7 @@ import ast
 import math
 import re
 import unicodedata
+import warnings
 from collections.abc import Iterable
 from typing import Any
 
@@ -68,6 +69,9 @@ def sanitize_literal(text: str) -> str:
 _PARSER_DEPTH = 200
 # A cell cut at the spreadsheet limit parses within a few steps back; a corrupt one would cost a full parse per step.
 MAX_REPAIR_STEPS = 256
+# Spreadsheets cut cells at 32,767 characters; longer text was not cut by one, so only the plain parse applies (each
+# step back re-parses the prefix: 256 steps over a 140,000-character cell took seconds).
+MAX_REPAIR_CHARS = 40_000
 
 
 def _prefix_states(s: str) -> list[tuple[str | None, Any]]:
@@ -104,11 +108,19 @@ def repair_literal(text: Any) -> Any:
     close an open quote, close open brackets in stack order. None when nothing parses."""
     if not isinstance(text, str):
         return text
+    with warnings.catch_warnings():  # the parser's SyntaxWarnings on damaged text ("invalid decimal literal")
+        warnings.simplefilter("ignore", SyntaxWarning)
+        return _repair_literal(text)
+
+
+def _repair_literal(text: str) -> Any:
     s = sanitize_literal(text)
     try:
         return ast.literal_eval(s)
-    except (ValueError, SyntaxError, MemoryError, RecursionError):
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):  # TypeError: `{{}}`, a dict in a set
         pass
+    if len(s) > MAX_REPAIR_CHARS or s.lstrip()[:1] not in ("{", "[", "(", "'", '"'):
+        return None  # too long to be a cut cell, or not a container or string literal that a cut left open
     states = _prefix_states(s)
     end = len(states) - 1  # the prefixes past a too-deep bracket are never tried
     for _ in range(MAX_REPAIR_STEPS):
@@ -122,7 +134,7 @@ def repair_literal(text: Any) -> Any:
             stack = stack[1]
         try:
             return ast.literal_eval(cand + (quote or "") + "".join(closers))
-        except (ValueError, SyntaxError, MemoryError, RecursionError):
+        except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
             # Step back to the previous separator rather than one character at a time.
             cut = max(cand.rfind(","), cand.rfind(":"), cand.rfind("{"), cand.rfind("["))
             end = cut if 0 < cut < end else end - 1
