@@ -6,9 +6,12 @@ except scores, which are kept beside the generations that produced them.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
+import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Literal
 
@@ -161,9 +164,40 @@ class EpisodeResult(BaseModel):
     finished_at: float | None = None
 
 
+@contextlib.contextmanager
+def atomic_path(path: Path) -> Iterator[Path]:
+    """A temporary path beside ``path`` for the block to write; renamed over ``path`` only when the block ends without
+    an error, so a reader, a process stopped mid-write (a signal) or a full disk never leaves a short file under the
+    final name: the old file, if any, stays whole. The temporary name is unique to this process and call (two
+    writers never share one) and ends in ``.tmp`` (left behind only by a process killed outright)."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}-{uuid.uuid4().hex[:8]}.tmp")
+    try:
+        yield tmp
+        fd = os.open(tmp, os.O_RDONLY)
+        try:
+            os.fsync(fd)  # the bytes reach the disk before the name does: a power cut keeps the old file
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except BaseException as e:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        if isinstance(e, OSError) and e.filename == str(tmp):  # name the file the caller asked for, not ours
+            raise OSError(e.errno, e.strerror, str(path)) from None
+        raise
+
+
+def write_atomic(path: Path, data: str | bytes) -> None:
+    """Write ``data`` (text as UTF-8) to ``path`` through ``atomic_path``: the one way rig writes an output file."""
+    with atomic_path(path) as tmp:
+        if isinstance(data, str):
+            tmp.write_text(data, encoding="utf-8")
+        else:
+            tmp.write_bytes(data)
+
+
 def write_record(path: Path, record: BaseModel) -> None:
-    """Write a record as indented JSON in one step (a temporary file renamed over it), so a reader, or a process
-    killed mid-write, never sees half a file."""
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(record.model_dump_json(indent=2))
-    os.replace(tmp, path)
+    """Write a record as indented JSON in one step (``write_atomic``), so a reader, or a process killed mid-write,
+    never sees half a file."""
+    write_atomic(path, record.model_dump_json(indent=2))
