@@ -13,9 +13,9 @@ import os
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field, model_validator
+from pydantic import BaseModel, Field, ValidationError, model_validator
 
 from rig.decoding.constraint import Constraint
 
@@ -40,9 +40,13 @@ class ToolSpec(BaseModel):
     parameters: dict[str, Any] = Field(default_factory=lambda: {"type": "object", "properties": {}})
 
 
+# A NaN or infinity cannot be written to JSON and read back: a run sampled with one had no readable manifest.
+Finite = Annotated[float, Field(allow_inf_nan=False)]
+
+
 class Sampling(BaseModel):
-    temperature: float = 0.0
-    top_p: float = 1.0
+    temperature: Finite = 0.0
+    top_p: Finite = 1.0
     top_k: int | None = None
     max_tokens: int = 512
     seed: int = 0
@@ -199,5 +203,15 @@ def write_atomic(path: Path, data: str | bytes) -> None:
 
 def write_record(path: Path, record: BaseModel) -> None:
     """Write a record as indented JSON in one step (``write_atomic``), so a reader, or a process killed mid-write,
-    never sees half a file."""
-    write_atomic(path, record.model_dump_json(indent=2))
+    never sees half a file. A record that would not read back (a NaN or infinity becomes null in JSON) is refused,
+    ValueError naming the file and the field, and nothing is written."""
+    text = record.model_dump_json(indent=2)
+    try:
+        type(record).model_validate_json(text)
+    except ValueError as e:
+        where = ""
+        if isinstance(e, ValidationError) and e.errors():
+            first = e.errors()[0]
+            where = ".".join(str(p) for p in first["loc"]) + ": " + first["msg"]
+        raise ValueError(f"{path}: not written, it would not read back ({where or e})") from None
+    write_atomic(path, text)

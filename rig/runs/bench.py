@@ -324,6 +324,14 @@ def run_bench(
             if (full := storage_error(e, run_dir)) is not None:
                 raise full from None
             raise BenchError(f"--out {opts.out}: cannot write {run_dir / 'manifest.json'} ({e.strerror})") from None
+        except ValueError as e:  # a configuration the manifest cannot hold: refused before any episode runs
+            if not opts.resume and lock is not None:
+                lock.release()
+                lock = None
+                with contextlib.suppress(OSError):
+                    (run_dir / "run.lock").unlink()
+                    run_dir.rmdir()
+            raise BenchError(str(e)) from None
     except BaseException:
         if lock is not None:
             lock.release()
