@@ -226,3 +226,34 @@ def test_full_disk_before_the_run_starts_exits_2(tmp_path: Path, small_disk: Pat
     _, err = p.communicate(timeout=120)
     assert p.returncode == 2, err
     assert "Traceback" not in err and "No space left on device" in err, err
+
+
+def test_full_disk_when_writing_the_report_exits_2_and_keeps_the_run(
+    tmp_path: Path, small_disk: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The run finished and stored everything, then report.md cannot be written (OSError 28): `rig bench` says where
+    there is no space, exits 2, leaves no short report under its name, and `rig report` writes it once space is
+    freed."""
+    import shutil
+
+    from typer.testing import CliRunner
+
+    from rig.cli import app
+    from rig.runs import bench
+
+    from .test_report import make_run
+
+    run_dir = small_disk / "r1"
+    shutil.copytree(make_run(tmp_path / "made"), run_dir)
+    before = rows(run_dir)
+    monkeypatch.setattr(bench, "run_bench", lambda *a, **k: run_dir)
+    filler = fill(small_disk)
+    r = CliRunner().invoke(app, ["bench", "--model", "gemma3-270m", "--out", str(small_disk)])
+    assert r.exit_code == 2, r.output
+    assert f"no space left on {run_dir / 'report.md'}" in r.output and "Traceback" not in r.output, r.output
+    assert not (run_dir / "report.md").exists() and not (run_dir / "report.html").exists()
+    filler.unlink()
+    assert rows(run_dir) == before
+    r = CliRunner().invoke(app, ["report", str(run_dir)])
+    assert r.exit_code == 0, r.output
+    assert (run_dir / "report.md").read_text().startswith("#")
