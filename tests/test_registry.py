@@ -229,3 +229,43 @@ def test_empty_env_var_in_weights_path_is_named(tmp_path: Path, monkeypatch: pyt
     with pytest.raises(RegistryError) as e:
         resolve_weights(reg.get("m"), reg.path)
     assert "models.m.weights.file: environment variable RIG_TEST_EMPTY is empty" in str(e.value)
+
+
+@pytest.mark.parametrize("kind", ["directory", "fifo", "binary", "alias-bomb", "nan"])
+@pytest.mark.parametrize("command", [["models"], ["bench", "--model", "m", "--limit", "1"], ["doctor"]])
+def test_hostile_rig_models_gives_one_line_and_exit_2(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str, command: list[str]
+) -> None:
+    """$RIG_MODELS pointing at a hostile file: a command exits 2 with one line naming the file (doctor reports a
+    failed check), never a traceback or a hang (a subprocess with a timeout, since a FIFO used to block)."""
+    import subprocess
+    import sys
+
+    p = tmp_path / "models.yaml"
+    if kind == "directory":
+        p.mkdir()
+    elif kind == "fifo":
+        os.mkfifo(p)
+    elif kind == "binary":
+        p.write_bytes(b"\0\xff\xfe" * 100)
+    elif kind == "alias-bomb":
+        p.write_text(LAUGHS)
+    else:
+        p.write_text(GOOD + "    sampling: {temperature: .nan}\n")
+    env = dict(os.environ, RIG_MODELS=str(p), PYTHONPATH=str(REPO))
+    out = ["--out", str(tmp_path / "runs")] if command[0] == "bench" else []
+    r = subprocess.run(
+        [sys.executable, "-m", "rig.cli", *command, *out],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+        env=env,
+    )
+    assert "Traceback" not in r.stderr + r.stdout, r.stderr
+    if command[0] == "doctor":  # a table of checks (the path wraps in it): the registry's row fails, exit 1
+        assert r.returncode == 1 and "models.yaml" in r.stdout
+        return
+    assert r.returncode == 2, r.stderr
+    lines = [x for x in r.stderr.splitlines() if x.strip()]
+    assert len(lines) == 1 and lines[0].startswith(f"error: {p}"), r.stderr
