@@ -187,7 +187,8 @@ def atomic_path(path: Path) -> Iterator[Path]:
     except BaseException as e:
         with contextlib.suppress(OSError):
             tmp.unlink()
-        if isinstance(e, OSError) and e.filename == str(tmp):  # name the file the caller asked for, not ours
+        # Name the caller's file, not ours; a failed write (a full disk) names no file at all.
+        if isinstance(e, OSError) and e.errno is not None and e.filename in (None, str(tmp)):
             raise OSError(e.errno, e.strerror, str(path)) from None
         raise
 

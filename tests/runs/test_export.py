@@ -78,3 +78,20 @@ def test_export_write_error_names_the_output(tmp_path: Path) -> None:
     with pytest.raises(OSError) as e:
         export(run_dir, "jsonl", tmp_path / "no-such-folder" / "x.jsonl")
     assert e.value.filename == str(tmp_path / "no-such-folder" / "x.jsonl")
+
+
+def test_export_on_a_full_disk_names_the_output(tmp_path: Path) -> None:
+    """A write that fails for want of space names the output file (the OSError of a failed write names none), and
+    leaves nothing under that name."""
+    import errno
+    from unittest import mock
+
+    run_dir = make_run(tmp_path)
+    out = tmp_path / "x.csv"
+    with (
+        mock.patch("csv.DictWriter.writerows", side_effect=OSError(errno.ENOSPC, "No space left on device")),
+        pytest.raises(OSError) as e,
+    ):
+        export(run_dir, "csv", out)
+    assert e.value.errno == errno.ENOSPC and e.value.filename == str(out)
+    assert not out.exists() and [p.name for p in tmp_path.iterdir()] == ["r1"]
