@@ -74,7 +74,7 @@ def bench(
     from rig.registry import RegistryError
     from rig.runformat import NewerFormatError, RunFileError
     from rig.runs.bench import BenchError, BenchOptions, run_bench
-    from rig.runs.report import write_report_files
+    from rig.runs.html import write_report_files
     from rig.runs.store import open_manifest
 
     if decode not in ("none", "json", "yaml"):

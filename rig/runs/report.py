@@ -10,8 +10,6 @@ from typing import Any
 
 from rig.benchmarks import benchmark_tables
 from rig.benchmarks.base import Table
-from rig.records import write_atomic
-from rig.runformat import RunFileError, storage_error
 from rig.runs.store import Store, open_manifest
 from rig.runs.summary import RunSummary, benchmark_of, summarize
 
@@ -128,21 +126,3 @@ def report_markdown(run_dir: Path) -> str:
         return "\n".join(out)
     finally:
         store.close()
-
-
-def write_report_files(run_dir: Path) -> None:
-    """report.md and report.html in the run folder, each appearing only once whole (``write_atomic``). A file that
-    cannot be written is a RunFileError naming it (a StorageError on a full disk); the stored results are untouched,
-    and `rig report` writes the files again."""
-    from rig.runs.html import html_report  # the HTML side imports this module
-
-    for name, render in (("report.md", report_markdown), ("report.html", lambda d: html_report([d]))):
-        path = run_dir / name
-        try:
-            write_atomic(path, render(run_dir))
-        except OSError as e:
-            full = storage_error(e, path)
-            raise full or RunFileError(
-                f"{path}: cannot write the report ({e.strerror}); the results are stored: `rig report {run_dir}` "
-                "writes it again"
-            ) from None
