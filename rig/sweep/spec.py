@@ -54,7 +54,7 @@ class SweepSpec(Strict):
     limit: int | None = Field(None, ge=1)
     seed: int = 0
     max_tokens: int | None = Field(None, ge=1)
-    temperature: float | None = Field(None, ge=0)
+    temperature: float | None = Field(None, ge=0, allow_inf_nan=False)  # every cell would fail writing its manifest
     models_file: Path | None = None  # relative to the sweep file
     shards: int = Field(1, ge=1)
     resources: Resources = Field(default_factory=lambda: Resources())

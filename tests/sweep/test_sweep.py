@@ -70,6 +70,7 @@ def stored(run: Path) -> list[tuple[str, int]]:
         ("models: [fake-a]\nbenchmarks: [callnavi]\ntool_mode: [json, json]\n", "tool_mode[1]"),
         ("models: [fake-a]\nbenchmarks: [callnavi, {name: callnavi}]\n", "benchmarks[1]"),
         ("models: [fake-a]\nbenchmarks: [callnavi]\ntemperature: .nan\n", "temperature"),
+        ("models: [fake-a]\nbenchmarks: [callnavi]\ntemperature: .inf\n", "temperature"),
     ],
 )
 def test_bad_sweep_file_is_refused_before_anything_runs(sweep_dir: Path, text: str, where: str) -> None:
