@@ -6,13 +6,18 @@ implementation before every connect, sendto, sendmsg and name lookup, so the hoo
 methods missed the last three. A hook cannot be removed; ``allow_network`` (record mode, the one caller) makes it
 stand aside, and says so loudly, because it is the one way data could leave the machine.
 
-Child processes (a spawned llama.cpp server) get the offline environment switches but not the hook.
+Packet (AF_PACKET) and raw IP sockets are refused when created: they write frames or headers of their own, past any
+address check. Outside its reach: child processes (a spawned llama.cpp server), which get the offline environment
+switches but not the hook; native code calling libc directly; a socket object adopted from a descriptor made
+elsewhere (``socket.socket(fileno=...)``). A proxy listening on loopback can forward anywhere: a connection to it is
+loopback as far as this process can see.
 """
 
 from __future__ import annotations
 
 import ipaddress
 import os
+import socket
 import sys
 from typing import Any
 
@@ -70,11 +75,33 @@ def _check_name(host: object) -> None:
         check_address((host, 0))
 
 
+# Sockets that bypass addressing altogether: a packet socket writes whole frames to an interface and a raw IP socket
+# writes its own headers, so neither passes through connect/sendto checks that mean anything. rig needs neither.
+_AF_PACKET = getattr(socket, "AF_PACKET", 17)
+_RAW_TYPES = {getattr(socket, "SOCK_RAW", 3), getattr(socket, "SOCK_PACKET", 10)}
+_IP_FAMILIES = {socket.AF_INET, socket.AF_INET6}
+_TYPE_MASK = 0xF  # SOCK_NONBLOCK and SOCK_CLOEXEC are flags or-ed into the type
+
+
+def check_socket(family: int, type_: int) -> None:
+    """Raise NetworkRefused for a packet socket (AF_PACKET) or a raw IP socket (SOCK_RAW, SOCK_PACKET)."""
+    if _state["allowed"]:
+        return
+    if family == _AF_PACKET or (family in _IP_FAMILIES and type_ >= 0 and type_ & _TYPE_MASK in _RAW_TYPES):
+        kind = "packet (AF_PACKET)" if family == _AF_PACKET else "raw IP"
+        raise NetworkRefused(
+            f"rig is offline: refused to open a {kind} socket, which sends frames or packets past the loopback "
+            "check. Only loopback traffic over ordinary sockets is allowed."
+        )
+
+
 def _audit(event: str, args: tuple[Any, ...]) -> None:
     # Called for every audit event in the process: leave quickly for anything that is not a socket call.
     if not event.startswith("socket.") or _state["allowed"]:
         return
-    if event in ("socket.connect", "socket.sendto"):
+    if event == "socket.__new__":  # (socket, family, type, proto); -1s when adopting an existing descriptor
+        check_socket(args[1], args[2])
+    elif event in ("socket.connect", "socket.sendto"):
         check_address(args[1])
     elif event == "socket.sendmsg":
         if args[1] is not None:  # None: a connected socket, whose connect was checked

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import yaml
 
+from rig.records import write_atomic
 from rig.registry import ModelSpec, RegistryError
 
 
@@ -64,4 +65,4 @@ def append_entry(models_file: Path, name: str, entry: dict) -> None:
         raise RegistryError(f"{models_file}: models.{name} already exists")
     block = yaml.safe_dump({name: entry}, sort_keys=False)
     indented = "".join(f"  {line}\n" for line in block.splitlines())
-    models_file.write_text(text.rstrip("\n") + "\n\n" + indented)
+    write_atomic(models_file, text.rstrip("\n") + "\n\n" + indented)

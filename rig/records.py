@@ -6,13 +6,16 @@ except scores, which are kept beside the generations that produced them.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
+import uuid
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field, model_validator
+from pydantic import BaseModel, Field, ValidationError, model_validator
 
 from rig.decoding.constraint import Constraint
 
@@ -37,9 +40,13 @@ class ToolSpec(BaseModel):
     parameters: dict[str, Any] = Field(default_factory=lambda: {"type": "object", "properties": {}})
 
 
+# A NaN or infinity cannot be written to JSON and read back: a run sampled with one had no readable manifest.
+Finite = Annotated[float, Field(allow_inf_nan=False)]
+
+
 class Sampling(BaseModel):
-    temperature: float = 0.0
-    top_p: float = 1.0
+    temperature: Finite = 0.0
+    top_p: Finite = 1.0
     top_k: int | None = None
     max_tokens: int = 512
     seed: int = 0
@@ -161,9 +168,51 @@ class EpisodeResult(BaseModel):
     finished_at: float | None = None
 
 
+@contextlib.contextmanager
+def atomic_path(path: Path) -> Iterator[Path]:
+    """A temporary path beside ``path`` for the block to write; renamed over ``path`` only when the block ends without
+    an error, so a reader, a process stopped mid-write (a signal) or a full disk never leaves a short file under the
+    final name: the old file, if any, stays whole. The temporary name is unique to this process and call (two
+    writers never share one) and ends in ``.tmp`` (left behind only by a process killed outright)."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}-{uuid.uuid4().hex[:8]}.tmp")
+    try:
+        yield tmp
+        fd = os.open(tmp, os.O_RDONLY)
+        try:
+            os.fsync(fd)  # the bytes reach the disk before the name does: a power cut keeps the old file
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except BaseException as e:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        # Name the caller's file, not ours; a failed write (a full disk) names no file at all.
+        if isinstance(e, OSError) and e.errno is not None and e.filename in (None, str(tmp)):
+            raise OSError(e.errno, e.strerror, str(path)) from None
+        raise
+
+
+def write_atomic(path: Path, data: str | bytes) -> None:
+    """Write ``data`` (text as UTF-8) to ``path`` through ``atomic_path``: the one way rig writes an output file."""
+    with atomic_path(path) as tmp:
+        if isinstance(data, str):
+            tmp.write_text(data, encoding="utf-8")
+        else:
+            tmp.write_bytes(data)
+
+
 def write_record(path: Path, record: BaseModel) -> None:
-    """Write a record as indented JSON in one step (a temporary file renamed over it), so a reader, or a process
-    killed mid-write, never sees half a file."""
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(record.model_dump_json(indent=2))
-    os.replace(tmp, path)
+    """Write a record as indented JSON in one step (``write_atomic``), so a reader, or a process killed mid-write,
+    never sees half a file. A record that would not read back (a NaN or infinity becomes null in JSON) is refused,
+    ValueError naming the file and the field, and nothing is written."""
+    text = record.model_dump_json(indent=2)
+    try:
+        type(record).model_validate_json(text)
+    except ValueError as e:
+        where = ""
+        if isinstance(e, ValidationError) and e.errors():
+            first = e.errors()[0]
+            where = ".".join(str(p) for p in first["loc"]) + ": " + first["msg"]
+        raise ValueError(f"{path}: not written, it would not read back ({where or e})") from None
+    write_atomic(path, text)

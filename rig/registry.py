@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from rig.decoding.safe import load_yaml
+from rig.inputs import InputError, file_kind, read_text
 from rig.records import Sampling
 
 ENGINES = ("llamacpp", "vllm", "ollama", "openai_compat")
@@ -122,14 +124,22 @@ def _merge(base: dict, override: dict) -> dict:
     return out
 
 
+# A models.yaml is a lab's file, larger than a model reply may be; the bounded loader keeps an alias bomb or deep
+# nesting in engine_args from hanging the command. NaN and infinities pass the loader so that validation names the
+# entry and field holding one.
+MAX_REGISTRY_BYTES = 1 << 20
+MAX_REGISTRY_VALUES = 200_000
+
+
 def load_registry(path: str | Path | None = None) -> Registry:
     path = Path(path) if path else default_registry_path()
     try:
-        raw = yaml.safe_load(path.read_text())
-    except FileNotFoundError:
-        raise RegistryError(f"{path}: file not found") from None
-    except yaml.YAMLError as e:
-        raise RegistryError(f"{path}: not valid YAML: {e}") from None
+        text = read_text(path, max_bytes=MAX_REGISTRY_BYTES)
+    except InputError as e:
+        raise RegistryError(str(e)) from None
+    raw, err = load_yaml(text, max_chars=MAX_REGISTRY_BYTES, max_nodes=MAX_REGISTRY_VALUES, finite=False)
+    if err:
+        raise RegistryError(f"{path}: not valid YAML: {err.removeprefix('invalid YAML: ')}")
     if not isinstance(raw, dict) or not isinstance(raw.get("models"), dict):
         raise RegistryError(f"{path}: expected a top-level mapping 'models:' of name -> entry")
     models: dict[str, ModelSpec] = {}
@@ -177,7 +187,14 @@ def load_registry(path: str | Path | None = None) -> Registry:
     return Registry(path=str(path), models=models, defaults=defaults)
 
 
+_VAR = re.compile(r"\$(?:([A-Za-z_][A-Za-z0-9_]*)|\{([A-Za-z_][A-Za-z0-9_]*)\})")
+
+
 def _expand(ref: str, registry_path: str) -> Path:
+    # An empty variable would turn "$MODELS/x.gguf" into "/x.gguf" (or the registry's own folder): name it instead.
+    empty = [n for m in _VAR.finditer(ref) if os.environ.get(n := m.group(1) or m.group(2)) == ""]
+    if empty:
+        raise RegistryError(f"environment variable {', '.join(empty)} is empty (used in weights path {ref!r})")
     expanded = os.path.expandvars(os.path.expanduser(ref))
     unset = re.findall(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)", expanded)
     if unset:
@@ -200,10 +217,19 @@ def resolve_weights(spec: ModelSpec, registry_path: str, *, materialise: bool = 
             p = _expand(w.ref, registry_path)
         except RegistryError as e:
             raise RegistryError(f"{where}.weights.{w.kind}: {e}") from None
-        ok = p.is_file() if w.kind == "file" else p.is_dir()
-        if not ok:
+        try:
+            mode = p.stat().st_mode  # through links: what the engine would open
+        except FileNotFoundError:
             raise RegistryError(
                 f"{where}.weights.{w.kind}: {p} does not exist (place the weights there or fix the path)"
+            ) from None
+        except OSError as e:  # a link loop, a folder without search permission
+            raise RegistryError(f"{where}.weights.{w.kind}: {p} cannot be reached ({e.strerror})") from None
+        want = stat.S_ISREG if w.kind == "file" else stat.S_ISDIR
+        if not want(mode):
+            raise RegistryError(
+                f"{where}.weights.{w.kind}: {p} is {file_kind(mode)}, not "
+                + ("a weights file" if w.kind == "file" else "a folder of weights")
             )
         return str(p)
     if w.kind == "package":

@@ -6,6 +6,8 @@ before formats carried a version read as version 1; a file from a newer rig is r
 
 from __future__ import annotations
 
+import errno
+import os
 import sqlite3
 from pathlib import Path
 
@@ -50,6 +52,50 @@ class NewerFormatError(ValueError):
 
 class RunFileError(ValueError):
     """A run file that is missing or damaged; str() names the file and what is wrong with it."""
+
+
+class StorageError(RunFileError):
+    """The disk under a run folder is full (or failing): str() names the folder; what was stored before is kept, and
+    the run resumes once there is space."""
+
+
+_SQLITE_FULL, _SQLITE_IOERR = 13, 10
+
+
+def storage_error(e: BaseException, path: Path) -> StorageError | None:
+    """``e`` as a StorageError naming ``path`` when it is a full disk or a disk I/O error (OSError ENOSPC or EDQUOT,
+    SQLite's SQLITE_FULL or SQLITE_IOERR); None for any other error. SQLite reports a full disk under WAL as a plain
+    "disk I/O error" when its shared-memory file cannot grow, so that one is worded by the space actually left."""
+    if isinstance(e, StorageError):
+        return e
+    if isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT):
+        full, what = True, e.strerror
+    elif isinstance(e, sqlite3.OperationalError):
+        code = (getattr(e, "sqlite_errorcode", 0) or 0) & 0xFF
+        if code == _SQLITE_FULL or "database or disk is full" in str(e):
+            full, what = True, str(e)
+        elif code == _SQLITE_IOERR or "disk I/O error" in str(e):
+            full, what = _free_bytes(path) < LOW_SPACE, str(e)
+        else:
+            return None
+    else:
+        return None
+    if full:
+        return StorageError(f"no space left on {path} ({what}); what was stored is kept: free space, then resume")
+    return StorageError(f"{path}: {what}; what was stored is kept")
+
+
+LOW_SPACE = 1 << 20  # a disk I/O error with less free than this is taken for a full disk
+
+
+def _free_bytes(path: Path) -> int:
+    for p in (path, *path.parents):
+        try:
+            st = os.statvfs(p)
+        except OSError:
+            continue
+        return st.f_bavail * st.f_frsize
+    return LOW_SPACE
 
 
 def check_version(path: Path, found: int, newest: int) -> None:

@@ -258,3 +258,37 @@ def test_readme_first_bench_runs_all_five_benchmarks_offline(tmp_path, helsinki_
     for name in names:
         assert any(line.split()[:1] == [name] for line in r.stdout.splitlines()), (name, r.stdout)
     assert (run / "report.md").is_file() and (run / "report.html").is_file()
+
+
+def test_infinite_temperature_never_leaves_an_unreadable_run(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A temperature JSON cannot hold is refused before any episode runs (exit 2), and no run folder is left that
+    `rig report` / `rig export` would refuse."""
+    models = tmp_path / "models.yaml"
+    models.write_text(
+        "models:\n  m:\n    engine: llamacpp\n    weights: {file: w.gguf}\n"
+        "    quantization: q4\n    context_length: 64\n"
+    )
+    (tmp_path / "w.gguf").write_bytes(b"GGUF")
+    out = tmp_path / "runs"
+    args = ["bench", "--models", str(models), "--model", "m", "--benchmark", "callnavi", "--limit", "1"]
+    r = CliRunner().invoke(app, [*args, "--out", str(out), "--temperature", "inf"])
+    assert r.exit_code == 2, r.output
+    assert "temperature" in r.output and "Traceback" not in r.output
+    assert not out.exists() or not list(out.iterdir())
+
+
+def test_an_unreadable_bundle_manifest_leaves_no_run_folder(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """The bundle id is read from the MANIFEST.json beside models.yaml before the run folder is made, so a manifest
+    that cannot be read (nested past the JSON parser's depth) stops the run with nothing created under --out."""
+    models = tmp_path / "models.yaml"
+    models.write_text(
+        "models:\n  m:\n    engine: llamacpp\n    weights: {file: w.gguf}\n"
+        "    quantization: q4\n    context_length: 64\n"
+    )
+    (tmp_path / "w.gguf").write_bytes(b"GGUF")
+    (tmp_path / "MANIFEST.json").write_text("[" * 100_000 + "]" * 100_000)
+    out = tmp_path / "runs"
+    args = ["bench", "--models", str(models), "--model", "m", "--benchmark", "callnavi", "--limit", "1"]
+    r = CliRunner().invoke(app, [*args, "--out", str(out)])
+    assert r.exit_code == 2 and "MANIFEST.json" in r.output, r.output
+    assert not out.exists() or not list(out.iterdir())

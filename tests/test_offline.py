@@ -94,7 +94,30 @@ def _asyncio_udp() -> None:
         raise errors[0]
 
 
+def _packet_frame() -> None:
+    """A whole Ethernet frame written to an interface: no address for connect/sendto checks to see. (Inside
+    `unshare -n` only `lo` exists, so the unguarded control sends it there, as root; elsewhere it needs CAP_NET_RAW.)"""
+    s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(0x0003))
+    try:
+        s.bind(("lo", 0))
+        s.send(b"\xff" * 6 + b"\x00" * 6 + b"\x88\xb5" + b"rig offline probe".ljust(46, b"\0"))
+    finally:
+        s.close()
+
+
+def _raw_ip() -> None:
+    """A raw IP socket writes its own headers (with IP_HDRINCL, its own destination too)."""
+    s = socket.socket(socket.AF_INET, socket.SOCK_RAW | socket.SOCK_CLOEXEC, socket.IPPROTO_UDP)
+    try:
+        s.sendto(b"\0" * 8, ("127.0.0.1", 0))
+    finally:
+        s.close()
+
+
 OUTBOUND = {
+    "packet_socket_frame": _packet_frame,
+    "raw_ip_socket": _raw_ip,
+    "raw_ipv6_socket": lambda: socket.socket(socket.AF_INET6, socket.SOCK_RAW, socket.IPPROTO_UDP).close(),
     "udp_sendto": lambda: _udp().sendto(b"x", ("8.8.8.8", 53)),
     "udp_sendmsg": lambda: _udp().sendmsg([b"x"], [], 0, ("8.8.8.8", 53)),
     "udp_connect": lambda: _udp().connect(("192.0.2.1", 53)),
@@ -131,8 +154,10 @@ def test_loopback_lookups_and_udp_allowed() -> None:
 
 
 _PROBE = """
-import json, sys
+import json, subprocess, sys
 from rig import offline
+# A new namespace's loopback is down: up, the unguarded packet and raw probes have somewhere to send to.
+subprocess.run(["ip", "link", "set", "lo", "up"], capture_output=True)
 from tests.test_offline import OUTBOUND
 if sys.argv[1] == "guarded":
     offline.install()
@@ -209,3 +234,26 @@ def test_guard_in_a_fresh_process() -> None:
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "3"
+
+
+def test_packet_and_raw_sockets_opened_bare_inside_unshare(inside_unshare: dict[str, dict[str, str]]) -> None:
+    """The control for the refusals above: as root inside the namespace, the unguarded process really writes the frame
+    and the raw packet (on loopback, the only interface there), so the guard's refusal is what stops them."""
+    import os
+
+    if os.geteuid() != 0:
+        pytest.skip("packet and raw sockets need root (CAP_NET_RAW) to open at all")
+    assert inside_unshare["bare"]["packet_socket_frame"] == "sent"
+    assert inside_unshare["bare"]["raw_ip_socket"] == "sent"
+
+
+def test_ordinary_local_sockets_still_open() -> None:
+    """The refusal is by family and type: TCP, UDP, Unix and netlink sockets (the kernel, not the network) open."""
+    offline.install()
+    for family, type_ in (
+        (socket.AF_INET, socket.SOCK_STREAM),
+        (socket.AF_INET6, socket.SOCK_DGRAM),
+        (socket.AF_UNIX, socket.SOCK_STREAM),
+        (socket.AF_NETLINK, socket.SOCK_RAW),
+    ):
+        socket.socket(family, type_).close()

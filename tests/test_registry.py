@@ -1,3 +1,4 @@
+import os
 from pathlib import Path
 
 import pytest
@@ -128,3 +129,143 @@ def test_a_gguf_named_package_without_a_gguf_is_refused(tmp_path: Path, monkeypa
     reg = load_registry(p)
     with pytest.raises(RegistryError, match="does not expose a GGUF"):
         resolve_weights(reg.get("m"), reg.path)
+
+
+# models.yaml (or $RIG_MODELS) as a lab might hand it over: each is refused naming the file, quickly, with no hang.
+LAUGHS = (
+    "models:\n  m:\n    engine: llamacpp\n    weights: {file: w.gguf}\n    quantization: q4\n    context_length: 8\n"
+    "    engine_args:\n      a: &a [x, x, x, x, x, x, x, x, x]\n"
+    + "".join(f"      {chr(98 + i)}: &{chr(98 + i)} [{', '.join(['*' + chr(97 + i)] * 9)}]\n" for i in range(8))
+)
+
+
+@pytest.mark.parametrize(
+    "make, says",
+    [
+        (lambda p: p.mkdir(), "is a directory"),
+        (lambda p: os.mkfifo(p), "is a FIFO"),  # no writer: opening it for reading would block forever
+        (lambda p: p.write_bytes(b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR\xff\xfe"), "not UTF-8 text"),
+        (lambda p: p.write_text(LAUGHS), "not valid YAML: more than"),  # 9**9 values once aliases are expanded
+        (lambda p: p.write_text("models:\n  m: " + "[" * 5000 + "]" * 5000), "not valid YAML: nested more than"),
+        (lambda p: p.write_bytes(b"#" * (2 << 20)), "larger than"),
+    ],
+    ids=["directory", "fifo", "binary", "alias-bomb", "deep", "huge"],
+)
+def test_hostile_models_file_refused_naming_it(tmp_path: Path, make, says: str) -> None:  # type: ignore[no-untyped-def]
+    import time
+
+    p = tmp_path / "models.yaml"
+    make(p)
+    t = time.perf_counter()
+    with pytest.raises(RegistryError) as e:
+        load_registry(p)
+    assert str(e.value).startswith(f"{p}: ") and says in str(e.value), str(e.value)
+    assert time.perf_counter() - t < 10
+
+
+def test_device_as_models_file_is_refused() -> None:
+    with pytest.raises(RegistryError, match="/dev/zero: is a character device"):
+        load_registry("/dev/zero")
+
+
+@pytest.mark.parametrize("value", [".nan", ".inf", "-.inf"])
+@pytest.mark.parametrize("field", ["temperature", "top_p"])
+def test_non_finite_sampling_refused_naming_entry_and_field(tmp_path: Path, field: str, value: str) -> None:
+    """A NaN temperature used to be accepted, run, and then leave a manifest rig could not read back."""
+    p = write(tmp_path, GOOD + f"    variants:\n      a: {{}}\n      b: {{sampling: {{{field}: {value}}}}}\n")
+    with pytest.raises(RegistryError) as e:
+        load_registry(p)
+    assert str(e.value).startswith(f"{p}: models.m.variants.b.sampling.{field}: "), str(e.value)
+    assert "finite" in str(e.value)
+
+
+def test_cli_bench_with_nan_temperature_exits_2_before_running(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from rig.cli import app
+
+    p = write(tmp_path, GOOD + "    sampling: {temperature: .nan}\n")
+    (tmp_path / "w.gguf").write_bytes(b"GGUF")
+    r = CliRunner().invoke(app, ["bench", "--models", str(p), "--model", "m", "--out", str(tmp_path / "runs")])
+    assert r.exit_code == 2, r.output
+    assert "models.m.sampling.temperature" in r.output and "Traceback" not in r.output
+    assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())
+
+
+@pytest.mark.parametrize(
+    "make, says",
+    [
+        (lambda p: p.mkdir(), "is a directory, not a weights file"),
+        (lambda p: os.mkfifo(p), "is a FIFO (named pipe), not a weights file"),
+    ],
+    ids=["directory", "fifo"],
+)
+def test_weights_that_are_not_a_file_say_what_they_are(tmp_path: Path, make, says: str) -> None:  # type: ignore[no-untyped-def]
+    reg = load_registry(write(tmp_path, GOOD))
+    make(tmp_path / "w.gguf")
+    with pytest.raises(RegistryError) as e:
+        resolve_weights(reg.get("m"), reg.path)
+    assert f"models.m.weights.file: {tmp_path / 'w.gguf'} {says}" in str(e.value)
+    assert "does not exist" not in str(e.value)
+
+
+def test_dev_zero_as_weights_is_a_character_device(tmp_path: Path) -> None:
+    reg = load_registry(write(tmp_path, GOOD.replace("w.gguf", "/dev/zero")))
+    with pytest.raises(RegistryError, match="/dev/zero is a character device, not a weights file"):
+        resolve_weights(reg.get("m"), reg.path)
+
+
+def test_a_file_where_a_weights_folder_belongs(tmp_path: Path) -> None:
+    reg = load_registry(write(tmp_path, GOOD.replace("{file: w.gguf}", "{dir: hf}")))
+    (tmp_path / "hf").write_text("x")
+    with pytest.raises(RegistryError, match="is a regular file, not a folder of weights"):
+        resolve_weights(reg.get("m"), reg.path)
+
+
+@pytest.mark.parametrize("ref", ["$RIG_TEST_EMPTY/w.gguf", "${RIG_TEST_EMPTY}/w.gguf", "$RIG_TEST_EMPTY"])
+def test_empty_env_var_in_weights_path_is_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, ref: str) -> None:
+    monkeypatch.setenv("RIG_TEST_EMPTY", "")
+    reg = load_registry(write(tmp_path, GOOD.replace("w.gguf", f"'{ref}'")))
+    with pytest.raises(RegistryError) as e:
+        resolve_weights(reg.get("m"), reg.path)
+    assert "models.m.weights.file: environment variable RIG_TEST_EMPTY is empty" in str(e.value)
+
+
+@pytest.mark.parametrize("kind", ["directory", "fifo", "binary", "alias-bomb", "nan"])
+@pytest.mark.parametrize("command", [["models"], ["bench", "--model", "m", "--limit", "1"], ["doctor"]])
+def test_hostile_rig_models_gives_one_line_and_exit_2(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str, command: list[str]
+) -> None:
+    """$RIG_MODELS pointing at a hostile file: a command exits 2 with one line naming the file (doctor reports a
+    failed check), never a traceback or a hang (a subprocess with a timeout, since a FIFO used to block)."""
+    import subprocess
+    import sys
+
+    p = tmp_path / "models.yaml"
+    if kind == "directory":
+        p.mkdir()
+    elif kind == "fifo":
+        os.mkfifo(p)
+    elif kind == "binary":
+        p.write_bytes(b"\0\xff\xfe" * 100)
+    elif kind == "alias-bomb":
+        p.write_text(LAUGHS)
+    else:
+        p.write_text(GOOD + "    sampling: {temperature: .nan}\n")
+    env = dict(os.environ, RIG_MODELS=str(p), PYTHONPATH=str(REPO))
+    out = ["--out", str(tmp_path / "runs")] if command[0] == "bench" else []
+    r = subprocess.run(
+        [sys.executable, "-m", "rig.cli", *command, *out],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+        env=env,
+    )
+    assert "Traceback" not in r.stderr + r.stdout, r.stderr
+    if command[0] == "doctor":  # a table of checks (the path wraps in it): the registry's row fails, exit 1
+        assert r.returncode == 1 and "models.yaml" in r.stdout
+        return
+    assert r.returncode == 2, r.stderr
+    lines = [x for x in r.stderr.splitlines() if x.strip()]
+    assert len(lines) == 1 and lines[0].startswith(f"error: {p}"), r.stderr

@@ -108,3 +108,18 @@ def test_cli_exits_2_on_a_newer_run(tmp_path: Path, command: str, newer: str) ->
     r = CliRunner().invoke(app, args)
     assert r.exit_code == 2, r.output
     assert "was written by a newer rig" in r.output and name in r.output.replace("\n", "")
+
+
+def test_storage_error_tells_a_full_disk_from_other_errors(tmp_path: Path) -> None:
+    import errno
+
+    from rig.runformat import storage_error
+
+    full = storage_error(OSError(errno.ENOSPC, "No space left on device"), tmp_path)
+    assert full is not None and str(full).startswith(f"no space left on {tmp_path}")
+    assert str(storage_error(sqlite3.OperationalError("database or disk is full"), tmp_path)).startswith("no space")
+    # an I/O error with space to spare is named as what it is, not as a full disk
+    io = storage_error(sqlite3.OperationalError("disk I/O error"), tmp_path)
+    assert io is not None and str(io).startswith(f"{tmp_path}: disk I/O error")
+    assert storage_error(OSError(errno.EACCES, "Permission denied"), tmp_path) is None
+    assert storage_error(sqlite3.OperationalError("no such table: x"), tmp_path) is None

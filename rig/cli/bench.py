@@ -80,7 +80,7 @@ def bench(
     from rig.registry import RegistryError
     from rig.runformat import NewerFormatError, RunFileError
     from rig.runs.bench import BenchError, bench_options, run_bench
-    from rig.runs.report import report_markdown
+    from rig.runs.html import write_report_files
     from rig.runs.spec import SpecError
     from rig.runs.store import open_manifest
 
@@ -163,11 +163,11 @@ def bench(
     if open_manifest(run_dir).status == "interrupted":
         raise typer.Exit(130)  # the shell's code for a stopped command: scripts must not take it as finished
     if report:
-        from rig.runs.html import html_report
-
         # The full tables go to files; the terminal gets one screen (a newcomer cannot read 200 lines of tables).
-        (run_dir / "report.md").write_text(report_markdown(run_dir))
-        (run_dir / "report.html").write_text(html_report([run_dir]))
+        try:
+            write_report_files(run_dir)
+        except RunFileError as e:
+            fail(str(e))
         print_screen(run_dir)
 
 

@@ -28,11 +28,13 @@ def benchmarks_cmd(
         if n not in BENCHMARKS:
             fail(f"unknown benchmark {n!r}; available: {', '.join(sorted(BENCHMARKS))}")
     if write_readmes:
+        from rig.records import write_atomic
+
         for n in names:
             readme = Path(rig.__file__).resolve().parents[1] / "benchmarks" / n / "README.md"
             if not readme.is_file():
                 fail(f"{readme}: not found (--write-readmes works in a source checkout)")
-            readme.write_text(with_options_table(readme.read_text(encoding="utf-8"), n), encoding="utf-8")
+            write_atomic(readme, with_options_table(readme.read_text(encoding="utf-8"), n))
             say(f"wrote {readme}")
         return
     for n in names:

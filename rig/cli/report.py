@@ -23,6 +23,7 @@ def report(
     to: Path | None = typer.Option(None, "--out", help="HTML output path (default: report.html in the first run)."),
 ) -> None:
     """Report runs: tables in the papers' layouts, latency, tokens, memory; --html for plots and an episode browser."""
+    from rig.records import write_atomic
     from rig.runformat import NewerFormatError, RunFileError
     from rig.runs.report import report_markdown
 
@@ -40,7 +41,7 @@ def report(
 
             path = to or run[0] / "report.html"
             try:  # the figures beside it are written first: a read-only run folder fails there
-                path.write_text(html_report(run, figures_dir=path.parent))
+                write_atomic(path, html_report(run, figures_dir=path.parent))
             except OSError as e:
                 why = f"{e.filename}: {e.strerror}" if e.filename else e.strerror
                 fail(f"--out {path}: cannot write the HTML report ({why}); pass --out to write it elsewhere")
@@ -51,7 +52,9 @@ def report(
 
 def _write_beside(path: Path, text: str) -> None:
     """A copy of the report in the run folder; a read-only run folder only loses the copy."""
+    from rig.records import write_atomic
+
     try:
-        path.write_text(text)
+        write_atomic(path, text)
     except OSError as e:
         err.print(f"note: {path} not written ({e.strerror})", highlight=False)

@@ -54,16 +54,17 @@ def _constant(name: str) -> Any:
     raise Refused(f"{name} is not JSON")  # json.loads would otherwise accept NaN and Infinity
 
 
-def check_value(value: Any) -> str | None:
+def check_value(value: Any, *, max_nodes: int = MAX_NODES, finite: bool = True) -> str | None:
     """None when ``value`` is a plain, finite, bounded JSON value; else why not. Iterative, so depth costs no stack;
-    nodes are counted as expanded, so shared (aliased) containers count every time they appear."""
+    nodes are counted as expanded, so shared (aliased) containers count every time they appear. ``finite=False``
+    lets NaN and infinities through, for a caller whose own validation names the field that holds one."""
     stack: list[tuple[Any, int, frozenset[int]]] = [(value, 0, frozenset())]
     nodes = 0
     while stack:
         v, depth, above = stack.pop()
         nodes += 1
-        if nodes > MAX_NODES:
-            return f"more than {MAX_NODES} values"
+        if nodes > max_nodes:
+            return f"more than {max_nodes} values"
         if depth > MAX_DEPTH:
             return f"nested more than {MAX_DEPTH} deep"
         if v is None or isinstance(v, bool):
@@ -72,7 +73,7 @@ def check_value(value: Any) -> str | None:
             if v.bit_length() > 213:  # about MAX_INT_DIGITS decimal digits
                 return f"integer over {MAX_INT_DIGITS} digits"
         elif isinstance(v, float):
-            if not math.isfinite(v):
+            if finite and not math.isfinite(v):
                 return f"number {v} is not finite"
         elif isinstance(v, str):
             err = _text_error(v)
@@ -86,7 +87,11 @@ def check_value(value: Any) -> str | None:
                 for k in v:  # json.dumps writes scalar keys as strings
                     if isinstance(k, str):
                         err = _text_error(k)
-                    elif k is None or isinstance(k, (bool, int)) or (isinstance(k, float) and math.isfinite(k)):
+                    elif (
+                        k is None
+                        or isinstance(k, (bool, int))
+                        or (isinstance(k, float) and (not finite or math.isfinite(k)))
+                    ):
                         err = None if not isinstance(k, int) or k.bit_length() < 213 else "integer key too long"
                     else:
                         err = f"a {type(k).__name__} key is not a JSON key"
@@ -95,8 +100,8 @@ def check_value(value: Any) -> str | None:
                 items = list(v.values())
             else:
                 items = v
-            if nodes + len(items) > MAX_NODES:
-                return f"more than {MAX_NODES} values"
+            if nodes + len(items) > max_nodes:
+                return f"more than {max_nodes} values"
             stack.extend((x, depth + 1, inner) for x in items)
         else:
             return f"a {type(v).__name__} is not a JSON value"
@@ -204,9 +209,11 @@ def _loader() -> Any:
     return _LOADER
 
 
-def load_yaml(text: str) -> Result:
-    """``(value, None)`` or ``(None, reason)``: one YAML document through the bounded safe loader above."""
-    err = too_long(text, MAX_YAML_CHARS) or _flow_depth_error(text)
+def load_yaml(text: str, *, max_chars: int = MAX_YAML_CHARS, max_nodes: int = MAX_NODES, finite: bool = True) -> Result:
+    """``(value, None)`` or ``(None, reason)``: one YAML document through the bounded safe loader above. A file a lab
+    writes (models.yaml) may be larger than a reply (``max_chars``, ``max_nodes``); see ``check_value`` for
+    ``finite``."""
+    err = too_long(text, max_chars) or _flow_depth_error(text)
     if err:
         return None, err
     import yaml
@@ -220,7 +227,7 @@ def load_yaml(text: str) -> Result:
     finally:
         if loader is not None:
             loader.dispose()
-    err = check_value(value)
+    err = check_value(value, max_nodes=max_nodes, finite=finite)
     return (None, f"invalid YAML: {err}") if err else (value, None)
 
 

@@ -17,6 +17,7 @@ from rig.maps.geo import metres_to_chord, to_xyz
 from rig.maps.pack_format import FORMAT_VERSION
 from rig.maps.records import MODES, Extent, PackInfo
 from rig.maps.text import normalise_name
+from rig.records import write_atomic
 
 _STREET_ADDRESS_MAX_M = 100.0  # a POI without address tags borrows the nearest street name within this
 
@@ -292,5 +293,5 @@ def build_pack(pbf_path: str | Path, out_dir: str | Path) -> PackInfo:
             **{f"{m}_snap_nodes": int(snap[m].sum()) for m in MODES},
         },
     )
-    (out / "pack.json").write_text(info.model_dump_json(indent=2) + "\n", encoding="utf-8")
+    write_atomic(out / "pack.json", info.model_dump_json(indent=2) + "\n")
     return info

@@ -26,6 +26,7 @@ from rig.bundle import BundleError, bundle_id_for
 from rig.engines import create_engine
 from rig.records import Episode
 from rig.registry import ModelSpec, default_registry_path, load_registry, resolve_weights
+from rig.runformat import storage_error
 from rig.runs.config import BenchmarkInfo, RunConfig
 from rig.runs.manifest import RunManifest, new_run_id, package_versions
 from rig.runs.runner import plan, run_items
@@ -227,8 +228,9 @@ class RunLock:
                 f"{run_dir}: another rig process (pid {holder}) is running this run; wait for it to end "
                 "or stop it first"
             ) from None
-        os.ftruncate(self.fd, 0)
-        os.pwrite(self.fd, str(os.getpid()).encode(), 0)
+        with contextlib.suppress(OSError):  # the pid is only for the message above: a full disk must not stop here
+            os.ftruncate(self.fd, 0)
+            os.pwrite(self.fd, str(os.getpid()).encode(), 0)
 
     def release(self) -> None:
         if self.fd is not None:
@@ -293,7 +295,17 @@ def run_bench(
         try:
             manifest.write(run_dir)
         except OSError as e:
+            if (full := storage_error(e, run_dir)) is not None:
+                raise full from None
             raise BenchError(f"--out {opts.out}: cannot write {run_dir / 'manifest.json'} ({e.strerror})") from None
+        except ValueError as e:  # a configuration the manifest cannot hold: refused before any episode runs
+            if not opts.resume and lock is not None:
+                lock.release()
+                lock = None
+                with contextlib.suppress(OSError):
+                    (run_dir / "run.lock").unlink()
+                    run_dir.rmdir()
+            raise BenchError(str(e)) from None
     except BaseException:
         if lock is not None:
             lock.release()
@@ -302,6 +314,11 @@ def run_bench(
         say(f"skipped {line}")
     try:
         return _run(opts, spec, weights, chosen, manifest, run_dir, progress, say)
+    except (OSError, sqlite3.Error) as e:
+        full = storage_error(e, run_dir)
+        if full is None:
+            raise
+        raise full from None
     finally:
         if lock is not None:
             lock.release()
@@ -319,7 +336,7 @@ def _run(
 ) -> Path:
     # Engines' native library logs ("rig.native") are kept in the run folder for debugging, off the terminal.
     native = logging.getLogger("rig.native")
-    log_file = logging.FileHandler(run_dir / "engine.log", encoding="utf-8")
+    log_file = _LogFile(run_dir / "engine.log", encoding="utf-8")
     log_file.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
     native.addHandler(log_file)
     native.setLevel(logging.INFO)
@@ -398,12 +415,14 @@ def _run(
     main_thread = threading.current_thread() is threading.main_thread()
     if main_thread:  # outside the event loop (before it starts) SIGTERM stops the run like Ctrl-C does
         signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+    raised = False
     try:
         finished = asyncio.run(go())
         manifest.status = "finished" if finished else "interrupted"
     except KeyboardInterrupt:
         manifest.status = "interrupted"
     except BaseException:
+        raised = True
         manifest.status = "failed"  # a failed load or a broken run is not left "running"
         raise
     finally:
@@ -418,7 +437,11 @@ def _run(
 
         manifest.peak_rss_bytes = max(manifest.peak_rss_bytes or 0, peak_rss_bytes())
         manifest.finished_at = time.time()
-        manifest.write(run_dir)
+        unwritten = None
+        try:
+            manifest.write(run_dir)
+        except OSError as e:  # the manifest on disk stays the last one written whole (write_record is atomic)
+            unwritten = e
         store.close()
         if manifest.status == "interrupted":
             say(f"interrupted; resume with: {resume_hint}")
@@ -426,7 +449,17 @@ def _run(
             say(f"run {manifest.run_id} failed; after fixing the cause, resume with: {resume_hint}")
         native.removeHandler(log_file)
         log_file.close()
+        if unwritten is not None and not raised:  # else the run's own error is the one to show
+            raise unwritten
     return run_dir
+
+
+class _LogFile(logging.FileHandler):
+    """engine.log: a debugging aid, so a line that cannot be written (a full disk) is dropped, not printed to the
+    terminal with a traceback by logging's default handler."""
+
+    def handleError(self, record: logging.LogRecord) -> None:
+        pass
 
 
 async def _uncancellable(aw: Any) -> Any:

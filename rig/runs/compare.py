@@ -21,6 +21,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from rig.benchmarks.base import Table
+from rig.records import write_atomic
 from rig.runs.bench import BenchError, BenchOptions
 from rig.runs.manifest import RunManifest
 from rig.runs.plots import PlotsUnavailable, Point, pareto_plot, save_figure
@@ -307,6 +308,6 @@ def write_compare(cdir: Path, run_dirs: list[Path]) -> str:
     md, figs = compare_report(run_dirs)
     for stem, fig in figs.items():
         save_figure(fig, cdir, stem)
-    (cdir / "compare.md").write_text(md)
-    (cdir / "compare.html").write_text(html_report(run_dirs))  # the dashboard: the runs side by side
+    write_atomic(cdir / "compare.md", md)
+    write_atomic(cdir / "compare.html", html_report(run_dirs))  # the dashboard: the runs side by side
     return md

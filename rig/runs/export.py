@@ -10,9 +10,12 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from rig.records import atomic_path
 from rig.runformat import RunFileError
 from rig.runs.store import Store, open_manifest
 from rig.runs.summary import total
+
+EXPORT_FORMATS = ("csv", "jsonl", "parquet")
 
 
 class RunRow(BaseModel):
@@ -93,23 +96,29 @@ def episode_rows(run_dir: Path) -> list[dict[str, Any]]:
 
 
 def export(run_dir: Path, fmt: str, out: Path | None = None) -> Path:
+    """Write the run's episode rows to ``out``; the file appears under its name only once complete (``atomic_path``),
+    so an export stopped by a signal or a full disk never leaves a short file that looks valid."""
+    if fmt not in EXPORT_FORMATS:
+        raise ValueError(f"unknown export format {fmt!r}: choose csv, jsonl or parquet")
     rows = episode_rows(run_dir)
     out = out or run_dir / f"episodes.{fmt}"
-    if fmt == "jsonl":
-        out.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
-    elif fmt == "csv":
-        cols = list(dict.fromkeys(k for r in rows for k in r))
-        with out.open("w", newline="") as f:
-            w = csv.DictWriter(f, fieldnames=cols)
-            w.writeheader()
-            w.writerows(rows)
-    elif fmt == "parquet":
+    if fmt == "parquet":
         try:
             import pyarrow as pa
             import pyarrow.parquet as pq
         except ImportError:
             raise RuntimeError("parquet export needs pyarrow: pip install 'rig[export]'") from None
-        pq.write_table(pa.Table.from_pylist(rows), out)
-    else:
-        raise ValueError(f"unknown export format {fmt!r}: choose csv, jsonl or parquet")
+    with atomic_path(out) as tmp:
+        if fmt == "jsonl":
+            with tmp.open("w", encoding="utf-8") as f:
+                for r in rows:
+                    f.write(json.dumps(r, ensure_ascii=False) + "\n")
+        elif fmt == "csv":
+            cols = list(dict.fromkeys(k for r in rows for k in r))
+            with tmp.open("w", newline="", encoding="utf-8") as f:
+                w = csv.DictWriter(f, fieldnames=cols)
+                w.writeheader()
+                w.writerows(rows)
+        else:
+            pq.write_table(pa.Table.from_pylist(rows), tmp)
     return out

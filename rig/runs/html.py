@@ -20,7 +20,8 @@ from pydantic import BaseModel
 
 from rig.benchmarks import benchmark_tables, recorded_prompts
 from rig.benchmarks.base import Table
-from rig.records import EpisodeResult
+from rig.records import EpisodeResult, write_atomic
+from rig.runformat import RunFileError, storage_error
 from rig.runs.plots import (
     PlotsUnavailable,
     Point,
@@ -31,7 +32,7 @@ from rig.runs.plots import (
     pareto_plot,
     save_figure,
 )
-from rig.runs.report import NM, ci_table, fmt, telemetry_table
+from rig.runs.report import NM, ci_table, fmt, report_markdown, telemetry_table
 from rig.runs.store import Store, open_manifest
 from rig.runs.summary import HeadlineScore, RunSummary, benchmark_of, summarize
 
@@ -413,3 +414,19 @@ def html_report(run_dirs: list[Path], figures_dir: Path | None = None) -> str:
         f"<body><h1>rig report</h1>{dashboard}{''.join(sections)}{browser}"
         f'<script type="application/json" id="episodes">{data}</script><script>{JS}</script></body></html>'
     )
+
+
+def write_report_files(run_dir: Path) -> None:
+    """report.md and report.html in the run folder, each appearing only once whole (``write_atomic``). A file that
+    cannot be written is a RunFileError naming it (a StorageError on a full disk); the stored results are untouched,
+    and `rig report` writes the files again."""
+    for name, render in (("report.md", report_markdown), ("report.html", lambda d: html_report([d]))):
+        path = run_dir / name
+        try:
+            write_atomic(path, render(run_dir))
+        except OSError as e:
+            full = storage_error(e, path)
+            raise full or RunFileError(
+                f"{path}: cannot write the report ({e.strerror}); the results are stored: `rig report {run_dir}` "
+                "writes it again"
+            ) from None

@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
+from rig.records import write_atomic
+
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
@@ -248,7 +250,7 @@ def save_figure(fig: Figure, folder: Path, stem: str, formats: Iterable[str] = F
     paths = []
     for fmt in formats:
         path = folder / f"{stem}.{fmt}"
-        path.write_bytes(figure_bytes(fig, fmt))
+        write_atomic(path, figure_bytes(fig, fmt))
         paths.append(path)
     return paths
 

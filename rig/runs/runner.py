@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from rig.benchmarks.base import Benchmark, RunContext
 from rig.engines.base import Engine
 from rig.records import Episode, EpisodeResult
+from rig.runformat import storage_error
 from rig.runs.store import DuplicateResult, Store
 
 
@@ -123,12 +124,16 @@ async def _run_one(it: WorkItem, engine: Engine, ctx: RunContext) -> EpisodeResu
 
 def _store(store: Store, it: WorkItem, res: EpisodeResult) -> EpisodeResult:
     """Store one result; a failure to store it (after the store's own sanitizing) is recorded as that episode's
-    failure, so that one result can never stop the run. A duplicate key is a real conflict and is raised."""
+    failure, so that one result can never stop the run. A duplicate key is a real conflict and is raised; so is a full
+    disk (a StorageError): it is no fault of the episode, which must run again on resume, not be stored as failed."""
     try:
         return store.write(res)
     except DuplicateResult:
         raise
     except Exception as e:
+        full = storage_error(e, store.path)
+        if full is not None:
+            raise full from None
         why = f"the result could not be stored: {type(e).__name__}: {str(e)[:500]}"
         return store.write(_failed(it, "store_error", why, started_at=res.started_at, finished_at=res.finished_at))
 

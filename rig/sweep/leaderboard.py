@@ -7,6 +7,7 @@ from html import escape
 from pathlib import Path
 
 from rig.benchmarks.base import Table
+from rig.records import write_atomic
 from rig.runs.compare import gib, judged_note, paired, run_summary
 from rig.runs.html import CSP, _table_html
 from rig.runs.plots import Point, figure_svg, pareto_plot
@@ -163,11 +164,11 @@ def write_leaderboard(out: Path, cells: list[Cell], runs: dict[str, str | None],
     """leaderboard.md, leaderboard.html (self-contained) and the SVG plots in `out`; returns the markdown."""
     tables, plots = leaderboard(cells, runs, baseline)
     for name, svg in plots.items():
-        (out / name).write_text(svg)
+        write_atomic(out / name, svg)
     md = "\n".join(
         [f"# rig sweep ({len(cells)} cells)", "", *[table_md(t) for t in tables], *[f"![{n}]({n})\n" for n in plots]]
     )
-    (out / "leaderboard.md").write_text(md)
+    write_atomic(out / "leaderboard.md", md)
     html = (
         f'<!doctype html><html><head><meta charset="utf-8">'
         f'<meta http-equiv="Content-Security-Policy" content="{CSP}"><title>rig sweep</title>'
@@ -178,5 +179,5 @@ def write_leaderboard(out: Path, cells: list[Cell], runs: dict[str, str | None],
         + "".join(f"<figure>{svg}<figcaption>{escape(n)}</figcaption></figure>" for n, svg in plots.items())
         + "</body></html>"
     )
-    (out / "leaderboard.html").write_text(html)
+    write_atomic(out / "leaderboard.html", html)
     return md

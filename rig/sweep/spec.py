@@ -12,9 +12,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from rig.decoding.safe import load_yaml
+from rig.inputs import InputError, read_text
 from rig.records import DecodeMode, ToolMode
 from rig.runs.spec import MAX_REPEATS, RunSpec
 
@@ -50,7 +51,7 @@ class SweepSpec(Strict):
     limit: int | None = Field(None, ge=1)
     seed: int = 0
     max_tokens: int | None = Field(None, ge=1)
-    temperature: float | None = Field(None, ge=0, allow_inf_nan=False)
+    temperature: float | None = Field(None, ge=0, allow_inf_nan=False)  # every cell would fail writing its manifest
     models_file: Path | None = None  # relative to the sweep file
     shards: int = Field(1, ge=1)
     resources: Resources = Field(default_factory=lambda: Resources())
@@ -113,14 +114,21 @@ def _where(loc: tuple[Any, ...]) -> str:
     return out
 
 
+# A sweep file is short; the bounded loader keeps an alias bomb or deep nesting from hanging the command, and NaN
+# passes it so that validation names the field.
+MAX_SPEC_BYTES = 1 << 20
+MAX_SPEC_VALUES = 200_000
+
+
 def load_sweep(path: Path) -> tuple[SweepSpec, list[Cell]]:
     """Read and check a sweep file: keys, models, benchmarks and their options; errors name the file and field."""
     try:
-        raw = yaml.safe_load(path.read_text())
-    except OSError as e:
-        raise SweepError(f"{path}: cannot read: {e.strerror}") from None
-    except yaml.YAMLError as e:
-        raise SweepError(f"{path}: not valid YAML: {e}") from None
+        text = read_text(path, max_bytes=MAX_SPEC_BYTES)
+    except InputError as e:
+        raise SweepError(str(e)) from None
+    raw, err = load_yaml(text, max_chars=MAX_SPEC_BYTES, max_nodes=MAX_SPEC_VALUES, finite=False)
+    if err:
+        raise SweepError(f"{path}: not valid YAML: {err.removeprefix('invalid YAML: ')}")
     if not isinstance(raw, dict):
         raise SweepError(f"{path}: expected a mapping with models: and benchmarks:")
     try:
@@ -160,11 +168,30 @@ def _check(path: Path, spec: SweepSpec, models_file: Path | None, base: Path) ->
         reg = load_registry(models_file)
     except RegistryError as e:
         raise SweepError(f"{path}: models_file: {e}") from None
+    resolved: dict[str, int] = {}
     for i, m in enumerate(spec.models):
         try:
-            reg.get(m)
+            name = reg.get(m).name
         except RegistryError as e:
             raise SweepError(f"{path}: models[{i}]: {e}") from None
+        if name in resolved:  # two cells of one model would run twice, racing on one cell folder
+            j = resolved[name]
+            what = "listed" if spec.models[j] == m else f"the model {name!r}, listed as {spec.models[j]!r}"
+            raise SweepError(f"{path}: models[{i}]: {m!r} is {what} already at models[{j}]; list each model once")
+        resolved[name] = i
+    for field in ("decode", "tool_mode"):
+        values: list[str] = getattr(spec, field)
+        for i, v in enumerate(values):
+            if values.index(v) != i:
+                raise SweepError(f"{path}: {field}[{i}]: {v!r} is already listed as {field}[{values.index(v)}]")
+    seen: dict[str, int] = {}
+    for i, b in enumerate(spec.benchmarks):
+        ident = json.dumps(b.model_dump(mode="json"), sort_keys=True)
+        if ident in seen:
+            raise SweepError(
+                f"{path}: benchmarks[{i}]: the same as benchmarks[{seen[ident]}] (name, options and data); list it once"
+            )
+        seen[ident] = i
     if spec.baseline is not None and spec.baseline not in spec.models:
         raise SweepError(f"{path}: baseline: {spec.baseline!r} is not one of models: {', '.join(spec.models)}")
     for i, b in enumerate(spec.benchmarks):

@@ -1,6 +1,10 @@
 import csv
 import json
+import subprocess
+import sys
 from pathlib import Path
+
+import pytest
 
 from rig.runs.export import export, list_runs
 
@@ -20,8 +24,74 @@ def test_runs_and_exports(tmp_path: Path) -> None:
 
 
 def test_parquet_when_pyarrow_present(tmp_path: Path) -> None:
-    import pytest
-
     pq = pytest.importorskip("pyarrow.parquet")
     p = export(make_run(tmp_path), "parquet")
     assert pq.read_table(p).num_rows == 32
+
+
+# A child that runs `rig export` and signals itself while the 10th row is being written: the row writers are wrapped
+# so the signal lands mid-file, at the same point every time (a timer would race the export).
+_INTERRUPTED_EXPORT = """
+import csv, os, signal, sys
+from rig.runs import export as ex
+
+sig = getattr(signal, sys.argv[3])
+seen = [0]
+
+def after_ten(write):
+    def wrapped(*a, **k):
+        seen[0] += 1
+        if seen[0] == 10:
+            os.kill(os.getpid(), sig)
+        return write(*a, **k)
+    return wrapped
+
+csv.DictWriter._dict_to_list = after_ten(csv.DictWriter._dict_to_list)
+ex.json.dumps = after_ten(ex.json.dumps)
+from rig.cli import app
+app(["export", sys.argv[1], "--format", sys.argv[2], "--out", sys.argv[4]])
+"""
+
+
+@pytest.mark.parametrize("fmt", ["csv", "jsonl"])
+@pytest.mark.parametrize("sig", ["SIGTERM", "SIGINT"])
+def test_interrupted_export_leaves_no_short_file(tmp_path: Path, fmt: str, sig: str) -> None:
+    """`rig export` stopped mid-file leaves no file under the final name, and an earlier complete export whole."""
+    from tests.conftest import REPO
+
+    run_dir = make_run(tmp_path)
+    fresh, earlier = tmp_path / f"fresh.{fmt}", tmp_path / f"earlier.{fmt}"
+    export(run_dir, fmt, earlier)
+    before = earlier.read_bytes()
+    for out in (fresh, earlier):
+        cmd = [sys.executable, "-c", _INTERRUPTED_EXPORT, str(run_dir), fmt, sig, str(out)]
+        done = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=120)
+        assert done.returncode != 0, done.stdout  # the signal stopped it
+    assert not fresh.exists()
+    assert earlier.read_bytes() == before
+    if sig == "SIGINT":  # an exception: the temporary file is removed (SIGTERM's default action leaves it, hidden)
+        assert not [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_export_write_error_names_the_output(tmp_path: Path) -> None:
+    run_dir = make_run(tmp_path)
+    with pytest.raises(OSError) as e:
+        export(run_dir, "jsonl", tmp_path / "no-such-folder" / "x.jsonl")
+    assert e.value.filename == str(tmp_path / "no-such-folder" / "x.jsonl")
+
+
+def test_export_on_a_full_disk_names_the_output(tmp_path: Path) -> None:
+    """A write that fails for want of space names the output file (the OSError of a failed write names none), and
+    leaves nothing under that name."""
+    import errno
+    from unittest import mock
+
+    run_dir = make_run(tmp_path)
+    out = tmp_path / "x.csv"
+    with (
+        mock.patch("csv.DictWriter.writerows", side_effect=OSError(errno.ENOSPC, "No space left on device")),
+        pytest.raises(OSError) as e,
+    ):
+        export(run_dir, "csv", out)
+    assert e.value.errno == errno.ENOSPC and e.value.filename == str(out)
+    assert not out.exists() and [p.name for p in tmp_path.iterdir()] == ["r1"]

@@ -3,6 +3,7 @@ subprocess (tests/runs/killable.py). The same scenario on the real model is in t
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import signal
@@ -10,7 +11,10 @@ import sqlite3
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
+
+import pytest
 
 from tests.conftest import REPO
 
@@ -157,3 +161,99 @@ def test_sigint_stops_cleanly_too(tmp_path: Path) -> None:
     assert p.returncode == 130, err
     assert "interrupted; resume with: rig bench --resume" in err
     assert json.loads((only_run(out) / "manifest.json").read_text())["status"] == "interrupted"
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    """A 2 MB tmpfs (root only), unmounted after the test."""
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(disk)], capture_output=True).returncode:
+        pytest.skip("cannot mount a small tmpfs here (needs root)")
+    try:
+        yield disk
+    finally:
+        subprocess.run(["umount", "-l", str(disk)], capture_output=True)
+
+
+def fill(disk: Path) -> Path:
+    """Take every free block of ``disk``; returns the filler file to remove."""
+    filler = disk / "filler"
+    fd = os.open(filler, os.O_WRONLY | os.O_CREAT)
+    try:
+        while os.write(fd, b"\0" * 4096):
+            pass
+    except OSError as e:
+        assert e.errno == errno.ENOSPC
+    finally:
+        os.close(fd)
+    return filler
+
+
+def test_full_disk_mid_run_exits_2_keeps_what_was_stored_and_resumes(tmp_path: Path, small_disk: Path) -> None:
+    """The disk fills while episodes are being stored: `rig bench` says "no space left on" the run's path, exits 2
+    with no traceback; the episodes stored before stay, and a resume once space is freed completes the run with
+    nothing lost or duplicated, equal to an uninterrupted run."""
+    setup(tmp_path)
+    out, ev = small_disk / "runs", tmp_path / "events"
+    p = start(tmp_path, out, *ARGS, events=ev, delay=0.3)
+    wait_for(ev, "call", 3)
+    filler = fill(small_disk)
+    _, err = p.communicate(timeout=120)
+    assert p.returncode == 2, err
+    run_dir = only_run(out)
+    assert f"no space left on {run_dir}" in err and "Traceback" not in err, err
+    assert json.loads((run_dir / "manifest.json").read_text())["run_id"] == run_dir.name  # the manifest is whole
+    filler.unlink()
+    stored = rows(run_dir)
+    assert stored  # what was committed before the disk filled is kept
+    p = start(tmp_path, out, resume=run_dir.name)
+    _, err = p.communicate(timeout=120)
+    assert p.returncode == 0, err
+    resumed = rows(run_dir)
+    assert set(stored) <= set(resumed) and len(resumed) == len({r[:3] for r in resumed})
+    full_out = tmp_path / "full"
+    p = start(tmp_path, full_out, *ARGS)
+    _, err = p.communicate(timeout=120)
+    assert p.returncode == 0, err
+    assert resumed == rows(only_run(full_out))
+
+
+def test_full_disk_before_the_run_starts_exits_2(tmp_path: Path, small_disk: Path) -> None:
+    setup(tmp_path)
+    fill(small_disk)
+    p = start(tmp_path, small_disk / "runs", *ARGS)
+    _, err = p.communicate(timeout=120)
+    assert p.returncode == 2, err
+    assert "Traceback" not in err and "No space left on device" in err, err
+
+
+def test_full_disk_when_writing_the_report_exits_2_and_keeps_the_run(
+    tmp_path: Path, small_disk: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The run finished and stored everything, then report.md cannot be written (OSError 28): `rig bench` says where
+    there is no space, exits 2, leaves no short report under its name, and `rig report` writes it once space is
+    freed."""
+    import shutil
+
+    from typer.testing import CliRunner
+
+    from rig.cli import app
+    from rig.runs import bench
+
+    from .test_report import make_run
+
+    run_dir = small_disk / "r1"
+    shutil.copytree(make_run(tmp_path / "made"), run_dir)
+    before = rows(run_dir)
+    monkeypatch.setattr(bench, "run_bench", lambda *a, **k: run_dir)
+    filler = fill(small_disk)
+    r = CliRunner().invoke(app, ["bench", "--model", "gemma3-270m", "--out", str(small_disk)])
+    assert r.exit_code == 2, r.output
+    assert f"no space left on {run_dir / 'report.md'}" in r.output and "Traceback" not in r.output, r.output
+    assert not (run_dir / "report.md").exists() and not (run_dir / "report.html").exists()
+    filler.unlink()
+    assert rows(run_dir) == before
+    r = CliRunner().invoke(app, ["report", str(run_dir)])
+    assert r.exit_code == 0, r.output
+    assert (run_dir / "report.md").read_text().startswith("#")

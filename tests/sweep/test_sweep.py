@@ -64,6 +64,13 @@ def stored(run: Path) -> list[tuple[str, int]]:
         ("models: [fake-a]\nbenchmarks: [callnavi]\nresources: {num_gpu: 1}\n", "resources.num_gpu"),
         ("models: [fake-a]\nbenchmarks: [callnavi]\ndecode: [xml]\n", "decode[0]"),
         ("models: [fake-a]\nbenchmarks: [callnavi]\nbaseline: fake-b\n", "baseline"),
+        # duplicate cells ran twice into one cell folder, raced there, and a re-run could not recover
+        ("models: [fake-a, fake-b, fake-a]\nbenchmarks: [callnavi]\n", "models[2]"),
+        ("models: [fake-a]\nbenchmarks: [callnavi]\ndecode: [none, json, none]\n", "decode[2]"),
+        ("models: [fake-a]\nbenchmarks: [callnavi]\ntool_mode: [json, json]\n", "tool_mode[1]"),
+        ("models: [fake-a]\nbenchmarks: [callnavi, {name: callnavi}]\n", "benchmarks[1]"),
+        ("models: [fake-a]\nbenchmarks: [callnavi]\ntemperature: .nan\n", "temperature"),
+        ("models: [fake-a]\nbenchmarks: [callnavi]\ntemperature: .inf\n", "temperature"),
     ],
 )
 def test_bad_sweep_file_is_refused_before_anything_runs(sweep_dir: Path, text: str, where: str) -> None:
@@ -76,6 +83,42 @@ def test_bad_sweep_file_is_refused_before_anything_runs(sweep_dir: Path, text: s
     )
     assert r.returncode == 2, r.stderr
     assert f"{f}: {where}:" in r.stderr
+    assert not (sweep_dir / "out").exists()
+
+
+def test_one_model_under_two_names_is_refused_as_a_duplicate(sweep_dir: Path) -> None:
+    """A base name and its default variant's full name are one model: two cells would run the same thing."""
+    from rig.sweep.spec import SweepError
+
+    (sweep_dir / "models.yaml").write_text(
+        MODELS + "  fake-v:\n    engine: llamacpp\n    weights: {file: fake.gguf}\n    context_length: 4096\n"
+        "    variants: {q4: {quantization: q4_0}}\n"
+    )
+    f = write(sweep_dir, "models: [fake-v-q4, fake-a, fake-v]\nbenchmarks: [callnavi]\nmodels_file: models.yaml\n")
+    with pytest.raises(SweepError, match=r"models\[2\]: 'fake-v' is the model 'fake-v-q4', listed as 'fake-v-q4'"):
+        load_sweep(f)
+
+
+@pytest.mark.parametrize(
+    "make, says",
+    [
+        (lambda p: p.write_bytes(b"\x7fELF\x02\x01\x01\0\0\0\xff\xfe\x00"), "not UTF-8 text"),
+        (lambda p: p.mkdir(), "is a directory"),
+        (lambda p: os.mkfifo(p), "is a FIFO"),
+    ],
+    ids=["binary", "directory", "fifo"],
+)
+def test_a_sweep_file_that_is_not_text_exits_2(sweep_dir: Path, make, says: str) -> None:  # type: ignore[no-untyped-def]
+    f = sweep_dir / "sweep.yaml"
+    make(f)
+    r = subprocess.run(
+        [sys.executable, "-m", "rig.cli", "sweep", str(f), "--out", str(sweep_dir / "out")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert r.returncode == 2, r.stderr
+    assert f"{f}: " in r.stderr and says in r.stderr and "Traceback" not in r.stderr, r.stderr
     assert not (sweep_dir / "out").exists()
 
 

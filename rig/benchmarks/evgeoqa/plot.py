@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from rig.benchmarks.evgeoqa.data import Query, Setting
-from rig.records import EpisodeResult
+from rig.records import EpisodeResult, write_atomic
 
 _C = {
     "road": "#d9d9d9",
@@ -215,7 +215,7 @@ def main(argv: list[str] | None = None) -> int:
         from rig.maps.query import MapPack
 
         roads = road_segments(MapPack(resolve_pack_dir(a.pack)))
-    a.out.write_text(trajectory_svg(res, query, setting, roads), encoding="utf-8")
+    write_atomic(a.out, trajectory_svg(res, query, setting, roads))
     print(a.out)
     return 0
 

@@ -10,7 +10,7 @@ import sys
 from html import escape
 from pathlib import Path
 
-from rig.records import EpisodeResult
+from rig.records import EpisodeResult, write_atomic
 
 
 def city_accuracy(results: list[EpisodeResult]) -> list[tuple[str, float, int]]:
@@ -52,7 +52,7 @@ def main(argv: list[str] | None = None) -> int:
     if not (a.run_dir / "results.sqlite").is_file():
         ap.error(f"{a.run_dir}: no results.sqlite (is this a run directory?)")
     rows = city_accuracy(read_results(a.run_dir / "results.sqlite", "urbangeo"))
-    a.out.write_text(city_accuracy_svg(rows), encoding="utf-8")
+    write_atomic(a.out, city_accuracy_svg(rows))
     print(a.out)
     return 0
 

@@ -1,0 +1,40 @@
+import json
+from pathlib import Path
+
+import pytest
+from pydantic import BaseModel, ValidationError
+
+from rig.records import Sampling, atomic_path, write_atomic, write_record
+
+
+class Rec(BaseModel):
+    x: float
+
+
+def test_a_record_that_would_not_read_back_is_not_written(tmp_path: Path) -> None:
+    """A NaN or infinity is written to JSON as null, which the record then refuses: never write such a file, and leave
+    the one already there whole."""
+    path = tmp_path / "r.json"
+    write_record(path, Rec(x=1.5))
+    for bad in (float("inf"), float("nan")):
+        with pytest.raises(ValueError, match=f"{path}: not written, it would not read back \\(x: "):
+            write_record(path, Rec(x=bad))
+    assert json.loads(path.read_text()) == {"x": 1.5}
+    assert [p.name for p in tmp_path.iterdir()] == ["r.json"]
+
+
+def test_sampling_refuses_non_finite_values() -> None:
+    for field in ("temperature", "top_p"):
+        with pytest.raises(ValidationError, match="finite"):
+            Sampling.model_validate({field: float("nan")})
+
+
+def test_atomic_path_keeps_the_old_file_on_error(tmp_path: Path) -> None:
+    path = tmp_path / "out.txt"
+    write_atomic(path, "whole")
+    with pytest.raises(RuntimeError), atomic_path(path) as tmp:
+        tmp.write_text("hal")
+        raise RuntimeError("stopped mid-write")
+    assert path.read_text() == "whole" and [p.name for p in tmp_path.iterdir()] == ["out.txt"]
+    write_atomic(path, b"bytes")
+    assert path.read_bytes() == b"bytes"
