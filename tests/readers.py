@@ -5,7 +5,9 @@ escaping it is a bug (it would be recorded as an engine crash)."""
 
 from __future__ import annotations
 
+import atexit
 import json
+import shutil
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -263,8 +265,9 @@ _TMP: list[Path] = []
 
 
 def _tmp() -> Path:
-    if not _TMP:  # made on first use, not at import
+    if not _TMP:  # made on first use, not at import; removed when the process ends
         _TMP.append(Path(tempfile.mkdtemp(prefix="rig-fuzz-")))
+        atexit.register(shutil.rmtree, _TMP[0], True)
     return _TMP[0]
 
 
