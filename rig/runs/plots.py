@@ -270,3 +270,50 @@ def line_plot(
     ax.set_ylim(bottom=0)
     ax.set_xlim(left=0)
     return fig
+
+
+def load_plot(
+    levels: list[int],
+    scores: list[tuple[float | None, float | None, float | None]],
+    latencies: dict[str, list[float | None]],
+    title: str,
+) -> Figure:
+    """Score (with CI) and latency percentiles against concurrency, side by side; a level with a value not
+    measured is left out of that line and named under the plot."""
+    fig = _figure(8.4, 3.2)
+    ax_s, ax_l = fig.subplots(1, 2)
+    fig.suptitle(title, fontsize=11)
+    missing: list[str] = []
+    for ax in (ax_s, ax_l):
+        ax.set_xlabel("concurrency")
+        if len(levels) > 1 and levels[-1] / levels[0] >= 4:
+            ax.set_xscale("log", base=2)
+        ax.set_xticks(levels, [str(n) for n in levels])
+        ax.grid(alpha=0.3)
+    pts = [(n, s) for n, s in zip(levels, scores, strict=True) if s[0] is not None]
+    missing += [f"score at {n}" for n, s in zip(levels, scores, strict=True) if s[0] is None]
+    for n, (y, lo, hi) in pts:
+        assert y is not None
+        yerr = None if lo is None or hi is None else [[max(y - lo, 0.0)], [max(hi - y, 0.0)]]
+        bars = ax_s.errorbar([n], [y], yerr=yerr, fmt="o", color=COLOR, ecolor=COLOR, capsize=4, markersize=5)
+        bars.lines[0].set_gid(f"score:{n}")
+    if len(pts) > 1:
+        ax_s.plot([n for n, _ in pts], [s[0] for _, s in pts], color=COLOR, linewidth=1)
+    ax_s.set_ylim(-0.05, 1.05)
+    ax_s.set_ylabel("headline score (95% CI)")
+    for i, (name, values) in enumerate(latencies.items()):
+        xy = [(n, v) for n, v in zip(levels, values, strict=True) if v is not None]
+        missing += [f"{name} at {n}" for n, v in zip(levels, values, strict=True) if v is None]
+        if xy:
+            (line,) = ax_l.plot(
+                [n for n, _ in xy], [v for _, v in xy], marker="os^"[i % 3], color=(COLOR, FRONT, "#555")[i % 3]
+            )
+            line.set_label(name)
+            line.set_gid(f"latency:{name}")
+    ax_l.set_ylim(bottom=0)
+    ax_l.set_ylabel("latency (s)")
+    if ax_l.lines:
+        ax_l.legend(fontsize=8, frameon=False)
+    if missing:
+        fig.text(0.01, 0.01, "not measured: " + ", ".join(missing), fontsize=7, color="#555")
+    return fig

@@ -1,0 +1,544 @@
+"""`rig load`: accuracy under load. The same seeded episodes at each concurrency level, paired against level 1.
+
+Each level is one ordinary run (a `rig bench` run folder) made by a child process that reads its settings from a
+`LevelSpec` JSON file, so a level's engine starts clean (no KV cache or batch state carried over from the level
+before) and a level that dies can be resumed like any run. Levels share the seed, so `--limit` samples the same
+episodes and per-episode scores pair by (episode id, repeat): batching changes numerics, and the paired flips show
+how many answers it changed.
+
+Per level: the headline score with its CI, the paired difference and flips against level 1, TTFT and end-to-end
+latency p50/p95/p99 over generations (requests), completion tokens per second of the level's wall time, and goodput
+against the SLOs. The verdict is the highest level whose score is non-inferior to level 1 (the lower bound of the
+paired CI above -margin) and where every SLO holds; "none" with the reason otherwise. A value that was not measured
+is None and fails whatever needs it, never 0.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field, ValidationError
+
+from rig.records import EpisodeResult, write_record
+from rig.runs.bench import BenchError, BenchOptions
+from rig.scoring.stats import percentile
+
+QUANTILES = {"p50": 50.0, "p95": 95.0, "p99": 99.0}
+METRICS = ("ttft", "e2e")
+LOAD_FORMAT = 1  # load.json's format; bump and read the old one when it changes
+
+
+class Slo(BaseModel):
+    """A latency objective: the `quantile` of the per-request `metric` at most `limit_s` seconds."""
+
+    metric: Literal["ttft", "e2e"]
+    quantile: Literal["p50", "p95", "p99"]
+    limit_s: float = Field(gt=0)
+
+    @property
+    def key(self) -> str:
+        return f"{self.metric}_{self.quantile}"
+
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*(ms|s|m)?\s*$")
+
+
+def parse_duration(text: str) -> float:
+    """'2s', '500ms', '1.5m' or a bare number of seconds -> seconds; ValueError naming the text otherwise."""
+    m = _DURATION.match(text)
+    if not m:
+        raise ValueError(f"{text!r} is not a duration (e.g. 2s, 500ms, 1.5m)")
+    return float(m.group(1)) * {"ms": 1e-3, "s": 1.0, "m": 60.0}[m.group(2) or "s"]
+
+
+def parse_slos(text: str | None) -> list[Slo]:
+    """`ttft_p95=2s,e2e_p95=30s` -> SLOs; a BenchError naming --slo and the item otherwise."""
+    slos: list[Slo] = []
+    for item in filter(None, (x.strip() for x in (text or "").split(","))):
+        key, eq, value = item.partition("=")
+        metric, _, q = key.strip().partition("_")
+        if not eq or metric not in METRICS or q not in QUANTILES:
+            keys = ", ".join(f"{m}_{p}" for m in METRICS for p in QUANTILES)
+            raise BenchError(f"--slo {item!r}: expected KEY=DURATION with KEY one of {keys}")
+        try:
+            limit = parse_duration(value)
+        except ValueError as e:
+            raise BenchError(f"--slo {item!r}: {e}") from None
+        if limit <= 0:
+            raise BenchError(f"--slo {item!r}: the limit must be above 0")
+        slo = Slo(metric=metric, quantile=q, limit_s=limit)  # type: ignore[arg-type]
+        if any(s.key == slo.key for s in slos):
+            raise BenchError(f"--slo {item!r}: {slo.key} is given twice")
+        slos.append(slo)
+    return slos
+
+
+def parse_levels(text: str) -> list[int]:
+    """`1,2,4` -> ascending distinct levels that start at 1 (the reference); a BenchError naming the item."""
+    levels: list[int] = []
+    for item in (x.strip() for x in text.split(",")):
+        try:
+            n = int(item)
+        except ValueError:
+            raise BenchError(f"--concurrency {text!r}: {item!r} is not a whole number") from None
+        if n < 1:
+            raise BenchError(f"--concurrency {text!r}: {n} is below 1")
+        levels.append(n)
+    if len(set(levels)) != len(levels):
+        raise BenchError(f"--concurrency {text!r}: a level is listed twice")
+    if levels != sorted(levels):
+        raise BenchError(f"--concurrency {text!r}: list the levels in ascending order")
+    if levels[0] != 1:
+        raise BenchError(f"--concurrency {text!r}: the first level must be 1, the reference the others are paired with")
+    if len(levels) < 2:
+        raise BenchError(f"--concurrency {text!r}: give at least two levels (1 and a higher one)")
+    return levels
+
+
+class LoadSettings(BaseModel):
+    """What `rig load` was asked: the run (`bench`; its own concurrency is replaced by each level), the levels, the
+    SLOs and the non-inferiority margin (in headline-score units: 0.05 = five points of accuracy)."""
+
+    bench: BenchOptions
+    levels: list[int]
+    slos: list[Slo] = Field(default_factory=list)
+    margin: float = Field(default=0.05, ge=0, lt=1)
+
+
+class LevelSpec(BaseModel):
+    """The settings file a level's child process reads: one `rig bench` run at `bench.concurrency`."""
+
+    level: int
+    bench: BenchOptions
+
+
+class SloCheck(BaseModel):
+    key: str
+    limit_s: float
+    value_s: float | None  # None: not measured at this level
+    holds: bool | None  # None: not measured, which does not hold
+
+
+class LevelResult(BaseModel):
+    level: int
+    run_id: str
+    episodes: int
+    failed: int
+    peak_in_flight: int | None  # episodes observed running at once (from their start and finish times)
+    samples: int  # episodes with a headline score
+    score: float | None
+    score_low: float | None
+    score_high: float | None
+    paired: int  # episodes scored at both this level and level 1
+    diff: float | None  # mean paired difference (this level - level 1)
+    diff_low: float | None
+    diff_high: float | None
+    flips_to_correct: int
+    flips_to_wrong: int
+    non_inferior: bool | None  # None: fewer than two paired episodes, so not measured
+    ttft_s: dict[str, float | None]  # p50 / p95 / p99 over generations
+    e2e_s: dict[str, float | None]
+    wall_s: float | None  # first episode start to last episode end
+    completion_tokens: int | None
+    tokens_per_s: float | None
+    goodput_per_s: float | None  # episodes per second whose every request met every SLO threshold
+    goodput_share: float | None
+    goodput_note: str | None = None  # why goodput was not measured
+    slos: list[SloCheck] = Field(default_factory=list)
+    passes: bool = False
+    why_not: list[str] = Field(default_factory=list)
+
+
+class LoadVerdict(BaseModel):
+    level: int | None  # None: no level passes
+    reason: str
+
+
+class LoadReport(BaseModel):
+    format_version: int = LOAD_FORMAT
+    model: str
+    benchmark: str | None
+    levels: list[int]
+    slos: list[Slo]
+    margin: float
+    results: list[LevelResult]
+    verdict: LoadVerdict
+
+
+# -- measuring a level -------------------------------------------------------------------------------------------
+
+
+def peak_in_flight(results: Sequence[EpisodeResult]) -> int | None:
+    """Most episodes running at once, from their recorded start and finish times (None when a time is missing)."""
+    spans = [(r.started_at, r.finished_at) for r in results]
+    if not spans or any(a is None or b is None for a, b in spans):
+        return None
+    events = sorted([(a, 1) for a, _ in spans] + [(b, -1) for _, b in spans])
+    peak = now = 0
+    for _, step in events:  # an end sorts before a start at the same instant: touching spans do not overlap
+        now += step
+        peak = max(peak, now)
+    return peak
+
+
+def _goodput(
+    results: Sequence[EpisodeResult], slos: list[Slo], wall_s: float | None
+) -> tuple[float | None, float | None, str | None]:
+    """Episodes whose every request met every SLO's threshold (a failed episode never does), per second and as a
+    share. The SLO's threshold is applied per request, as serving benchmarks define goodput."""
+    if not slos:
+        return None, None, "no SLO given"
+    if not results or not wall_s:
+        return None, None, "no episode with start and finish times"
+    good = 0
+    for r in results:
+        if r.status == "failed" or not r.generations:
+            continue
+        ok = True
+        for g in r.generations:
+            for s in slos:
+                v = g.timings.ttft_s if s.metric == "ttft" else g.timings.e2e_s
+                if v is None:
+                    return None, None, f"{s.metric} not measured for every request"
+                ok = ok and v <= s.limit_s
+        good += ok
+    return good / wall_s, good / len(results), None
+
+
+def measure_level(
+    level: int,
+    run_dir: Path,
+    base: dict[tuple[str, int], float] | None,
+    slos: list[Slo],
+    margin: float,
+) -> tuple[LevelResult, dict[tuple[str, int], float]]:
+    """A level's numbers from its run folder, paired against level 1's per-episode scores (`base`; None: this is
+    level 1). Returns the result and this level's scores."""
+    from rig.runs.compare import paired
+    from rig.runs.manifest import RunManifest
+    from rig.runs.store import Store
+    from rig.runs.summary import benchmark_of, headline_score
+
+    man = RunManifest.read(run_dir)
+    info = man.config.benchmarks[0]
+    store = Store(run_dir / "results.sqlite")
+    try:
+        results = store.results(info.name)
+    finally:
+        store.close()
+    h = headline_score(results, benchmark_of(info).headline)
+    scores = h.by_episode()
+    gens = [g for r in results for g in r.generations]
+    ttft = [g.timings.ttft_s for g in gens if g.timings.ttft_s is not None]
+    e2e = [g.timings.e2e_s for g in gens if g.timings.e2e_s is not None]
+    starts = [r.started_at for r in results if r.started_at is not None]
+    ends = [r.finished_at for r in results if r.finished_at is not None]
+    wall = max(ends) - min(starts) if starts and ends and max(ends) > min(starts) else None
+    ct = [g.completion_tokens for g in gens if g.completion_tokens is not None]
+    tokens = sum(ct) if ct else None
+    ref = scores if base is None else base
+    keys = sorted(set(ref) & set(scores))
+    n, d, lo, hi, better, worse = paired(ref, scores, keys)
+    if base is None:
+        non_inferior: bool | None = True  # the reference is non-inferior to itself
+    else:
+        non_inferior = None if lo is None else lo >= -margin
+    quant = {"ttft": ttft, "e2e": e2e}
+    checks = []
+    for s in slos:
+        v = percentile(quant[s.metric], QUANTILES[s.quantile])
+        checks.append(SloCheck(key=s.key, limit_s=s.limit_s, value_s=v, holds=None if v is None else v <= s.limit_s))
+    gp, share, gp_note = _goodput(results, slos, wall)
+    why: list[str] = []
+    if base is not None:
+        if non_inferior is None:
+            why.append("accuracy not compared: fewer than two episodes scored at both this level and level 1")
+        elif not non_inferior:
+            why.append(
+                f"accuracy inferior to level 1: paired difference CI low {lo:.3f} is below -{margin:g} (the margin)"
+            )
+    for c in checks:
+        if c.holds is None:
+            why.append(f"SLO {c.key} not measured at this level")
+        elif not c.holds:
+            assert c.value_s is not None
+            why.append(f"SLO {c.key} missed: {c.value_s:.3g} s > {c.limit_s:.3g} s")
+    if not results:
+        why.append("no stored results")
+    res = LevelResult(
+        level=level,
+        run_id=man.run_id,
+        episodes=len(results),
+        failed=sum(r.status == "failed" for r in results),
+        peak_in_flight=peak_in_flight(results),
+        samples=h.samples,
+        score=h.mean,
+        score_low=h.low,
+        score_high=h.high,
+        paired=int(n or 0),
+        diff=d,
+        diff_low=lo,
+        diff_high=hi,
+        flips_to_correct=int(better or 0),
+        flips_to_wrong=int(worse or 0),
+        non_inferior=non_inferior,
+        ttft_s={q: percentile(ttft, p) for q, p in QUANTILES.items()},
+        e2e_s={q: percentile(e2e, p) for q, p in QUANTILES.items()},
+        wall_s=wall,
+        completion_tokens=tokens,
+        tokens_per_s=tokens / wall if tokens is not None and wall else None,
+        goodput_per_s=gp,
+        goodput_share=share,
+        goodput_note=gp_note,
+        slos=checks,
+        passes=not why,
+        why_not=why,
+    )
+    return res, scores
+
+
+def verdict(results: list[LevelResult]) -> LoadVerdict:
+    """The highest level that passes; "none" naming why each level failed when none does."""
+    passing = [r for r in results if r.passes]
+    if passing:
+        top = passing[-1]
+        failed_below = [r.level for r in results if not r.passes and r.level < top.level]
+        note = f" (levels {', '.join(map(str, failed_below))} below it did not pass)" if failed_below else ""
+        higher = [r for r in results if r.level > top.level]
+        stop = f"; level {higher[0].level}: {'; '.join(higher[0].why_not)}" if higher else ""
+        return LoadVerdict(
+            level=top.level,
+            reason=f"level {top.level} is the highest level non-inferior to level 1 with every SLO holding"
+            + note
+            + stop,
+        )
+    return LoadVerdict(
+        level=None, reason="; ".join(f"level {r.level}: {', '.join(r.why_not)}" for r in results) or "no levels ran"
+    )
+
+
+def analyse(settings: LoadSettings, run_dirs: list[Path]) -> LoadReport:
+    """The load report from the levels' run folders (in the order of `settings.levels`)."""
+    from rig.runs.manifest import RunManifest
+
+    if len(run_dirs) != len(settings.levels):
+        raise ValueError("one run folder per level")
+    results: list[LevelResult] = []
+    base: dict[tuple[str, int], float] | None = None
+    for level, d in zip(settings.levels, run_dirs, strict=True):
+        res, scores = measure_level(level, d, base, settings.slos, settings.margin)
+        if base is None:
+            base = scores
+        results.append(res)
+    cfg = RunManifest.read(run_dirs[0]).config
+    return LoadReport(
+        model=cfg.model.name,
+        benchmark=cfg.benchmarks[0].name if cfg.benchmarks else None,
+        levels=settings.levels,
+        slos=settings.slos,
+        margin=settings.margin,
+        results=results,
+        verdict=verdict(results),
+    )
+
+
+# -- running the levels ------------------------------------------------------------------------------------------
+
+
+def engine_max_concurrency(o: BenchOptions) -> tuple[str, int] | None:
+    """The model's engine and how many requests it serves at once, from its settings (no model is loaded); None
+    when this process cannot tell (the engine's package lives in another interpreter, e.g. vLLM's venv)."""
+    from rig.engines import MissingExtra, engine_class
+    from rig.registry import RegistryError, load_registry
+
+    assert o.model is not None
+    try:
+        spec = load_registry(o.models_file).get(o.model)
+        eng = engine_class(spec.engine)(spec, "", gpu=None)
+    except (RegistryError, MissingExtra, ImportError):
+        return None  # the child names a registry problem with its own exit 2
+    return spec.engine, eng.capabilities.max_concurrency
+
+
+def _check(settings: LoadSettings) -> None:
+    o = settings.bench
+    if o.model is None:
+        raise BenchError("--model is required (see `rig models`)")
+    if o.benchmark is None:
+        raise BenchError("rig load runs one benchmark: name it with --benchmark")
+    top = settings.levels[-1]
+    cap = engine_max_concurrency(o)
+    if cap is not None and cap[1] < top:
+        raise BenchError(
+            f"--concurrency {top}: model {o.model!r} (engine {cap[0]}) serves at most {cap[1]} request(s) at once; "
+            "raise its engine_args (max_concurrency, max_num_seqs) or lower the levels"
+        )
+
+
+def level_argv(spec_file: Path, o: BenchOptions) -> list[str]:
+    from rig.runs.compare import interpreter
+
+    assert o.model is not None
+    return [interpreter(o.model, o), "-m", "rig.runs.load", str(spec_file)]
+
+
+def run_load(settings: LoadSettings, say: Callable[[str], object] = print) -> tuple[Path, list[Path]]:
+    """Run every level, each in its own process, into a new load folder; return it and the levels' run folders."""
+    _check(settings)
+    o = settings.bench
+    ldir = o.out / f"load-{time.strftime('%Y%m%d-%H%M%S')}-{o.benchmark}"
+    try:
+        ldir.mkdir(parents=True, exist_ok=False)
+    except OSError as e:
+        raise BenchError(f"--out {o.out}: cannot create the load folder {ldir} ({e.strerror})") from None
+    write_record(ldir / "settings.json", settings)
+    seed = o.seed if o.seed is not None else 0
+    run_dirs: list[Path] = []
+    for level in settings.levels:
+        spec = LevelSpec(
+            level=level,
+            bench=o.model_copy(update={"concurrency": level, "out": ldir / "runs", "seed": seed, "resume": None}),
+        )
+        spec_file = ldir / f"level-{level}.json"
+        write_record(spec_file, spec)
+        say(f"== concurrency {level} (own process)")
+        before = set((ldir / "runs").glob("*")) if (ldir / "runs").exists() else set()
+        r = subprocess.run(level_argv(spec_file, o), stdout=None, stderr=None)
+        after = set((ldir / "runs").glob("*")) - before
+        if r.returncode != 0 or len(after) != 1:
+            raise BenchError(f"level {level}: rig bench failed (exit {r.returncode}); see its output above")
+        run_dirs.append(after.pop())
+    return ldir, run_dirs
+
+
+def main(argv: list[str]) -> int:
+    """A level's child process: `python -m rig.runs.load LEVEL.json`."""
+    from rig.benchmarks.base import DataError
+    from rig.registry import RegistryError
+    from rig.runformat import NewerFormatError
+    from rig.runs.bench import run_bench
+
+    if len(argv) != 1:
+        print("usage: python -m rig.runs.load LEVEL.json", file=sys.stderr)
+        return 2
+    path = Path(argv[0])
+    try:
+        spec = LevelSpec.model_validate_json(path.read_text())
+    except OSError as e:
+        print(f"{path}: cannot read ({e.strerror})", file=sys.stderr)
+        return 2
+    except ValidationError as e:
+        err = e.errors()[0]
+        print(f"{path}: {'.'.join(map(str, err['loc']))}: {err['msg']}", file=sys.stderr)
+        return 2
+    try:
+        run_bench(spec.bench, on_event=lambda m: print(m, file=sys.stderr))
+    except (BenchError, DataError, RegistryError, NewerFormatError) as e:
+        print(str(e), file=sys.stderr)
+        return 2
+    return 0
+
+
+# -- the report --------------------------------------------------------------------------------------------------
+
+
+def load_tables(rep: LoadReport) -> list[Any]:
+    from rig.benchmarks.base import Table
+
+    def nm(v: float | None) -> float | str:
+        return "not measured" if v is None else v
+
+    rows = []
+    for r in rep.results:
+        rows.append(
+            [
+                r.level,
+                nm(r.peak_in_flight),
+                r.samples,
+                nm(r.score),
+                nm(r.score_low),
+                nm(r.score_high),
+                "reference" if r.level == rep.levels[0] else nm(r.diff),
+                "" if r.level == rep.levels[0] else nm(r.diff_low),
+                "" if r.level == rep.levels[0] else f"{r.flips_to_correct} / {r.flips_to_wrong}",
+                *(nm(r.ttft_s[q]) for q in QUANTILES),
+                *(nm(r.e2e_s[q]) for q in QUANTILES),
+                nm(r.tokens_per_s),
+                r.goodput_note if r.goodput_per_s is None else r.goodput_per_s,
+                "yes" if r.passes else "no: " + "; ".join(r.why_not),
+            ]
+        )
+    slo_text = ", ".join(f"{s.key} <= {s.limit_s:g} s" for s in rep.slos) or "none given"
+    t = Table(
+        title=f"Accuracy under load: {rep.model} on {rep.benchmark}",
+        columns=[
+            "Concurrency",
+            "Peak in flight",
+            "Samples",
+            "Score",
+            "CI low",
+            "CI high",
+            "Paired diff",
+            "Diff CI low",
+            "Flips to correct / wrong",
+            *(f"TTFT {q} (s)" for q in QUANTILES),
+            *(f"E2E {q} (s)" for q in QUANTILES),
+            "Completion tok/s",
+            "Goodput (episodes/s)",
+            "Passes",
+        ],
+        rows=rows,
+        note=f"Score = the benchmark's headline per-episode score, 95% bootstrap CI; paired against level 1 by "
+        f"(episode, repeat); a flip compares scores at 0.5. Non-inferior: paired-difference CI low >= -{rep.margin:g}. "
+        f"SLOs: {slo_text}, over every request of the level; goodput counts episodes whose every request met every "
+        "SLO threshold. Peak in flight is observed from episode start and finish times.",
+    )
+    return [t]
+
+
+def load_figure(rep: LoadReport) -> Any:
+    from rig.runs.plots import load_plot
+
+    rs = rep.results
+    return load_plot(
+        [r.level for r in rs],
+        [(r.score, r.score_low, r.score_high) for r in rs],
+        {"TTFT p95": [r.ttft_s["p95"] for r in rs], "E2E p95": [r.e2e_s["p95"] for r in rs]},
+        f"{rep.model} on {rep.benchmark}",
+    )
+
+
+def load_markdown(rep: LoadReport, figure: str | None) -> str:
+    from rig.runs.report import table_md
+
+    v = rep.verdict
+    head = f"**Verdict: {'none' if v.level is None else f'concurrency {v.level}'}** ({v.reason})."
+    lines = [f"# rig load: {rep.model} on {rep.benchmark}", "", head, ""]
+    lines += [table_md(t) for t in load_tables(rep)]
+    lines += [f"![score and p95 latency against concurrency]({figure})" if figure else "_No figure drawn._", ""]
+    return "\n".join(lines)
+
+
+def write_load(ldir: Path, rep: LoadReport) -> str:
+    """load.json (the typed report), load.md and the figure (SVG, PDF, PNG) in the load folder."""
+    from rig.runs.plots import PlotsUnavailable, save_figure
+
+    write_record(ldir / "load.json", rep)
+    try:
+        save_figure(load_figure(rep), ldir, "load")
+        figure: str | None = "load.svg"
+    except PlotsUnavailable:
+        figure = None
+    md = load_markdown(rep, figure)
+    (ldir / "load.md").write_text(md)
+    return md
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

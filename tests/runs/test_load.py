@@ -1,0 +1,216 @@
+"""rig load's library: flag parsing, a level's numbers from its run folder, the verdict, the child's settings file.
+
+The levels here are runs made with the fake engine (a runner unit test's engine); real engines at three levels are
+in tests/runs/test_load_engines.py.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from rig.records import EpisodeResult
+from rig.runs.bench import BenchError, BenchOptions
+from rig.runs.load import (
+    LevelSpec,
+    LoadReport,
+    LoadSettings,
+    Slo,
+    analyse,
+    main,
+    parse_levels,
+    parse_slos,
+    peak_in_flight,
+    run_load,
+    write_load,
+)
+from tests.runs.test_report import cutting_engine, make_run
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_slos_parse_with_units() -> None:
+    slos = parse_slos("ttft_p95=2s, e2e_p99=500ms,e2e_p50=1.5m,ttft_p50=3")
+    assert [(s.key, s.limit_s) for s in slos] == [
+        ("ttft_p95", 2.0),
+        ("e2e_p99", 0.5),
+        ("e2e_p50", 90.0),
+        ("ttft_p50", 3.0),
+    ]
+    assert parse_slos(None) == [] and parse_slos("") == []
+
+
+@pytest.mark.parametrize(
+    ("text", "words"),
+    [
+        ("ttft_p95", "'ttft_p95': expected KEY=DURATION"),
+        ("latency_p95=2s", "'latency_p95=2s': expected KEY=DURATION"),
+        ("ttft_p90=2s", "'ttft_p90=2s': expected KEY=DURATION"),
+        ("ttft_p95=fast", "'ttft_p95=fast': 'fast' is not a duration"),
+        ("ttft_p95=2h", "'ttft_p95=2h': '2h' is not a duration"),
+        ("ttft_p95=0s", "'ttft_p95=0s': the limit must be above 0"),
+        ("ttft_p95=1s,ttft_p95=2s", "'ttft_p95=2s': ttft_p95 is given twice"),
+    ],
+)
+def test_bad_slo_names_the_flag_and_the_item(text: str, words: str) -> None:
+    with pytest.raises(BenchError) as e:
+        parse_slos(text)
+    assert str(e.value).startswith("--slo ") and words in str(e.value)
+    assert "\n" not in str(e.value)
+
+
+def test_levels() -> None:
+    assert parse_levels("1, 2,4") == [1, 2, 4]
+    for bad, words in (
+        ("1,x", "'x' is not a whole number"),
+        ("0,1", "0 is below 1"),
+        ("1,4,2", "ascending"),
+        ("1,2,2", "listed twice"),
+        ("2,4", "the first level must be 1"),
+        ("1", "at least two levels"),
+    ):
+        with pytest.raises(BenchError, match=words):
+            parse_levels(bad)
+
+
+def _result(i: int, start: float | None, end: float | None) -> EpisodeResult:
+    return EpisodeResult(benchmark="b", episode_id=f"e{i}", repeat=0, started_at=start, finished_at=end)
+
+
+def test_peak_in_flight_from_start_and_finish_times() -> None:
+    spans = [(0, 4), (1, 2), (1.5, 3), (2, 5), (5, 6)]  # at 1.5: three running; spans that touch do not overlap
+    assert peak_in_flight([_result(i, a, b) for i, (a, b) in enumerate(spans)]) == 3
+    assert peak_in_flight([_result(0, 0, 1), _result(1, 1, 2)]) == 1
+    assert peak_in_flight([_result(0, 0, 1), _result(1, None, 2)]) is None  # not measured, not a guess
+    assert peak_in_flight([]) is None
+
+
+def _levels(tmp_path: Path) -> list[Path]:
+    """Level 1 and 2 answer right; level 4 cuts every second reply (wrong answers): flips to wrong."""
+    return [
+        make_run(tmp_path / "c1", n_eps=8, engine=cutting_engine(0)),
+        make_run(tmp_path / "c2", n_eps=8, engine=cutting_engine(0)),
+        make_run(tmp_path / "c4", n_eps=8, engine=cutting_engine(2)),
+    ]
+
+
+def test_verdict_is_the_highest_level_non_inferior_to_level_1(tmp_path: Path) -> None:
+    settings = LoadSettings(bench=BenchOptions(), levels=[1, 2, 4], slos=parse_slos("e2e_p95=30s"), margin=0.05)
+    rep = analyse(settings, _levels(tmp_path))
+    one, two, four = rep.results
+    assert (one.score, two.score) == (1.0, 1.0) and four.score == 0.5
+    assert (four.paired, four.flips_to_wrong, four.flips_to_correct) == (8, 4, 0)
+    assert two.paired == 8 and two.flips_to_wrong == two.flips_to_correct == 0
+    assert two.non_inferior is True and four.non_inferior is False
+    assert four.diff == -0.5 and four.diff_low is not None and four.diff_low < -0.05
+    assert "accuracy inferior to level 1" in four.why_not[0]
+    assert rep.verdict.level == 2, rep.verdict
+    assert "level 4: accuracy inferior" in rep.verdict.reason
+    # every request met the SLO: every episode is good
+    assert two.goodput_share == 1.0 and two.goodput_per_s is not None and two.goodput_per_s > 0
+    assert all(c.holds for r in rep.results for c in r.slos)
+
+
+def test_a_wider_margin_admits_the_inferior_level(tmp_path: Path) -> None:
+    rep = analyse(LoadSettings(bench=BenchOptions(), levels=[1, 2, 4], margin=0.9), _levels(tmp_path))
+    assert rep.verdict.level == 4
+
+
+def test_impossible_slo_gives_verdict_none_with_the_reason(tmp_path: Path) -> None:
+    runs = [make_run(tmp_path / f"c{n}", n_eps=6) for n in (1, 2, 4)]  # the fake answers each request in 2 ms
+    settings = LoadSettings(bench=BenchOptions(), levels=[1, 2, 4], slos=parse_slos("e2e_p95=1ms"))
+    rep = analyse(settings, runs)
+    assert rep.verdict.level is None
+    assert all(not r.passes for r in rep.results)
+    for n in (1, 2, 4):
+        assert f"level {n}: SLO e2e_p95 missed: " in rep.verdict.reason
+    assert "> 0.001 s" in rep.verdict.reason
+    assert all(r.goodput_share == 0.0 for r in rep.results)  # no episode met it: measured 0, not missing
+    md = write_load(tmp_path, rep)
+    assert "**Verdict: none** (level 1: SLO e2e_p95 missed" in md
+
+
+def test_unmeasured_values_say_so_and_fail_the_slo(tmp_path: Path) -> None:
+    import sqlite3
+
+    runs = _levels(tmp_path)[:2]
+    for run in runs:  # as if the engine had reported no time to first token
+        db = sqlite3.connect(run / "results.sqlite")
+        rows = db.execute("SELECT rowid, record FROM results").fetchall()
+        for rowid, record in rows:
+            rec = json.loads(record)
+            for g in rec["generations"]:
+                g["timings"]["ttft_s"] = None
+            db.execute("UPDATE results SET record = ? WHERE rowid = ?", (json.dumps(rec), rowid))
+        db.commit()
+        db.close()
+    rep = analyse(LoadSettings(bench=BenchOptions(), levels=[1, 2], slos=parse_slos("ttft_p95=2s")), runs)
+    r = rep.results[1]
+    assert r.ttft_s == {"p50": None, "p95": None, "p99": None}
+    assert r.slos[0].value_s is None and r.slos[0].holds is None
+    assert r.goodput_per_s is None and r.goodput_note == "ttft not measured for every request"
+    assert rep.verdict.level is None and "SLO ttft_p95 not measured" in rep.verdict.reason
+    md = write_load(tmp_path, rep)
+    row = next(x for x in md.splitlines() if x.startswith("| 2 |"))
+    assert "not measured" in row and "| 0.000 |" not in row.split("| 1.000 |", 1)[0]
+
+
+def test_report_files_and_round_trip(tmp_path: Path) -> None:
+    settings = LoadSettings(bench=BenchOptions(), levels=[1, 2, 4], slos=parse_slos("ttft_p95=2s"))
+    rep = analyse(settings, _levels(tmp_path))
+    md = write_load(tmp_path, rep)
+    assert LoadReport.model_validate_json((tmp_path / "load.json").read_text()) == rep
+    assert (tmp_path / "load.md").read_text() == md
+    assert "| Concurrency | Peak in flight |" in md and "**Verdict: concurrency 2**" in md
+    assert "| 4 | 1 | 8 | 0.500 |" in md  # the fake runs were made one episode at a time: peak 1 is reported
+    svg = (tmp_path / "load.svg").read_text()
+    assert all(f'id="score:{n}"' in svg for n in (1, 2, 4))
+    assert 'id="latency:TTFT p95"' in svg and 'id="latency:E2E p95"' in svg
+    assert (tmp_path / "load.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_no_slo_means_goodput_not_measured(tmp_path: Path) -> None:
+    rep = analyse(LoadSettings(bench=BenchOptions(), levels=[1, 2]), _levels(tmp_path)[:2])
+    assert rep.results[1].goodput_per_s is None and rep.results[1].goodput_note == "no SLO given"
+    assert rep.verdict.level == 2
+    assert "| no SLO given |" in write_load(tmp_path, rep)
+
+
+def test_level_settings_file_errors_name_file_and_field(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bad = tmp_path / "level-2.json"
+    bad.write_text(json.dumps({"level": 2, "bench": {"model": "m", "concurrency": "many"}}))
+    assert main([str(bad)]) == 2
+    assert (
+        capsys.readouterr().err.strip()
+        == f"{bad}: bench.concurrency: Input should be a valid integer, unable to parse string as an integer"
+    )
+    assert main([str(tmp_path / "missing.json")]) == 2
+    assert "missing.json: cannot read" in capsys.readouterr().err
+    unknown = tmp_path / "level-1.json"
+    LevelSpec(level=1, bench=BenchOptions(model="no-such-model", benchmark="callnavi", out=tmp_path)).model_dump_json()
+    unknown.write_text(
+        LevelSpec(
+            level=1, bench=BenchOptions(model="no-such-model", benchmark="callnavi", out=tmp_path)
+        ).model_dump_json()
+    )
+    assert main([str(unknown)]) == 2
+    err = capsys.readouterr().err
+    assert "no-such-model" in err and "Traceback" not in err
+
+
+def test_a_level_above_what_the_engine_serves_is_refused_before_anything_runs(tmp_path: Path) -> None:
+    bench = BenchOptions(
+        model="gemma3-270m", benchmark="callnavi", out=tmp_path / "out", models_file=REPO / "models.yaml"
+    )
+    with pytest.raises(BenchError, match=r"--concurrency 4: model 'gemma3-270m' \(engine llamacpp\) serves at most 1"):
+        run_load(LoadSettings(bench=bench, levels=[1, 2, 4]))
+    assert not (tmp_path / "out").exists()
+
+
+def test_slo_model_refuses_a_non_positive_limit() -> None:
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError):
+        Slo(metric="ttft", quantile="p95", limit_s=0)
