@@ -1,0 +1,33 @@
+"""`rig load` flags: bad input is exit 2 with one line naming the flag and the item, before anything runs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from rig.cli import app
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.parametrize(
+    ("flags", "words"),
+    [
+        (["--slo", "ttft_p95=fast"], "--slo 'ttft_p95=fast': 'fast' is not a duration"),
+        (["--slo", "tps_p95=2s"], "--slo 'tps_p95=2s': expected KEY=DURATION"),
+        (["-c", "2,4"], "--concurrency '2,4': the first level must be 1"),
+        (["-c", "1,two"], "--concurrency '1,two': 'two' is not a whole number"),
+        (["-c", "1,2", "--decode", "xml"], "--decode 'xml': choose none, json or yaml"),
+        # the embedded model's in-process llama.cpp serves one request at a time: level 2 could not be reached
+        (["-c", "1,2"], "--concurrency 2: model 'gemma3-270m' (engine llamacpp) serves at most 1 request(s)"),
+    ],
+)
+def test_bad_flags_exit_2_with_one_line(flags: list[str], words: str, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    r = CliRunner().invoke(app, ["load", "--models", str(REPO / "models.yaml"), "--out", str(out), *flags])
+    assert r.exit_code == 2, r.output
+    assert words in " ".join(r.output.split())
+    assert "Traceback" not in r.output
+    assert not out.exists()  # nothing was written
