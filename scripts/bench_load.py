@@ -96,7 +96,8 @@ def section(engine: str, reports: list[Any], impossible: list[Any], note: str, a
     out = [f"## {engine}", "", f"- Server: {note}"]
     out += [
         f"- CallNavi (embedded sample), --limit {a.limit} ({reports[0].results[0].episodes} episodes), seed 0, "
-        f"temperature 0, levels {a.levels}, SLOs `{a.slo}`, non-inferiority margin {a.margin}",
+        f"temperature 0, max_tokens {a.max_tokens or 'the benchmark default'}, levels {a.levels}, "
+        f"SLOs `{a.slo}`, non-inferiority margin {a.margin}",
         "",
     ]
     for i, rep in enumerate(reports, 1):
@@ -137,7 +138,8 @@ def main() -> None:
     ap.add_argument("--slo", default="ttft_p95=20s,e2e_p95=60s")
     ap.add_argument("--impossible", default="ttft_p95=1ms")
     ap.add_argument("--margin", type=float, default=0.05)
-    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--threads", type=int, default=1, help="server threads (1: a busy shared host starves a second)")
+    ap.add_argument("--max-tokens", type=int, default=None)
     ap.add_argument("--runs", type=int, default=1, help="load runs per engine (ratios: their median)")
     ap.add_argument("--keep", default=None, help="folder for the load runs (default: a temporary one)")
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "load.md"))
@@ -180,12 +182,18 @@ def main() -> None:
                 or "?"
             )
         bench = BenchOptions(
-            model=name, benchmark="callnavi", limit=a.limit, seed=0, out=work / engine, models_file=models
+            model=name,
+            benchmark="callnavi",
+            limit=a.limit,
+            seed=0,
+            max_tokens=a.max_tokens,
+            out=work / engine,
+            models_file=models,
         )
         reports, impossible = [], []
         for i in range(a.runs):
             settings = LoadSettings(bench=bench, levels=levels, slos=parse_slos(a.slo), margin=a.margin)
-            ldir, runs = run_load(settings, say=lambda m: print(m, file=sys.stderr))
+            ldir, settings, runs = run_load(settings, say=lambda m: print(m, file=sys.stderr))
             rep = analyse(settings, runs)
             write_load(ldir, rep)
             reports.append(rep)

@@ -27,6 +27,9 @@ def load(
     repeats: int = typer.Option(1, "--repeats", "-k", min=1),
     data: Path | None = typer.Option(None, "--data"),
     out_dir: Path = typer.Option(Path("runs"), "--out"),
+    resume: str | None = typer.Option(
+        None, "--resume", help="A load id (folder in --out): finished levels are kept, the others run or resume."
+    ),
     gpu: int | None = typer.Option(None, "--gpu"),
     decode: str = typer.Option("none", "--decode"),
     tool_mode: str | None = typer.Option(None, "--tool-mode"),
@@ -44,8 +47,10 @@ def load(
     if decode not in ("none", "json", "yaml"):
         fail(f"--decode {decode!r}: choose none, json or yaml")
     try:
-        settings = LoadSettings(
-            bench=BenchOptions(
+        if resume is not None:  # the load's recorded settings, as `rig bench --resume` takes the run's
+            ldir, settings, runs = run_load(None, say=say, resume=resume, out=out_dir)
+        else:
+            bench = BenchOptions(
                 model=model,
                 benchmark=benchmark,
                 limit=limit,
@@ -59,12 +64,9 @@ def load(
                 seed=seed,
                 max_tokens=max_tokens,
                 models_file=models_file.resolve() if models_file else None,
-            ),
-            levels=parse_levels(concurrency),
-            slos=parse_slos(slo),
-            margin=margin,
-        )
-        ldir, runs = run_load(settings, say=say)
+            )
+            asked = LoadSettings(bench=bench, levels=parse_levels(concurrency), slos=parse_slos(slo), margin=margin)
+            ldir, settings, runs = run_load(asked, say=say)
     except BenchError as e:
         fail(str(e))
     md = write_load(ldir, analyse(settings, runs))

@@ -388,33 +388,91 @@ def level_argv(spec_file: Path, o: BenchOptions) -> list[str]:
     return [interpreter(o.model, o), "-m", "rig.runs.load", str(spec_file)]
 
 
-def run_load(settings: LoadSettings, say: Callable[[str], object] = print) -> tuple[Path, list[Path]]:
-    """Run every level, each in its own process, into a new load folder; return it and the levels' run folders."""
-    _check(settings)
-    o = settings.bench
-    ldir = o.out / f"load-{time.strftime('%Y%m%d-%H%M%S')}-{o.benchmark}"
+class LoadPlan(BaseModel):
+    """`plan.json` in a load folder: the settings and each level's run id once its run folder exists, so
+    `--resume` skips finished levels and resumes an unfinished one's run."""
+
+    format_version: int = LOAD_FORMAT
+    settings: LoadSettings
+    runs: dict[int, str] = Field(default_factory=dict)  # level -> run id (a folder in the load folder's runs/)
+
+
+def _open_plan(out: Path, load_id: str) -> tuple[Path, LoadPlan]:
+    ldir = out / load_id
+    path = ldir / "plan.json"
+    if not load_id or "/" in load_id or load_id in (".", ".."):
+        raise BenchError(f"--resume {load_id!r}: give a load id (a folder name inside --out {out})")
     try:
-        ldir.mkdir(parents=True, exist_ok=False)
+        plan = LoadPlan.model_validate_json(path.read_text())
     except OSError as e:
-        raise BenchError(f"--out {o.out}: cannot create the load folder {ldir} ({e.strerror})") from None
-    write_record(ldir / "settings.json", settings)
-    seed = o.seed if o.seed is not None else 0
+        raise BenchError(f"--resume {load_id}: {path}: cannot read ({e.strerror})") from None
+    except ValidationError as e:
+        err = e.errors()[0]
+        raise BenchError(f"{path}: {'.'.join(map(str, err['loc']))}: {err['msg']}") from None
+    if plan.format_version > LOAD_FORMAT:
+        raise BenchError(f"{path}: format {plan.format_version} is newer than this rig reads ({LOAD_FORMAT})")
+    return ldir, plan
+
+
+def _finished(run_dir: Path) -> bool:
+    from rig.runs.manifest import RunManifest
+
+    try:
+        return RunManifest.read(run_dir).status == "finished"
+    except Exception:  # a damaged or missing manifest: resume the run, whose own checks name the problem
+        return False
+
+
+def run_load(
+    settings: LoadSettings | None,
+    say: Callable[[str], object] = print,
+    *,
+    resume: str | None = None,
+    out: Path = Path("runs"),
+) -> tuple[Path, LoadSettings, list[Path]]:
+    """Run every level, each in its own process, into a new load folder (or the load folder `resume` inside `out`,
+    whose recorded settings are used); return the folder, the settings and the levels' run folders."""
+    if resume is not None:
+        ldir, plan = _open_plan(out, resume)
+        settings = plan.settings
+    else:
+        if settings is None:
+            raise ValueError("settings or resume")
+        _check(settings)
+        o = settings.bench
+        ldir = o.out / f"load-{time.strftime('%Y%m%d-%H%M%S')}-{o.benchmark}"
+        try:
+            ldir.mkdir(parents=True, exist_ok=False)
+        except OSError as e:
+            raise BenchError(f"--out {o.out}: cannot create the load folder {ldir} ({e.strerror})") from None
+        o = o.model_copy(update={"seed": o.seed if o.seed is not None else 0, "resume": None})
+        settings = settings.model_copy(update={"bench": o})
+        plan = LoadPlan(settings=settings)
+        write_record(ldir / "plan.json", plan)
+    o = settings.bench
+    runs = ldir / "runs"
     run_dirs: list[Path] = []
     for level in settings.levels:
-        spec = LevelSpec(
-            level=level,
-            bench=o.model_copy(update={"concurrency": level, "out": ldir / "runs", "seed": seed, "resume": None}),
-        )
+        known = plan.runs.get(level)
+        if known is not None and _finished(runs / known):
+            say(f"== concurrency {level}: finished before ({known})")
+            run_dirs.append(runs / known)
+            continue
+        spec = LevelSpec(level=level, bench=o.model_copy(update={"concurrency": level, "out": runs, "resume": known}))
         spec_file = ldir / f"level-{level}.json"
         write_record(spec_file, spec)
-        say(f"== concurrency {level} (own process)")
-        before = set((ldir / "runs").glob("*")) if (ldir / "runs").exists() else set()
+        say(f"== concurrency {level} (own process)" + (f", resuming {known}" if known else ""))
+        before = set(runs.glob("*")) if runs.exists() else set()
         r = subprocess.run(level_argv(spec_file, o), stdout=None, stderr=None)
-        after = set((ldir / "runs").glob("*")) - before
-        if r.returncode != 0 or len(after) != 1:
-            raise BenchError(f"level {level}: rig bench failed (exit {r.returncode}); see its output above")
-        run_dirs.append(after.pop())
-    return ldir, run_dirs
+        new = set(runs.glob("*")) - before if runs.exists() else set()
+        if known is None and len(new) == 1:
+            plan.runs[level] = new.pop().name
+            write_record(ldir / "plan.json", plan)
+        if r.returncode != 0 or level not in plan.runs:
+            hint = f"; resume with: rig load --resume {ldir.name} --out {ldir.parent}" if level in plan.runs else ""
+            raise BenchError(f"level {level}: rig bench failed (exit {r.returncode}); see its output above{hint}")
+        run_dirs.append(runs / plan.runs[level])
+    return ldir, settings, run_dirs
 
 
 def main(argv: list[str]) -> int:

@@ -214,3 +214,59 @@ def test_slo_model_refuses_a_non_positive_limit() -> None:
 
     with pytest.raises(ValidationError):
         Slo(metric="ttft", quantile="p95", limit_s=0)
+
+
+def test_resume_keeps_finished_levels_and_resumes_the_unfinished_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The level processes are stood in for (the fake engine cannot cross a process): each makes its level's run
+    folder; level 2 dies the first time with its run unfinished."""
+    import shutil
+    import subprocess
+
+    import rig.runs.load as load
+    from rig.runs.load import LoadPlan
+    from rig.runs.manifest import RunManifest
+
+    calls: list[LevelSpec] = []
+    die = {2}
+
+    def child(argv: list[str], **_: object) -> subprocess.CompletedProcess[str]:
+        spec = LevelSpec.model_validate_json(Path(argv[-1]).read_text())
+        calls.append(spec)
+        o = spec.bench
+        run_id = o.resume or f"run-c{spec.level}"
+        if o.resume is None:
+            made = make_run(tmp_path / f"scratch-{spec.level}-{len(calls)}", n_eps=6, engine=cutting_engine(0))
+            o.out.mkdir(parents=True, exist_ok=True)
+            shutil.move(made, o.out / run_id)
+        man = RunManifest.read(o.out / run_id)
+        man.run_id, man.concurrency = run_id, spec.level
+        man.status = "interrupted" if spec.level in die else "finished"
+        man.write(o.out / run_id)
+        rc = 1 if spec.level in die else 0
+        die.discard(spec.level)
+        return subprocess.CompletedProcess(argv, rc)
+
+    monkeypatch.setattr(load.subprocess, "run", child)
+    monkeypatch.setattr(load, "_check", lambda _s: None)  # no registry model behind the stand-in
+    settings = LoadSettings(bench=BenchOptions(model="m", benchmark="callnavi", out=tmp_path / "out"), levels=[1, 2, 4])
+    with pytest.raises(BenchError, match=r"level 2: rig bench failed \(exit 1\).*resume with: rig load --resume load-"):
+        run_load(settings)
+    ldir = next((tmp_path / "out").glob("load-*"))
+    assert LoadPlan.model_validate_json((ldir / "plan.json").read_text()).runs == {1: "run-c1", 2: "run-c2"}
+    assert [c.level for c in calls] == [1, 2]
+    assert all(c.bench.seed == 0 and c.bench.concurrency == c.level for c in calls)
+
+    calls.clear()
+    got_dir, got, runs = run_load(None, resume=ldir.name, out=tmp_path / "out")
+    assert got_dir == ldir and got.levels == [1, 2, 4]
+    assert [(c.level, c.bench.resume) for c in calls] == [(2, "run-c2"), (4, None)]  # level 1 was finished
+    assert [r.name for r in runs] == ["run-c1", "run-c2", "run-c4"]
+    assert analyse(got, runs).verdict.level == 4
+
+    with pytest.raises(BenchError, match=r"--resume nope: .*plan.json: cannot read"):
+        run_load(None, resume="nope", out=tmp_path / "out")
+    (ldir / "plan.json").write_text('{"settings": {"levels": "x"}}')
+    with pytest.raises(BenchError, match=r"plan.json: settings.bench: Field required"):
+        run_load(None, resume=ldir.name, out=tmp_path / "out")
