@@ -7,7 +7,7 @@ import pytest
 
 pytest.importorskip("matplotlib")
 
-from rig.runs.plots import Point, figure_svg, pareto_front, pareto_plot, save_figure
+from rig.runs.plots import Point, figure_bytes, figure_svg, pareto_front, pareto_plot, save_figure
 
 
 def _render(fig):  # type: ignore[no-untyped-def]
@@ -153,3 +153,23 @@ def test_labels_of_top_scores_stay_inside_the_axes_clear_of_the_title() -> None:
     for text in fig.axes[0].texts:
         box = text.get_window_extent(renderer)
         assert axes.y0 <= box.y0 and box.y1 <= axes.y1, text.get_text()
+
+
+def test_load_plot_leaves_unmeasured_levels_out_and_names_them() -> None:
+    from rig.runs.plots import load_plot
+
+    fig = load_plot(
+        [1, 4, 16],
+        [(0.5, 0.3, 0.7), (None, None, None), (0.25, 0.1, 0.4)],
+        {"TTFT p95": [0.2, 0.9, None], "E2E p95": [1.0, 2.0, 6.0]},
+        "m on b",
+    )
+    score, latency = fig.axes
+    assert score.get_ylim()[0] < 0 < 1 < score.get_ylim()[1]  # a rate on the 0-1 axis
+    assert latency.get_ylim()[0] == 0  # latency from 0
+    assert score.get_xscale() == "log"  # 1..16: doubling levels spaced evenly
+    svg = figure_bytes(fig, "svg").decode()
+    assert 'id="score:1"' in svg and 'id="score:16"' in svg and 'id="score:4"' not in svg  # no point drawn at 0
+    ttft = next(line for line in latency.lines if line.get_label() == "TTFT p95")
+    assert list(ttft.get_xdata()) == [1, 4]
+    assert "not measured: score at 4, TTFT p95 at 16" in " ".join(t.get_text() for t in fig.texts)
