@@ -20,6 +20,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -141,6 +142,7 @@ class LevelResult(BaseModel):
     diff_high: float | None
     flips_to_correct: int
     flips_to_wrong: int
+    replies_changed: int | None = None  # paired episodes whose reply texts differ from level 1's (numerics)
     non_inferior: bool | None  # None: fewer than two paired episodes, so not measured
     ttft_s: dict[str, float | None]  # p50 / p95 / p99 over generations
     e2e_s: dict[str, float | None]
@@ -169,6 +171,14 @@ class LoadReport(BaseModel):
     margin: float
     results: list[LevelResult]
     verdict: LoadVerdict
+
+
+@dataclass
+class LevelOutputs:
+    """A level's per-episode headline scores and reply texts, which the other levels are paired with."""
+
+    scores: dict[tuple[str, int], float]
+    texts: dict[tuple[str, int], list[str]]
 
 
 # -- measuring a level -------------------------------------------------------------------------------------------
@@ -214,10 +224,10 @@ def _goodput(
 def measure_level(
     level: int,
     run_dir: Path,
-    base: dict[tuple[str, int], float] | None,
+    base: LevelOutputs | None,
     slos: list[Slo],
     margin: float,
-) -> tuple[LevelResult, dict[tuple[str, int], float]]:
+) -> tuple[LevelResult, LevelOutputs]:
     """A level's numbers from its run folder, paired against level 1's per-episode scores (`base`; None: this is
     level 1). Returns the result and this level's scores."""
     from rig.runs.compare import paired
@@ -234,6 +244,7 @@ def measure_level(
         store.close()
     h = headline_score(results, benchmark_of(info).headline)
     scores = h.by_episode()
+    texts = {(r.episode_id, r.repeat): [g.text for g in r.generations] for r in results}
     gens = [g for r in results for g in r.generations]
     ttft = [g.timings.ttft_s for g in gens if g.timings.ttft_s is not None]
     e2e = [g.timings.e2e_s for g in gens if g.timings.e2e_s is not None]
@@ -242,7 +253,9 @@ def measure_level(
     wall = max(ends) - min(starts) if starts and ends and max(ends) > min(starts) else None
     ct = [g.completion_tokens for g in gens if g.completion_tokens is not None]
     tokens = sum(ct) if ct else None
-    ref = scores if base is None else base
+    ref = scores if base is None else base.scores
+    ref_texts = texts if base is None else base.texts
+    same = set(ref_texts) & set(texts)
     keys = sorted(set(ref) & set(scores))
     n, d, lo, hi, better, worse = paired(ref, scores, keys)
     if base is None:
@@ -287,6 +300,7 @@ def measure_level(
         diff_high=hi,
         flips_to_correct=int(better or 0),
         flips_to_wrong=int(worse or 0),
+        replies_changed=sum(texts[k] != ref_texts[k] for k in same) if same else None,
         non_inferior=non_inferior,
         ttft_s={q: percentile(ttft, p) for q, p in QUANTILES.items()},
         e2e_s={q: percentile(e2e, p) for q, p in QUANTILES.items()},
@@ -300,7 +314,7 @@ def measure_level(
         passes=not why,
         why_not=why,
     )
-    return res, scores
+    return res, LevelOutputs(scores=scores, texts=texts)
 
 
 def verdict(results: list[LevelResult]) -> LoadVerdict:
@@ -330,11 +344,11 @@ def analyse(settings: LoadSettings, run_dirs: list[Path]) -> LoadReport:
     if len(run_dirs) != len(settings.levels):
         raise ValueError("one run folder per level")
     results: list[LevelResult] = []
-    base: dict[tuple[str, int], float] | None = None
+    base: LevelOutputs | None = None
     for level, d in zip(settings.levels, run_dirs, strict=True):
-        res, scores = measure_level(level, d, base, settings.slos, settings.margin)
+        res, outputs = measure_level(level, d, base, settings.slos, settings.margin)
         if base is None:
-            base = scores
+            base = outputs
         results.append(res)
     cfg = RunManifest.read(run_dirs[0]).config
     return LoadReport(
@@ -525,6 +539,7 @@ def load_tables(rep: LoadReport) -> list[Any]:
                 "reference" if r.level == rep.levels[0] else nm(r.diff),
                 "" if r.level == rep.levels[0] else nm(r.diff_low),
                 "" if r.level == rep.levels[0] else f"{r.flips_to_correct} / {r.flips_to_wrong}",
+                "" if r.level == rep.levels[0] else nm(r.replies_changed),
                 *(nm(r.ttft_s[q]) for q in QUANTILES),
                 *(nm(r.e2e_s[q]) for q in QUANTILES),
                 nm(r.tokens_per_s),
@@ -545,6 +560,7 @@ def load_tables(rep: LoadReport) -> list[Any]:
             "Paired diff",
             "Diff CI low",
             "Flips to correct / wrong",
+            "Replies changed",
             *(f"TTFT {q} (s)" for q in QUANTILES),
             *(f"E2E {q} (s)" for q in QUANTILES),
             "Completion tok/s",
@@ -553,7 +569,9 @@ def load_tables(rep: LoadReport) -> list[Any]:
         ],
         rows=rows,
         note=f"Score = the benchmark's headline per-episode score, 95% bootstrap CI; paired against level 1 by "
-        f"(episode, repeat); a flip compares scores at 0.5. Non-inferior: paired-difference CI low >= -{rep.margin:g}. "
+        "(episode, repeat); a flip compares scores at 0.5; replies changed counts paired episodes whose reply texts "
+        "differ from level 1's (same seed, batched numerics). "
+        f"Non-inferior: paired-difference CI low >= -{rep.margin:g}. "
         f"SLOs: {slo_text}, over every request of the level; goodput counts episodes whose every request met every "
         "SLO threshold. Peak in flight is observed from episode start and finish times.",
     )

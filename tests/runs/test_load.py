@@ -103,6 +103,7 @@ def test_verdict_is_the_highest_level_non_inferior_to_level_1(tmp_path: Path) ->
     assert (one.score, two.score) == (1.0, 1.0) and four.score == 0.5
     assert (four.paired, four.flips_to_wrong, four.flips_to_correct) == (8, 4, 0)
     assert two.paired == 8 and two.flips_to_wrong == two.flips_to_correct == 0
+    assert (one.replies_changed, two.replies_changed, four.replies_changed) == (0, 0, 4)  # the four cut replies
     assert two.non_inferior is True and four.non_inferior is False
     assert four.diff == -0.5 and four.diff_low is not None and four.diff_low < -0.05
     assert "accuracy inferior to level 1" in four.why_not[0]
