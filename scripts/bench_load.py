@@ -89,15 +89,19 @@ def ratio(a: float | None, b: float | None) -> float | None:
     return None if a is None or not b else a / b
 
 
-def section(engine: str, reports: list[Any], impossible: list[Any], note: str, a: argparse.Namespace) -> list[str]:
+def section(
+    engine: str, reports: list[Any], impossible: list[Any], note: str, st: Any, impossible_slo: str
+) -> list[str]:
     from rig.runs.load import load_tables
     from rig.runs.report import table_md
 
+    o = st.bench
+    slos = ",".join(f"{x.key}={x.limit_s:g}s" for x in st.slos)
     out = [f"## {engine}", "", f"- Server: {note}"]
     out += [
-        f"- CallNavi (embedded sample), --limit {a.limit} ({reports[0].results[0].episodes} episodes), seed 0, "
-        f"temperature 0, max_tokens {a.max_tokens or 'the benchmark default'}, levels {a.levels}, "
-        f"SLOs `{a.slo}`, non-inferiority margin {a.margin}",
+        f"- {o.benchmark} (embedded sample), --limit {o.limit} ({reports[0].results[0].episodes} episodes), "
+        f"seed {o.seed}, temperature 0, max_tokens {o.max_tokens or 'the benchmark default'}, levels "
+        f"{','.join(map(str, st.levels))}, SLOs `{slos}`, non-inferiority margin {st.margin}",
         "",
     ]
     for i, rep in enumerate(reports, 1):
@@ -107,7 +111,7 @@ def section(engine: str, reports: list[Any], impossible: list[Any], note: str, a
         out += [table_md(t).replace("### ", "#### ", 1) for t in load_tables(rep)]
         iv = impossible[i - 1].verdict
         out += [
-            f"The same runs re-analysed with the impossible SLO `{a.impossible}`: **verdict "
+            f"The same runs re-analysed with the impossible SLO `{impossible_slo}`: **verdict "
             f"{'none' if iv.level is None else iv.level}** ({iv.reason}).",
             "",
         ]
@@ -131,11 +135,19 @@ def section(engine: str, reports: list[Any], impossible: list[Any], note: str, a
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--engine", action="append", choices=sorted(SERVER_NOTE), required=True)
+    ap.add_argument("--engine", action="append", choices=sorted(SERVER_NOTE), default=[])
+    ap.add_argument(
+        "--from",
+        dest="done",
+        action="append",
+        default=[],
+        metavar="ENGINE=LOAD_DIR",
+        help="analyse a finished load folder (its plan.json) instead of running that engine; repeatable",
+    )
     ap.add_argument("--llama-server", default=None, help="path of a llama.cpp llama-server binary")
     ap.add_argument("--levels", default="1,2,4")
     ap.add_argument("--limit", type=int, default=3)
-    ap.add_argument("--slo", default="ttft_p95=20s,e2e_p95=60s")
+    ap.add_argument("--slo", default=None, help="default ttft_p95=20s,e2e_p95=60s (with --from: the recorded SLOs)")
     ap.add_argument("--impossible", default="ttft_p95=1ms")
     ap.add_argument("--margin", type=float, default=0.05)
     ap.add_argument("--threads", type=int, default=1, help="server threads (1: a busy shared host starves a second)")
@@ -144,9 +156,11 @@ def main() -> None:
     ap.add_argument("--keep", default=None, help="folder for the load runs (default: a temporary one)")
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "load.md"))
     a = ap.parse_args()
+    a.slo_given = a.slo is not None
+    a.slo = a.slo or "ttft_p95=20s,e2e_p95=60s"
 
     from rig.runs.bench import BenchOptions
-    from rig.runs.load import LoadSettings, analyse, parse_levels, parse_slos, run_load, write_load
+    from rig.runs.load import LoadPlan, LoadSettings, analyse, parse_levels, parse_slos, run_load, write_load
 
     os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
     os.environ.setdefault("VLLM_HOST_IP", "127.0.0.1")
@@ -165,22 +179,36 @@ def main() -> None:
         "- Levels are small because the host has 2 cores; at level 4 at most 4 of the episodes run at once",
         "",
     ]
+    done: dict[str, list[Path]] = {}
+    for item in a.done:
+        engine, _, folder = item.partition("=")
+        if engine not in SERVER_NOTE:
+            sys.exit(f"--from {item!r}: ENGINE is one of {', '.join(sorted(SERVER_NOTE))}")
+        done.setdefault(engine, []).append(Path(folder))
+    if "vllm" in a.engine or "vllm" in done:
+        import subprocess
+
+        py = os.environ.get("RIG_PYTHON_VLLM", sys.executable)
+        probe = [py, "-c", "import importlib.metadata as m; print(m.version('vllm-cpu'))"]
+        versions["vllm"] = subprocess.run(probe, capture_output=True, text=True).stdout.strip() or "?"
+    for engine, folders in done.items():
+        reports, impossible = [], []
+        for ldir in folders:
+            plan = LoadPlan.model_validate_json((ldir / "plan.json").read_text())
+            settings = plan.settings
+            runs = [ldir / "runs" / plan.runs[n] for n in settings.levels]
+            if a.slo_given:
+                settings = settings.model_copy(update={"slos": parse_slos(a.slo)})
+            rep = analyse(settings, runs)
+            write_load(ldir, rep)
+            reports.append(rep)
+            impossible.append(analyse(settings.model_copy(update={"slos": parse_slos(a.impossible)}), runs))
+        note = SERVER_NOTE[engine].format(top=settings.levels[-1], threads=a.threads, **versions)
+        lines += section(engine, reports, impossible, note, settings, a.impossible)
     for engine in a.engine:
         name = f"gemma3-270m-{engine}"
         models = work / f"models-{engine}.yaml"
         models.write_text(yaml.safe_dump({"models": {name: entry(engine, levels[-1], a.threads, a.llama_server)}}))
-        if engine == "vllm":
-            py = os.environ.get("RIG_PYTHON_VLLM", sys.executable)
-            import subprocess
-
-            versions["vllm"] = (
-                subprocess.run(
-                    [py, "-c", "import importlib.metadata as m; print(m.version('vllm-cpu'))"],
-                    capture_output=True,
-                    text=True,
-                ).stdout.strip()
-                or "?"
-            )
         bench = BenchOptions(
             model=name,
             benchmark="callnavi",
@@ -200,7 +228,7 @@ def main() -> None:
             impossible.append(analyse(settings.model_copy(update={"slos": parse_slos(a.impossible)}), runs))
             print(f"{engine} run {i + 1}: verdict {rep.verdict.level} ({rep.verdict.reason})", file=sys.stderr)
         note = SERVER_NOTE[engine].format(top=levels[-1], threads=a.threads, **versions)
-        lines += section(engine, reports, impossible, note, a)
+        lines += section(engine, reports, impossible, note, settings, a.impossible)
     Path(a.out).write_text("\n".join(lines))
     print(f"wrote {a.out}", file=sys.stderr)
 
