@@ -116,8 +116,10 @@ def section(
             "",
         ]
     levels = reports[0].levels
-    rows = ["| Level | TTFT p95 / level 1 | E2E p95 / level 1 | Completion tok/s / level 1 | Flips (correct / wrong) |"]
-    rows.append("|---|---|---|---|---|")
+    rows = [
+        "| Level | TTFT p95 / level 1 | E2E p95 / level 1 | Tok/s / level 1 | Flips (correct / wrong) | Replies changed |"
+    ]
+    rows.append("|---|---|---|---|---|---|")
     for j, n in enumerate(levels):
 
         def med(get: Any, j: int = j) -> float | None:
@@ -125,9 +127,10 @@ def section(
             return statistics.median(xs) if xs else None
 
         flips = ", ".join(f"{rep.results[j].flips_to_correct} / {rep.results[j].flips_to_wrong}" for rep in reports)
+        changed = ", ".join(str(rep.results[j].replies_changed) for rep in reports)
         rows.append(
             f"| {n} | {fmt(med(lambda r: r.ttft_s['p95']))} | {fmt(med(lambda r: r.e2e_s['p95']))} "
-            f"| {fmt(med(lambda r: r.tokens_per_s))} | {flips} |"
+            f"| {fmt(med(lambda r: r.tokens_per_s))} | {flips} | {changed} |"
         )
     out += [f"### Ratios to level 1 (median of {len(reports)} run(s); flips per run)", "", *rows, ""]
     return out
