@@ -117,7 +117,7 @@ def section(
         ]
     levels = reports[0].levels
     rows = [
-        "| Level | TTFT p95 / level 1 | E2E p95 / level 1 | Tok/s / level 1 | Flips (correct / wrong) | Replies changed |"
+        "| Level | TTFT p95 / level 1 | E2E p95 / level 1 | Tok/s / level 1 | Flips (right / wrong) | Replies changed |"
     ]
     rows.append("|---|---|---|---|---|---|")
     for j, n in enumerate(levels):
