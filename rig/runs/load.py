@@ -229,7 +229,7 @@ def measure_level(
     margin: float,
 ) -> tuple[LevelResult, LevelOutputs]:
     """A level's numbers from its run folder, paired against level 1's per-episode scores (`base`; None: this is
-    level 1). Returns the result and this level's scores."""
+    level 1). Returns the result and this level's scores and replies."""
     from rig.runs.compare import paired
     from rig.runs.manifest import RunManifest
     from rig.runs.store import Store
@@ -284,12 +284,15 @@ def measure_level(
             why.append(f"SLO {c.key} missed: {c.value_s:.3g} s > {c.limit_s:.3g} s")
     if not results:
         why.append("no stored results")
+    peak = peak_in_flight(results)
+    if peak is not None and peak < min(level, len(results)):  # the engine or runner capped it: not this level
+        why.append(f"level not reached: at most {peak} episode(s) were in flight at once")
     res = LevelResult(
         level=level,
         run_id=man.run_id,
         episodes=len(results),
         failed=sum(r.status == "failed" for r in results),
-        peak_in_flight=peak_in_flight(results),
+        peak_in_flight=peak,
         samples=h.samples,
         score=h.mean,
         score_low=h.low,

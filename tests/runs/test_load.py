@@ -6,12 +6,15 @@ in tests/runs/test_load_engines.py.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 
 import pytest
 
-from rig.records import EpisodeResult
+from rig.benchmarks.base import RunContext
+from rig.benchmarks.callnavi.benchmark import CallNavi
+from rig.records import EpisodeResult, Sampling
 from rig.runs.bench import BenchError, BenchOptions
 from rig.runs.load import (
     LevelSpec,
@@ -26,7 +29,11 @@ from rig.runs.load import (
     run_load,
     write_load,
 )
-from tests.runs.test_report import cutting_engine, make_run
+from rig.runs.runner import plan, run_items
+from rig.runs.store import Store
+from tests.fakes import FakeEngine
+from tests.runs.test_report import _build_fake, cutting_engine, make_run
+from tests.runs.test_runner import oracle
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -87,12 +94,26 @@ def test_peak_in_flight_from_start_and_finish_times() -> None:
     assert peak_in_flight([]) is None
 
 
+def level_run(tmp_path: Path, level: int, engine: FakeEngine, n_eps: int = 8) -> Path:
+    """A run folder made with `level` episodes in flight (make_run runs one at a time)."""
+    run_dir = make_run(tmp_path, n_eps=n_eps, engine=engine)
+    _spec, _w, bench, eps, _cfg = _build_fake(n_eps)
+    (run_dir / "results.sqlite").unlink()
+    for extra in run_dir.glob("results.sqlite-*"):
+        extra.unlink()
+    engine.concurrency, engine.delay = level, 0.01  # long enough for the episodes to overlap
+    store = Store(run_dir / "results.sqlite")
+    asyncio.run(run_items(plan([(bench, eps)], 1), engine, store, RunContext(sampling=Sampling()), concurrency=level))
+    store.close()
+    return run_dir
+
+
 def _levels(tmp_path: Path) -> list[Path]:
     """Level 1 and 2 answer right; level 4 cuts every second reply (wrong answers): flips to wrong."""
     return [
-        make_run(tmp_path / "c1", n_eps=8, engine=cutting_engine(0)),
-        make_run(tmp_path / "c2", n_eps=8, engine=cutting_engine(0)),
-        make_run(tmp_path / "c4", n_eps=8, engine=cutting_engine(2)),
+        level_run(tmp_path / "c1", 1, cutting_engine(0)),
+        level_run(tmp_path / "c2", 2, cutting_engine(0)),
+        level_run(tmp_path / "c4", 4, cutting_engine(2)),
     ]
 
 
@@ -114,13 +135,21 @@ def test_verdict_is_the_highest_level_non_inferior_to_level_1(tmp_path: Path) ->
     assert all(c.holds for r in rep.results for c in r.slos)
 
 
+def test_a_level_that_was_not_reached_does_not_pass(tmp_path: Path) -> None:
+    runs = [level_run(tmp_path / "c1", 1, cutting_engine(0)), level_run(tmp_path / "c4", 2, cutting_engine(0))]
+    rep = analyse(LoadSettings(bench=BenchOptions(), levels=[1, 4]), runs)  # "level 4" ran two at a time
+    assert rep.results[1].peak_in_flight == 2
+    assert rep.results[1].why_not == ["level not reached: at most 2 episode(s) were in flight at once"]
+    assert rep.verdict.level == 1
+
+
 def test_a_wider_margin_admits_the_inferior_level(tmp_path: Path) -> None:
     rep = analyse(LoadSettings(bench=BenchOptions(), levels=[1, 2, 4], margin=0.9), _levels(tmp_path))
     assert rep.verdict.level == 4
 
 
 def test_impossible_slo_gives_verdict_none_with_the_reason(tmp_path: Path) -> None:
-    runs = [make_run(tmp_path / f"c{n}", n_eps=6) for n in (1, 2, 4)]  # the fake answers each request in 2 ms
+    runs = [level_run(tmp_path / f"c{n}", n, FakeEngine(oracle(CallNavi())), 6) for n in (1, 2, 4)]
     settings = LoadSettings(bench=BenchOptions(), levels=[1, 2, 4], slos=parse_slos("e2e_p95=1ms"))
     rep = analyse(settings, runs)
     assert rep.verdict.level is None
@@ -165,7 +194,7 @@ def test_report_files_and_round_trip(tmp_path: Path) -> None:
     assert LoadReport.model_validate_json((tmp_path / "load.json").read_text()) == rep
     assert (tmp_path / "load.md").read_text() == md
     assert "| Concurrency | Peak in flight |" in md and "**Verdict: concurrency 2**" in md
-    assert "| 4 | 1 | 8 | 0.500 |" in md  # the fake runs were made one episode at a time: peak 1 is reported
+    assert "| 4 | 4 | 8 | 0.500 |" in md  # observed in flight: 4
     svg = (tmp_path / "load.svg").read_text()
     assert all(f'id="score:{n}"' in svg for n in (1, 2, 4))
     assert 'id="latency:TTFT p95"' in svg and 'id="latency:E2E p95"' in svg
@@ -238,7 +267,7 @@ def test_resume_keeps_finished_levels_and_resumes_the_unfinished_run(
         o = spec.bench
         run_id = o.resume or f"run-c{spec.level}"
         if o.resume is None:
-            made = make_run(tmp_path / f"scratch-{spec.level}-{len(calls)}", n_eps=6, engine=cutting_engine(0))
+            made = level_run(tmp_path / f"scratch-{spec.level}-{len(calls)}", spec.level, cutting_engine(0), 6)
             o.out.mkdir(parents=True, exist_ok=True)
             shutil.move(made, o.out / run_id)
         man = RunManifest.read(o.out / run_id)
