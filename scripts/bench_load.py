@@ -37,13 +37,17 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 SERVER_NOTE = {
-    "vllm": "vLLM {vllm} CPU build (continuous batching, max_num_seqs {top}, enforce_eager), bf16 conversion of the "
+    "vllm": "vLLM {vllm} CPU build (continuous batching, max_num_seqs {seqs}, enforce_eager), bf16 conversion of the "
     "embedded GGUF, VLLM_CPU_KVCACHE_SPACE=1",
     "llama-server": "llama.cpp llama-server (built from the sources vendored in llama-cpp-python {llama_cpp}, AVX2 "
     "CPU build), --parallel {top} slots, continuous batching, {threads} threads",
     "llama-cpp-server": "python -m llama_cpp.server (llama-cpp-python {llama_cpp}), no parallel slots (requests "
     "queue behind one model instance), --interrupt_requests False, {threads} threads",
 }
+
+
+def seqs(top: int) -> int:
+    return max(top, 16)  # vLLM's CPU default in rig's converted entry; never below the top level
 
 
 def entry(engine: str, top: int, threads: int, llama_server: str | None) -> dict[str, Any]:
@@ -62,7 +66,7 @@ def entry(engine: str, top: int, threads: int, llama_server: str | None) -> dict
             "engine": "vllm",
             "weights": {"dir": folder},
             "quantization": "bf16",
-            "engine_args": {"enforce_eager": True, "max_num_seqs": max(top, 16)},
+            "engine_args": {"enforce_eager": True, "max_num_seqs": seqs(top)},
         }
     if engine == "llama-server":
         if not llama_server:
@@ -206,7 +210,9 @@ def main() -> None:
             write_load(ldir, rep)
             reports.append(rep)
             impossible.append(analyse(settings.model_copy(update={"slos": parse_slos(a.impossible)}), runs))
-        note = SERVER_NOTE[engine].format(top=settings.levels[-1], threads=a.threads, **versions)
+        note = SERVER_NOTE[engine].format(
+            top=settings.levels[-1], seqs=seqs(settings.levels[-1]), threads=a.threads, **versions
+        )
         lines += section(engine, reports, impossible, note, settings, a.impossible)
     for engine in a.engine:
         name = f"gemma3-270m-{engine}"
@@ -230,7 +236,7 @@ def main() -> None:
             reports.append(rep)
             impossible.append(analyse(settings.model_copy(update={"slos": parse_slos(a.impossible)}), runs))
             print(f"{engine} run {i + 1}: verdict {rep.verdict.level} ({rep.verdict.reason})", file=sys.stderr)
-        note = SERVER_NOTE[engine].format(top=levels[-1], threads=a.threads, **versions)
+        note = SERVER_NOTE[engine].format(top=levels[-1], seqs=seqs(levels[-1]), threads=a.threads, **versions)
         lines += section(engine, reports, impossible, note, settings, a.impossible)
     Path(a.out).write_text("\n".join(lines))
     print(f"wrote {a.out}", file=sys.stderr)
