@@ -593,14 +593,15 @@ def load_figure(rep: LoadReport) -> Any:
     )
 
 
-def load_markdown(rep: LoadReport, figure: str | None) -> str:
+def load_markdown(rep: LoadReport, figure: str) -> str:
+    """The verdict, the table, then `figure` (its markdown, or why there is none)."""
     from rig.runs.report import table_md
 
     v = rep.verdict
     head = f"**Verdict: {'none' if v.level is None else f'concurrency {v.level}'}** ({v.reason})."
     lines = [f"# rig load: {rep.model} on {rep.benchmark}", "", head, ""]
     lines += [table_md(t) for t in load_tables(rep)]
-    lines += [f"![score and p95 latency against concurrency]({figure})" if figure else "_No figure drawn._", ""]
+    lines += [figure, ""]
     return "\n".join(lines)
 
 
@@ -611,9 +612,9 @@ def write_load(ldir: Path, rep: LoadReport) -> str:
     write_record(ldir / "load.json", rep)
     try:
         save_figure(load_figure(rep), ldir, "load")
-        figure: str | None = "load.svg"
-    except PlotsUnavailable:
-        figure = None
+        figure = "![score and p95 latency against concurrency](load.svg)"
+    except PlotsUnavailable as e:
+        figure = f"_No figure: {e}._"
     md = load_markdown(rep, figure)
     (ldir / "load.md").write_text(md)
     return md

@@ -300,3 +300,18 @@ def test_resume_keeps_finished_levels_and_resumes_the_unfinished_run(
     (ldir / "plan.json").write_text('{"settings": {"levels": "x"}}')
     with pytest.raises(BenchError, match=r"plan.json: settings.bench: Field required"):
         run_load(None, resume=ldir.name, out=tmp_path / "out")
+
+
+def test_without_matplotlib_the_report_says_why_there_is_no_figure(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import rig.runs.plots as plots
+
+    def missing(*_a: object, **_k: object) -> None:
+        raise plots.PlotsUnavailable(plots.MISSING)
+
+    monkeypatch.setattr(plots, "load_plot", missing)
+    rep = analyse(LoadSettings(bench=BenchOptions(), levels=[1, 2]), _levels(tmp_path)[:2])
+    md = write_load(tmp_path, rep)
+    assert "_No figure: figures need matplotlib: pip install 'rig[plots]'._" in md
+    assert not (tmp_path / "load.svg").exists() and (tmp_path / "load.json").is_file()
