@@ -16,7 +16,8 @@ The machine this was written for has 2 CPU cores shared with other work, so leve
     RIG_VLLM_CPU_MODEL=... RIG_PYTHON_VLLM=.venv-vllm/bin/python \\
         python3 scripts/bench_load.py --engine vllm --engine llama-server --llama-server PATH [--runs 2]
 
-Appends nothing: rewrites benchmarks/results/load.md with one section per engine given.
+Rewrites benchmarks/results/load.md with one section per engine given; ``--from ENGINE=LOAD_DIR`` analyses a finished
+load folder (its plan.json) instead of running that engine again.
 """
 
 from __future__ import annotations
@@ -40,9 +41,9 @@ SERVER_NOTE = {
     "vllm": "vLLM {vllm} CPU build (continuous batching, max_num_seqs {seqs}, enforce_eager), bf16 conversion of the "
     "embedded GGUF, VLLM_CPU_KVCACHE_SPACE=1",
     "llama-server": "llama.cpp llama-server (built from the sources vendored in llama-cpp-python {llama_cpp}, AVX2 "
-    "CPU build), --parallel {top} slots, continuous batching, {threads} threads",
+    "CPU build), --parallel {top} slots, continuous batching, -t {threads}",
     "llama-cpp-server": "python -m llama_cpp.server (llama-cpp-python {llama_cpp}), no parallel slots (requests "
-    "queue behind one model instance), --interrupt_requests False, {threads} threads",
+    "queue behind one model instance), --interrupt_requests False, n_threads {threads}",
 }
 
 
