@@ -9,9 +9,9 @@ how many answers it changed (score flips, and replies whose text changed at all)
 Per level: the headline score with its CI, the paired difference and flips against level 1, TTFT and end-to-end
 latency p50/p95/p99 over generations (requests), completion tokens per second of the level's wall time, and goodput
 against the SLOs. A level whose episodes were never that many in flight at once (or all of them, when fewer)
-does not pass: something capped it. The verdict is the highest level whose score is non-inferior to level 1 (the lower bound of the
-paired CI above -margin) and where every SLO holds; "none" with the reason otherwise. A value that was not measured
-is None and fails whatever needs it, never 0.
+does not pass: something capped it. The verdict is the highest level whose score is non-inferior to level 1 (the
+lower bound of the paired CI above -margin) and where every SLO holds; "none" with the reason otherwise. A value that
+was not measured is None and fails whatever needs it, never 0.
 """
 
 from __future__ import annotations
