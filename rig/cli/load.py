@@ -41,16 +41,17 @@ def load(
     """Run the same seeded episodes at each concurrency level (each level its own `rig bench` process) and report
     per level the score with its CI, paired flips against level 1, TTFT and end-to-end p50/p95/p99, tokens/s and
     goodput; the verdict is the highest level non-inferior to level 1 with every SLO holding."""
-    from rig.runs.bench import BenchError, BenchOptions
+    from rig.runs.bench import BenchError, bench_options
     from rig.runs.load import LoadSettings, analyse, parse_levels, parse_slos, run_load, write_load
+    from rig.runs.spec import DECODES, SpecError
 
-    if decode not in ("none", "json", "yaml"):
-        fail(f"--decode {decode!r}: choose none, json or yaml")
+    if decode not in DECODES:
+        fail(f"--decode {decode!r}: choose {', '.join(DECODES)}")
     try:
         if resume is not None:  # the load's recorded settings, as `rig bench --resume` takes the run's
             ldir, settings, runs = run_load(None, say=say, resume=resume, out=out_dir)
         else:
-            bench = BenchOptions(
+            flags = dict(
                 model=model,
                 benchmark=benchmark,
                 limit=limit,
@@ -65,9 +66,10 @@ def load(
                 max_tokens=max_tokens,
                 models_file=models_file.resolve() if models_file else None,
             )
+            bench = bench_options({k: v for k, v in flags.items() if v is not None})
             asked = LoadSettings(bench=bench, levels=parse_levels(concurrency), slos=parse_slos(slo), margin=margin)
             ldir, settings, runs = run_load(asked, say=say)
-    except BenchError as e:
+    except (BenchError, SpecError) as e:
         fail(str(e))
     md = write_load(ldir, analyse(settings, runs))
     say(f"load test: {ldir} (load.md, load.json; the figure as SVG, PDF and PNG)")

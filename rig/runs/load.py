@@ -403,7 +403,7 @@ def level_argv(spec_file: Path, o: BenchOptions) -> list[str]:
     from rig.runs.compare import interpreter
 
     assert o.model is not None
-    return [interpreter(o.model, o), "-m", "rig.runs.load", str(spec_file)]
+    return [interpreter(o.model, o.models_file), "-m", "rig.runs.load", str(spec_file)]
 
 
 class LoadPlan(BaseModel):
