@@ -32,8 +32,10 @@ from rig.runs.manifest import RunManifest, new_run_id, package_versions
 from rig.runs.runner import plan, run_items
 from rig.runs.spec import RunSpec, read_spec, spec_error
 from rig.runs.store import Store, open_manifest
+from rig.telemetry.bandwidth import cached_probe
 from rig.telemetry.energy import EnergyMeter, open_counter
 from rig.telemetry.gpu import GpuSampler
+from rig.telemetry.mbu import weights_profile
 
 
 class BenchError(Exception):
@@ -355,6 +357,8 @@ def _run(
     if manifest.energy is not None and manifest.energy.source == energy.source:  # a resume adds a session
         energy.sessions = manifest.energy.sessions
     meter.measure_idle(opts.idle_window_s)
+    manifest.bandwidth, manifest.bandwidth_reason = cached_probe(opts.gpu)
+    manifest.weights_profile, manifest.weights_reason = weights_profile(weights)
     items = plan(chosen, opts.repeats, order=opts.order, seed=spec.sampling.seed)
     ctx = RunContext(sampling=spec.sampling, decode=opts.decode, tool_mode=opts.tool_mode)
     resume_hint = f"rig bench --resume {manifest.run_id} --out {opts.out}"

@@ -20,8 +20,10 @@ from rig.records import write_record
 from rig.runformat import MANIFEST_FORMAT, check_version
 from rig.runs.config import RunConfig
 from rig.runs.spec import RunSpec
+from rig.telemetry.bandwidth import BandwidthProbe
 from rig.telemetry.energy import RunEnergy
 from rig.telemetry.gpu import GpuMemorySummary
+from rig.telemetry.mbu import WeightsProfile
 
 
 class HostInfo(BaseModel):
@@ -53,6 +55,10 @@ class RunManifest(BaseModel):
     peak_rss_bytes: int | None = None
     gpu_memory: GpuMemorySummary | None = None
     energy: RunEnergy | None = None  # None: written before rig measured energy (format 1)
+    bandwidth: BandwidthProbe | None = None  # the host's cached probe the run's MBU is set against
+    bandwidth_reason: str | None = None  # why there is none
+    weights_profile: WeightsProfile | None = None  # bytes and parameters touched per token, for MBU
+    weights_reason: str | None = None
     concurrency: int = 1
     order: str = "grouped"
     bundle_id: str | None = None  # the `rig bundle` whose models.yaml the run used: traces its weights and data files

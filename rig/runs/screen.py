@@ -12,7 +12,18 @@ from rig.runs.store import Store
 from rig.runs.summary import RunSummary, benchmark_of, summarize
 
 NM = "not measured"
-COLUMNS = ["benchmark", "episodes", "headline [95% CI]", "headline is", "cut", "latency p50", "tok/s", "peak mem"]
+COLUMNS = [
+    "benchmark",
+    "episodes",
+    "headline [95% CI]",
+    "headline is",
+    "cut",
+    "latency p50",
+    "tok/s",
+    "peak mem",
+    "J/episode",
+    "MBU",
+]
 
 
 def run_summaries(run_dir: Path) -> tuple[RunManifest, list[RunSummary]]:
@@ -48,7 +59,9 @@ def summary_row(s: RunSummary) -> list[str]:
     what = get_benchmark_class(s.benchmark).headline_name if s.benchmark else "headline score"
     if s.headline and s.headline.source:
         what += f" ({s.headline.source})"
-    return [s.benchmark or "all", eps, headline_text(s), what, cut, lat, tps, memory_text(s)]
+    joules = NM if s.energy.per_episode_j is None else f"{s.energy.per_episode_j:.3g}"
+    mbu = NM if s.efficiency.mbu is None else f"{100 * s.efficiency.mbu:.1f}%"
+    return [s.benchmark or "all", eps, headline_text(s), what, cut, lat, tps, memory_text(s), joules, mbu]
 
 
 def final_screen(run_dir: Path) -> tuple[Table, list[str]]:
@@ -64,7 +77,8 @@ def final_screen(run_dir: Path) -> tuple[Table, list[str]]:
         columns=COLUMNS,
         rows=[summary_row(s) for s in sums],
         note="headline: mean per-episode score, 95% bootstrap CI; cut: replies stopped at max_tokens; "
-        "latency: end-to-end per generation; memory: the run's peak",
+        "latency: end-to-end per generation; memory: the run's peak; J/episode: energy net of idle; MBU: decode "
+        "memory-bandwidth utilisation (report.md says why a figure was not measured)",
     )
     lines = [f"full tables: {run_dir / 'report.md'} (again with `rig report {run_dir}`)"]
     html = run_dir / "report.html"
