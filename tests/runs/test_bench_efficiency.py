@@ -173,3 +173,25 @@ def test_an_older_run_folder_reads_as_not_measured(tiny: Path, monkeypatch: pyte
     assert "| Energy per episode (J, net of idle) | not measured (recorded before rig measured energy) |" in md
     assert "| Decode memory-bandwidth utilisation | not measured (recorded before rig measured MBU) |" in md
     assert all(r["energy_not_measured"] == "recorded before rig measured energy" for r in episode_rows(run_dir))
+
+
+def test_compare_and_the_dashboard_plot_score_against_energy(tiny: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("matplotlib")
+    from rig.runs.compare import compare_report
+    from rig.runs.html import html_report
+
+    monkeypatch.setattr(bench, "open_counter", lambda gpu: (WallCounter(), None))
+    measured = run_bench(opts(tiny))
+    monkeypatch.setattr(bench, "open_counter", lambda gpu: (None, "no counter in this test"))
+    unmeasured = run_bench(opts(tiny))
+    md, figs = compare_report([measured, unmeasured])
+    assert "### Energy and memory bandwidth" in md and "pareto_energy" in figs
+    row = next(line for line in md.splitlines() if line.startswith("| tiny") and "no counter in this test" in line)
+    assert "| not measured |" in row  # the unmeasured variant's J/episode, never 0
+    html_report([measured, unmeasured], figures_dir=tiny / "figs")
+    assert (tiny / "figs" / "pareto_energy.svg").is_file()
+    html = html_report([unmeasured, unmeasured], figures_dir=tiny / "figs2")
+    assert "Score against energy: not measured in any of these runs" in html
+    assert not (tiny / "figs2" / "pareto_energy.svg").exists()
+    md, figs = compare_report([unmeasured, unmeasured])
+    assert "pareto_energy" not in figs and "Score against energy: not measured in any variant" in md
