@@ -5,8 +5,9 @@ decode MBU = bytes per token x decode tokens/s / the device's peak read bandwidt
 Weights touched per token: every tensor, except that the token-embedding table is only looked up (one row) when the
 model has a separate output matrix; with tied embeddings the table is read in full as the output head. The KV cache
 read at context length c: for each layer, keys and values of min(c, window) positions (the window only on a
-sliding-window layer), at 2 bytes an element (f16, llama.cpp's and vLLM's default cache type). Prefill FLOPs per
-token are 2 x the parameters touched (attention's own FLOPs are left out: small at these context lengths).
+sliding-window layer whose engine reads only the window), at 2 bytes an element (f16, llama.cpp's and vLLM's
+default cache type). Prefill FLOPs per token are 2 x the parameters touched (attention's own FLOPs are left out:
+small at these context lengths).
 """
 
 from __future__ import annotations
@@ -34,12 +35,15 @@ class WeightsProfile(BaseModel):
     head_dim: int
     sliding_window: int | None = None
     sliding_layers: int = 0  # layers attending within the window only
+    # whether those layers read only the window: vLLM's paged cache does; llama.cpp's full-size SWA cache (its
+    # default, swa_full) keeps every position and masks, so its attention reads all of them
+    window_read: bool = True
 
     def kv_bytes(self, context: float) -> float:
         """KV-cache bytes read for one token at position ``context``."""
         per_pos = 2 * self.kv_heads * self.head_dim * KV_BYTES
         full = self.layers - self.sliding_layers
-        window = min(context, self.sliding_window) if self.sliding_window else context
+        window = min(context, self.sliding_window) if self.sliding_window and self.window_read else context
         return per_pos * (full * context + self.sliding_layers * window)
 
     def bytes_per_token(self, context: float) -> float:
@@ -156,6 +160,7 @@ def gguf_profile(path: Path) -> WeightsProfile:
         head_dim=head_dim,
         sliding_window=int(window) if isinstance(window, int) and sliding else None,
         sliding_layers=sliding,
+        window_read=False,  # a GGUF runs on llama.cpp
     )
 
 

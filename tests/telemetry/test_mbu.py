@@ -73,8 +73,11 @@ def test_embedded_gemma_profile_matches_its_file(embedded_weights: str) -> None:
     assert (p.layers, p.kv_heads, p.head_dim) == (18, 1, 256)
     assert (p.sliding_window, p.sliding_layers) == (512, 15)  # five local layers to one global
     assert 2.5e8 < p.touched_params < 2.9e8  # "270M"
-    # past the window only the three global layers' cache keeps growing
-    assert p.kv_bytes(2048) - p.kv_bytes(1024) == 3 * 2 * 256 * 2 * 1024
+    # llama.cpp's full-size SWA cache: every layer reads every cached position (masked), the window saves nothing
+    assert not p.window_read and p.kv_bytes(2048) - p.kv_bytes(1024) == 18 * 2 * 256 * 2 * 1024
+    # an engine that reads only the window (vLLM): past it only the three global layers' reads keep growing
+    paged = p.model_copy(update={"window_read": True})
+    assert paged.kv_bytes(2048) - paged.kv_bytes(1024) == 3 * 2 * 256 * 2 * 1024
 
 
 def test_hf_folder_profile(tmp_path: Path) -> None:
