@@ -27,7 +27,8 @@ from rig.runs.screen import run_summaries
 from rig.telemetry.bandwidth import probe_cpu, save_probe
 
 
-def plain_numpy_read(size: int = 512 * 2**20, passes: int = 3) -> float:
+def plain_numpy_read(size: int = 512 * 2**20, passes: int = 10) -> float:
+    """One thread, ``a.max()``, best of as many passes as the probe times in all (5 with 1 thread, 5 with all)."""
     a = np.ones(size // 8)
     best = float("inf")
     for _ in range(passes):
@@ -53,13 +54,48 @@ def bare_decode_tps(weights: str, prompt_tokens: int, tokens: int, threads: int)
     return (len(stamps) - 1) / (stamps[-1] - stamps[0])  # as rig counts: tokens after the first over their span
 
 
+def bandwidth_section(rounds: int, out: Path) -> None:
+    probes, plains = [], []
+    for _ in range(rounds):
+        p = probe_cpu()
+        probes.append(p.bytes_per_s)
+        plains.append(plain_numpy_read())
+    ratio = statistics.median(probes) / statistics.median(plains)
+    lines = [
+        "",
+        f"## The probe against a plain numpy read ({rounds} interleaved rounds, `--bandwidth-only`)",
+        "",
+        f"Probe: {p.method} (last round).",
+        "",
+        "| measure | median | rounds |",
+        "|---|---|---|",
+        f"| `rig doctor --bandwidth` probe (GB/s) | {statistics.median(probes) / 1e9:.2f} | "
+        + ", ".join(f"{x / 1e9:.2f}" for x in probes)
+        + " |",
+        f"| plain numpy read, one thread, best of 10 (GB/s) | {statistics.median(plains) / 1e9:.2f} | "
+        + ", ".join(f"{x / 1e9:.2f}" for x in plains)
+        + " |",
+        "",
+        f"- probe / plain numpy read: **{ratio:.3f}** (the check: within 20%, "
+        f"{'met' if abs(ratio - 1) <= 0.20 else 'NOT met'}).",
+        "",
+    ]
+    with out.open("a") as f:
+        f.write("\n".join(lines))
+    print("\n".join(lines))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--limit", type=int, default=2)
     ap.add_argument("--max-tokens", type=int, default=64)
     ap.add_argument("--out", type=Path, default=Path("benchmarks/results/mbu.md"))
+    ap.add_argument("--bandwidth-only", action="store_true", help="only the probe against numpy, appended to --out")
     a = ap.parse_args()
+    if a.bandwidth_only:
+        bandwidth_section(a.rounds, a.out)
+        return
     reg = load_registry()
     weights = resolve_weights(reg.get("gemma3-270m"), reg.path)
     file_bytes = Path(weights).stat().st_size
