@@ -2,9 +2,9 @@
 
 MBU divides the bandwidth a run's decoding achieved by this peak. On the CPU the probe is a streaming read of a
 buffer far larger than the last-level cache, with one thread and with one thread per usable core (each reducing its
-own part), the best of a few passes of either (as STREAM reports its best). On a GPU it is a device-to-device copy (bytes read plus bytes written), and NVML's
-maximum memory clock x bus width gives the data-sheet figure beside it. Prefill is set against the probe's matmul
-FLOP/s (float32 BLAS on the CPU, bf16 on a GPU).
+own part), the best of a few passes of either (as STREAM reports its best). On a GPU it is a device-to-device copy
+(bytes read plus bytes written), and NVML's maximum memory clock x bus width gives the data-sheet figure beside it.
+Prefill is set against the probe's matmul FLOP/s (float32 BLAS on the CPU, bf16 on a GPU).
 """
 
 from __future__ import annotations
