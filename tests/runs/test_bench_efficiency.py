@@ -83,6 +83,11 @@ def opts(tmp: Path, **kw: Any) -> BenchOptions:
     )  # fmt: skip
 
 
+def row_energy(run_dir: Path) -> float:
+    results = read_results(run_dir / "results.sqlite")
+    return sum(r.energy.joules for r in results if r.energy and r.energy.joules is not None) / len(results)
+
+
 def test_a_run_with_a_counter_and_a_probe_stores_energy_and_mbu(tiny: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(bench, "open_counter", lambda gpu: (WallCounter(), None))
     save_probe(
@@ -120,7 +125,9 @@ def test_a_run_with_a_counter_and_a_probe_stores_energy_and_mbu(tiny: Path, monk
     assert "not measured" not in mbu_line
     table, _ = final_screen(run_dir)
     row = dict(zip(table.columns, table.rows[0], strict=True))
-    assert row["J/episode"] != "not measured" and row["MBU"].endswith("%")
+    joules, mbu = row["J/ep, MBU"].split(", ")
+    assert joules.endswith(" J") and float(joules[:-2]) == pytest.approx(row_energy(run_dir), rel=0.01)
+    assert mbu == f"MBU {100 * per_token * 500 / 1e9:.1f}%"
     rows = episode_rows(run_dir)
     assert all(r["energy_j"] is not None and r["energy_not_measured"] is None for r in rows)
 
@@ -144,8 +151,8 @@ def test_a_run_without_a_counter_or_probe_says_why_never_zero(tiny: Path, monkey
     assert "| Decode memory-bandwidth utilisation | not measured (no bandwidth probe for this host: run " in md
     assert "| 0.0" not in md.split("### Energy and memory bandwidth")[1]
     table, _ = final_screen(run_dir)
-    screen = dict(zip(table.columns, table.rows[0], strict=True))
-    assert screen["J/episode"] == screen["MBU"] == "not measured"
+    assert "J/ep, MBU" not in table.columns  # a column of "not measured" is one line under the table
+    assert table.note and table.note.endswith("energy per episode and decode MBU: not measured (report.md says why)")
     rows = episode_rows(run_dir)
     assert all(r["energy_j"] is None and r["energy_not_measured"] == why for r in rows)
 
