@@ -120,3 +120,39 @@ def _offline_row() -> Row:
             return ("offline guard", "ok", "hub offline switches set; non-loopback connections and lookups refused")
         return ("offline guard", "fail", "the socket audit hook is not installed")
     return ("offline guard", "fail", "a non-loopback address was not refused")
+
+
+def bandwidth_rows(gpu: int | None = None, refresh: bool = False) -> list[Row]:
+    """`rig doctor --bandwidth`: the device's peak read bandwidth and matmul FLOP/s, cached per host for MBU."""
+    import time
+
+    from rig.telemetry.bandwidth import cache_path, probe
+
+    label = f"bandwidth {'cpu' if gpu is None else f'gpu:{gpu}'}"
+    try:
+        p, how = probe(gpu, refresh=refresh)
+    except ImportError as e:
+        return [(label, "fail", f"the GPU probe needs torch ({e})")]
+    except Exception as e:  # no CUDA device, out of memory: the probe's failure, not rig's
+        return [(label, "fail", f"probe failed: {type(e).__name__}: {e}")]
+    when = time.strftime("%Y-%m-%d %H:%M", time.localtime(p.measured_at))
+    rows: list[Row] = [
+        (label, "ok", f"{p.bytes_per_s / 1e9:.2f} GB/s: {p.method} on {p.device_name} ({how}, {when})"),
+        (
+            f"matmul {'cpu' if gpu is None else f'gpu:{gpu}'}",
+            "ok" if p.flops_per_s else "warn",
+            f"{p.flops_per_s / 1e9:.1f} GFLOP/s: {p.flops_method}" if p.flops_per_s else "not measured",
+        ),
+    ]
+    if gpu is not None:
+        rows.append(
+            (
+                "NVML data-sheet bandwidth",
+                "ok" if p.nvml_bytes_per_s else "warn",
+                f"{p.nvml_bytes_per_s / 1e9:.0f} GB/s (max memory clock x bus width)"
+                if p.nvml_bytes_per_s
+                else f"not measured ({p.nvml_reason})",
+            )
+        )
+    rows.append(("bandwidth cache", "ok", f"{cache_path()}: runs on this host set their MBU against it"))
+    return rows

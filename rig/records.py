@@ -77,6 +77,25 @@ class Timings(BaseModel):
     decode_tps: float | None = None
 
 
+Attribution = Literal["exclusive", "token-share", "time-share"]
+
+
+class EnergyReading(BaseModel):
+    """Energy the device drew for one generation or episode, net of the idle baseline measured before the model
+    loaded. ``joules`` None means not measured and ``reason`` says why; it is never 0 as a stand-in.
+
+    ``attribution`` says how a shared counter was split: ``exclusive`` (the only generation in flight),
+    ``token-share`` (overlapping generations, each interval split by each one's share of the tokens it processed
+    there) or ``time-share`` (the same split, evenly, when an engine reported no token counts)."""
+
+    joules: float | None = None
+    gross_j: float | None = None  # the counter's energy attributed to it, before the idle baseline is subtracted
+    idle_j: float | None = None  # the idle baseline's energy over the same attributed time
+    attribution: Attribution | None = None
+    reason: str | None = None
+    span: int | None = None  # the meter's span, kept so a copied generation is still matched to its reading
+
+
 class ParsedCall(BaseModel):
     name: str
     arguments: dict[str, Any] = Field(default_factory=dict)
@@ -95,6 +114,7 @@ class Generation(BaseModel):
     cached_prompt_tokens: int | None = None
     timings: Timings = Field(default_factory=Timings)
     error: str | None = None
+    energy: EnergyReading | None = None  # None: stored before rig measured energy
 
 
 class ToolResult(BaseModel):
@@ -166,6 +186,7 @@ class EpisodeResult(BaseModel):
     error: str | None = None
     started_at: float | None = None
     finished_at: float | None = None
+    energy: EnergyReading | None = None  # the sum of its generations'; None: stored before rig measured energy
 
 
 @contextlib.contextmanager

@@ -13,7 +13,9 @@ from pathlib import Path
 
 from rig.records import EpisodeResult
 
-MANIFEST_FORMAT = 1  # RunManifest.format_version written by this rig, and the newest it reads
+# RunManifest.format_version written by this rig, and the newest it reads. 2: energy (and, per run, the bandwidth
+# probe and weights profile MBU is computed from); format 1 manifests read those as "not measured".
+MANIFEST_FORMAT = 2
 RESULTS_SCHEMA_VERSION = 1  # results.sqlite `PRAGMA user_version` written by this rig, and the newest it reads
 
 RESULTS_SCHEMA = """

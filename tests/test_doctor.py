@@ -29,3 +29,34 @@ def test_llamacpp_smoke_names_the_rebuild_when_the_child_crashes(embedded_weight
     _label, status, detail = d._llamacpp_row(None)
     assert status == "fail" and "signal 11" in detail and d.PORTABLE_CMAKE_ARGS in detail
     assert "--force-reinstall" in detail
+
+
+def test_doctor_bandwidth_probes_once_then_reads_the_cache(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    from typer.testing import CliRunner
+
+    from rig.cli import app
+    from rig.telemetry import bandwidth
+
+    monkeypatch.setenv("RIG_CACHE", str(tmp_path))
+    small = bandwidth.probe_cpu
+    monkeypatch.setattr(bandwidth, "probe_cpu", lambda: small(buffer_bytes=32 * 2**20, passes=2))
+    first = CliRunner().invoke(app, ["doctor", "--bandwidth"])
+    assert first.exit_code == 0, first.output
+    assert "GB/s: streaming read" in first.output and "(measured," in first.output
+    probe, why = bandwidth.cached_probe(None)
+    assert why is None and probe is not None and probe.bytes_per_s > 0 and probe.flops_per_s
+    again = CliRunner().invoke(app, ["doctor", "--bandwidth"])
+    assert again.exit_code == 0 and "(cached," in again.output
+
+
+def test_doctor_bandwidth_flags_are_checked(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    from typer.testing import CliRunner
+
+    from rig.cli import app
+
+    monkeypatch.setenv("RIG_CACHE", str(tmp_path))
+    r = CliRunner().invoke(app, ["doctor", "--bandwidth", "--gpu", "-1"])
+    assert r.exit_code == 2 and "--gpu -1: must be 0 or more" in r.output
+    r = CliRunner().invoke(app, ["doctor", "--refresh"])
+    assert r.exit_code == 2 and "--gpu and --refresh go with --bandwidth" in r.output
+    assert not (tmp_path / "bandwidth").exists()

@@ -8,18 +8,27 @@ import typer
 from rich.markup import escape
 from rich.table import Table as RichTable
 
-from rig.cli.common import app, out
+from rig.cli.common import app, fail, out
 
 
 @app.command()
 def doctor(
     data: Path | None = typer.Option(None, "--data", help="CallNavi data folder to check."),
     models_file: Path | None = typer.Option(None, "--models"),
+    bandwidth: bool = typer.Option(
+        False, "--bandwidth", help="Measure the peak memory bandwidth and matmul FLOP/s (cached per host, for MBU)."
+    ),
+    gpu: int | None = typer.Option(None, "--gpu", help="With --bandwidth: probe this GPU instead of the CPU."),
+    refresh: bool = typer.Option(False, "--refresh", help="With --bandwidth: measure again, replacing the cache."),
 ) -> None:
-    """Check engines, GPUs, the offline guard, data and weights."""
-    from rig.doctor import run_checks
+    """Check engines, GPUs, the offline guard, data and weights; with --bandwidth, probe the memory bandwidth."""
+    from rig.doctor import bandwidth_rows, run_checks
 
-    rows = run_checks(data=data, models_file=models_file)
+    if gpu is not None and gpu < 0:
+        fail(f"--gpu {gpu}: must be 0 or more")
+    if (gpu is not None or refresh) and not bandwidth:
+        fail("--gpu and --refresh go with --bandwidth")
+    rows = bandwidth_rows(gpu, refresh) if bandwidth else run_checks(data=data, models_file=models_file)
     t = RichTable(title="rig doctor")
     for c in ("check", "status", "detail"):
         t.add_column(c)

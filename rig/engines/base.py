@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import abc
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, get_args
+from typing import TYPE_CHECKING, Any, ClassVar, get_args
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
@@ -23,6 +23,9 @@ from rig.engines.textcalls import calls_from_text, parse_arguments
 from rig.engines.thinking import allow_thinking_gbnf, strip_thinking
 from rig.records import ChatRequest, Generation, Message, ParsedCall, ParseStatus, ToolSpec
 from rig.registry import ModelSpec
+
+if TYPE_CHECKING:
+    from rig.telemetry.energy import EnergyMeter
 
 
 class Capabilities(BaseModel):
@@ -74,6 +77,7 @@ class Engine(abc.ABC):
         self.gpu = gpu
         self.args = validate_engine_args(self.Args, spec, self.name)
         self.counters: dict[str, int] = {"tool_calls_from_text": 0}
+        self.meter: EnergyMeter | None = None  # set by the run: reads the energy counter around each call
 
     @property
     @abc.abstractmethod
@@ -83,7 +87,15 @@ class Engine(abc.ABC):
     async def load(self) -> None: ...
 
     async def chat(self, request: ChatRequest) -> Generation:
-        return self.finalize(await self.generate(request), request)
+        if self.meter is None:
+            return self.finalize(await self.generate(request), request)
+        span = self.meter.begin()
+        gen = None
+        try:
+            gen = self.finalize(await self.generate(request), request)
+            return gen
+        finally:
+            self.meter.end(span, gen)
 
     async def generate(self, request: ChatRequest) -> Reply:
         """The backend call. Raise (EngineError) only for a request the engine cannot serve at all, before any

@@ -32,7 +32,10 @@ from rig.runs.manifest import RunManifest, new_run_id, package_versions
 from rig.runs.runner import plan, run_items
 from rig.runs.spec import RunSpec, read_spec, spec_error
 from rig.runs.store import Store, open_manifest
+from rig.telemetry.bandwidth import cached_probe
+from rig.telemetry.energy import EnergyMeter, open_counter
 from rig.telemetry.gpu import GpuSampler
+from rig.telemetry.mbu import weights_profile
 
 
 class BenchError(Exception):
@@ -44,6 +47,7 @@ class BenchOptions(RunSpec):
 
     out: Path = Path("runs")
     resume: str | None = None
+    idle_window_s: float = 2.0  # idle power is measured this long before the model loads (with an energy counter)
 
 
 def bench_options(
@@ -348,6 +352,13 @@ def _run(
     store = Store(run_dir / "results.sqlite")
     sampler = GpuSampler(opts.gpu)
     sampler.start()
+    meter = EnergyMeter(*open_counter(opts.gpu))
+    energy = meter.record()
+    if manifest.energy is not None and manifest.energy.source == energy.source:  # a resume adds a session
+        energy.sessions = manifest.energy.sessions
+    meter.measure_idle(opts.idle_window_s)
+    manifest.bandwidth, manifest.bandwidth_reason = cached_probe(opts.gpu)
+    manifest.weights_profile, manifest.weights_reason = weights_profile(weights)
     items = plan(chosen, opts.repeats, order=opts.order, seed=spec.sampling.seed)
     ctx = RunContext(sampling=spec.sampling, decode=opts.decode, tool_mode=opts.tool_mode)
     resume_hint = f"rig bench --resume {manifest.run_id} --out {opts.out}"
@@ -379,6 +390,7 @@ def _run(
         engine = None
         try:
             engine = create_engine(spec, weights, gpu=opts.gpu)
+            engine.meter = meter
             t = time.perf_counter()
             await engine.load()
             if manifest.load_time_s is None:
@@ -395,7 +407,7 @@ def _run(
                 if progress:
                     progress(done[0], len(items))
 
-            await run_items(items, engine, store, ctx, concurrency=opts.concurrency, on_done=tick)
+            await run_items(items, engine, store, ctx, concurrency=opts.concurrency, on_done=tick, meter=meter)
             return True
         except asyncio.CancelledError:
             if not stopping:
@@ -433,6 +445,9 @@ def _run(
             store.write_gpu_samples(gpu.samples)
         gpu.samples = []  # kept in the store, not the manifest
         manifest.gpu_memory = gpu
+        energy.sessions.append(meter.finish())
+        energy.reason = meter.reason if meter.counter is None else None
+        manifest.energy = energy
         from rig.telemetry.process import peak_rss_bytes
 
         manifest.peak_rss_bytes = max(manifest.peak_rss_bytes or 0, peak_rss_bytes())

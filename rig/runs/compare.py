@@ -261,6 +261,7 @@ def compare_report(run_dirs: list[Path]) -> tuple[str, dict[str, Any]]:
         rows=diff_rows,
         note="A flip compares per-episode scores at 0.5 (correct / wrong).",
     )
+    t3 = efficiency_compare_table(sums, labels)
     on_gpu = all(s.gpu_peak_bytes is not None for s in sums)
     mem_axis = "GPU peak (GiB)" if on_gpu else "process RSS peak (GiB)"
 
@@ -292,13 +293,68 @@ def compare_report(run_dirs: list[Path]) -> tuple[str, dict[str, Any]]:
             "",
             "![score vs memory](pareto_memory.svg)",
             "",
+        ]
+        if any(s.energy.per_episode_j is not None for s in sums):
+            figs["pareto_energy"] = pareto_plot(
+                [point(s, lab, s.energy.per_episode_j) for s, lab in zip(sums, labels, strict=True)],
+                "energy per episode (J, net of idle)",
+                "headline score (95% CI)",
+                "Score against energy",
+            )
+            plots_md += ["![score vs energy](pareto_energy.svg)", ""]
+        else:
+            plots_md += ["_Score against energy: not measured in any variant (see the energy table)._", ""]
+        plots_md += [
             "_Each figure is also written as PDF and PNG beside this file._",
             "",
         ]
     except PlotsUnavailable as e:
         plots_md = [f"_No figures: {e}._", ""]
-    md = "\n".join([f"# rig compare ({len(sums)} variants)", "", table_md(t1), table_md(t2), *plots_md])
+    md = "\n".join([f"# rig compare ({len(sums)} variants)", "", table_md(t1), table_md(t2), table_md(t3), *plots_md])
     return md, figs
+
+
+def efficiency_compare_table(sums: list[RunSummary], labels: list[str]) -> Table:
+    """Energy and decode MBU per variant: which quantization is memory-bound, and what a correct answer costs."""
+    rows = []
+    for s, label in zip(sums, labels, strict=True):
+        e, f = s.energy, s.efficiency
+        why = [w for w in (e.reason if e.per_episode_j is None else None, f.mbu_reason) if w]
+        rows.append(
+            [
+                label,
+                s.quantization,
+                NM if e.per_episode_j is None else e.per_episode_j,
+                NM if e.per_correct_j is None else e.per_correct_j,
+                NM if e.per_correct_low is None else e.per_correct_low,
+                NM if e.per_correct_high is None else e.per_correct_high,
+                NM if f.mbu is None else f.mbu,
+                NM if f.decode_bytes_per_s is None else f.decode_bytes_per_s / 1e9,
+                NM if f.bytes_per_token is None else f.bytes_per_token / 1e6,
+                NM if f.prefill_flops_per_s is None else f.prefill_flops_per_s / 1e9,
+                "; ".join(dict.fromkeys(why)) or "",
+            ]
+        )
+    return Table(
+        title="Energy and memory bandwidth",
+        columns=[
+            "Model",
+            "Quant",
+            "J/episode",
+            "J/correct",
+            "CI low",
+            "CI high",
+            "Decode MBU",
+            "Decode GB/s",
+            "MB/token",
+            "Prefill GFLOP/s",
+            "Not measured because",
+        ],
+        rows=rows,
+        note="Energy net of the idle baseline; J/correct = energy over the sum of headline scores, 95% bootstrap CI. "
+        "Decode MBU = bytes read per token (weights touched + KV cache) x decode tokens/s / the probed peak read "
+        "bandwidth: near 1, decoding is memory-bound; far below, the kernel (not the memory) limits it.",
+    )
 
 
 def write_compare(cdir: Path, run_dirs: list[Path]) -> str:

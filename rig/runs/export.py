@@ -88,6 +88,12 @@ def episode_rows(run_dir: Path) -> list[dict[str, Any]]:
             "e2e_s": total(x.timings.e2e_s for x in g),
             "decode_tps": g[-1].timings.decode_tps if g else None,
             "output": g[-1].text if g else None,
+            # None with the reason beside it when not measured (older runs: "recorded before ...")
+            "energy_j": r.energy.joules if r.energy else None,
+            "energy_not_measured": (r.energy.reason if r.energy else "recorded before rig measured energy")
+            if r.energy is None or r.energy.joules is None
+            else None,
+            "energy_attribution": r.energy.attribution if r.energy else None,
         }
         row.update({f"tag_{k}": v for k, v in r.tags.items()})
         row.update({f"score_{k}": v for k, v in r.scores.items()})

@@ -32,7 +32,7 @@ from rig.runs.plots import (
     pareto_plot,
     save_figure,
 )
-from rig.runs.report import NM, ci_table, fmt, report_markdown, telemetry_table
+from rig.runs.report import NM, ci_table, efficiency_table, fmt, report_markdown, telemetry_table
 from rig.runs.store import Store, open_manifest
 from rig.runs.summary import HeadlineScore, RunSummary, benchmark_of, summarize
 
@@ -166,7 +166,9 @@ class _BenchDash(BaseModel):
     reasons: dict[str, int]
 
 
-def _dashboard(dash: list[_BenchDash], pareto: list[Point], pareto_mem: list[Point], figs: _Figures) -> str:
+def _dashboard(
+    dash: list[_BenchDash], pareto: list[Point], pareto_mem: list[Point], pareto_energy: list[Point], figs: _Figures
+) -> str:
     if not dash:
         return ""
     several = len({d.run for d in dash}) > 1
@@ -248,8 +250,22 @@ def _dashboard(dash: list[_BenchDash], pareto: list[Point], pareto_mem: list[Poi
                 "pareto_memory",
                 lambda: pareto_plot(pareto_mem, "peak memory (GiB)", "headline score (95% CI)", "Score against memory"),
             ),
-            "</div>",
         ]
+        if any(p.x is not None for p in pareto_energy):
+            parts.append(
+                figs.add(
+                    "pareto_energy",
+                    lambda: pareto_plot(
+                        pareto_energy,
+                        "energy per episode (J, net of idle)",
+                        "headline score (95% CI)",
+                        "Score against energy",
+                    ),
+                )
+            )
+        else:
+            parts.append('<p class="note">Score against energy: not measured in any of these runs.</p>')
+        parts.append("</div>")
     parts.append("</section>")
     return "".join(parts)
 
@@ -261,6 +277,7 @@ def html_report(run_dirs: list[Path], figures_dir: Path | None = None) -> str:
     dash: list[_BenchDash] = []
     pareto: list[Point] = []  # one point per run: its last benchmark with a headline CI, against latency
     pareto_mem: list[Point] = []
+    pareto_energy: list[Point] = []
     figs = _Figures()
     prompt_text: dict[str, str] = {}  # one copy per episode, shared by its repeats
     for i, run_dir in enumerate(run_dirs):
@@ -363,6 +380,7 @@ def html_report(run_dirs: list[Path], figures_dir: Path | None = None) -> str:
                     )
             run_summary = summarize(man, all_results)
             parts.append(_table_html(telemetry_table(run_summary)))
+            parts.append(_table_html(efficiency_table(run_summary)))
             ttft = [g.timings.ttft_s for r in all_results for g in r.generations if g.timings.ttft_s is not None]
             samples = [(t, b) for t, b in store.conn.execute("SELECT t, used_bytes FROM gpu_samples ORDER BY t")]
             replies = sum(len(r.generations) for r in all_results)
@@ -383,10 +401,11 @@ def html_report(run_dirs: list[Path], figures_dir: Path | None = None) -> str:
                 pt = Point(label=label, x=run_summary.e2e_p50_s, y=best.mean, y_low=best.low, y_high=best.high)
                 pareto.append(pt)
                 pareto_mem.append(pt.model_copy(update={"x": None if memory is None else memory / 2**30}))
+                pareto_energy.append(pt.model_copy(update={"x": run_summary.energy.per_episode_j}))
             sections.append("\n".join(parts))
         finally:
             store.close()
-    dashboard = _dashboard(dash, pareto, pareto_mem, figs)
+    dashboard = _dashboard(dash, pareto, pareto_mem, pareto_energy, figs)
     if figures_dir is not None:
         for stem, fig in figs.figs.items():
             save_figure(fig, figures_dir, stem)

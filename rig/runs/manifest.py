@@ -13,14 +13,17 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationInfo, model_validator
 
 import rig
 from rig.records import write_record
 from rig.runformat import MANIFEST_FORMAT, check_version
 from rig.runs.config import RunConfig
 from rig.runs.spec import RunSpec
+from rig.telemetry.bandwidth import BandwidthProbe
+from rig.telemetry.energy import RunEnergy
 from rig.telemetry.gpu import GpuMemorySummary
+from rig.telemetry.mbu import WeightsProfile
 
 
 class HostInfo(BaseModel):
@@ -51,6 +54,11 @@ class RunManifest(BaseModel):
     engine_info: dict[str, Any] = Field(default_factory=dict)
     peak_rss_bytes: int | None = None
     gpu_memory: GpuMemorySummary | None = None
+    energy: RunEnergy | None = None  # None: written before rig measured energy (format 1)
+    bandwidth: BandwidthProbe | None = None  # the host's cached probe the run's MBU is set against
+    bandwidth_reason: str | None = None  # why there is none
+    weights_profile: WeightsProfile | None = None  # bytes and parameters touched per token, for MBU
+    weights_reason: str | None = None
     concurrency: int = 1
     order: str = "grouped"
     bundle_id: str | None = None  # the `rig bundle` whose models.yaml the run used: traces its weights and data files
@@ -86,6 +94,14 @@ class RunManifest(BaseModel):
             concurrency=self.concurrency,
         )
 
+    @model_validator(mode="before")
+    @classmethod
+    def _unversioned(cls, data: Any, info: ValidationInfo) -> Any:
+        """A stored manifest without a version was written before formats were versioned: format 1."""
+        if (info.context or {}).get("stored") and isinstance(data, dict) and "format_version" not in data:
+            data = {**data, "format_version": 1}
+        return data
+
     @classmethod
     def begin(cls, run_id: str, config: RunConfig, **fields: Any) -> RunManifest:
         """A run starting now on this host, from this checkout, with its configuration's hash."""
@@ -100,6 +116,7 @@ class RunManifest(BaseModel):
         )
 
     def write(self, run_dir: Path) -> None:
+        self.format_version = MANIFEST_FORMAT  # a resumed older run is rewritten in this rig's format
         write_record(run_dir / "manifest.json", self)
 
     @classmethod
@@ -111,7 +128,7 @@ class RunManifest(BaseModel):
         found = found.get("format_version", 1) if isinstance(found, dict) else 1
         if isinstance(found, int):  # anything else is left to validation to refuse
             check_version(path, found, MANIFEST_FORMAT)
-        return cls.model_validate_json(text)
+        return cls.model_validate_json(text, context={"stored": True})
 
 
 def host_info() -> HostInfo:

@@ -69,6 +69,69 @@ def telemetry_table(s: RunSummary) -> Table:
     return Table(title="Latency, tokens, memory", columns=["Measure", "Value"], rows=rows)
 
 
+def energy_text(s: RunSummary) -> str:
+    e = s.energy
+    if e.per_episode_j is None:
+        return f"{NM} ({e.reason})" if e.reason else NM
+    return f"{e.per_episode_j:.3g}"
+
+
+def correct_energy_text(s: RunSummary) -> str:
+    e = s.energy
+    if e.per_episode_j is None:
+        return f"{NM} ({e.reason})" if e.reason else NM
+    if e.per_correct_j is None:
+        return f"{NM} (no correct episode among the measured ones)"
+    return f"{e.per_correct_j:.3g} [{e.per_correct_low:.3g}, {e.per_correct_high:.3g}]"
+
+
+def mbu_text(s: RunSummary) -> str:
+    f = s.efficiency
+    if f.mbu is None:
+        return f"{NM} ({f.mbu_reason})" if f.mbu_reason else NM
+    return f"{100 * f.mbu:.1f}%"
+
+
+def _gbs(v: float | None) -> str:
+    return NM if v is None else f"{v / 1e9:.2f} GB/s"
+
+
+def efficiency_table(s: RunSummary) -> Table:
+    """Energy beside the score, and how close decoding came to the memory's limit; "not measured" says why."""
+    e, f = s.energy, s.efficiency
+    source = NM if e.source is None else f"{e.source} (counter unit {e.resolution_j:g} J)"
+    if e.source is None and e.reason:
+        source += f" ({e.reason})"
+    measured = f"{e.episodes} of {s.episodes}" + (f"; {e.attribution}" if e.attribution else "")
+    mbu = mbu_text(s)
+    if f.mbu is not None:
+        per_token = (f.bytes_per_token or 0) / 1e6
+        mbu += f" ({_gbs(f.decode_bytes_per_s)} of {_gbs(f.peak_bytes_per_s)}; {per_token:.1f} MB per token)"
+    elif f.decode_bytes_per_s is not None:
+        mbu += f"; achieved {_gbs(f.decode_bytes_per_s)}"
+    if f.prefill_flops_per_s is None:
+        prefill = f"{NM} ({f.prefill_reason})" if f.prefill_reason else NM
+    else:
+        prefill = f"{f.prefill_flops_per_s / 1e9:.1f} GFLOP/s"
+        share = f.prefill_share
+        prefill += (
+            f" of {(f.peak_flops_per_s or 0) / 1e9:.1f} ({100 * share:.1f}%)"
+            if share is not None
+            else f" (peak {NM}: {f.prefill_reason})"
+        )
+    rows: list[list[Any]] = [
+        ["Energy counter", source],
+        ["Episodes measured (attribution)", measured if e.episodes else NM],
+        ["Energy per episode (J, net of idle)", energy_text(s)],
+        ["Energy per correct episode (J, 95% CI)", correct_energy_text(s)],
+        ["Energy per processed token (J)", NM if e.per_token_j is None else f"{e.per_token_j:.3g}"],
+        ["Decode memory-bandwidth utilisation", mbu],
+        ["Decode MBU against NVML's data-sheet bandwidth", NM if f.mbu_nvml is None else f"{100 * f.mbu_nvml:.1f}%"],
+        ["Prefill achieved FLOP/s", prefill],
+    ]
+    return Table(title="Energy and memory bandwidth", columns=["Measure", "Value"], rows=rows)
+
+
 def ci_table(s: RunSummary, label: str) -> Table | None:
     h = s.headline
     if h is None or h.mean is None:
@@ -123,6 +186,7 @@ def report_markdown(run_dir: Path) -> str:
             if ci:
                 out.append(table_md(ci))
             out.append(table_md(telemetry_table(summary)))
+            out.append(table_md(efficiency_table(summary)))
         return "\n".join(out)
     finally:
         store.close()

@@ -14,6 +14,7 @@ from rig.engines.base import Engine
 from rig.records import Episode, EpisodeResult
 from rig.runformat import storage_error
 from rig.runs.store import DuplicateResult, Store
+from rig.telemetry.energy import EnergyMeter
 
 
 @dataclass
@@ -69,9 +70,11 @@ async def run_items(
     *,
     concurrency: int = 1,
     on_done: Callable[[EpisodeResult], None] | None = None,
+    meter: EnergyMeter | None = None,
 ) -> RunStats:
     """Run what the store does not hold yet. Each benchmark's ``setup`` is awaited before any episode and its
-    ``teardown`` after the last, also when an episode or the run fails (only benchmarks whose setup ran)."""
+    ``teardown`` after the last, also when an episode or the run fails (only benchmarks whose setup ran).
+    With a ``meter``, each result carries its generations' energy and their sum before it is stored."""
     stats = RunStats(planned=len(items))
     done = store.done_keys()
     todo = [it for it in items if it.key not in done]
@@ -88,7 +91,10 @@ async def run_items(
                 it = queue.get_nowait()
             except asyncio.QueueEmpty:
                 return
-            res = _store(store, it, await _run_one(it, engine, ctx))
+            res = await _run_one(it, engine, ctx)
+            if meter is not None:  # waits for the generations that overlapped this episode's (their tokens split it)
+                await meter.settle(res)
+            res = _store(store, it, res)
             stats.done += 1
             if res.status == "failed":
                 stats.failed += 1

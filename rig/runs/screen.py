@@ -12,7 +12,17 @@ from rig.runs.store import Store
 from rig.runs.summary import RunSummary, benchmark_of, summarize
 
 NM = "not measured"
-COLUMNS = ["benchmark", "episodes", "headline [95% CI]", "headline is", "cut", "latency p50", "tok/s", "peak mem"]
+COLUMNS = [
+    "benchmark",
+    "episodes",
+    "headline [95% CI]",
+    "headline is",
+    "cut",
+    "latency p50",
+    "tok/s",
+    "peak mem",
+    "J/ep, MBU",
+]
 
 
 def run_summaries(run_dir: Path) -> tuple[RunManifest, list[RunSummary]]:
@@ -48,7 +58,16 @@ def summary_row(s: RunSummary) -> list[str]:
     what = get_benchmark_class(s.benchmark).headline_name if s.benchmark else "headline score"
     if s.headline and s.headline.source:
         what += f" ({s.headline.source})"
-    return [s.benchmark or "all", eps, headline_text(s), what, cut, lat, tps, memory_text(s)]
+    return [s.benchmark or "all", eps, headline_text(s), what, cut, lat, tps, memory_text(s), efficiency_text(s)]
+
+
+def efficiency_text(s: RunSummary) -> str:
+    """Joules per episode and decode MBU in one cell (the screen fits 80 columns); one "not measured" for both."""
+    joules = None if s.energy.per_episode_j is None else f"{s.energy.per_episode_j:.3g} J"
+    mbu = None if s.efficiency.mbu is None else f"MBU {100 * s.efficiency.mbu:.1f}%"
+    if joules is None and mbu is None:
+        return NM
+    return f"{joules or 'J ' + NM}, {mbu or 'MBU ' + NM}"
 
 
 def final_screen(run_dir: Path) -> tuple[Table, list[str]]:
@@ -59,13 +78,18 @@ def final_screen(run_dir: Path) -> tuple[Table, list[str]]:
         f"{man.run_id}: {cfg.model.name} ({cfg.model.quantization}), decode {cfg.decode}, "
         f"tool mode {cfg.tool_mode}, {man.status}"
     )
-    table = Table(
-        title=title,
-        columns=COLUMNS,
-        rows=[summary_row(s) for s in sums],
-        note="headline: mean per-episode score, 95% bootstrap CI; cut: replies stopped at max_tokens; "
-        "latency: end-to-end per generation; memory: the run's peak",
+    rows = [summary_row(s) for s in sums]
+    columns = COLUMNS
+    note = (
+        "headline: mean per-episode score, 95% bootstrap CI; cut: replies stopped at max_tokens; "
+        "latency: end-to-end per generation; memory: the run's peak"
     )
+    if all(r[-1] == NM for r in rows):  # the screen fits 80 columns: a column of "not measured" becomes one line
+        rows, columns = [r[:-1] for r in rows], columns[:-1]
+        note += "; energy per episode and decode MBU: not measured (report.md says why)"
+    else:
+        note += "; J/ep: energy per episode net of idle; MBU: decode memory-bandwidth utilisation"
+    table = Table(title=title, columns=columns, rows=rows, note=note)
     lines = [f"full tables: {run_dir / 'report.md'} (again with `rig report {run_dir}`)"]
     html = run_dir / "report.html"
     lines.append(f"dashboard: {html}" if html.exists() else f"dashboard: rig report {run_dir} --html")

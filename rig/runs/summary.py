@@ -6,6 +6,7 @@ The markdown report, the HTML report and `rig compare` all render a `RunSummary`
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Iterable
 from statistics import median
 from typing import TYPE_CHECKING
@@ -16,7 +17,9 @@ from rig.benchmarks import get_benchmark_class, recorded_options
 from rig.records import EpisodeResult
 from rig.runs.config import BenchmarkInfo
 from rig.runs.manifest import RunManifest
-from rig.scoring.stats import mean_ci, percentile
+from rig.scoring.stats import mean_ci, percentile, ratio_ci
+from rig.telemetry.energy import processed_tokens
+from rig.telemetry.mbu import Efficiency, GenerationCost, efficiency
 
 if TYPE_CHECKING:
     from rig.benchmarks.base import Benchmark
@@ -42,6 +45,22 @@ class HeadlineScore(BaseModel):
 
     def by_episode(self) -> dict[tuple[str, int], float]:
         return {(s.episode_id, s.repeat): s.score for s in self.scores}
+
+
+class EnergySummary(BaseModel):
+    """Joules per episode and per correct episode (net of idle); None with ``reason`` when not measured."""
+
+    episodes: int = 0  # episodes with a measured energy
+    total_j: float | None = None
+    per_episode_j: float | None = None
+    per_correct_j: float | None = None  # total over the sum of the headline scores of the same episodes
+    per_correct_low: float | None = None
+    per_correct_high: float | None = None
+    per_token_j: float | None = None  # over the tokens processed (uncached prompt + completion)
+    attribution: str | None = None  # exclusive / token-share / time-share, or several joined
+    source: str | None = None  # "nvml: <device>" / "rapl: <zones>"
+    resolution_j: float | None = None
+    reason: str | None = None
 
 
 class RunSummary(BaseModel):
@@ -72,6 +91,8 @@ class RunSummary(BaseModel):
     gpu_peak_bytes: int | None
     gpu_unavailable: str | None  # why GPU memory was not measured; None when it was
     headline: HeadlineScore | None  # None when summarised without the benchmark's headline score
+    energy: EnergySummary = Field(default_factory=lambda: EnergySummary(reason="not summarised"))
+    efficiency: Efficiency = Field(default_factory=lambda: Efficiency(mbu_reason="not summarised"))
 
     @property
     def cut_share(self) -> float | None:
@@ -133,7 +154,85 @@ def summarize(
         gpu_peak_bytes=(measured_gpu.peak_bytes or None) if measured_gpu else None,
         gpu_unavailable=gpu_unavailable,
         headline=_headline(results, benchmark, headline) if headline else None,
+        energy=energy_summary(manifest, results, headline),
+        efficiency=run_efficiency(manifest, results),
     )
+
+
+def energy_summary(
+    manifest: RunManifest, results: list[EpisodeResult], headline: EpisodeHeadline | None
+) -> EnergySummary:
+    run = manifest.energy
+    out = EnergySummary(
+        source=f"{run.source}: {run.detail}" if run and run.source else None,
+        resolution_j=run.resolution_j if run else None,
+    )
+    measured = [r for r in results if r.energy is not None and r.energy.joules is not None]
+    if not measured:
+        if run is None:
+            out.reason = "recorded before rig measured energy"
+        elif run.reason:
+            out.reason = run.reason
+        else:
+            why = {r.energy.reason for r in results if r.energy is not None and r.energy.reason}
+            out.reason = "; ".join(sorted(why)) or "no episode was measured"
+        return out
+    joules = [r.energy.joules or 0.0 for r in measured if r.energy is not None]
+    out.episodes = len(measured)
+    out.total_j = sum(joules)
+    out.per_episode_j = out.total_j / len(measured)
+    tokens = [processed for r in measured for g in r.generations if (processed := processed_tokens(g)) is not None]
+    if tokens and sum(tokens) > 0 and len(tokens) == sum(len(r.generations) for r in measured):
+        out.per_token_j = out.total_j / sum(tokens)
+    kinds = sorted({r.energy.attribution for r in measured if r.energy is not None and r.energy.attribution})
+    out.attribution = ", ".join(kinds) or None
+    if len(measured) < len(results):
+        out.reason = f"{len(results) - len(measured)} of {len(results)} episodes not measured"
+    if headline is not None:
+        pairs = [
+            (r.energy.joules or 0.0, v) for r in measured if r.energy is not None and (v := headline(r)) is not None
+        ]
+        ci = ratio_ci([j for j, _ in pairs], [v for _, v in pairs]) if pairs else None
+        if ci is not None:
+            out.per_correct_j, out.per_correct_low, out.per_correct_high = ci
+    return out
+
+
+def run_efficiency(manifest: RunManifest, results: list[EpisodeResult]) -> Efficiency:
+    gens = [
+        GenerationCost(
+            prompt_tokens=g.prompt_tokens,
+            cached_prompt_tokens=g.cached_prompt_tokens,
+            completion_tokens=g.completion_tokens,
+            decode_tps=g.timings.decode_tps,
+            prefill_s=g.timings.prefill_s or g.timings.ttft_s,  # llama.cpp reports time to first token only
+        )
+        for r in results
+        for g in r.generations
+    ]
+    probe = manifest.bandwidth
+    if probe is None:
+        peak_reason = manifest.bandwidth_reason or "recorded before rig measured MBU"
+    else:
+        peak_reason = None
+    profile_reason = manifest.weights_reason
+    if manifest.weights_profile is None and profile_reason is None:
+        profile_reason = "recorded before rig measured MBU"
+    return efficiency(
+        gens,
+        manifest.weights_profile,
+        profile_reason,
+        probe.bytes_per_s if probe else None,
+        probe.flops_per_s if probe else None,
+        peak_reason,
+        nvml_bps=probe.nvml_bytes_per_s if probe else None,
+        overlapping=_overlapping(results),
+    )
+
+
+def _overlapping(results: list[EpisodeResult]) -> bool:
+    spans = sorted((r.started_at, r.finished_at) for r in results if r.started_at and r.finished_at)
+    return any(b[0] < a[1] for a, b in itertools.pairwise(spans))
 
 
 def _headline(results: list[EpisodeResult], info: BenchmarkInfo | None, headline: EpisodeHeadline) -> HeadlineScore:

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-__all__ = ["mean_ci", "paired_diff_ci", "percentile"]
+__all__ = ["mean_ci", "paired_diff_ci", "percentile", "ratio_ci"]
 
 # Bound on resample indices materialised at once (~64 MB of int64).
 _CHUNK_ELEMENTS = 8_000_000
@@ -79,6 +79,36 @@ def paired_diff_ci(
     if arr_a.size != arr_b.size:
         raise ValueError(f"paired_diff_ci: lengths differ ({arr_a.size} vs {arr_b.size})")
     return mean_ci(arr_b - arr_a, n_boot=n_boot, alpha=alpha, seed=seed)
+
+
+def ratio_ci(
+    num: Sequence[float],
+    den: Sequence[float],
+    *,
+    n_boot: int = 2000,
+    alpha: float = 0.05,
+    seed: int = 0,
+) -> tuple[float, float, float] | None:
+    """``sum(num) / sum(den)`` over paired items (e.g. joules over correct answers) with a percentile-bootstrap CI
+    that resamples the items; None when ``sum(den)`` is 0. Resamples whose denominator is 0 are left out (with few
+    correct items the interval is then wide, as it should be)."""
+    arr_n = _as_finite_array(num, "ratio_ci(num)")
+    arr_d = _as_finite_array(den, "ratio_ci(den)")
+    if arr_n.size != arr_d.size:
+        raise ValueError(f"ratio_ci: lengths differ ({arr_n.size} vs {arr_d.size})")
+    total = float(arr_d.sum())
+    if total == 0:
+        return None
+    point = float(arr_n.sum()) / total
+    rng = np.random.default_rng(seed)
+    idx = rng.integers(0, arr_n.size, size=(n_boot, arr_n.size))
+    d = arr_d[idx].sum(axis=1)
+    keep = d > 0
+    ratios = arr_n[idx].sum(axis=1)[keep] / d[keep]
+    if ratios.size == 0:
+        return point, point, point
+    low, high = np.quantile(ratios, [alpha / 2.0, 1.0 - alpha / 2.0])
+    return point, float(low), float(high)
 
 
 def percentile(values: Sequence[float], q: float) -> float | None:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from rig.benchmarks.base import Table
 from rig.records import write_atomic
-from rig.runs.compare import gib, judged_note, paired, run_summary
+from rig.runs.compare import efficiency_compare_table, gib, judged_note, paired, run_summary
 from rig.runs.html import CSP, _table_html
 from rig.runs.plots import Point, figure_svg, pareto_plot
 from rig.runs.report import table_md
@@ -115,6 +115,11 @@ def leaderboard(cells: list[Cell], runs: dict[str, str | None], baseline: str) -
             note="Same benchmark, options and modes; episodes paired by (episode id, repeat).",
         ),
     ]
+    done = [c for c in cells if c.key in sums]
+    eff = efficiency_compare_table(
+        [sums[c.key] for c in done], [f"{c.model} {_bench(c)} {c.decode}/{c.tool_mode}" for c in done]
+    )
+    tables.append(eff.model_copy(update={"columns": ["Cell", *eff.columns[1:]]}))
     if failed:
         tables.append(
             Table(
@@ -157,6 +162,15 @@ def leaderboard(cells: list[Cell], runs: dict[str, str | None], baseline: str) -
                 f"{bench}: score against memory",
             )
         )
+        if any(s.energy.per_episode_j is not None for _, s in pts):
+            plots[f"pareto_energy_{bench}.svg"] = figure_svg(
+                pareto_plot(
+                    [point(n, s, s.energy.per_episode_j) for n, (_, s) in zip(label, pts, strict=True)],
+                    "energy per episode (J, net of idle)",
+                    "score (95% CI)",
+                    f"{bench}: score against energy",
+                )
+            )
     return tables, plots
 
 
