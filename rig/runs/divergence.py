@@ -623,6 +623,38 @@ def divergence_md(report: DivergenceReport) -> str:
     return "\n".join(lines) + "\n"
 
 
+def run_divergence(cdir: Path, runs: list[Path], reference: str | None, models_file: Path | None) -> str:
+    """The divergence section of a comparison: the pass runs in its own process (models loaded and freed there),
+    handed ``divergence-settings.json``; returns the markdown. Raises DivergenceError on bad input."""
+    import subprocess
+
+    from rig.runs.compare import variant_labels
+    from rig.runs.manifest import RunManifest
+
+    labels = variant_labels(runs)
+    models = [RunManifest.read(r).config.model.name for r in runs]
+    i = 0
+    if reference is not None:
+        hits = [k for k, (lab, m) in enumerate(zip(labels, models, strict=True)) if reference in (lab, m)]
+        if not hits:
+            raise DivergenceError(f"--reference {reference!r}: not among the variants ({', '.join(labels)})")
+        i = hits[0]
+    settings = DivergenceSettings(
+        reference_run=str(runs[i]),
+        reference_label=labels[i],
+        variants=[VariantSource(model=models[k], run=str(r), label=labels[k]) for k, r in enumerate(runs) if k != i],
+        out=str(cdir),
+        models_file=str(models_file) if models_file else None,
+    )
+    path = cdir / "divergence-settings.json"
+    write_record(path, settings)
+    p = subprocess.run([sys.executable, "-m", "rig.runs.divergence", str(path)], capture_output=True, text=True)
+    if p.returncode != 0:
+        lines = [x for x in p.stderr.splitlines() if x.strip()]
+        raise DivergenceError(lines[-1] if p.returncode == 2 and lines else f"the pass failed (exit {p.returncode})")
+    return divergence_md(read_report(cdir))
+
+
 def run(settings: DivergenceSettings) -> DivergenceReport:
     report = compute(settings)
     write_report(report, Path(settings.out))

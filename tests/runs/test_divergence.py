@@ -1,0 +1,173 @@
+"""Token-level divergence on the embedded model: a run against itself, a requantized variant, the full-logits
+cross-check, and bad input through `rig compare --run ... --divergence` (exit 2, nothing written)."""
+
+from __future__ import annotations
+
+import csv
+import shutil
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from rig.runs.divergence import CSV_COLUMNS, DivergenceSettings, VariantSource, compute, write_report
+from tests.conftest import REPO
+
+pytestmark = pytest.mark.model
+
+
+@pytest.fixture(scope="module")
+def reference_run(tmp_path_factory: pytest.TempPathFactory, embedded_weights: str) -> Path:
+    """One CallNavi question (its routing and params tasks) on the embedded model, replies cut at 12 tokens."""
+    out = tmp_path_factory.mktemp("ref")
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "rig.cli",
+            "bench",
+            "--model",
+            "gemma3-270m",
+            "--benchmark",
+            "callnavi",
+            "--limit",
+            "1",
+            "--max-tokens",
+            "12",
+            "--out",
+            str(out),
+            "--no-report",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert p.returncode == 0, p.stderr
+    return next(out.iterdir())
+
+
+def rig(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "rig.cli", *args], capture_output=True, text=True, timeout=900)
+
+
+def test_self_is_exactly_zero(reference_run: Path, tmp_path: Path) -> None:
+    s = DivergenceSettings(
+        reference_run=str(reference_run),
+        variants=[VariantSource(model="gemma3-270m", label="again")],
+        out=str(tmp_path),
+    )
+    report = compute(s)
+    assert report.pairs >= 2 and not report.request_mismatches  # both tasks replayed to the stored request hashes
+    measured = [r for r in report.classes if r.tokens > 0]
+    assert {r.token_class for r in measured} >= {"all", "structure"}
+    for r in measured:
+        assert r.kind == "self"
+        assert r.mean_kld == 0.0 and r.kld_ci_high == 0.0 and r.p99_kld == 0.0
+        assert r.top1_agreement == 1.0
+        assert r.mean_logprob_reference == r.mean_logprob_variant
+    write_report(report, tmp_path)
+    with (tmp_path / "divergence.csv").open() as f:
+        rows = list(csv.DictReader(f))
+    assert tuple(rows[0]) == CSV_COLUMNS
+    assert {row["token_class"] for row in rows if row["tokens"] != "0"} == {r.token_class for r in measured}
+    # a class without tokens is "not measured" (empty), never 0
+    assert all(row["mean_kld"] == "" for row in rows if row["tokens"] == "0")
+
+
+def test_requantized_variant_diverges_and_matches_full_logits(
+    reference_run: Path, quantized_models: Path, embedded_weights: str, tmp_path: Path
+) -> None:
+    s = DivergenceSettings(
+        reference_run=str(reference_run),
+        variants=[VariantSource(model="gemma3-270m-q4_0")],
+        out=str(tmp_path),
+        models_file=str(quantized_models),
+    )
+    report = compute(s)
+    total = next(r for r in report.classes if r.token_class == "all")
+    assert total.kind == "quantization" and total.tokens > 0
+    assert total.mean_kld is not None and total.mean_kld > 0
+    assert total.kld_ci_low is not None and total.kld_ci_high is not None
+    assert total.kld_ci_low <= total.mean_kld <= total.kld_ci_high
+    assert report.worst and report.worst[0].kld == max(w.kld for w in report.worst)
+
+    # The same numbers from full logits over the whole sequence (llama-cpp-python logits_all) and plain numpy.
+    from llama_cpp import Llama
+
+    from rig.engines.llamacpp_logits import LogitScorer, compare_rows
+
+    prompt = "<start_of_turn>user\nCall the weather API for Helsinki.<end_of_turn>\n<start_of_turn>model\n"
+    reply = '{"API": ["getWeather"], "parameters": [{"city": "Helsinki", "lat": 60.17}]}'
+    q4_0 = str(quantized_models.parent / "w" / "g-q4_0.gguf")
+    a, b = LogitScorer(embedded_weights, 512, chunk=5), LogitScorer(q4_0, 512, chunk=5)
+    ptoks = a.tokenize(prompt, add_bos=True, special=True)
+    seq = ptoks + a.tokenize(reply, add_bos=False, special=False)
+    streamed = []
+    for (i, ra), (_, rb) in zip(a.rows(seq, len(ptoks)), b.rows(seq, len(ptoks)), strict=True):
+        streamed += compare_rows(ra, rb, seq[i : i + len(ra)])
+    a.close()
+    b.close()
+    full = []
+    for w in (embedded_weights, q4_0):
+        llm = Llama(model_path=w, n_ctx=512, logits_all=True, verbose=False)
+        llm.eval(seq)
+        full.append(np.array(llm.scores[: len(seq)], dtype=np.float64))
+        llm.close()
+    lp = [x - np.log(np.exp(x - x.max(1, keepdims=True)).sum(1, keepdims=True)) - x.max(1, keepdims=True) for x in full]
+    pos = range(len(ptoks) - 1, len(seq) - 1)
+    kld = np.array([np.sum(np.exp(lp[0][k]) * (lp[0][k] - lp[1][k])) for k in pos])
+    agree = np.array([np.argmax(full[0][k]) == np.argmax(full[1][k]) for k in pos])
+    assert len(streamed) == len(kld) == len(seq) - len(ptoks)
+    assert np.allclose([x[0] for x in streamed], kld, rtol=1e-3, atol=1e-4)
+    assert abs(np.mean([x[0] for x in streamed]) / kld.mean() - 1) < 1e-3
+    assert [x[1] for x in streamed] == list(agree)
+
+
+def test_bad_input_exits_2_and_writes_nothing(reference_run: Path, tmp_path: Path) -> None:
+    models = tmp_path / "models.yaml"
+    shutil.copy(REPO / "models.yaml", models)
+    models.write_text(
+        models.read_text()
+        + "\n  ghost:\n    engine: llamacpp\n    weights: {file: missing/ghost.gguf}\n    chat_format: gemma\n"
+    )
+    out = tmp_path / "cmp"
+    # the reference run's copy standing for a variant named in models.yaml whose weights file is missing
+    ghost = tmp_path / "ghost-run"
+    shutil.copytree(reference_run, ghost)
+    man = (ghost / "manifest.json").read_text().replace('"name": "gemma3-270m"', '"name": "ghost"', 1)
+    (ghost / "manifest.json").write_text(man)
+    p = rig(
+        "compare",
+        "--run",
+        str(reference_run),
+        "--run",
+        str(ghost),
+        "--divergence",
+        "--models",
+        str(models),
+        "--out",
+        str(out),
+    )
+    assert p.returncode == 2, p.stderr
+    assert "'ghost'" in p.stderr and "weights.file" in p.stderr and "Traceback" not in p.stderr
+    assert not out.exists() or not any(out.iterdir())
+
+    # a reference run whose episodes all failed
+    failed = tmp_path / "failed-run"
+    shutil.copytree(reference_run, failed)
+    with sqlite3.connect(failed / "results.sqlite") as c:
+        c.execute("UPDATE results SET status = 'failed', error_category = 'engine_error'")
+    p = rig("compare", "--run", str(failed), "--run", str(reference_run), "--divergence", "--out", str(out))
+    assert p.returncode == 2, p.stderr
+    assert str(failed) in p.stderr and "status" in p.stderr and "Traceback" not in p.stderr
+    assert not out.exists() or not any(out.iterdir())
+
+    # a run folder from an older rig whose benchmark data has moved away
+    old = REPO / "tests" / "runs" / "fixtures" / "run_before_issue17"
+    p = rig("compare", "--run", str(old), "--run", str(reference_run), "--divergence", "--out", str(out))
+    assert p.returncode == 2, p.stderr
+    assert "Traceback" not in p.stderr
+    assert not out.exists() or not any(out.iterdir())
