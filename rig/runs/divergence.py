@@ -30,7 +30,7 @@ import numpy as np
 from pydantic import BaseModel, Field, ValidationError
 
 from rig.records import ChatRequest, EpisodeResult, Generation, write_record
-from rig.runs.tokenclass import CLASSES, token_classes
+from rig.runs.tokenclass import CLASSES, output_names, token_classes
 
 DIVERGENCE_FORMAT = 1
 CSV_COLUMNS = (
@@ -252,7 +252,7 @@ def replay_pairs(run_dir: Path, inner: Any) -> tuple[list[Pair], dict[str, str],
                     continue
                 engine.queue, engine.requests = list(res.generations), []
                 await bench.run_episode(ep, engine, ctx, res.repeat)
-                names = {t.name for t in ep.tools} | {c.name for c in res.tool_calls}
+                names = {t.name for t in ep.tools} | {c.name for c in res.tool_calls} | output_names(res.output)
                 for i, (req, gen) in enumerate(zip(engine.requests, res.generations, strict=False)):
                     if req.digest() != gen.request_hash:
                         mismatches.append(f"{key}/{i}")

@@ -18,9 +18,35 @@ CLASSES: tuple[TokenClass, ...] = ("structure", "tool_name", "argument", "number
 
 # Keys whose values name a tool or API (CallNavi's "API", tool-call envelopes' "name", ...).
 TOOL_KEYS = frozenset({"api", "apis", "name", "tool", "tool_name", "function", "function_name", "api_name"})
+ARGUMENT_KEYS = frozenset({"parameters", "arguments", "args", "params"})  # below these, "name" is an argument
 _NUMBER = re.compile(r"\s*-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?(?:\s*,\s*-?\d+(?:\.\d+)?)*\s*")
 _THINK = re.compile(r"<think>.*?(?:</think>|\Z)", re.S)
 _YAML_LINE = re.compile(r"^(\s*)(-\s+)?(?:([\"']?[\w$ .-]+[\"']?)(\s*:)(?=\s|$))?(.*)$")
+
+
+def output_names(output: object) -> set[str]:
+    """Tool / API names in what the benchmark parsed from a reply: a list of names (CallNavi routing), or the values
+    under tool keys of a mapping ({"API": [...], ...}), nested calls included, arguments left out."""
+    names: set[str] = set()
+    if isinstance(output, list):
+        for x in output:
+            if isinstance(x, str):
+                names.add(x)
+            else:
+                names |= output_names(x)
+    elif isinstance(output, dict):
+        for k, v in output.items():
+            if isinstance(k, str) and k.lower() in TOOL_KEYS:
+                names |= (
+                    {v}
+                    if isinstance(v, str)
+                    else {x for x in v if isinstance(x, str)}
+                    if isinstance(v, list)
+                    else set()
+                )
+            elif isinstance(v, (list, dict)) and not (isinstance(k, str) and k.lower() in ARGUMENT_KEYS):
+                names |= output_names(v)
+    return names
 
 
 def _value_class(value: str, key: str | None, tools: frozenset[str]) -> TokenClass:

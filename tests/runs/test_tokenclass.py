@@ -1,6 +1,6 @@
 """Token classes of a reply: characters first, then tokens through their byte spans."""
 
-from rig.runs.tokenclass import char_classes, token_classes
+from rig.runs.tokenclass import char_classes, output_names, token_classes
 
 
 def spans(text: str, tools: tuple[str, ...] = ()) -> list[tuple[str, str]]:
@@ -61,3 +61,10 @@ def test_token_classes_follow_byte_spans() -> None:
         "free_text",
         "free_text",
     ]
+
+
+def test_names_from_the_parsed_output() -> None:
+    assert output_names(["getWeather", "setAlarm"]) == {"getWeather", "setAlarm"}
+    assert output_names({"API": ["a", "b"], "parameters": [{"name": "Alice"}]}) == {"a", "b"}
+    assert output_names([{"name": "route", "arguments": {"x": 1}}]) == {"route"}
+    assert output_names(None) == set()
