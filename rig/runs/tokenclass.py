@@ -49,9 +49,9 @@ def output_names(output: object) -> set[str]:
     return names
 
 
-def _value_class(value: str, key: str | None, tools: frozenset[str]) -> TokenClass:
+def _value_class(value: str, key: str | None, tools: frozenset[str], in_args: bool = False) -> TokenClass:
     v = value.strip().strip("\"'")
-    if v in tools or (key is not None and key.lower() in TOOL_KEYS):
+    if not in_args and (v in tools or (key is not None and key.lower() in TOOL_KEYS)):
         return "tool_name"
     if _NUMBER.fullmatch(v):
         return "number"
@@ -60,13 +60,14 @@ def _value_class(value: str, key: str | None, tools: frozenset[str]) -> TokenCla
 
 def _scan_brackets(text: str, out: list[TokenClass], start: int, tools: frozenset[str]) -> int:
     """Classify a JSON / Python-literal value starting at ``text[start]`` (a bracket); returns where it ends."""
-    stack: list[list] = []  # [bracket, key in force]
+    stack: list[list] = []  # [bracket, key in force, inside a call's arguments]
     i, n = start, len(text)
     while i < n:
         c = text[i]
         if c in "{[":
             inherited = stack[-1][1] if stack and c == "[" else None
-            stack.append([c, inherited])
+            in_args = bool(stack) and (stack[-1][2] or str(stack[-1][1]).lower() in ARGUMENT_KEYS)
+            stack.append([c, inherited, in_args])
             out[i] = "structure"
             i += 1
         elif c in "}]":
@@ -94,7 +95,8 @@ def _scan_brackets(text: str, out: list[TokenClass], start: int, tools: frozense
             while k < n and text[k].isspace():
                 k += 1
             is_key = bool(stack) and stack[-1][0] == "{" and k < n and text[k] == ":"
-            cls: TokenClass = "structure" if is_key else _value_class(body, stack[-1][1] if stack else None, tools)
+            key, in_args = (stack[-1][1], stack[-1][2]) if stack else (None, False)
+            cls: TokenClass = "structure" if is_key else _value_class(body, key, tools, in_args)
             out[i] = "structure"
             for m in range(i + 1, end):
                 out[m] = cls
@@ -107,7 +109,8 @@ def _scan_brackets(text: str, out: list[TokenClass], start: int, tools: frozense
             j = i
             while j < n and not text[j].isspace() and text[j] not in "{}[]:,\"'":
                 j += 1
-            cls = _value_class(text[i:j], stack[-1][1] if stack else None, tools)
+            key, in_args = (stack[-1][1], stack[-1][2]) if stack else (None, False)
+            cls = _value_class(text[i:j], key, tools, in_args)
             for m in range(i, j):
                 out[m] = cls
             i = j

@@ -68,3 +68,8 @@ def test_names_from_the_parsed_output() -> None:
     assert output_names({"API": ["a", "b"], "parameters": [{"name": "Alice"}]}) == {"a", "b"}
     assert output_names([{"name": "route", "arguments": {"x": 1}}]) == {"route"}
     assert output_names(None) == set()
+
+
+def test_a_name_inside_arguments_is_an_argument() -> None:
+    s = spans('{"name": "lookup", "arguments": {"name": "Alice", "tool": "hammer"}}')
+    assert ("tool_name", "lookup") in s and ("argument", "Alice") in s and ("argument", "hammer") in s
