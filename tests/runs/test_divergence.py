@@ -176,3 +176,38 @@ def test_bad_input_exits_2_and_writes_nothing(reference_run: Path, tmp_path: Pat
     assert p.returncode == 2, p.stderr
     assert "Traceback" not in p.stderr
     assert not out.exists() or not any(out.iterdir())
+
+
+def test_different_tokenizer_is_refused(reference_run: Path, embedded_weights: str, tmp_path: Path) -> None:
+    # The embedded GGUF with one vocabulary entry renamed in place (same length, so the file stays valid).
+    data = bytearray(Path(embedded_weights).read_bytes())
+    at = data.find(b"<unused0>", 0, 8_000_000)
+    assert at > 0
+    data[at : at + 9] = b"<unusedZ>"
+    (tmp_path / "other.gguf").write_bytes(bytes(data))
+    models = tmp_path / "models.yaml"
+    shutil.copy(REPO / "models.yaml", models)
+    models.write_text(
+        models.read_text()
+        + "\n  othertok:\n    engine: llamacpp\n    weights: {file: other.gguf}\n    chat_format: gemma\n"
+    )
+    other = tmp_path / "other-run"
+    shutil.copytree(reference_run, other)
+    man = (other / "manifest.json").read_text().replace('"name": "gemma3-270m"', '"name": "othertok"', 1)
+    (other / "manifest.json").write_text(man)
+    out = tmp_path / "cmp"
+    p = rig(
+        "compare",
+        "--run",
+        str(reference_run),
+        "--run",
+        str(other),
+        "--divergence",
+        "--models",
+        str(models),
+        "--out",
+        str(out),
+    )
+    assert p.returncode == 2, p.stderr
+    assert "'othertok'" in p.stderr and "tokenizer" in p.stderr and "Traceback" not in p.stderr
+    assert not out.exists() or not any(out.iterdir())
