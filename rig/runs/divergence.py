@@ -86,7 +86,7 @@ class DivergenceSettings(BaseModel):
     variants: list[VariantSource]
     out: str
     models_file: str | None = None
-    chunk: int = Field(default=16, ge=1, le=512)  # reply positions decoded (and rows of logits held) at a time
+    chunk: int = Field(default=64, ge=1, le=512)  # reply positions decoded (and rows of logits held) at a time
     n_boot: int = Field(default=1000, ge=100)
     seed: int = 0
     worst: int = Field(default=10, ge=0)  # worst tokens kept per variant

@@ -82,7 +82,7 @@ def test_self_is_exactly_zero(reference_run: Path, tmp_path: Path) -> None:
     assert all(row["mean_kld"] == "" for row in rows if row["tokens"] == "0")
 
 
-def test_requantized_variant_diverges_and_matches_full_logits(
+def test_requantized_variant_diverges(
     reference_run: Path, quantized_models: Path, embedded_weights: str, tmp_path: Path
 ) -> None:
     s = DivergenceSettings(
@@ -99,7 +99,10 @@ def test_requantized_variant_diverges_and_matches_full_logits(
     assert total.kld_ci_low <= total.mean_kld <= total.kld_ci_high
     assert report.worst and report.worst[0].kld == max(w.kld for w in report.worst)
 
-    # The same numbers from full logits over the whole sequence (llama-cpp-python logits_all) and plain numpy.
+
+def test_streamed_rows_match_full_logits_and_numpy(quantized_models: Path, embedded_weights: str) -> None:
+    """The reply-positions-only path against llama-cpp-python's logits_all over the same batches, with the KLD,
+    top-1 and log-probs recomputed by plain vectorised numpy."""
     from llama_cpp import Llama
 
     from rig.engines.llamacpp_logits import LogitScorer, compare_rows
@@ -107,28 +110,32 @@ def test_requantized_variant_diverges_and_matches_full_logits(
     prompt = "<start_of_turn>user\nCall the weather API for Helsinki.<end_of_turn>\n<start_of_turn>model\n"
     reply = '{"API": ["getWeather"], "parameters": [{"city": "Helsinki", "lat": 60.17}]}'
     q4_0 = str(quantized_models.parent / "w" / "g-q4_0.gguf")
-    a, b = LogitScorer(embedded_weights, 512, chunk=5), LogitScorer(q4_0, 512, chunk=5)
+    a, b = LogitScorer(embedded_weights, 512, chunk=64), LogitScorer(q4_0, 512, chunk=64)
     ptoks = a.tokenize(prompt, add_bos=True, special=True)
     seq = ptoks + a.tokenize(reply, add_bos=False, special=False)
+    first = len(ptoks)
     streamed = []
-    for (i, ra), (_, rb) in zip(a.rows(seq, len(ptoks)), b.rows(seq, len(ptoks)), strict=True):
+    for (i, ra), (_, rb) in zip(a.rows(seq, first), b.rows(seq, first), strict=True):
         streamed += compare_rows(ra, rb, seq[i : i + len(ra)])
     a.close()
     b.close()
     full = []
     for w in (embedded_weights, q4_0):
-        llm = Llama(model_path=w, n_ctx=512, logits_all=True, verbose=False)
-        llm.eval(seq)
-        full.append(np.array(llm.scores[: len(seq)], dtype=np.float64))
+        llm = Llama(model_path=w, n_ctx=512, n_batch=512, n_ubatch=512, logits_all=True, verbose=False)
+        llm.eval(seq[: first - 1])  # the same two batches as the streamed path: prompt, then the reply positions
+        llm.eval(seq[first - 1 : -1])
+        full.append(np.array(llm.scores[first - 1 : len(seq) - 1], dtype=np.float64))
         llm.close()
-    lp = [x - np.log(np.exp(x - x.max(1, keepdims=True)).sum(1, keepdims=True)) - x.max(1, keepdims=True) for x in full]
-    pos = range(len(ptoks) - 1, len(seq) - 1)
-    kld = np.array([np.sum(np.exp(lp[0][k]) * (lp[0][k] - lp[1][k])) for k in pos])
-    agree = np.array([np.argmax(full[0][k]) == np.argmax(full[1][k]) for k in pos])
-    assert len(streamed) == len(kld) == len(seq) - len(ptoks)
-    assert np.allclose([x[0] for x in streamed], kld, rtol=1e-3, atol=1e-4)
-    assert abs(np.mean([x[0] for x in streamed]) / kld.mean() - 1) < 1e-3
-    assert [x[1] for x in streamed] == list(agree)
+    lp = [x - x.max(1, keepdims=True) for x in full]
+    lp = [x - np.log(np.exp(x).sum(1, keepdims=True)) for x in lp]
+    kld = (np.exp(lp[0]) * (lp[0] - lp[1])).sum(1)
+    targets = np.array(seq[first:])
+    assert len(streamed) == len(kld) == len(seq) - first
+    assert np.allclose([x[0] for x in streamed], kld, rtol=1e-9, atol=1e-12)
+    assert [x[1] for x in streamed] == list(full[0].argmax(1) == full[1].argmax(1))
+    assert np.allclose([x[2] for x in streamed], lp[0][np.arange(len(targets)), targets], rtol=1e-9)
+    assert np.allclose([x[3] for x in streamed], lp[1][np.arange(len(targets)), targets], rtol=1e-9)
+    assert kld.mean() > 0
 
 
 def test_bad_input_exits_2_and_writes_nothing(reference_run: Path, tmp_path: Path) -> None:
