@@ -218,3 +218,18 @@ def test_different_tokenizer_is_refused(reference_run: Path, embedded_weights: s
     assert p.returncode == 2, p.stderr
     assert "'othertok'" in p.stderr and "tokenizer" in p.stderr and "Traceback" not in p.stderr
     assert not out.exists() or not any(out.iterdir())
+
+
+def test_compare_runs_with_divergence(reference_run: Path, tmp_path: Path) -> None:
+    again = tmp_path / "again"
+    shutil.copytree(reference_run, again)
+    out = tmp_path / "cmp"
+    p = rig("compare", "--run", str(reference_run), "--run", str(again), "--divergence", "--out", str(out))
+    assert p.returncode == 0, p.stderr
+    cdir = next(out.iterdir())
+    md = (cdir / "compare.md").read_text()
+    assert "## Token-level divergence against gemma3-270m" in md and "| gemma3-270m | self | all |" in md
+    with (cdir / "divergence.csv").open() as f:
+        rows = [r for r in csv.DictReader(f) if r["token_class"] == "all"]
+    assert len(rows) == 1 and rows[0]["mean_kld"] == "0.0" and rows[0]["top1_agreement"] == "1.0"
+    assert (cdir / "divergence_episodes.csv").read_text().startswith("variant,episode_id,repeat,token_class")
