@@ -144,6 +144,7 @@ def test_bad_input_exits_2_and_writes_nothing(reference_run: Path, tmp_path: Pat
     models.write_text(
         models.read_text()
         + "\n  ghost:\n    engine: llamacpp\n    weights: {file: missing/ghost.gguf}\n    chat_format: gemma\n"
+        + "    quantization: q4_k_m\n    context_length: 8192\n"
     )
     out = tmp_path / "cmp"
     # the reference run's copy standing for a variant named in models.yaml whose weights file is missing
@@ -197,6 +198,7 @@ def test_different_tokenizer_is_refused(reference_run: Path, embedded_weights: s
     models.write_text(
         models.read_text()
         + "\n  othertok:\n    engine: llamacpp\n    weights: {file: other.gguf}\n    chat_format: gemma\n"
+        + "    quantization: q4_k_m\n    context_length: 8192\n"
     )
     other = tmp_path / "other-run"
     shutil.copytree(reference_run, other)
