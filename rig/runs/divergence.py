@@ -232,7 +232,8 @@ def replay_pairs(run_dir: Path, inner: Any) -> tuple[list[Pair], dict[str, str],
             f"{info.name} episodes ({type(e).__name__}: {e})"
         ) from None
     cfg = man.config
-    ctx = RunContext(sampling=cfg.model.sampling, decode=cfg.decode, tool_mode=cfg.tool_mode)
+    # validated: the manifest records the modes as plain strings
+    ctx = RunContext.model_validate({"sampling": cfg.model.sampling, "decode": cfg.decode, "tool_mode": cfg.tool_mode})
     engine = _replay_engine(inner)
     pairs: list[Pair] = []
     skipped: dict[str, str] = {}
