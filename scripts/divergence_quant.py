@@ -5,7 +5,7 @@ For each benchmark: generate N episodes with the reference model (`rig bench`, t
 generation wall time) are measured in the same run on the same machine; the per-class table goes to markdown.
 Variants are made beforehand with `rig models quantize gemma3-270m --to q8_0 ... --models MODELS`.
 
-    python scripts/divergence_quant.py --models /tmp/q/models.yaml --variants gemma3-270m-q8_0,gemma3-270m-q4_0 \
+    python scripts/divergence_quant.py --models my-models.yaml --variants gemma3-270m-q8_0,gemma3-270m-q4_0 \
         --bench callnavi:6 --bench evgeoqa:2:max_steps=4 --out benchmarks/results/divergence.md
 """
 
