@@ -172,7 +172,10 @@ def test_bad_input_exits_2_and_writes_nothing(reference_run: Path, tmp_path: Pat
     failed = tmp_path / "failed-run"
     shutil.copytree(reference_run, failed)
     with sqlite3.connect(failed / "results.sqlite") as c:
-        c.execute("UPDATE results SET status = 'failed', error_category = 'engine_error'")
+        c.execute(  # the column and the stored record alike
+            "UPDATE results SET status = 'failed', error_category = 'engine_error', "
+            "record = json_set(record, '$.status', 'failed', '$.error_category', 'engine_error')"
+        )
     p = rig("compare", "--run", str(failed), "--run", str(reference_run), "--divergence", "--out", str(out))
     assert p.returncode == 2, p.stderr
     assert str(failed) in p.stderr and "status" in p.stderr and "Traceback" not in p.stderr
