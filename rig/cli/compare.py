@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import sys
 from pathlib import Path
 
@@ -12,8 +13,8 @@ from rig.cli.common import app, csv_list, fail, parse_options, say, tool_mode_fo
 
 @app.command()
 def compare(
-    models_: list[str] = typer.Argument(
-        ...,
+    models_: list[str] | None = typer.Argument(
+        None,
         metavar="VARIANT...",
         help="Models, or MODEL@decode=json,tool_mode=native variants; the first is the baseline.",
     ),
@@ -35,12 +36,35 @@ def compare(
     seed: int = typer.Option(0, "--seed", help="One seed for every variant, so episodes and sampling match."),
     max_tokens: int | None = typer.Option(None, "--max-tokens"),
     models_file: Path | None = typer.Option(None, "--models"),
+    runs_: list[Path] = typer.Option(
+        [], "--run", help="Compare existing run folders of one benchmark instead of running variants (repeat it)."
+    ),
+    divergence: bool = typer.Option(
+        False,
+        "--divergence",
+        help="Teacher-force every variant on the reference's stored replies: token-level KLD per token class.",
+    ),
+    reference: str | None = typer.Option(
+        None, "--reference", help="The reference variant for --divergence (a model name; default: the first)."
+    ),
 ) -> None:
     """Run the same episodes on each variant (a model under a decode and tool mode) in its own process and compare
     them, paired: `rig compare a b`, `rig compare gemma3-270m --decode none,json`."""
     from rig.runs.bench import BenchError, bench_options
-    from rig.runs.compare import expand_variants, run_compare, write_compare
+    from rig.runs.compare import compare_folder, expand_variants, run_compare
     from rig.runs.spec import DECODES, SpecError
+
+    if runs_:
+        if models_:
+            fail("give either VARIANT... to run or --run folders to compare, not both")
+        try:
+            cdir = compare_folder(out_dir, runs_)
+        except BenchError as e:
+            fail(str(e))
+        _finish(cdir, runs_, divergence, reference, models_file, fresh=True)
+        return
+    if not models_:
+        fail("name the variants to compare (VARIANT...), or existing run folders with --run")
 
     decodes = csv_list(decode)
     for d in decodes:
@@ -70,6 +94,38 @@ def compare(
         cdir, runs = run_compare(list(variants), bo, say=say)
     except (BenchError, SpecError) as e:
         fail(str(e))
-    md = write_compare(cdir, runs)
+    _finish(cdir, runs, divergence, reference, models_file)
+
+
+def _finish(
+    cdir: Path,
+    runs: list[Path],
+    divergence: bool,
+    reference: str | None,
+    models_file: Path | None,
+    fresh: bool = False,
+) -> None:
+    """compare.md and compare.html; with --divergence the divergence pass first, in a process of its own. A failed
+    pass over existing runs (``fresh``) leaves no comparison folder; after variants ran, their comparison is kept
+    without the divergence section."""
+    from rig.runformat import NewerFormatError, RunFileError
+    from rig.runs.compare import write_compare
+    from rig.runs.divergence import DivergenceError, run_divergence
+
+    section, problem = None, None
+    if divergence:
+        try:
+            section = run_divergence(cdir, runs, reference, models_file.resolve() if models_file else None)
+        except DivergenceError as e:
+            problem = str(e)
+            if fresh:
+                shutil.rmtree(cdir, ignore_errors=True)
+                fail(f"divergence: {problem}")
+    try:
+        md = write_compare(cdir, runs, extra=section)
+    except (NewerFormatError, RunFileError) as e:
+        fail(str(e))
     say(f"comparison: {cdir} (compare.md, compare.html; figures as SVG, PDF and PNG)")
     sys.stdout.write(md + "\n")
+    if problem:
+        fail(f"divergence: {problem}")

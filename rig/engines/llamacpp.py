@@ -192,6 +192,15 @@ class LlamaCppEngine(Engine):
                     f"models.yaml entry {self.spec.name!r}: engine_args.constraint_backend outlines: {e}"
                 ) from None
 
+    def attach(self, llm: Any) -> None:
+        """Render prompts with an already loaded ``Llama`` (the divergence scorer's) instead of loading the weights a
+        second time; the template is resolved and probed as at load."""
+        from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+
+        self.llm = llm
+        self._formatter = self._resolve_formatter(Jinja2ChatFormatter)
+        self._probe_template()
+
     def _probe_template(self) -> None:
         """Find out which message kinds the template silently drops (llama-cpp-python's ``gemma`` format drops
         system and tool messages and ignores tool definitions), so ``render`` can fold them into user turns

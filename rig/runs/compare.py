@@ -357,11 +357,35 @@ def efficiency_compare_table(sums: list[RunSummary], labels: list[str]) -> Table
     )
 
 
-def write_compare(cdir: Path, run_dirs: list[Path]) -> str:
-    """compare.md, compare.html and each figure as SVG, PDF and PNG in the comparison folder."""
+def compare_folder(out: Path, run_dirs: list[Path]) -> Path:
+    """A new comparison folder for existing runs of one benchmark; the runs are checked first, so bad input leaves
+    nothing behind."""
+    if len(run_dirs) < 2:
+        raise BenchError("rig compare --run needs at least two run folders")
+    names = set()
+    for d in run_dirs:
+        try:
+            man = RunManifest.read(d)
+        except FileNotFoundError:
+            raise BenchError(f"{d}: no manifest.json (is this a run directory?)") from None
+        except ValueError as e:  # a newer format, or a manifest that does not validate
+            raise BenchError(f"{d}/manifest.json: {str(e).splitlines()[0]}") from None
+        names.add(man.config.benchmarks[0].name if man.config.benchmarks else "")
+    if len(names) != 1:
+        raise BenchError(f"the runs are of different benchmarks ({', '.join(sorted(names))}); compare one at a time")
+    cdir = out / f"compare-{time.strftime('%Y%m%d-%H%M%S')}-{names.pop()}"
+    cdir.mkdir(parents=True, exist_ok=False)
+    return cdir
+
+
+def write_compare(cdir: Path, run_dirs: list[Path], extra: str | None = None) -> str:
+    """compare.md (with ``extra``, a further section such as the divergence tables, at its end), compare.html and
+    each figure as SVG, PDF and PNG in the comparison folder."""
     from rig.runs.html import html_report
 
     md, figs = compare_report(run_dirs)
+    if extra:
+        md = md.rstrip("\n") + "\n\n" + extra
     for stem, fig in figs.items():
         save_figure(fig, cdir, stem)
     write_atomic(cdir / "compare.md", md)

@@ -1,0 +1,689 @@
+"""Token-level divergence of model variants on a reference run's own trajectories (`rig compare --divergence`).
+
+The reference run's episodes are replayed through the benchmark (its own prompts and agent loop, each engine call
+answered with the stored reply), so every (prompt, reply) pair the reference produced is recovered exactly; the
+replayed request's hash is checked against the stored one. Each variant is then teacher-forced on those pairs
+(prefill only, no generation) and every reply token gets: KL(reference || variant) over the full vocabulary, whether
+the top-1 tokens agree, and the log-probability each model gives to the reference's token. Tokens are grouped by
+the part of the reply they belong to (``rig.runs.tokenclass``) and per episode, so divergence can be lined up with
+the episodes whose scores flipped.
+
+Everything is computed before anything is written; the results land in the output folder as ``divergence.csv``
+(one row per variant and token class, plus ``all``), ``divergence_episodes.csv`` and ``divergence.json`` (the typed
+``DivergenceReport``). The pass runs in a process of its own (``python -m rig.runs.divergence SETTINGS.json``),
+handed a JSON file of ``DivergenceSettings``, like every variant of a comparison.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import csv
+import io
+import os
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+from pydantic import BaseModel, Field, ValidationError
+
+from rig.records import ChatRequest, EpisodeResult, Generation, write_record
+from rig.runs.tokenclass import CLASSES, output_names, token_classes
+
+DIVERGENCE_FORMAT = 1
+CSV_COLUMNS = (
+    "variant",
+    "reference",
+    "kind",
+    "token_class",
+    "tokens",
+    "mean_kld",
+    "kld_ci_low",
+    "kld_ci_high",
+    "top1_agreement",
+    "p99_kld",
+    "mean_logprob_reference",
+    "mean_logprob_variant",
+)
+EPISODE_COLUMNS = (
+    "variant",
+    "episode_id",
+    "repeat",
+    "token_class",
+    "tokens",
+    "mean_kld",
+    "top1_agreement",
+    "score_reference",
+    "score_variant",
+    "score_delta",
+)
+
+
+class DivergenceError(ValueError):
+    """Bad input for a divergence pass; str() names the run or variant and the field (exit code 2)."""
+
+
+class VariantSource(BaseModel):
+    """A variant to teacher-force: a models.yaml entry, and optionally its own run of the same benchmark (for the
+    per-episode score deltas)."""
+
+    model: str
+    run: str | None = None
+    label: str | None = None
+
+    @property
+    def name(self) -> str:
+        return self.label or self.model
+
+
+class DivergenceSettings(BaseModel):
+    """What a divergence pass reads and how; written as JSON for the child process that runs it."""
+
+    reference_run: str
+    reference_label: str | None = None
+    variants: list[VariantSource]
+    out: str
+    models_file: str | None = None
+    chunk: int = Field(default=64, ge=1, le=512)  # reply positions decoded (and rows of logits held) at a time
+    n_boot: int = Field(default=1000, ge=100)
+    seed: int = 0
+    worst: int = Field(default=10, ge=0)  # worst tokens kept per variant
+    threads: int | None = None
+
+
+class ClassRow(BaseModel):
+    variant: str
+    reference: str
+    kind: Literal["quantization", "engine divergence", "self"]
+    token_class: str
+    tokens: int
+    mean_kld: float | None = None
+    kld_ci_low: float | None = None
+    kld_ci_high: float | None = None
+    top1_agreement: float | None = None
+    p99_kld: float | None = None
+    mean_logprob_reference: float | None = None
+    mean_logprob_variant: float | None = None
+
+
+class EpisodeRow(BaseModel):
+    variant: str
+    episode_id: str
+    repeat: int
+    token_class: str
+    tokens: int
+    mean_kld: float
+    top1_agreement: float
+    score_reference: float | None = None
+    score_variant: float | None = None
+    score_delta: float | None = None
+
+
+class WorstToken(BaseModel):
+    variant: str
+    episode_id: str
+    repeat: int
+    token_class: str
+    token: str
+    context: str  # reply text before the token, the token in [[ ]], a little after
+    kld: float
+    logprob_reference: float
+    logprob_variant: float
+
+
+class DivergenceReport(BaseModel):
+    format_version: int = DIVERGENCE_FORMAT
+    settings: DivergenceSettings
+    reference: str
+    engine: str
+    full_vocabulary: bool = True  # False: a top-k approximation (not produced by this engine)
+    tokenizer: str
+    episodes: int
+    pairs: int
+    skipped: dict[str, str] = Field(default_factory=dict)  # "episode_id#repeat" -> why it was left out
+    request_mismatches: list[str] = Field(default_factory=list)
+    classes: list[ClassRow]
+    episode_rows: list[EpisodeRow]
+    worst: list[WorstToken]
+    seconds: dict[str, float] = Field(default_factory=dict)  # replay, scoring (wall)
+
+
+# -- replay ------------------------------------------------------------------------------------------------------
+
+
+class Pair(BaseModel):
+    """One engine call of the reference run: the request as replayed and the stored reply."""
+
+    episode_id: str
+    repeat: int
+    idx: int
+    request: ChatRequest
+    reply: Generation
+    tools: list[str]
+
+
+def _replay_engine(inner: Any) -> Any:
+    """An engine answering each call with the next stored reply, recording the requests; rendering, capabilities
+    and tool-call parsing are the reference engine's, so the benchmark builds exactly the requests it built."""
+    from rig.engines.base import Engine, Reply
+
+    class Replay(Engine):
+        name = "replay"
+
+        def __init__(self) -> None:
+            self.spec, self.weights, self.gpu, self.args = inner.spec, inner.weights, None, inner.args
+            self.counters = {"tool_calls_from_text": 0}
+            self.queue: list[Generation] = []
+            self.requests: list[ChatRequest] = []
+
+        @property
+        def capabilities(self) -> Any:
+            return inner.capabilities
+
+        async def load(self) -> None:
+            return None
+
+        async def generate(self, request: ChatRequest) -> Reply:
+            self.requests.append(request)
+            stored = self.queue.pop(0) if self.queue else None
+            gen = Generation(request_hash=request.digest())
+            if stored is None:
+                gen.error = "replay: the reference run stored no reply for this call"
+            else:
+                gen.text, gen.finish_reason, gen.error = stored.text, stored.finish_reason, stored.error
+                gen.prompt_tokens, gen.completion_tokens = stored.prompt_tokens, stored.completion_tokens
+            return Reply(gen)
+
+        def parse_native_calls(self, text: str, request: ChatRequest) -> Any:
+            return inner.parse_native_calls(text, request)
+
+        def count_tokens(self, text: str) -> int | None:
+            return inner.count_tokens(text)
+
+    return Replay()
+
+
+def replay_pairs(run_dir: Path, inner: Any) -> tuple[list[Pair], dict[str, str], list[str], list[EpisodeResult]]:
+    """Every (request, reply) of the reference run's scored episodes; skipped episodes with the reason; keys of
+    calls whose replayed request differs from the stored hash; the results themselves."""
+    from rig.benchmarks import get_benchmark_class
+    from rig.benchmarks.base import RunContext
+    from rig.runformat import read_results
+    from rig.runs.manifest import RunManifest
+
+    man = RunManifest.read(run_dir)
+    info = man.config.benchmarks[0]
+    results = read_results(run_dir / "results.sqlite", info.name)
+    try:
+        bench = get_benchmark_class(info.name)(Path(info.data_path), info.options)
+        if bench.data_hash() != info.data_hash:
+            raise DivergenceError(
+                f"reference run {run_dir}: manifest.json config.benchmarks[0].data_hash: the {info.name} data at "
+                f"{info.data_path} changed since the run, so its prompts cannot be rebuilt"
+            )
+        episodes = {e.id: e for e in bench.episodes()}
+    except DivergenceError:
+        raise
+    except Exception as e:
+        raise DivergenceError(
+            f"reference run {run_dir}: manifest.json config.benchmarks[0].data_path: cannot rebuild the "
+            f"{info.name} episodes ({type(e).__name__}: {e})"
+        ) from None
+    cfg = man.config
+    # validated: the manifest records the modes as plain strings
+    ctx = RunContext.model_validate({"sampling": cfg.model.sampling, "decode": cfg.decode, "tool_mode": cfg.tool_mode})
+    engine = _replay_engine(inner)
+    pairs: list[Pair] = []
+    skipped: dict[str, str] = {}
+    mismatches: list[str] = []
+
+    async def go() -> None:
+        await bench.setup()
+        try:
+            for res in results:
+                key = f"{res.episode_id}#{res.repeat}"
+                if res.status != "scored":
+                    skipped[key] = f"status {res.status} ({res.error_category or 'no category'})"
+                    continue
+                ep = episodes.get(res.episode_id)
+                if ep is None:
+                    skipped[key] = "episode no longer in the benchmark data"
+                    continue
+                engine.queue, engine.requests = list(res.generations), []
+                await bench.run_episode(ep, engine, ctx, res.repeat)
+                names = {t.name for t in ep.tools} | {c.name for c in res.tool_calls} | output_names(res.output)
+                for i, (req, gen) in enumerate(zip(engine.requests, res.generations, strict=False)):
+                    if req.digest() != gen.request_hash:
+                        mismatches.append(f"{key}/{i}")
+                    if gen.error or not gen.text:
+                        continue
+                    tools = names | {t.name for t in req.tools} | {c.name for c in gen.tool_calls}
+                    pairs.append(
+                        Pair(
+                            episode_id=res.episode_id,
+                            repeat=res.repeat,
+                            idx=i,
+                            request=req,
+                            reply=gen,
+                            tools=sorted(tools),
+                        )
+                    )
+        finally:
+            await bench.teardown()
+
+    asyncio.run(go())
+    return pairs, skipped, mismatches, results
+
+
+# -- scoring -----------------------------------------------------------------------------------------------------
+
+
+class _Scored(BaseModel):
+    episode_id: str
+    repeat: int
+    cls: str
+    kld: float
+    agree: bool
+    lp_ref: float
+    lp_var: float
+    token: str
+    context: str
+
+
+def _load_variant(name: str, models_file: str | None, n_ctx: int, s: DivergenceSettings, who: str) -> Any:
+    from rig.engines.llamacpp_logits import LogitScorer, LogitsError
+    from rig.registry import RegistryError, default_registry_path, load_registry, resolve_weights
+
+    path = models_file or str(default_registry_path())
+    try:
+        spec = load_registry(path).get(name)
+        if spec.engine != "llamacpp":
+            raise DivergenceError(
+                f"{who} {name!r}: models.yaml engine {spec.engine!r}: this rig computes divergence on llamacpp "
+                "(GGUF) variants only"
+            )
+        weights = resolve_weights(spec, path)
+    except RegistryError as e:
+        raise DivergenceError(f"{who} {name!r}: {e}") from None
+    try:
+        return spec, LogitScorer(weights, n_ctx, n_threads=s.threads, chunk=s.chunk)
+    except LogitsError as e:
+        raise DivergenceError(f"{who} {name!r}: models.yaml weights: {e}") from None
+
+
+def _aggregate(label: str, ref: str, kind: Any, rows: list[_Scored], n_boot: int, seed: int) -> list[ClassRow]:
+    out = []
+    for cls in ("all", *CLASSES):
+        sel = [r for r in rows if cls == "all" or r.cls == cls]
+        if not sel:
+            out.append(ClassRow(variant=label, reference=ref, kind=kind, token_class=cls, tokens=0))
+            continue
+        kld = np.array([r.kld for r in sel])
+        # Tokens of one episode are not independent: the CI resamples episodes (cluster bootstrap of the mean).
+        groups: dict[tuple[str, int], list[float]] = defaultdict(list)
+        for r in sel:
+            groups[(r.episode_id, r.repeat)].append(r.kld)
+        sums = np.array([sum(v) for v in groups.values()])
+        counts = np.array([len(v) for v in groups.values()], dtype=float)
+        rng = np.random.default_rng(seed)
+        idx = rng.integers(0, len(sums), size=(n_boot, len(sums)))
+        boot = sums[idx].sum(axis=1) / counts[idx].sum(axis=1)
+        out.append(
+            ClassRow(
+                variant=label,
+                reference=ref,
+                kind=kind,
+                token_class=cls,
+                tokens=len(sel),
+                mean_kld=float(kld.mean()),
+                kld_ci_low=float(np.percentile(boot, 2.5)),
+                kld_ci_high=float(np.percentile(boot, 97.5)),
+                top1_agreement=float(np.mean([r.agree for r in sel])),
+                p99_kld=float(np.percentile(kld, 99)),
+                mean_logprob_reference=float(np.mean([r.lp_ref for r in sel])),
+                mean_logprob_variant=float(np.mean([r.lp_var for r in sel])),
+            )
+        )
+    return out
+
+
+def _episode_rows(
+    label: str, rows: list[_Scored], ref_scores: dict[tuple[str, int], float], var_scores: dict[tuple[str, int], float]
+) -> list[EpisodeRow]:
+    by: dict[tuple[str, int, str], list[_Scored]] = defaultdict(list)
+    for r in rows:
+        by[(r.episode_id, r.repeat, "all")].append(r)
+        by[(r.episode_id, r.repeat, r.cls)].append(r)
+    out = []
+    for (eid, rep, cls), sel in sorted(by.items()):
+        a, b = ref_scores.get((eid, rep)), var_scores.get((eid, rep))
+        out.append(
+            EpisodeRow(
+                variant=label,
+                episode_id=eid,
+                repeat=rep,
+                token_class=cls,
+                tokens=len(sel),
+                mean_kld=float(np.mean([r.kld for r in sel])),
+                top1_agreement=float(np.mean([r.agree for r in sel])),
+                score_reference=a,
+                score_variant=b,
+                score_delta=None if a is None or b is None else b - a,
+            )
+        )
+    return out
+
+
+def _scores(run_dir: Path) -> dict[tuple[str, int], float]:
+    from rig.runs.compare import run_summary
+
+    h = run_summary(run_dir).headline
+    return h.by_episode() if h else {}
+
+
+def compute(s: DivergenceSettings) -> DivergenceReport:
+    """The whole pass, in memory: replay, teacher-force every variant, aggregate. Raises DivergenceError."""
+    from rig.engines.llamacpp import LlamaCppEngine
+    from rig.engines.llamacpp_logits import LogitsError, compare_rows
+    from rig.runformat import NewerFormatError, RunFileError
+    from rig.runs.manifest import RunManifest
+
+    run = Path(s.reference_run)
+    try:
+        man = RunManifest.read(run)
+    except FileNotFoundError:
+        raise DivergenceError(f"reference run {run}: manifest.json not found (not a run folder)") from None
+    except NewerFormatError as e:
+        raise DivergenceError(f"reference run {run}: {e}") from None
+    except (ValidationError, ValueError) as e:
+        raise DivergenceError(f"reference run {run}: manifest.json: {_first_error(e)}") from None
+    if not s.variants:
+        raise DivergenceError("no variant to compare with the reference")
+    ref_name = man.config.model.name
+    ref_label = s.reference_label or ref_name
+    n_ctx = man.config.model.context_length
+    ref_spec, ref = _load_variant(ref_name, s.models_file, n_ctx, s, f"reference run {run}: model")
+    scorers = []
+    try:
+        digest = ref.tokenizer_digest()
+        for v in s.variants:
+            spec, sc = _load_variant(v.model, s.models_file, n_ctx, s, "variant")
+            scorers.append((v, spec, sc))
+            if sc.tokenizer_digest() != digest:
+                raise DivergenceError(
+                    f"variant {v.name!r}: tokenizer differs from the reference {ref_label!r} "
+                    f"(run {run}): divergence needs the same vocabulary on both sides"
+                )
+        inner = LlamaCppEngine(ref_spec, ref.weights)
+        inner.attach(ref.llm)
+        t0 = time.perf_counter()
+        try:
+            pairs, skipped, mismatches, _ = replay_pairs(run, inner)
+        except (RunFileError, NewerFormatError) as e:
+            raise DivergenceError(f"reference run {run}: {e}") from None
+        if not pairs:
+            why = "; ".join(f"{k}: {v}" for k, v in list(skipped.items())[:3]) or "no stored replies"
+            raise DivergenceError(
+                f"reference run {run}: results.sqlite status: no scored episode with a reply to teacher-force ({why})"
+            )
+        t1 = time.perf_counter()
+        scored: dict[str, list[_Scored]] = {v.name: [] for v, _, _ in scorers}
+        for p in pairs:
+            prompt, has_bos, _ = inner.render(p.request)
+            ptoks = ref.tokenize(prompt, add_bos=not has_bos, special=True)
+            rtoks = ref.tokenize(p.reply.text, add_bos=False, special=False)
+            if not rtoks:
+                continue
+            seq = ptoks + rtoks
+            if len(seq) > n_ctx:
+                skipped[f"{p.episode_id}#{p.repeat}/{p.idx}"] = f"{len(seq)} tokens exceed the context {n_ctx}"
+                continue
+            pieces = [ref.piece(t) for t in rtoks]
+            classes = token_classes(p.reply.text, pieces, p.tools)
+            text_bytes = b"".join(pieces)
+            offsets = np.cumsum([0, *[len(x) for x in pieces]])
+            gens = [ref.rows(seq, len(ptoks))] + [sc.rows(seq, len(ptoks)) for _, _, sc in scorers]
+            for chunks in zip(*gens, strict=True):
+                start, ref_rows = chunks[0]
+                k = start - len(ptoks)
+                targets = seq[start : start + len(ref_rows)]
+                for (v, _, _), (_, rows) in zip(scorers, chunks[1:], strict=True):
+                    for j, (kld, agree, lr, lv) in enumerate(compare_rows(ref_rows, rows, targets)):
+                        i = k + j
+                        a, b = int(offsets[i]), int(offsets[i + 1])
+                        scored[v.name].append(
+                            _Scored(
+                                episode_id=p.episode_id,
+                                repeat=p.repeat,
+                                cls=classes[i],
+                                kld=kld,
+                                agree=agree,
+                                lp_ref=lr,
+                                lp_var=lv,
+                                token=pieces[i].decode("utf-8", "replace"),
+                                context=(
+                                    text_bytes[max(0, a - 60) : a].decode("utf-8", "replace")
+                                    + "[["
+                                    + text_bytes[a:b].decode("utf-8", "replace")
+                                    + "]]"
+                                    + text_bytes[b : b + 20].decode("utf-8", "replace")
+                                ),
+                            )
+                        )
+        t2 = time.perf_counter()
+    except LogitsError as e:
+        raise DivergenceError(f"reference run {run}: {e}") from None
+    finally:
+        ref.close()
+        for _, _, sc in scorers:
+            sc.close()
+    ref_scores = _scores(run)
+    classes_out: list[ClassRow] = []
+    episodes_out: list[EpisodeRow] = []
+    worst: list[WorstToken] = []
+    for v, spec, _ in scorers:
+        rows = scored[v.name]
+        kind = "self" if spec.name == ref_spec.name else "quantization"
+        classes_out += _aggregate(v.name, ref_label, kind, rows, s.n_boot, s.seed)
+        var_scores = _scores(Path(v.run)) if v.run else {}
+        episodes_out += _episode_rows(v.name, rows, ref_scores, var_scores)
+        for r in sorted(rows, key=lambda r: -r.kld)[: s.worst]:
+            worst.append(
+                WorstToken(
+                    variant=v.name,
+                    episode_id=r.episode_id,
+                    repeat=r.repeat,
+                    token_class=r.cls,
+                    token=r.token,
+                    context=r.context,
+                    kld=r.kld,
+                    logprob_reference=r.lp_ref,
+                    logprob_variant=r.lp_var,
+                )
+            )
+    return DivergenceReport(
+        settings=s,
+        reference=ref_label,
+        engine="llamacpp",
+        tokenizer=digest,
+        episodes=len({(p.episode_id, p.repeat) for p in pairs}),
+        pairs=len(pairs),
+        skipped=skipped,
+        request_mismatches=mismatches,
+        classes=classes_out,
+        episode_rows=episodes_out,
+        worst=worst,
+        seconds={"replay": t1 - t0, "scoring": t2 - t1},
+    )
+
+
+def _first_error(e: Exception) -> str:
+    if isinstance(e, ValidationError) and e.errors():
+        err = e.errors()[0]
+        return f"{'.'.join(str(x) for x in err['loc'])}: {err['msg']}"
+    return str(e).splitlines()[0] if str(e) else type(e).__name__
+
+
+# -- storage and rendering ---------------------------------------------------------------------------------------
+
+
+def _csv(rows: list[BaseModel], columns: tuple[str, ...]) -> str:
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(columns)
+    for r in rows:
+        d = r.model_dump()
+        w.writerow(["" if d[c] is None else d[c] for c in columns])  # empty = not measured, never 0
+    return buf.getvalue()
+
+
+def write_report(report: DivergenceReport, out: Path) -> list[Path]:
+    """divergence.csv, divergence_episodes.csv and divergence.json, each written whole (temporary file, rename)."""
+    out.mkdir(parents=True, exist_ok=True)
+    files = {
+        "divergence.csv": _csv(list(report.classes), CSV_COLUMNS),
+        "divergence_episodes.csv": _csv(list(report.episode_rows), EPISODE_COLUMNS),
+    }
+    tmps = []
+    for name, text in files.items():
+        tmp = out / (name + ".tmp")
+        tmp.write_text(text)
+        tmps.append((tmp, out / name))
+    write_record(out / "divergence.json", report)
+    for tmp, dst in tmps:
+        os.replace(tmp, dst)
+    return [dst for _, dst in tmps] + [out / "divergence.json"]
+
+
+def read_report(out: Path) -> DivergenceReport:
+    from rig.runformat import check_version
+
+    path = out / "divergence.json"
+    text = path.read_text()
+    import json
+
+    found = json.loads(text).get("format_version", 1)
+    check_version(path, found, DIVERGENCE_FORMAT)
+    return DivergenceReport.model_validate_json(text)
+
+
+def _f(x: float | None, digits: int = 4) -> str:
+    return "not measured" if x is None else f"{x:.{digits}f}"
+
+
+def divergence_md(report: DivergenceReport) -> str:
+    """The compare.md section: KLD per token class and variant, flipped episodes lined up, the worst tokens."""
+    lines = [
+        f"## Token-level divergence against {report.reference}",
+        "",
+        f"Each variant teacher-forced on the {report.pairs} replies of {report.episodes} reference episodes "
+        f"({report.engine}, full-vocabulary KL divergence reference -> variant in nats; 95% CI by resampling "
+        "episodes; top-1 = the variants' most likely tokens agree).",
+        "",
+        "| Variant | Kind | Token class | Tokens | Mean KLD | CI low | CI high | Top-1 agreement | p99 KLD |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in report.classes:
+        if r.tokens == 0 and r.token_class != "all":
+            continue
+        lines.append(
+            f"| {r.variant} | {r.kind} | {r.token_class} | {r.tokens} | {_f(r.mean_kld)} | {_f(r.kld_ci_low)} | "
+            f"{_f(r.kld_ci_high)} | {_f(r.top1_agreement, 3)} | {_f(r.p99_kld)} |"
+        )
+    flips = [e for e in report.episode_rows if e.score_delta not in (None, 0.0) and e.token_class != "all"]
+    if flips:
+        lines += ["", "Episodes whose score changed, by token class of the divergence:", ""]
+        lines += ["| Variant | Episode | Score delta | Token class | Tokens | Mean KLD | Top-1 agreement |"]
+        lines += ["|---|---|---|---|---|---|---|"]
+        for e in sorted(flips, key=lambda e: (e.variant, e.episode_id, e.repeat, -e.mean_kld)):
+            lines.append(
+                f"| {e.variant} | {e.episode_id}#{e.repeat} | {e.score_delta:+.3f} | {e.token_class} | {e.tokens} | "
+                f"{e.mean_kld:.4f} | {e.top1_agreement:.3f} |"
+            )
+    if report.worst:
+        lines += ["", "Worst tokens:", "", "| Variant | Episode | Class | KLD | log p ref | log p variant | Context |"]
+        lines += ["|---|---|---|---|---|---|---|"]
+        for w in report.worst:
+            ctx = w.context.replace("|", "\\|").replace("\n", "\\n")
+            lines.append(
+                f"| {w.variant} | {w.episode_id}#{w.repeat} | {w.token_class} | {w.kld:.3f} | "
+                f"{w.logprob_reference:.3f} | {w.logprob_variant:.3f} | `{ctx}` |"
+            )
+    notes = []
+    if report.skipped:
+        notes.append(f"{len(report.skipped)} episode(s) or calls left out (see divergence.json `skipped`)")
+    if report.request_mismatches:
+        notes.append(
+            f"{len(report.request_mismatches)} replayed request(s) differ from the stored request hash "
+            "(the benchmark's prompts changed since the run)"
+        )
+    if notes:
+        lines += ["", "_" + "; ".join(notes) + "._"]
+    return "\n".join(lines) + "\n"
+
+
+def run_divergence(cdir: Path, runs: list[Path], reference: str | None, models_file: Path | None) -> str:
+    """The divergence section of a comparison: the pass runs in its own process (models loaded and freed there),
+    handed ``divergence-settings.json``; returns the markdown. Raises DivergenceError on bad input."""
+    import subprocess
+
+    from rig.runs.compare import variant_labels
+    from rig.runs.manifest import RunManifest
+
+    labels = variant_labels(runs)
+    models = [RunManifest.read(r).config.model.name for r in runs]
+    i = 0
+    if reference is not None:
+        hits = [k for k, (lab, m) in enumerate(zip(labels, models, strict=True)) if reference in (lab, m)]
+        if not hits:
+            raise DivergenceError(f"--reference {reference!r}: not among the variants ({', '.join(labels)})")
+        i = hits[0]
+    settings = DivergenceSettings(
+        reference_run=str(runs[i]),
+        reference_label=labels[i],
+        variants=[VariantSource(model=models[k], run=str(r), label=labels[k]) for k, r in enumerate(runs) if k != i],
+        out=str(cdir),
+        models_file=str(models_file) if models_file else None,
+    )
+    path = cdir / "divergence-settings.json"
+    write_record(path, settings)
+    p = subprocess.run([sys.executable, "-m", "rig.runs.divergence", str(path)], capture_output=True, text=True)
+    if p.returncode != 0:
+        lines = [x for x in p.stderr.splitlines() if x.strip()]
+        raise DivergenceError(lines[-1] if p.returncode == 2 and lines else f"the pass failed (exit {p.returncode})")
+    return divergence_md(read_report(cdir))
+
+
+def run(settings: DivergenceSettings) -> DivergenceReport:
+    report = compute(settings)
+    write_report(report, Path(settings.out))
+    return report
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m rig.runs.divergence SETTINGS.json``: the pass in a process of its own; exit 2 on bad input."""
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 1:
+        print("usage: python -m rig.runs.divergence SETTINGS.json", file=sys.stderr)
+        return 2
+    path = Path(args[0])
+    try:
+        settings = DivergenceSettings.model_validate_json(path.read_text())
+    except OSError as e:
+        print(f"{path}: {e.strerror}", file=sys.stderr)
+        return 2
+    except ValidationError as e:
+        print(f"{path}: {_first_error(e)}", file=sys.stderr)
+        return 2
+    try:
+        run(settings)
+    except DivergenceError as e:
+        print(str(e), file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
