@@ -175,6 +175,7 @@ def _replay_engine(inner: Any) -> Any:
         def __init__(self) -> None:
             self.spec, self.weights, self.gpu, self.args = inner.spec, inner.weights, None, inner.args
             self.counters = {"tool_calls_from_text": 0}
+            self.meter = None  # a replay draws no energy worth measuring (Engine.__init__ would re-validate args)
             self.queue: list[Generation] = []
             self.requests: list[ChatRequest] = []
 
