@@ -13,7 +13,7 @@ import os
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import BaseModel, Field, ValidationError, model_validator
 
@@ -223,6 +223,27 @@ def write_atomic(path: Path, data: str | bytes) -> None:
             tmp.write_bytes(data)
 
 
+def validation_where(e: ValidationError) -> str:
+    """The first failed field of a validation error as ``loc.path: message`` (how rig names a field in a file)."""
+    first = e.errors()[0]
+    return ".".join(str(p) for p in first["loc"]) + ": " + first["msg"]
+
+
+R = TypeVar("R", bound=BaseModel)
+
+
+def read_record(path: Path, cls: type[R]) -> R:
+    """A record another rig process wrote (a child's settings file); ValueError naming the file and the field."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise ValueError(f"{path}: cannot read ({getattr(e, 'strerror', None) or e})") from None
+    try:
+        return cls.model_validate_json(text)
+    except ValidationError as e:
+        raise ValueError(f"{path}: {validation_where(e) if e.errors() else e}") from None
+
+
 def write_record(path: Path, record: BaseModel) -> None:
     """Write a record as indented JSON in one step (``write_atomic``), so a reader, or a process killed mid-write,
     never sees half a file. A record that would not read back (a NaN or infinity becomes null in JSON) is refused,
@@ -231,9 +252,6 @@ def write_record(path: Path, record: BaseModel) -> None:
     try:
         type(record).model_validate_json(text)
     except ValueError as e:
-        where = ""
-        if isinstance(e, ValidationError) and e.errors():
-            first = e.errors()[0]
-            where = ".".join(str(p) for p in first["loc"]) + ": " + first["msg"]
+        where = validation_where(e) if isinstance(e, ValidationError) and e.errors() else ""
         raise ValueError(f"{path}: not written, it would not read back ({where or e})") from None
     write_atomic(path, text)

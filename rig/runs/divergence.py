@@ -29,7 +29,7 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, Field, ValidationError
 
-from rig.records import ChatRequest, EpisodeResult, Generation, write_record
+from rig.records import ChatRequest, EpisodeResult, Generation, read_record, write_record
 from rig.runs.tokenclass import CLASSES, output_names, token_classes
 
 DIVERGENCE_FORMAT = 1
@@ -669,14 +669,10 @@ def main(argv: list[str] | None = None) -> int:
     if len(args) != 1:
         print("usage: python -m rig.runs.divergence SETTINGS.json", file=sys.stderr)
         return 2
-    path = Path(args[0])
     try:
-        settings = DivergenceSettings.model_validate_json(path.read_text())
-    except OSError as e:
-        print(f"{path}: {e.strerror}", file=sys.stderr)
-        return 2
-    except ValidationError as e:
-        print(f"{path}: {_first_error(e)}", file=sys.stderr)
+        settings = read_record(Path(args[0]), DivergenceSettings)
+    except ValueError as e:
+        print(e, file=sys.stderr)
         return 2
     try:
         run(settings)

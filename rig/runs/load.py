@@ -27,7 +27,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, ValidationError
 
-from rig.records import EpisodeResult, write_record
+from rig.records import EpisodeResult, read_record, write_record
 from rig.runs.bench import BenchError, BenchOptions
 from rig.scoring.stats import percentile
 
@@ -503,15 +503,10 @@ def main(argv: list[str]) -> int:
     if len(argv) != 1:
         print("usage: python -m rig.runs.load LEVEL.json", file=sys.stderr)
         return 2
-    path = Path(argv[0])
     try:
-        spec = LevelSpec.model_validate_json(path.read_text())
-    except OSError as e:
-        print(f"{path}: cannot read ({e.strerror})", file=sys.stderr)
-        return 2
-    except ValidationError as e:
-        err = e.errors()[0]
-        print(f"{path}: {'.'.join(map(str, err['loc']))}: {err['msg']}", file=sys.stderr)
+        spec = read_record(Path(argv[0]), LevelSpec)
+    except ValueError as e:
+        print(e, file=sys.stderr)
         return 2
     try:
         run_bench(spec.bench, on_event=lambda m: print(m, file=sys.stderr))

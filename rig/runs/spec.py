@@ -13,14 +13,13 @@ from the spec (`Benchmark.conflicts`), before the model loads.
 from __future__ import annotations
 
 import json
-import os
 import re
 from pathlib import Path
 from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from rig.records import DecodeMode, ToolMode
+from rig.records import DecodeMode, ToolMode, write_atomic
 
 Order = Literal["grouped", "shuffled"]
 
@@ -160,7 +159,5 @@ def read_spec(path: Path, cls: type[RunSpec] = RunSpec) -> RunSpec:
 def write_spec(path: Path, spec: RunSpec) -> Path:
     """The spec.json a cell process reads back with ``rig bench --spec``: only the fields that were set, so unset
     sampling overrides stay the model's own."""
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(spec.spec_fields(), indent=2, ensure_ascii=False))
-    os.replace(tmp, path)
+    write_atomic(path, json.dumps(spec.spec_fields(), indent=2, ensure_ascii=False))
     return path
