@@ -85,13 +85,18 @@ class Scorer(Protocol):
     def close(self) -> None: ...
 
 
+_SPACE_MARK = "\u2581".encode()  # SentencePiece's word-start mark, which detokenises to a space
+
+
 def vocab_digest(n_vocab: int, bos: int | None, texts: Iterable[bytes]) -> str:
-    """The one tokenizer digest: vocabulary size, BOS id and every token's text (GGUF and Hugging Face tokenizers of
-    one SentencePiece vocabulary give the same texts, so a GGUF and its converted folder digest alike)."""
+    """The one tokenizer digest: vocabulary size, BOS id and every token's text with SentencePiece's space mark read
+    as the space it stands for. The embedded GGUF stores its 30 whitespace-run tokens as spaces where the converted
+    Hugging Face tokenizer writes the mark (ids 138-167: "  " against "\u2581\u2581"); with that read alike, a GGUF
+    and its converted folder digest the same, and any other difference in any entry still tells them apart."""
     h = hashlib.sha256()
     h.update(f"{n_vocab} {bos}".encode())
     for t in texts:
-        h.update(t)
+        h.update(t.replace(_SPACE_MARK, b" "))
         h.update(b"\0")
     return h.hexdigest()[:16]
 

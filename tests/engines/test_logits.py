@@ -108,3 +108,16 @@ def test_chunks_of_full_rows_match_llama_cpp_compare() -> None:
 def test_top_k_record() -> None:
     t = TopK(ids=np.array([4, 2, 9]), logprobs=np.array([-0.1, -2.0, -7.0]), k=2)
     assert t.logprob(9) == -7.0 and np.isnan(t.logprob(1))
+
+
+def test_vocab_digest_reads_the_space_mark_as_a_space() -> None:
+    """A GGUF's whitespace-run tokens as spaces and a converted tokenizer's as SentencePiece marks digest alike; any
+    other difference in an entry, the BOS id or the size does not."""
+    from rig.engines.logits import vocab_digest
+
+    gguf = [b"<pad>", b"  ", "\u2581the".encode()]
+    hf = [b"<pad>", "\u2581\u2581".encode(), "\u2581the".encode()]
+    assert vocab_digest(3, 2, gguf) == vocab_digest(3, 2, hf)
+    assert vocab_digest(3, 2, gguf) != vocab_digest(3, 2, [b"<pad>", b"  ", "\u2581thE".encode()])
+    assert vocab_digest(3, 2, gguf) != vocab_digest(3, 1, gguf)
+    assert vocab_digest(3, 2, gguf) != vocab_digest(4, 2, gguf)

