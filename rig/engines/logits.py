@@ -142,8 +142,8 @@ def _at(row: np.ndarray | TopK, full: np.ndarray | None, ids: np.ndarray) -> np.
 
 
 def compare_one(ref: np.ndarray | TopK, var: np.ndarray | TopK, target: int) -> tuple[float, bool, float, float]:
-    """KL(ref || var) (exact for two full rows, else the coarse-grained lower bound), whether the top-1 tokens agree,
-    and each side's log-probability of the target."""
+    """KL(ref || var) (exact for two full rows, else the coarse-grained lower bound), whether the top-1 tokens agree
+    (a most likely token in common, ties included), and each side's log-probability of the target."""
     fr, kr = _known(ref)
     fv, kv = _known(var)
     if fr is not None and fv is not None:
@@ -152,11 +152,20 @@ def compare_one(ref: np.ndarray | TopK, var: np.ndarray | TopK, target: int) -> 
         known = [x for x in (kr, kv) if x is not None]
         ids = np.intersect1d(known[0], known[1]) if len(known) == 2 else known[0]
         kld = coarse_kld(_at(ref, fr, ids), _at(var, fv, ids))
-    top_r = int(np.argmax(fr)) if fr is not None else int(ref.ids[0])  # type: ignore[union-attr]
-    top_v = int(np.argmax(fv)) if fv is not None else int(var.ids[0])  # type: ignore[union-attr]
+    agree = bool(_tops(ref, fr) & _tops(var, fv))
     lr = float(fr[target]) if fr is not None else ref.logprob(target)  # type: ignore[union-attr]
     lv = float(fv[target]) if fv is not None else var.logprob(target)  # type: ignore[union-attr]
-    return kld, top_r == top_v, lr, lv
+    return kld, agree, lr, lv
+
+
+def _tops(row: np.ndarray | TopK, full: np.ndarray | None) -> set[int]:
+    """The most likely tokens, all of them when tied: bf16 logits tie often, and which of the tied ones an engine
+    ranks first (vLLM's top-k) or an argmax returns (lowest id) is an accident of the implementation."""
+    if full is not None:
+        return {int(t) for t in np.flatnonzero(full == full.max())}
+    assert isinstance(row, TopK)
+    head = row.logprobs[: row.k]
+    return {int(t) for t in row.ids[: row.k][head == head.max()]}
 
 
 def compare(ref: Rows, var: Rows, targets: list[int]) -> list[tuple[float, bool, float, float]]:

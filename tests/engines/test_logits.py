@@ -121,3 +121,13 @@ def test_vocab_digest_reads_the_space_mark_as_a_space() -> None:
     assert vocab_digest(3, 2, gguf) != vocab_digest(3, 2, [b"<pad>", b"  ", "\u2581thE".encode()])
     assert vocab_digest(3, 2, gguf) != vocab_digest(3, 1, gguf)
     assert vocab_digest(3, 2, gguf) != vocab_digest(4, 2, gguf)
+
+
+def test_tied_top_tokens_agree_whichever_an_engine_ranks_first() -> None:
+    """bf16 logits tie: a top-k engine may rank either tied token first, an argmax takes the lowest id."""
+    r = np.array([0.0, 3.0, 3.0, 1.0], dtype=np.float32)
+    v = np.array([0.0, 2.0, 3.0, 1.0], dtype=np.float32)
+    lp = log_softmax(r)
+    ranked_second_first = TopK(ids=np.array([2, 1]), logprobs=lp[[2, 1]], k=2)
+    assert compare_one(r, v, 2)[1] and compare_one(ranked_second_first, v, 2)[1]
+    assert not compare_one(r, np.array([0.0, 2.0, 1.0, 3.0], dtype=np.float32), 2)[1]

@@ -69,7 +69,7 @@ def test_self_is_exactly_zero(reference_run: Path, tmp_path: Path) -> None:
     measured = [r for r in report.classes if r.tokens > 0]
     assert {r.token_class for r in measured} >= {"all", "structure", "tool_name"}
     for r in measured:
-        assert r.kind == "self"
+        assert r.kind == "self" and r.bound == "exact" and r.top_k is None  # two full distributions
         assert r.mean_kld == 0.0 and r.kld_ci_high == 0.0 and r.p99_kld == 0.0
         assert r.top1_agreement == 1.0
         assert r.mean_logprob_reference == r.mean_logprob_variant
@@ -93,7 +93,7 @@ def test_requantized_variant_diverges(
     )
     report = compute(s)
     total = next(r for r in report.classes if r.token_class == "all")
-    assert total.kind == "quantization" and total.tokens > 0
+    assert total.kind == "quantization" and total.bound == "exact" and total.tokens > 0
     assert total.mean_kld is not None and total.mean_kld > 0
     assert total.kld_ci_low is not None and total.kld_ci_high is not None
     assert total.kld_ci_low <= total.mean_kld <= total.kld_ci_high
