@@ -347,11 +347,12 @@ def _vllm_scorer(spec: Any, weights: str, n_ctx: int, s: DivergenceSettings, who
         args = VllmArgs.model_validate(spec.engine_args or {}).model_dump(exclude_unset=True)
     except ValidationError as e:
         raise DivergenceError(f"{who} {spec.name!r}: models.yaml engine_args.{_first_error(e)}") from None
+    from rig.engines.vllm_logits import VllmScorer
+
     try:
-        from rig.engines.vllm_logits import VllmScorer
-    except ImportError as e:
+        return VllmScorer(weights, n_ctx, top_k=s.top_k, engine_args=args, seed=spec.sampling.seed or 0)
+    except ImportError as e:  # vllm itself is imported on load
         raise DivergenceError(f"{who} {spec.name!r}: models.yaml engine 'vllm': vLLM is not installed ({e})") from None
-    return VllmScorer(weights, n_ctx, top_k=s.top_k, engine_args=args, seed=spec.sampling.seed or 0)
 
 
 def _kind(spec: Any, ref_spec: Any, sc: Any, ref: Any) -> Kind:
