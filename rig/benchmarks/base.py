@@ -59,8 +59,18 @@ def nesting_error(value: Any, limit: int = MAX_DATA_DEPTH) -> str | None:
     return None
 
 
+class UnreadableJson(DataError):
+    """A file whose text is not JSON (or not UTF-8, or nests past the parser). ``detail`` says why without the file,
+    for a caller that words the error its own way (`rig rescore`: "not readable JSON (detail)")."""
+
+    def __init__(self, path: Path, message: str, detail: str) -> None:
+        super().__init__(f"{path}: {message}")
+        self.path, self.detail = path, detail
+
+
 def read_json(path: Path) -> Any:
-    """A benchmark's JSON file; a missing, broken or too deeply nested file is a DataError naming it."""
+    """A benchmark's JSON file; a missing, broken or too deeply nested file is a DataError naming it (an
+    UnreadableJson when its text does not parse)."""
     try:
         doc = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
@@ -68,15 +78,17 @@ def read_json(path: Path) -> Any:
     except IsADirectoryError:
         raise DataError(f"{path}: is a folder, expected a JSON file") from None
     except UnicodeDecodeError as e:
-        raise DataError(f"{path}: not UTF-8 text (byte {e.start})") from None
+        why = f"not UTF-8 text (byte {e.start})"
+        raise UnreadableJson(path, why, why) from None
     except OSError as e:
         raise DataError(f"{path}: cannot read ({e.strerror})") from None
     except json.JSONDecodeError as e:
-        raise DataError(f"{path}: not valid JSON (line {e.lineno}, column {e.colno}: {e.msg})") from None
+        why = f"line {e.lineno}, column {e.colno}: {e.msg}"
+        raise UnreadableJson(path, f"not valid JSON ({why})", why) from None
     except ValueError as e:  # an integer past Python's 4,300-digit conversion limit
-        raise DataError(f"{path}: not valid JSON ({e})") from None
+        raise UnreadableJson(path, f"not valid JSON ({e})", str(e)) from None
     except RecursionError:
-        raise DataError(f"{path}: nested past the JSON parser's depth") from None
+        raise UnreadableJson(path, "nested past the JSON parser's depth", "nested past the parser's depth") from None
     err = nesting_error(doc)
     if err:
         raise DataError(f"{path}: {err}")

@@ -30,7 +30,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from rig.benchmarks import get_benchmark_class
-from rig.benchmarks.base import Benchmark, DataError, nesting_error
+from rig.benchmarks.base import Benchmark, DataError, UnreadableJson, nesting_error, read_json
 from rig.records import EpisodeResult, Generation, ToolCall
 from rig.registry import ModelSpec, Weights
 from rig.runs.config import BenchmarkInfo, RunConfig
@@ -55,18 +55,13 @@ class RescoreOptions(BaseModel):
 
 
 def _load_json(path: Path) -> Any:
+    """A prediction file: the benchmarks' own reader, its errors worded as rescore's ("not readable JSON")."""
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise RescoreError(f"{path}: not found") from None
-    except (OSError, ValueError) as e:  # ValueError: JSON, UTF-8, an integer past the 4,300-digit limit
-        raise RescoreError(f"{path}: not readable JSON ({e})") from None
-    except RecursionError:
-        raise RescoreError(f"{path}: not readable JSON (nested past the parser's depth)") from None
-    err = nesting_error(doc)
-    if err:
-        raise RescoreError(f"{path}: {err}")
-    return doc
+        return read_json(path)
+    except UnreadableJson as e:
+        raise RescoreError(f"{path}: not readable JSON ({e.detail})") from None
+    except DataError as e:  # missing, a folder, unreadable, or nested past what any record needs
+        raise RescoreError(str(e)) from None
 
 
 def _generation(text: str, parse_ok: bool | None = None) -> Generation:
