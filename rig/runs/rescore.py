@@ -32,7 +32,7 @@ from pydantic import BaseModel, Field
 from rig.benchmarks import get_benchmark_class
 from rig.benchmarks.base import Benchmark, DataError, UnreadableJson, nesting_error, read_json
 from rig.records import EpisodeResult, Generation, ToolCall
-from rig.registry import ModelSpec, Weights
+from rig.registry import EXTERNAL, ModelSpec, Weights
 from rig.runs.config import BenchmarkInfo, RunConfig
 from rig.runs.manifest import RunManifest, new_run_id, package_versions
 from rig.runs.store import Store
@@ -437,7 +437,7 @@ def rescore(opts: RescoreOptions, progress: Callable[[int, int], Any] | None = N
     spec = ModelSpec(
         name=label,
         base=label,
-        engine="external",
+        engine=EXTERNAL,
         weights=Weights(file=files),
         quantization="unknown",
         context_length=1,
