@@ -160,6 +160,9 @@ class Benchmark(abc.ABC):
     headline_name: ClassVar[str] = "headline score"  # what `headline` measures, for one-line summaries
     version: ClassVar[str] = "0"
     Options: ClassVar[type[BenchmarkOptions]] = BenchmarkOptions  # a subclass declares its own (a nested class)
+    # Flags of `rig bench` that are shorthands for one of this benchmark's options: flag name -> (option, what it
+    # is, for messages). CallNavi: `--format yaml` is `-O callnavi.format=yaml`.
+    flag_options: ClassVar[dict[str, tuple[str, str]]] = {}
 
     def __init__(self, data: Path | None = None, options: Mapping[str, Any] | BenchmarkOptions | None = None) -> None:
         self.opts = self.parse_options(options)

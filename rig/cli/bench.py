@@ -32,7 +32,9 @@ def bench(
     data: Path | None = typer.Option(None, "--data", help="Benchmark data folder (default: the embedded sample)."),
     out_dir: Path = typer.Option(Path("runs"), "--out", help="Where run folders go."),
     resume: str | None = typer.Option(None, "--resume", help="Run id to resume; finished episodes are skipped."),
-    fmt: str | None = typer.Option(None, "--format", help="Answer format for CallNavi: json or yaml."),
+    fmt: str | None = typer.Option(
+        None, "--format", help="A benchmark's answer format, as its `format` option (`rig benchmarks`)."
+    ),
     decode: str = typer.Option("none", "--decode", help="Constrain output: none, json or yaml."),
     tool_mode: str | None = typer.Option(
         None,
@@ -107,11 +109,13 @@ def bench(
     )
     flags = {k: v for k, v in values.items() if k in given}
     opts = parse_options(option)
-    if fmt:  # CallNavi's answer format, as a flag of its own
-        fmt_key = "format" if benchmark == "callnavi" else "callnavi.format" if benchmark is None else None
-        if fmt_key is None:
-            fail(f"--format is CallNavi's answer format; benchmark {benchmark} has none")
-        opts[fmt_key] = fmt
+    if fmt:  # a flag a benchmark declares as a shorthand for its option (its flag_options)
+        from rig.benchmarks import flag_option
+
+        try:
+            opts.update(flag_option("format", fmt, benchmark))
+        except KeyError as e:
+            fail(str(e).strip("'\""))
     if opts:
         flags["options"] = opts
     try:

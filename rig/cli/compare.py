@@ -8,6 +8,7 @@ from pathlib import Path
 
 import typer
 
+from rig.benchmarks import DEFAULT_BENCHMARK
 from rig.cli.common import app, csv_list, fail, parse_options, say, tool_mode_for
 
 
@@ -18,7 +19,7 @@ def compare(
         metavar="VARIANT...",
         help="Models, or MODEL@decode=json,tool_mode=native variants; the first is the baseline.",
     ),
-    benchmark: str = typer.Option("callnavi", "--benchmark", "-b"),
+    benchmark: str = typer.Option(DEFAULT_BENCHMARK, "--benchmark", "-b"),
     limit: int | None = typer.Option(None, "--limit"),
     repeats: int = typer.Option(1, "--repeats", "-k"),
     data: Path | None = typer.Option(None, "--data"),

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import typer
 
+from rig.benchmarks import DEFAULT_BENCHMARK
 from rig.cli.common import DEFAULT_MODEL, app, fail, parse_options, say, tool_mode_for
 
 
@@ -22,7 +23,7 @@ def load(
     margin: float = typer.Option(
         0.05, "--margin", min=0, max=0.99, help="Non-inferiority margin in headline-score units (0.05: 5 points)."
     ),
-    benchmark: str = typer.Option("callnavi", "--benchmark", "-b"),
+    benchmark: str = typer.Option(DEFAULT_BENCHMARK, "--benchmark", "-b"),
     limit: int | None = typer.Option(None, "--limit", min=1),
     repeats: int = typer.Option(1, "--repeats", "-k", min=1),
     data: Path | None = typer.Option(None, "--data"),

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import defaultdict
 from pathlib import Path
 from statistics import mean
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import Field
 
@@ -33,6 +33,9 @@ class CallNavi(Benchmark):
     name = "callnavi"
     headline_name = "AST match"
     version = "1"
+    flag_options: ClassVar[dict[str, tuple[str, str]]] = {
+        "format": ("format", "CallNavi's answer format: json or yaml")
+    }
 
     class Options(BenchmarkOptions):
         format: Literal["json", "yaml"] = Field("json", description="answer format (`--format`; `--decode` implies it)")
