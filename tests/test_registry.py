@@ -306,3 +306,11 @@ def test_the_engine_table_and_the_registry_agree() -> None:
     }
     assert declared == {name: name for name in ENGINES}
     ModelSpec(name="m", base="m", engine=EXTERNAL, weights=Weights(file="w"), quantization="q", context_length=8)
+
+
+@pytest.mark.parametrize("value", ["0", "-5"])
+def test_max_tokens_below_one_is_refused_in_models_yaml(tmp_path: Path, value: str) -> None:
+    """max_tokens is declared once (records.MaxTokens, >= 1): a model's own value is bounded as a run's override is."""
+    p = write(tmp_path, GOOD + f"    sampling: {{max_tokens: {value}}}\n")
+    with pytest.raises(RegistryError, match=r"models\.m\.sampling\.max_tokens"):
+        load_registry(p)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import defaultdict
 from pathlib import Path
 from statistics import mean
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, get_args
 
 from pydantic import Field
 
@@ -112,7 +112,8 @@ class CallNavi(Benchmark):
 
     @classmethod
     def implied_options(cls, decode: str) -> dict[str, Any]:
-        return {"format": decode} if decode in ("json", "yaml") else {}
+        # a constrained decode that is one of the answer formats sets it (format's own Literal, not a spelled list)
+        return {"format": decode} if decode in get_args(cls.Options.model_fields["format"].annotation) else {}
 
     @classmethod
     def conflicts(cls, options: Any, decode: str, tool_mode: str) -> str | None:
