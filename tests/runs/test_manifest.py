@@ -103,26 +103,14 @@ def test_old_benchmark_settings_are_dropped_on_read(tmp_path: Path) -> None:
 def test_config_hash_is_unchanged_for_runs_recorded_with_settings() -> None:
     """A run recorded while BenchmarkInfo had `settings` (always {} for new runs) still resumes: the same
     configuration hashes as it did then (digests computed by the code before the field went)."""
-    from rig.registry import ModelSpec, Weights
-    from rig.runs.config import BenchmarkInfo, RunConfig
+    from rig.runs.config import RunConfig
 
-    model = ModelSpec(
-        name="m", base="m", engine="llamacpp", weights=Weights(file="w.gguf"), quantization="q4", context_length=64
-    )
-    info = BenchmarkInfo(
-        name="callnavi", version="1", data_path="d", data_hash="h", options={"format": "json"}, episodes=2
-    )
-    cfg = RunConfig(
-        model=model,
-        benchmarks=[info],
-        repeats=1,
-        limit=None,
-        decode="none",
-        tool_mode="prompt",
-        seed=0,
-        temperature=0.0,
-        max_tokens=96,
-        gpu=None,
+    model = {"name": "m", "base": "m", "engine": "llamacpp", "weights": {"file": "w.gguf"}, "quantization": "q4"}
+    bench = {"name": "callnavi", "version": "1", "data_path": "d", "data_hash": "h", "options": {"format": "json"}}
+    run = {"repeats": 1, "limit": None, "decode": "none", "tool_mode": "prompt", "seed": 0, "temperature": 0.0}
+    cfg = RunConfig.model_validate(
+        {"model": {**model, "context_length": 64}, "benchmarks": [{**bench, "episodes": 2}], **run}
+        | {"max_tokens": 96, "gpu": None}
     )
     assert cfg.digest() == "f3d9609838fe1f05"
     assert cfg.model_copy(update={"shard": "0/2"}).digest() == "54b0765425a07dd9"
