@@ -27,7 +27,7 @@ def compare(
     out_dir: Path = typer.Option(Path("runs"), "--out", help="Where run folders and the comparison go."),
     gpu: int | None = spec_option("gpu"),
     decode: str = spec_option(
-        "decode", help=f"{' or '.join(DECODES)}; a list (none,json) runs every variant under each."
+        "decode", help=f"{', '.join(DECODES)}; a list (none,json) runs every variant under each."
     ),
     tool_mode: str | None = spec_option(
         "tool_mode",

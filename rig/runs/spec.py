@@ -57,6 +57,11 @@ FLAGS = {
 }
 
 
+def _either(values: tuple[str, ...]) -> str:
+    """``a, b or c``: a list of choices in help text."""
+    return ", ".join(values[:-1]) + " or " + values[-1] if len(values) > 1 else "".join(values)
+
+
 # The decode modes that are also tool modes: constrained output formats.
 _CONSTRAINED = tuple(d for d in DECODES if d in TOOL_MODES)
 
@@ -89,10 +94,10 @@ class RunSpec(BaseModel):
         default_factory=dict,
         description="Benchmark option key=value (e.g. task=routing); `rig benchmarks` lists each benchmark's options.",
     )
-    decode: DecodeMode = Field(default="none", description=f"Constrain output: {' or '.join(DECODES)}.")
+    decode: DecodeMode = Field(default="none", description=f"Constrain output: {_either(DECODES)}.")
     tool_mode: ToolMode = Field(  # when not given: default_tool_mode(decode)
         default="prompt",
-        description=f"How tools are offered: {' or '.join(TOOL_MODES)} ({' and '.join(_CONSTRAINED)}: constrained "
+        description=f"How tools are offered: {_either(TOOL_MODES)} ({' and '.join(_CONSTRAINED)}: constrained "
         "calls); default: the --decode format, else prompt.",
     )
     temperature: float | None = Field(
