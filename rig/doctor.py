@@ -22,7 +22,9 @@ print(len(list(zip(range(2), llm.generate(llm.tokenize(b"Hello"), temp=0.0)))))
 """
 
 
-def run_checks(data: Path | None = None, models_file: Path | None = None) -> list[Row]:
+def run_checks(data: Path | None = None, models_file: Path | None = None, benchmark: str | None = None) -> list[Row]:
+    """Engines, llama.cpp, GPUs, the guard, models.yaml and weights; then one benchmark's data (``benchmark``,
+    default ``DEFAULT_BENCHMARK``): its embedded sample and, with ``data``, that folder."""
     rows: list[Row] = []
     for name, (_t, module, extra) in ENGINES.items():
         found = importlib.util.find_spec(module) is not None
@@ -51,15 +53,26 @@ def run_checks(data: Path | None = None, models_file: Path | None = None) -> lis
             rows.append((f"weights {nm}", "ok" if ok else "warn", detail if not ok else spec.weights.ref))
     except RegistryError as e:
         rows.append(("models.yaml", "fail", str(e)))
-    from rig.benchmarks.base import DataError
-    from rig.benchmarks.callnavi.benchmark import CallNavi
+    rows += _data_rows(benchmark, data)
+    return rows
 
-    for label, path in (("callnavi embedded sample", None), ("callnavi --data", data)):
+
+def _data_rows(benchmark: str | None, data: Path | None) -> list[Row]:
+    """Whether the benchmark's embedded sample (and ``data``, when given) loads, and how many questions it holds (a
+    question's tasks counted once, as ``--limit`` counts them)."""
+    from rig.benchmarks import DEFAULT_BENCHMARK, get_benchmark_class
+    from rig.benchmarks.base import DataError
+
+    name = benchmark or DEFAULT_BENCHMARK
+    cls = get_benchmark_class(name)
+    rows: list[Row] = []
+    for label, path in ((f"{name} embedded sample", None), (f"{name} --data", data)):
         if label.endswith("--data") and data is None:
             continue
         try:
-            b = CallNavi(path)
-            rows.append((label, "ok", f"{b.data}: {len(b.episodes()) // 2} questions"))
+            b = cls(path)
+            questions = {e.tags.get("question", e.id) for e in b.episodes()}
+            rows.append((label, "ok", f"{b.data}: {len(questions)} questions"))
         except DataError as e:
             rows.append((label, "fail", str(e)))
     return rows

@@ -44,11 +44,16 @@ class ToolSpec(BaseModel):
 Finite = Annotated[float, Field(allow_inf_nan=False)]
 
 
+# The one declaration of the max_tokens setting: a model's (models.yaml), a run's override (RunSpec) and a sweep's.
+MaxTokens = Annotated[int, Field(ge=1)]
+DEFAULT_MAX_TOKENS = 512
+
+
 class Sampling(BaseModel):
     temperature: Finite = 0.0
     top_p: Finite = 1.0
     top_k: int | None = None
-    max_tokens: int = 512
+    max_tokens: MaxTokens = DEFAULT_MAX_TOKENS
     seed: int = 0
     stop: list[str] = Field(default_factory=list)
 

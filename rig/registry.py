@@ -13,15 +13,22 @@ import stat
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from rig.decoding.safe import load_yaml
 from rig.inputs import InputError, file_kind, read_text
 from rig.records import Sampling
 
-ENGINES = ("llamacpp", "vllm", "ollama", "openai_compat")
-# "external": predictions made outside rig and re-scored by `rig rescore`; not in ENGINES, so models.yaml refuses it
-EngineName = Literal["llamacpp", "vllm", "ollama", "openai_compat", "external"]
+# "external": predictions made outside rig and re-scored by `rig rescore`, in their run's manifest only; not an engine
+# of rig.engines.ENGINES (the one table of engines), so models.yaml refuses it.
+EXTERNAL = "external"
+
+
+def engine_names() -> tuple[str, ...]:
+    """The engines a models.yaml entry may name: the keys of the engine table (no engine is imported)."""
+    from rig.engines import ENGINES
+
+    return tuple(ENGINES)
 
 
 class RegistryError(Exception):
@@ -63,7 +70,7 @@ class ModelSpec(BaseModel):
     name: str
     base: str
     variant: str | None = None
-    engine: EngineName
+    engine: str  # a key of rig.engines.ENGINES, or EXTERNAL in a rescored run's manifest
     weights: Weights
     quantization: str
     context_length: int = Field(gt=0)
@@ -73,6 +80,13 @@ class ModelSpec(BaseModel):
     sampling: Sampling = Field(default_factory=Sampling)
     engine_args: dict[str, Any] = Field(default_factory=dict)
     description: str = ""
+
+    @field_validator("engine")
+    @classmethod
+    def _known_engine(cls, v: str) -> str:
+        if v != EXTERNAL and v not in engine_names():
+            raise ValueError(f"unknown engine {v!r}; choose one of {', '.join(engine_names())}")
+        return v
 
 
 class Registry(BaseModel):
@@ -168,11 +182,12 @@ def load_registry(path: str | Path | None = None) -> Registry:
                 raise RegistryError(f"{vwhere}: unknown field(s) {sorted(bad)}")
             full = f"{base_name}-{label}" if label else base_name
             data = _merge(entry, override) | {"name": full, "base": base_name, "variant": label}
+            engines = engine_names()
             if data.get("engine") is None:
-                raise RegistryError(f"{vwhere}.engine: missing; choose one of {', '.join(ENGINES)}")
-            if data.get("engine") not in ENGINES:
+                raise RegistryError(f"{vwhere}.engine: missing; choose one of {', '.join(engines)}")
+            if data.get("engine") not in engines:
                 raise RegistryError(
-                    f"{vwhere}.engine: unknown engine {data.get('engine')!r}; choose one of {', '.join(ENGINES)}"
+                    f"{vwhere}.engine: unknown engine {data.get('engine')!r}; choose one of {', '.join(engines)}"
                 )
             try:
                 models[full] = ModelSpec.model_validate(data)

@@ -287,17 +287,18 @@ def _bad_input(errors: list[str]) -> str | None:
 
 
 def _rescore_file(text: str) -> str | None:
-    from rig.runs.rescore import RescoreError, _load_json, _prediction
+    from rig.benchmarks.mobilitybench.rescore import _prediction
+    from rig.benchmarks.predictions import PredictionError, load_predictions
 
     path = _tmp() / "raw_results.json"
     path.write_text(text, encoding="utf-8", errors="surrogatepass")
     errors = []
     try:
-        rows = _load_json(path)
+        rows = load_predictions(path)
         for i, row in enumerate(rows if isinstance(rows, list) else []):
             if isinstance(row, dict):
                 _prediction(f"{path}: record {i}", row)
-    except RescoreError as e:
+    except PredictionError as e:
         errors.append(str(e))
     return _bad_input(errors)
 
@@ -322,7 +323,8 @@ def _mobility_record(v: Any, text: str) -> list[dict[str, Any]]:
 
 
 def _rescore_mobility(text: str) -> str | None:
-    from rig.runs.rescore import RescoreError, _prediction
+    from rig.benchmarks.mobilitybench.rescore import _prediction
+    from rig.benchmarks.predictions import PredictionError
 
     errors = []
     for row in _mobility_record(_value(text), text):
@@ -331,19 +333,20 @@ def _rescore_mobility(text: str) -> str | None:
             # what rescore stores of it is plain JSON (NaN and lone surrogates the store's sanitize cleans, with a
             # reason; it is tested with the store)
             json.dumps([pred.intent, pred.steps, pred.report, [c.model_dump() for c in calls]])
-        except RescoreError as e:
+        except PredictionError as e:
             errors.append(str(e))
     return _bad_input(errors)
 
 
 def _rescore_callnavi_gt(text: str) -> str | None:
-    from rig.runs.rescore import RescoreError, _check_gt
+    from rig.benchmarks.callnavi.rescore import _check_gt
+    from rig.benchmarks.predictions import PredictionError
 
     errors = []
     for stored in (text, _value(text)):
         try:
             _check_gt("maps_0_para_m.json: record 0", stored, {"API": ["a"], "parameters": [{}]}, "q1")
-        except RescoreError as e:
+        except PredictionError as e:
             errors.append(str(e))
     return _bad_input(errors)
 

@@ -292,3 +292,16 @@ def test_an_unreadable_bundle_manifest_leaves_no_run_folder(tmp_path) -> None:  
     r = CliRunner().invoke(app, [*args, "--out", str(out)])
     assert r.exit_code == 2 and "MANIFEST.json" in r.output, r.output
     assert not out.exists() or not list(out.iterdir())
+
+
+def test_format_is_the_flag_a_benchmark_declares(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`--format` is routed by what the benchmark declares (its flag_options), not by benchmark names in the CLI:
+    with CallNavi's declaration gone, the flag is refused before anything runs."""
+    from rig.benchmarks import flag_option
+    from rig.benchmarks.callnavi.benchmark import CallNavi
+
+    assert flag_option("format", "yaml", "callnavi") == {"format": "yaml"}
+    assert flag_option("format", "yaml", None) == {"callnavi.format": "yaml"}
+    monkeypatch.setattr(CallNavi, "flag_options", {})
+    r = CliRunner().invoke(app, ["bench", "-b", "callnavi", "--format", "yaml"])
+    assert r.exit_code == 2 and "benchmark callnavi has none" in r.output, r.output

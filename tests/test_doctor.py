@@ -60,3 +60,12 @@ def test_doctor_bandwidth_flags_are_checked(tmp_path, monkeypatch) -> None:  # t
     r = CliRunner().invoke(app, ["doctor", "--refresh"])
     assert r.exit_code == 2 and "--gpu and --refresh go with --bandwidth" in r.output
     assert not (tmp_path / "bandwidth").exists()
+
+
+def test_doctor_checks_the_data_of_the_benchmark_named(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """The data check goes through the benchmark's own interface, for any benchmark (questions counted as --limit
+    counts them), not CallNavi's loader alone."""
+    rows = {name: (status, detail) for name, status, detail in run_checks(data=tmp_path, benchmark="routeeval")}
+    assert rows["routeeval embedded sample"][0] == "ok" and rows["routeeval embedded sample"][1].endswith("questions")
+    assert rows["routeeval --data"][0] == "fail"
+    assert not any(name.startswith("callnavi") for name in rows)

@@ -1,4 +1,5 @@
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -269,3 +270,47 @@ def test_hostile_rig_models_gives_one_line_and_exit_2(
     assert r.returncode == 2, r.stderr
     lines = [x for x in r.stderr.splitlines() if x.strip()]
     assert len(lines) == 1 and lines[0].startswith(f"error: {p}"), r.stderr
+
+
+def test_a_new_engine_is_one_line_in_the_engine_table(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """models.yaml accepts what rig.engines.ENGINES lists, nothing more: registering an engine there is enough."""
+    import rig.engines
+
+    p = write(tmp_path, GOOD.replace("llamacpp", "toy"))
+    with pytest.raises(RegistryError, match="unknown engine 'toy'"):
+        load_registry(p)
+    monkeypatch.setitem(rig.engines.ENGINES, "toy", ("tests.toy:ToyEngine", "json", "toy"))
+    assert load_registry(p).get("m").engine == "toy"
+
+
+def test_the_engine_table_and_the_registry_agree() -> None:
+    """Every engine the table lists is accepted by models.yaml and its class (found by the dotted path, in its own
+    file under rig/engines/) carries the same name; `external` (rescored runs) is a manifest value only."""
+    import importlib.util
+
+    from rig.engines import ENGINES
+    from rig.registry import EXTERNAL, ModelSpec, Weights, engine_names
+
+    assert engine_names() == tuple(ENGINES) and EXTERNAL not in ENGINES
+    for name, (target, _module, _extra) in ENGINES.items():
+        module = target.split(":")[0]
+        assert module == f"rig.engines.{name}"
+        assert importlib.util.find_spec(module) is not None  # found without importing the backend
+        spec = ModelSpec(name="m", base="m", engine=name, weights=Weights(file="w"), quantization="q", context_length=8)
+        assert spec.engine == name
+    # every engine file is in the table, under the name its class declares
+    declared = {
+        m[1]: path.stem
+        for path in (REPO / "rig" / "engines").glob("*.py")
+        for m in re.finditer(r'class \w+\(Engine\):\n(?:    .*\n)*?    name = "(\w+)"', path.read_text())
+    }
+    assert declared == {name: name for name in ENGINES}
+    ModelSpec(name="m", base="m", engine=EXTERNAL, weights=Weights(file="w"), quantization="q", context_length=8)
+
+
+@pytest.mark.parametrize("value", ["0", "-5"])
+def test_max_tokens_below_one_is_refused_in_models_yaml(tmp_path: Path, value: str) -> None:
+    """max_tokens is declared once (records.MaxTokens, >= 1): a model's own value is bounded as a run's override is."""
+    p = write(tmp_path, GOOD + f"    sampling: {{max_tokens: {value}}}\n")
+    with pytest.raises(RegistryError, match=r"models\.m\.sampling\.max_tokens"):
+        load_registry(p)

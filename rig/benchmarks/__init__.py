@@ -19,12 +19,37 @@ BENCHMARKS: dict[str, str] = {
     "urbangeo": "rig.benchmarks.urbangeo.benchmark:UrbanGeoEval",
 }
 
+# What a command runs when no benchmark is named and it needs one (compare, load, doctor's data check).
+DEFAULT_BENCHMARK = "callnavi"
+
 
 def get_benchmark_class(name: str) -> type[Benchmark]:
     if name not in BENCHMARKS:
         raise KeyError(f"unknown benchmark {name!r}; available: {', '.join(sorted(BENCHMARKS))}")
     module, cls = BENCHMARKS[name].split(":")
     return getattr(importlib.import_module(module), cls)
+
+
+def flag_option(flag: str, value: Any, benchmark: str | None) -> dict[str, Any]:
+    """The option a benchmark's own flag (``--format``, declared in its ``flag_options``) sets, as ``-O`` would:
+    ``key`` when that benchmark is named, ``bench.key`` for each benchmark that has it in a run of all of them. A
+    named benchmark without the flag is a KeyError saying whose flag it is."""
+    if benchmark is not None:
+        cls = get_benchmark_class(benchmark)
+        if flag in cls.flag_options:
+            return {cls.flag_options[flag][0]: value}
+        owners = [
+            what
+            for n in sorted(BENCHMARKS)
+            for f, (_k, what) in get_benchmark_class(n).flag_options.items()
+            if f == flag
+        ]
+        raise KeyError(f"--{flag} is {' / '.join(owners) or 'no benchmark option'}; benchmark {benchmark} has none")
+    return {
+        f"{n}.{get_benchmark_class(n).flag_options[flag][0]}": value
+        for n in sorted(BENCHMARKS)
+        if flag in get_benchmark_class(n).flag_options
+    }
 
 
 def recorded_options(info: BenchmarkInfo) -> Any:

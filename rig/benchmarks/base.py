@@ -59,8 +59,18 @@ def nesting_error(value: Any, limit: int = MAX_DATA_DEPTH) -> str | None:
     return None
 
 
+class UnreadableJson(DataError):
+    """A file whose text is not JSON (or not UTF-8, or nests past the parser). ``detail`` says why without the file,
+    for a caller that words the error its own way (`rig rescore`: "not readable JSON (detail)")."""
+
+    def __init__(self, path: Path, message: str, detail: str) -> None:
+        super().__init__(f"{path}: {message}")
+        self.path, self.detail = path, detail
+
+
 def read_json(path: Path) -> Any:
-    """A benchmark's JSON file; a missing, broken or too deeply nested file is a DataError naming it."""
+    """A benchmark's JSON file; a missing, broken or too deeply nested file is a DataError naming it (an
+    UnreadableJson when its text does not parse)."""
     try:
         doc = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
@@ -68,15 +78,17 @@ def read_json(path: Path) -> Any:
     except IsADirectoryError:
         raise DataError(f"{path}: is a folder, expected a JSON file") from None
     except UnicodeDecodeError as e:
-        raise DataError(f"{path}: not UTF-8 text (byte {e.start})") from None
+        why = f"not UTF-8 text (byte {e.start})"
+        raise UnreadableJson(path, why, why) from None
     except OSError as e:
         raise DataError(f"{path}: cannot read ({e.strerror})") from None
     except json.JSONDecodeError as e:
-        raise DataError(f"{path}: not valid JSON (line {e.lineno}, column {e.colno}: {e.msg})") from None
+        why = f"line {e.lineno}, column {e.colno}: {e.msg}"
+        raise UnreadableJson(path, f"not valid JSON ({why})", why) from None
     except ValueError as e:  # an integer past Python's 4,300-digit conversion limit
-        raise DataError(f"{path}: not valid JSON ({e})") from None
+        raise UnreadableJson(path, f"not valid JSON ({e})", str(e)) from None
     except RecursionError:
-        raise DataError(f"{path}: nested past the JSON parser's depth") from None
+        raise UnreadableJson(path, "nested past the JSON parser's depth", "nested past the parser's depth") from None
     err = nesting_error(doc)
     if err:
         raise DataError(f"{path}: {err}")
@@ -148,6 +160,9 @@ class Benchmark(abc.ABC):
     headline_name: ClassVar[str] = "headline score"  # what `headline` measures, for one-line summaries
     version: ClassVar[str] = "0"
     Options: ClassVar[type[BenchmarkOptions]] = BenchmarkOptions  # a subclass declares its own (a nested class)
+    # Flags of `rig bench` that are shorthands for one of this benchmark's options: flag name -> (option, what it
+    # is, for messages). CallNavi: `--format yaml` is `-O callnavi.format=yaml`.
+    flag_options: ClassVar[dict[str, tuple[str, str]]] = {}
 
     def __init__(self, data: Path | None = None, options: Mapping[str, Any] | BenchmarkOptions | None = None) -> None:
         self.opts = self.parse_options(options)
@@ -175,6 +190,20 @@ class Benchmark(abc.ABC):
         they can. Checked when the run is built, before the model loads, so a conflict is refused rather than
         recorded as a crash in every episode."""
         return None
+
+    # `rig rescore`: the reference harness's prediction files this benchmark reads ("": none), for messages.
+    predictions: ClassVar[str] = ""
+
+    @classmethod
+    def rescore_options(cls, options: dict[str, Any], mode: str) -> dict[str, Any]:
+        """The options a rescore of prediction files in metric ``mode`` runs with (the benchmark's ``mode`` option
+        when it has one); a DataError names the option that cannot be."""
+        return {**options, "mode": mode} if "mode" in cls.Options.model_fields else options
+
+    def read_predictions(self, files: list[Path], mode: str) -> tuple[list[EpisodeResult], set[str]]:
+        """The prediction files (``predictions``) as scored results, both metric modes stored with ``mode``'s
+        keys plain, and the model names they carry; bad input is a DataError naming file, record and field."""
+        raise DataError(f"{self.name}: rig rescore reads no prediction files of this benchmark")
 
     @classmethod
     def default_data(cls) -> Path:

@@ -12,54 +12,38 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table as RichTable
 
-from rig.cli.common import DEFAULT_MODEL, app, err, fail, out, parse_options, say
+from rig.cli.common import DEFAULT_MODEL, app, bench_flags, err, fail, out, say, spec_option
 
 
 @app.command()
 def bench(
     ctx: typer.Context,
-    model: str | None = typer.Option(
-        None, "--model", "-m", help="Model from models.yaml (see `rig models`); default: the embedded gemma3-270m."
+    model: str | None = spec_option(
+        "model", "-m", help="Model from models.yaml (see `rig models`); default: the embedded gemma3-270m."
     ),
-    benchmark: str | None = typer.Option(
-        None, "--benchmark", "-b", help="Benchmark to run (default: every benchmark with data available)."
-    ),
-    gpu: int | None = typer.Option(
-        None, "--gpu", help="GPU to use: a position in CUDA_VISIBLE_DEVICES (every engine alike); CPU when omitted."
-    ),
-    limit: int | None = typer.Option(None, "--limit", help="Run a seeded sample of N questions."),
-    repeats: int = typer.Option(1, "--repeats", "-k", help="Runs per episode (stability scores need k > 1)."),
-    data: Path | None = typer.Option(None, "--data", help="Benchmark data folder (default: the embedded sample)."),
+    benchmark: str | None = spec_option("benchmark", "-b"),
+    gpu: int | None = spec_option("gpu"),
+    limit: int | None = spec_option("limit"),
+    repeats: int = spec_option("repeats", "-k"),
+    data: Path | None = spec_option("data"),
     out_dir: Path = typer.Option(Path("runs"), "--out", help="Where run folders go."),
     resume: str | None = typer.Option(None, "--resume", help="Run id to resume; finished episodes are skipped."),
-    fmt: str | None = typer.Option(None, "--format", help="Answer format for CallNavi: json or yaml."),
-    decode: str = typer.Option("none", "--decode", help="Constrain output: none, json or yaml."),
-    tool_mode: str | None = typer.Option(
-        None,
-        "--tool-mode",
-        help="How tools are offered: native, prompt, json or yaml (constrained "
-        "calls); default: the --decode format, else prompt.",
+    fmt: str | None = typer.Option(
+        None, "--format", help="A benchmark's answer format, as its `format` option (`rig benchmarks`)."
     ),
-    option: list[str] = typer.Option(
-        [],
-        "--option",
-        "-O",
-        help="Benchmark option key=value (e.g. task=routing); `rig benchmarks` lists each benchmark's options.",
-    ),
-    concurrency: int = typer.Option(1, "--concurrency", "-c", help="Episodes in flight."),
-    order: str = typer.Option("grouped", "--order", help="grouped (shared prompt prefixes together) or shuffled."),
-    temperature: float | None = typer.Option(None, "--temperature", help="Override the model's temperature."),
-    seed: int | None = typer.Option(None, "--seed", help="Override the model's seed."),
-    max_tokens: int | None = typer.Option(None, "--max-tokens", help="Override the model's max_tokens."),
-    models_file: Path | None = typer.Option(None, "--models", help="models.yaml to use."),
+    decode: str = spec_option("decode"),
+    tool_mode: str | None = spec_option("tool_mode", default=None),
+    option: list[str] = spec_option("options", "-O", default=[]),
+    concurrency: int = spec_option("concurrency", "-c"),
+    order: str = spec_option("order"),
+    temperature: float | None = spec_option("temperature"),
+    seed: int | None = spec_option("seed"),
+    max_tokens: int | None = spec_option("max_tokens"),
+    models_file: Path | None = spec_option("models_file"),
     report: bool = typer.Option(
         True, "--report/--no-report", help="Write report.md and report.html and print a one-screen summary."
     ),
-    shard: str | None = typer.Option(
-        None,
-        "--shard",
-        help="I/N: run only shard I (0-based) of N of the selected questions (rig sweep; join shards with rig merge).",
-    ),
+    shard: str | None = spec_option("shard"),
     spec_file: Path | None = typer.Option(
         None, "--spec", help="A spec.json of run settings (what rig compare and rig sweep hand each cell); flags win."
     ),
@@ -105,15 +89,14 @@ def bench(
         max_tokens=max_tokens,
         shard=shard,
     )
-    flags = {k: v for k, v in values.items() if k in given}
-    opts = parse_options(option)
-    if fmt:  # CallNavi's answer format, as a flag of its own
-        fmt_key = "format" if benchmark == "callnavi" else "callnavi.format" if benchmark is None else None
-        if fmt_key is None:
-            fail(f"--format is CallNavi's answer format; benchmark {benchmark} has none")
-        opts[fmt_key] = fmt
-    if opts:
-        flags["options"] = opts
+    flags = bench_flags(values, option, given=given)
+    if fmt:  # a flag a benchmark declares as a shorthand for its option (its flag_options)
+        from rig.benchmarks import flag_option
+
+        try:
+            flags["options"] = {**flags.get("options", {}), **flag_option("format", fmt, benchmark)}
+        except KeyError as e:
+            fail(str(e).strip("'\""))
     try:
         bo = bench_options(
             {**flags, "out": out_dir, "resume": resume}, spec_file, default_model=None if resume else DEFAULT_MODEL

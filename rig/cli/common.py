@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from typing import NoReturn
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any, NoReturn
 
 import typer
 from rich.console import Console
@@ -53,3 +55,30 @@ def tool_mode_for(tool_mode: str | None, decode: str) -> str:
 
 def csv_list(value: str) -> list[str]:
     return [v.strip() for v in value.split(",") if v.strip()]
+
+
+def spec_option(field: str, *aliases: str, default: Any = ..., help: str | None = None, **kw: Any) -> Any:
+    """The typer option of a RunSpec field: its flag from ``spec.FLAGS``, its default and help text from the field,
+    so a setting's flag and the spec say one thing. ``default`` / ``help`` where a command means it differently
+    (compare's one seed for every variant); bounds are the spec's, checked by ``bench_options``."""
+    from rig.runs.spec import FLAGS, RunSpec
+
+    f = RunSpec.model_fields[field]
+    if default is ...:
+        default = None if f.default_factory is not None else f.default
+    return typer.Option(default, FLAGS[field], *aliases, help=help or f.description, **kw)
+
+
+def bench_flags(
+    values: dict[str, Any], option: list[str], *, given: Iterable[str] | None = None, absolute_models: bool = False
+) -> dict[str, Any]:
+    """What a command's flags ask of ``bench_options``: ``values`` (by RunSpec / BenchOptions field) that were given
+    on the command line (``given``; else those not None), the ``-O`` strings as options, and with
+    ``absolute_models`` the models file made absolute (cell processes read it from their own folder)."""
+    keep = set(given) if given is not None else {k for k, v in values.items() if v is not None}
+    flags = {k: v for k, v in values.items() if k in keep}
+    if absolute_models and isinstance(flags.get("models_file"), Path):
+        flags["models_file"] = flags["models_file"].resolve()
+    if option:
+        flags["options"] = parse_options(option)
+    return flags

@@ -8,7 +8,9 @@ from pathlib import Path
 
 import typer
 
-from rig.cli.common import app, csv_list, fail, parse_options, say, tool_mode_for
+from rig.benchmarks import DEFAULT_BENCHMARK
+from rig.cli.common import app, bench_flags, csv_list, fail, say, spec_option, tool_mode_for
+from rig.runs.spec import DECODES
 
 
 @app.command()
@@ -18,24 +20,24 @@ def compare(
         metavar="VARIANT...",
         help="Models, or MODEL@decode=json,tool_mode=native variants; the first is the baseline.",
     ),
-    benchmark: str = typer.Option("callnavi", "--benchmark", "-b"),
-    limit: int | None = typer.Option(None, "--limit"),
-    repeats: int = typer.Option(1, "--repeats", "-k"),
-    data: Path | None = typer.Option(None, "--data"),
-    out_dir: Path = typer.Option(Path("runs"), "--out"),
-    gpu: int | None = typer.Option(None, "--gpu", help="A position in CUDA_VISIBLE_DEVICES; CPU when omitted."),
-    decode: str = typer.Option(
-        "none", "--decode", help="none, json or yaml; a list (none,json) runs every variant under each."
+    benchmark: str = spec_option("benchmark", "-b", default=DEFAULT_BENCHMARK, help="Benchmark to compare on."),
+    limit: int | None = spec_option("limit"),
+    repeats: int = spec_option("repeats", "-k"),
+    data: Path | None = spec_option("data"),
+    out_dir: Path = typer.Option(Path("runs"), "--out", help="Where run folders and the comparison go."),
+    gpu: int | None = spec_option("gpu"),
+    decode: str = spec_option(
+        "decode", help=f"{', '.join(DECODES)}; a list (none,json) runs every variant under each."
     ),
-    tool_mode: str | None = typer.Option(
-        None,
-        "--tool-mode",
+    tool_mode: str | None = spec_option(
+        "tool_mode",
+        default=None,
         help="Default: the --decode format, else prompt; a list (prompt,json) runs every variant under each.",
     ),
-    option: list[str] = typer.Option([], "--option", "-O"),
-    seed: int = typer.Option(0, "--seed", help="One seed for every variant, so episodes and sampling match."),
-    max_tokens: int | None = typer.Option(None, "--max-tokens"),
-    models_file: Path | None = typer.Option(None, "--models"),
+    option: list[str] = spec_option("options", "-O", default=[]),
+    seed: int = spec_option("seed", default=0, help="One seed for every variant, so episodes and sampling match."),
+    max_tokens: int | None = spec_option("max_tokens"),
+    models_file: Path | None = spec_option("models_file"),
     runs_: list[Path] = typer.Option(
         [], "--run", help="Compare existing run folders of one benchmark instead of running variants (repeat it)."
     ),
@@ -52,7 +54,7 @@ def compare(
     them, paired: `rig compare a b`, `rig compare gemma3-270m --decode none,json`."""
     from rig.runs.bench import BenchError, bench_options
     from rig.runs.compare import compare_folder, expand_variants, run_compare
-    from rig.runs.spec import DECODES, SpecError
+    from rig.runs.spec import SpecError
 
     if runs_:
         if models_:
@@ -76,7 +78,7 @@ def compare(
         variants = expand_variants(
             models_, decodes if len(decodes) > 1 else None, tool_modes if len(tool_modes) > 1 else None
         )
-        flags = dict(
+        values = dict(
             benchmark=benchmark,
             limit=limit,
             repeats=repeats,
@@ -85,12 +87,11 @@ def compare(
             gpu=gpu,
             decode=decodes[0] if len(decodes) == 1 else "none",
             tool_mode=tool_modes[0] if len(tool_modes) == 1 else None,
-            options=parse_options(option),
             seed=seed,
             max_tokens=max_tokens,
-            models_file=models_file.resolve() if models_file else None,
+            models_file=models_file,
         )
-        bo = bench_options({k: v for k, v in flags.items() if v is not None})
+        bo = bench_options(bench_flags(values, option, absolute_models=True))
         cdir, runs = run_compare(list(variants), bo, say=say)
     except (BenchError, SpecError) as e:
         fail(str(e))

@@ -8,12 +8,16 @@ import typer
 from rich.markup import escape
 from rich.table import Table as RichTable
 
+from rig.benchmarks import DEFAULT_BENCHMARK
 from rig.cli.common import app, fail, out
 
 
 @app.command()
 def doctor(
-    data: Path | None = typer.Option(None, "--data", help="CallNavi data folder to check."),
+    benchmark: str | None = typer.Option(
+        None, "--benchmark", "-b", help=f"The benchmark whose data is checked (default: {DEFAULT_BENCHMARK})."
+    ),
+    data: Path | None = typer.Option(None, "--data", help="That benchmark's data folder to check."),
     models_file: Path | None = typer.Option(None, "--models"),
     bandwidth: bool = typer.Option(
         False, "--bandwidth", help="Measure the peak memory bandwidth and matmul FLOP/s (cached per host, for MBU)."
@@ -28,7 +32,10 @@ def doctor(
         fail(f"--gpu {gpu}: must be 0 or more")
     if (gpu is not None or refresh) and not bandwidth:
         fail("--gpu and --refresh go with --bandwidth")
-    rows = bandwidth_rows(gpu, refresh) if bandwidth else run_checks(data=data, models_file=models_file)
+    try:
+        rows = bandwidth_rows(gpu, refresh) if bandwidth else run_checks(data, models_file, benchmark)
+    except KeyError as e:  # an unknown --benchmark
+        fail(str(e).strip("'\""))
     t = RichTable(title="rig doctor")
     for c in ("check", "status", "detail"):
         t.add_column(c)

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import typer
 
-from rig.cli.common import DEFAULT_MODEL, app, fail, parse_options, say, tool_mode_for
+from rig.benchmarks import DEFAULT_BENCHMARK
+from rig.cli.common import DEFAULT_MODEL, app, bench_flags, fail, say, spec_option, tool_mode_for
 
 
 @app.command()
@@ -22,21 +23,21 @@ def load(
     margin: float = typer.Option(
         0.05, "--margin", min=0, max=0.99, help="Non-inferiority margin in headline-score units (0.05: 5 points)."
     ),
-    benchmark: str = typer.Option("callnavi", "--benchmark", "-b"),
-    limit: int | None = typer.Option(None, "--limit", min=1),
-    repeats: int = typer.Option(1, "--repeats", "-k", min=1),
-    data: Path | None = typer.Option(None, "--data"),
-    out_dir: Path = typer.Option(Path("runs"), "--out"),
+    benchmark: str = spec_option("benchmark", "-b", default=DEFAULT_BENCHMARK, help="Benchmark to run."),
+    limit: int | None = spec_option("limit"),
+    repeats: int = spec_option("repeats", "-k"),
+    data: Path | None = spec_option("data"),
+    out_dir: Path = typer.Option(Path("runs"), "--out", help="Where the level runs and the load test go."),
     resume: str | None = typer.Option(
         None, "--resume", help="A load id (folder in --out): finished levels are kept, the others run or resume."
     ),
-    gpu: int | None = typer.Option(None, "--gpu"),
-    decode: str = typer.Option("none", "--decode"),
-    tool_mode: str | None = typer.Option(None, "--tool-mode"),
-    option: list[str] = typer.Option([], "--option", "-O"),
-    seed: int = typer.Option(0, "--seed", help="One seed for every level, so episodes and sampling match."),
-    max_tokens: int | None = typer.Option(None, "--max-tokens", min=1),
-    models_file: Path | None = typer.Option(None, "--models"),
+    gpu: int | None = spec_option("gpu"),
+    decode: str = spec_option("decode"),
+    tool_mode: str | None = spec_option("tool_mode", default=None),
+    option: list[str] = spec_option("options", "-O", default=[]),
+    seed: int = spec_option("seed", default=0, help="One seed for every level, so episodes and sampling match."),
+    max_tokens: int | None = spec_option("max_tokens"),
+    models_file: Path | None = spec_option("models_file"),
 ) -> None:
     """Run the same seeded episodes at each concurrency level (each level its own `rig bench` process) and report
     per level the score with its CI, paired flips against level 1, TTFT and end-to-end p50/p95/p99, tokens/s and
@@ -51,7 +52,7 @@ def load(
         if resume is not None:  # the load's recorded settings, as `rig bench --resume` takes the run's
             ldir, settings, runs = run_load(None, say=say, resume=resume, out=out_dir)
         else:
-            flags = dict(
+            values = dict(
                 model=model,
                 benchmark=benchmark,
                 limit=limit,
@@ -61,12 +62,11 @@ def load(
                 gpu=gpu,
                 decode=decode,
                 tool_mode=tool_mode_for(tool_mode, decode),
-                options=parse_options(option),
                 seed=seed,
                 max_tokens=max_tokens,
-                models_file=models_file.resolve() if models_file else None,
+                models_file=models_file,
             )
-            bench = bench_options({k: v for k, v in flags.items() if v is not None})
+            bench = bench_options(bench_flags(values, option, absolute_models=True))
             asked = LoadSettings(bench=bench, levels=parse_levels(concurrency), slos=parse_slos(slo), margin=margin)
             ldir, settings, runs = run_load(asked, say=say)
     except (BenchError, SpecError) as e:

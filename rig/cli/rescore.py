@@ -11,7 +11,7 @@ from rig.cli.common import app, err, fail, parse_options, say
 
 @app.command()
 def rescore(
-    benchmark: str = typer.Argument(..., help="callnavi or mobilitybench."),
+    benchmark: str = typer.Argument(..., help="A benchmark that reads prediction files (an unknown one lists them)."),
     predictions: list[Path] = typer.Argument(..., help="Prediction files in the reference harness's own format."),
     mode: str = typer.Option("paper", "--mode", help="Metric mode of the main tables: paper or reference."),
     data: Path | None = typer.Option(None, "--data", help="The benchmark data the predictions answer."),
@@ -22,14 +22,14 @@ def rescore(
     """Score predictions made outside rig (CallNavi output files, MobilityBench raw_results.json) into a run folder."""
     from rich.progress import Progress
 
-    from rig.runs.rescore import RESCORABLE, RescoreError, RescoreOptions, rescore
+    from rig.runs.rescore import RescoreError, RescoreOptions, rescorable, rescore
 
-    if benchmark not in RESCORABLE:
-        fail(f"rescore: benchmark {benchmark!r} is not supported; choose {' or '.join(RESCORABLE)}")
+    if benchmark not in rescorable():
+        fail(f"rescore: benchmark {benchmark!r} is not supported; choose {' or '.join(rescorable())}")
     if mode not in ("paper", "reference"):
         fail(f"--mode {mode!r}: choose paper or reference")
     opts = RescoreOptions(
-        benchmark=benchmark,  # type: ignore[arg-type]  # a str from typer; pydantic refuses other names
+        benchmark=benchmark,
         predictions=predictions,
         data=data,
         mode=mode,  # type: ignore[arg-type]

@@ -23,10 +23,6 @@ HEX = Cls("0-9a-fA-F")
 DIGIT = Cls("0-9")
 
 
-def _esc_class(exclude: str) -> Cls:
-    return Cls("^" + cls_escape(exclude))
-
-
 def ws(g: Grammar) -> Ref:
     """One space, or one newline followed by at most MAX_INDENT spaces/tabs (never empty: use opt())."""
     return g.define("ws", "ws", lambda: alt(Lit(" "), seq(Lit("\n"), rep(Cls(cls_escape(" \t")), 0, MAX_INDENT))))

@@ -46,23 +46,6 @@ _ANNOTATIONS = {
     "discriminator",
     "example",
 }
-_HANDLED = {
-    "type",
-    "enum",
-    "const",
-    "properties",
-    "required",
-    "additionalProperties",
-    "items",
-    "minItems",
-    "maxItems",
-    "minLength",
-    "maxLength",
-    "anyOf",
-    "oneOf",
-    "allOf",
-    "$ref",
-}
 # Assertions on values a grammar cannot express (validate() checks them after decoding): refused in strict mode;
 # the json / yaml tool modes drop them from the call envelope and leave them to the tool executor.
 UNENFORCEABLE = {

@@ -1,4 +1,7 @@
-"""Engine registry: name -> "module:Class" plus the extra that provides it; imported lazily."""
+"""Engine registry: name -> "module:Class" plus the extra that provides it; imported lazily.
+
+The one table of engines: models.yaml validation (rig.registry) reads its keys, so a new engine is its file plus
+one line here. Nothing from rig is imported at module level (the registry sits below the engines)."""
 
 from __future__ import annotations
 

@@ -14,7 +14,6 @@ from pathlib import Path
 from rig.maps.records import PackInfo
 
 FORMAT_VERSION = 1
-PACK_FILES = ("pack.json", "graph.npz", "areas.npz", "gazetteer.sqlite")
 
 
 def read_info(pack_dir: str | Path) -> PackInfo:

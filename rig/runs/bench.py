@@ -24,7 +24,7 @@ from rig.benchmarks import BENCHMARKS, get_benchmark_class
 from rig.benchmarks.base import Benchmark, DataError, RunContext
 from rig.bundle import BundleError, bundle_id_for
 from rig.engines import create_engine
-from rig.records import Episode
+from rig.records import Episode, Sampling
 from rig.registry import ModelSpec, default_registry_path, load_registry, resolve_weights
 from rig.runformat import storage_error
 from rig.runs.config import BenchmarkInfo, RunConfig
@@ -127,9 +127,11 @@ def _build(opts: BenchOptions) -> tuple[ModelSpec, str, list[tuple[Benchmark, li
     assert opts.model is not None  # run_bench refuses options without one
     reg = load_registry(opts.models_file)
     spec = reg.get(opts.model)
-    overrides = (("temperature", opts.temperature), ("seed", opts.seed), ("max_tokens", opts.max_tokens))
-    if any(v is not None for _, v in overrides):
-        upd = {k: v for k, v in overrides if v is not None}
+    # sampling overrides: the RunSpec fields that are Sampling fields (temperature, seed, max_tokens), when set
+    upd = {
+        k: getattr(opts, k) for k in Sampling.model_fields if k in RunSpec.model_fields and getattr(opts, k) is not None
+    }
+    if upd:
         spec = spec.model_copy(update={"sampling": spec.sampling.model_copy(update=upd)})
     weights = resolve_weights(spec, reg.path)
     names = [opts.benchmark] if opts.benchmark else sorted(BENCHMARKS)

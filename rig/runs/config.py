@@ -20,7 +20,6 @@ class BenchmarkInfo(BaseModel):
     data_path: str
     data_hash: str
     options: dict[str, Any] = Field(default_factory=dict)  # the benchmark's validated Options, defaults included
-    settings: dict[str, Any] = Field(default_factory=dict)  # written by runs before typed options; read, never written
     episodes: int = 0
 
     @classmethod
@@ -53,7 +52,10 @@ class RunConfig(BaseModel):
 
     def digest(self) -> str:
         # An unsharded run leaves `shard` out, so hashes of runs made before shards existed still match on resume.
-        blob = json.dumps(
-            self.model_dump(mode="json", exclude={"shard"} if self.shard is None else None), sort_keys=True
-        )
+        fields = self.model_dump(mode="json", exclude={"shard"} if self.shard is None else None)
+        for b in fields["benchmarks"]:
+            # BenchmarkInfo had a `settings` field (always {} since typed options); runs recorded with it still
+            # resume because the hash keeps it.
+            b["settings"] = {}
+        blob = json.dumps(fields, sort_keys=True)
         return hashlib.sha256(blob.encode()).hexdigest()[:16]

@@ -1,10 +1,11 @@
 """`rig load`: accuracy under load. The same seeded episodes at each concurrency level, paired against level 1.
 
-Each level is one ordinary run (a `rig bench` run folder) made by a child process that reads its settings from a
-`LevelSpec` JSON file, so a level's engine starts clean (no KV cache or batch state carried over from the level
-before) and a level that dies can be resumed like any run. Levels share the seed, so `--limit` samples the same
-episodes and per-episode scores pair by (episode id, repeat): batching changes numerics, and the paired flips show
-how many answers it changed (score flips, and replies whose text changed at all).
+Each level is one ordinary run (a `rig bench` run folder) made by a `rig bench --spec` process, the level's RunSpec
+written as its `spec.json` as compare and sweep hand their cells theirs, so a level's engine starts clean (no KV
+cache or batch state carried over from the level before) and a level that dies can be resumed like any run. Levels
+share the seed, so `--limit` samples the same episodes and per-episode scores pair by (episode id, repeat): batching
+changes numerics, and the paired flips show how many answers it changed (score flips, and replies whose text changed
+at all).
 
 Per level: the headline score with its CI, the paired difference and flips against level 1, TTFT and end-to-end
 latency p50/p95/p99 over generations (requests), completion tokens per second of the level's wall time, and goodput
@@ -18,7 +19,6 @@ from __future__ import annotations
 
 import re
 import subprocess
-import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -27,8 +27,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, ValidationError
 
-from rig.records import EpisodeResult, read_record, write_record
+from rig.records import EpisodeResult, write_record
 from rig.runs.bench import BenchError, BenchOptions
+from rig.runs.spec import RunSpec
 from rig.scoring.stats import percentile
 
 QUANTILES = {"p50": 50.0, "p95": 95.0, "p99": 99.0}
@@ -111,13 +112,6 @@ class LoadSettings(BaseModel):
     levels: list[int]
     slos: list[Slo] = Field(default_factory=list)
     margin: float = Field(default=0.05, ge=0, lt=1)
-
-
-class LevelSpec(BaseModel):
-    """The settings file a level's child process reads: one `rig bench` run at `bench.concurrency`."""
-
-    level: int
-    bench: BenchOptions
 
 
 class SloCheck(BaseModel):
@@ -399,11 +393,13 @@ def _check(settings: LoadSettings) -> None:
         )
 
 
-def level_argv(spec_file: Path, o: BenchOptions) -> list[str]:
-    from rig.runs.compare import interpreter
+def level_argv(ldir: Path, level: int, o: BenchOptions, resume: str | None) -> list[str]:
+    """The `rig bench --spec` process of one level: the load's run at that concurrency, its spec.json written under
+    ``ldir/specs/level-N/``, its run folder in ``ldir/runs`` (``resume``: the level's run, when it has one)."""
+    from rig.runs.compare import bench_argv
 
-    assert o.model is not None
-    return [interpreter(o.model, o.models_file), "-m", "rig.runs.load", str(spec_file)]
+    spec = RunSpec.model_validate({**o.spec_fields(), "concurrency": level})
+    return bench_argv(spec, ldir / "specs" / f"level-{level}", ldir / "runs", resume)
 
 
 class LoadPlan(BaseModel):
@@ -476,12 +472,9 @@ def run_load(
             say(f"== concurrency {level}: finished before ({known})")
             run_dirs.append(runs / known)
             continue
-        spec = LevelSpec(level=level, bench=o.model_copy(update={"concurrency": level, "out": runs, "resume": known}))
-        spec_file = ldir / f"level-{level}.json"
-        write_record(spec_file, spec)
         say(f"== concurrency {level} (own process)" + (f", resuming {known}" if known else ""))
         before = set(runs.glob("*")) if runs.exists() else set()
-        r = subprocess.run(level_argv(spec_file, o), stdout=None, stderr=None)
+        r = subprocess.run(level_argv(ldir, level, o, known), stdout=None, stderr=None)
         new = set(runs.glob("*")) - before if runs.exists() else set()
         if known is None and len(new) == 1:
             plan.runs[level] = new.pop().name
@@ -491,29 +484,6 @@ def run_load(
             raise BenchError(f"level {level}: rig bench failed (exit {r.returncode}); see its output above{hint}")
         run_dirs.append(runs / plan.runs[level])
     return ldir, settings, run_dirs
-
-
-def main(argv: list[str]) -> int:
-    """A level's child process: `python -m rig.runs.load LEVEL.json`."""
-    from rig.benchmarks.base import DataError
-    from rig.registry import RegistryError
-    from rig.runformat import NewerFormatError
-    from rig.runs.bench import run_bench
-
-    if len(argv) != 1:
-        print("usage: python -m rig.runs.load LEVEL.json", file=sys.stderr)
-        return 2
-    try:
-        spec = read_record(Path(argv[0]), LevelSpec)
-    except ValueError as e:
-        print(e, file=sys.stderr)
-        return 2
-    try:
-        run_bench(spec.bench, on_event=lambda m: print(m, file=sys.stderr))
-    except (BenchError, DataError, RegistryError, NewerFormatError) as e:
-        print(str(e), file=sys.stderr)
-        return 2
-    return 0
 
 
 # -- the report --------------------------------------------------------------------------------------------------
@@ -614,7 +584,3 @@ def write_load(ldir: Path, rep: LoadReport) -> str:
     md = load_markdown(rep, figure)
     (ldir / "load.md").write_text(md)
     return md
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))

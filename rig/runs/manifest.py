@@ -96,10 +96,21 @@ class RunManifest(BaseModel):
 
     @model_validator(mode="before")
     @classmethod
-    def _unversioned(cls, data: Any, info: ValidationInfo) -> Any:
-        """A stored manifest without a version was written before formats were versioned: format 1."""
-        if (info.context or {}).get("stored") and isinstance(data, dict) and "format_version" not in data:
+    def _upgrade(cls, data: Any, info: ValidationInfo) -> Any:
+        """A stored manifest read in this rig's shape. One without a version was written before formats were
+        versioned: format 1. Its benchmarks' ``settings`` (what runs wrote before typed options, read by nothing
+        since) are dropped. (A manifest without a RunSpec: ``run_spec()``.)"""
+        if not (info.context or {}).get("stored") or not isinstance(data, dict):
+            return data
+        if "format_version" not in data:
             data = {**data, "format_version": 1}
+        config = data.get("config")
+        if isinstance(config, dict) and isinstance(config.get("benchmarks"), list):
+            benchmarks = [
+                {k: v for k, v in b.items() if k != "settings"} if isinstance(b, dict) else b
+                for b in config["benchmarks"]
+            ]
+            data = {**data, "config": {**config, "benchmarks": benchmarks}}
         return data
 
     @classmethod

@@ -19,7 +19,7 @@ from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from rig.records import DecodeMode, ToolMode, write_atomic
+from rig.records import DecodeMode, MaxTokens, ToolMode, write_atomic
 
 Order = Literal["grouped", "shuffled"]
 
@@ -57,10 +57,19 @@ FLAGS = {
 }
 
 
+def _either(values: tuple[str, ...]) -> str:
+    """``a, b or c``: a list of choices in help text."""
+    return ", ".join(values[:-1]) + " or " + values[-1] if len(values) > 1 else "".join(values)
+
+
+# The decode modes that are also tool modes: constrained output formats.
+_CONSTRAINED = tuple(d for d in DECODES if d in TOOL_MODES)
+
+
 def default_tool_mode(decode: str) -> str:
     """--decode json/yaml also constrains the tool calls of agentic benchmarks unless --tool-mode says otherwise
     (they have no other answer to constrain, and a flag that silently did nothing there would mislead)."""
-    return decode if decode in ("json", "yaml") else "prompt"
+    return decode if decode in _CONSTRAINED else "prompt"
 
 
 class RunSpec(BaseModel):
@@ -74,22 +83,43 @@ class RunSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    model: str | None = None  # None only with --resume (taken from the run's record)
-    benchmark: str | None = None  # None: every registered benchmark whose data is available
-    data: Path | None = None
-    options: dict[str, Any] = Field(default_factory=dict)
-    decode: DecodeMode = "none"
-    tool_mode: ToolMode = "prompt"  # when not given: default_tool_mode(decode)
-    temperature: float | None = Field(default=None, ge=0, allow_inf_nan=False)
-    seed: int | None = None
-    max_tokens: int | None = Field(default=None, ge=1)
-    repeats: int = Field(default=1, ge=1, le=MAX_REPEATS)
-    limit: int | None = Field(default=None, ge=1)
-    shard: str | None = None  # "i/N" (0-based): run only shard i of N of the selected questions
-    gpu: int | None = Field(default=None, ge=0)
-    order: Order = "grouped"
-    concurrency: int = Field(default=1, ge=1, le=MAX_CONCURRENCY)
-    models_file: Path | None = None
+    # Each field's description is its flag's help text (rig.cli.common.spec_option), so flag and spec say one thing.
+    # model None: only with --resume (taken from the run's record)
+    model: str | None = Field(default=None, description="Model from models.yaml (see `rig models`).")
+    benchmark: str | None = Field(
+        default=None, description="Benchmark to run (default: every benchmark with data available)."
+    )
+    data: Path | None = Field(default=None, description="Benchmark data folder (default: the embedded sample).")
+    options: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Benchmark option key=value (e.g. task=routing); `rig benchmarks` lists each benchmark's options.",
+    )
+    decode: DecodeMode = Field(default="none", description=f"Constrain output: {_either(DECODES)}.")
+    tool_mode: ToolMode = Field(  # when not given: default_tool_mode(decode)
+        default="prompt",
+        description=f"How tools are offered: {_either(TOOL_MODES)} ({' and '.join(_CONSTRAINED)}: constrained "
+        "calls); default: the --decode format, else prompt.",
+    )
+    temperature: float | None = Field(
+        default=None, ge=0, allow_inf_nan=False, description="Override the model's temperature."
+    )
+    seed: int | None = Field(default=None, description="Override the model's seed.")
+    max_tokens: MaxTokens | None = Field(default=None, description="Override the model's max_tokens.")
+    repeats: int = Field(default=1, ge=1, le=MAX_REPEATS, description="Runs per episode (stability scores need k > 1).")
+    limit: int | None = Field(default=None, ge=1, description="Run a seeded sample of N questions.")
+    shard: str | None = Field(  # "i/N" (0-based)
+        default=None,
+        description="I/N: run only shard I (0-based) of N of the selected questions (rig sweep; join shards with "
+        "rig merge).",
+    )
+    gpu: int | None = Field(
+        default=None,
+        ge=0,
+        description="GPU to use: a position in CUDA_VISIBLE_DEVICES (every engine alike); CPU when omitted.",
+    )
+    order: Order = Field(default="grouped", description="grouped (shared prompt prefixes together) or shuffled.")
+    concurrency: int = Field(default=1, ge=1, le=MAX_CONCURRENCY, description="Episodes in flight.")
+    models_file: Path | None = Field(default=None, description="models.yaml to use.")
 
     @model_validator(mode="before")
     @classmethod

@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from rig.decoding.safe import load_yaml
 from rig.inputs import InputError, read_text
-from rig.records import DecodeMode, ToolMode
+from rig.records import DecodeMode, MaxTokens, ToolMode
 from rig.runs.spec import MAX_REPEATS, RunSpec
 
 
@@ -50,7 +50,7 @@ class SweepSpec(Strict):
     repeats: int = Field(1, ge=1, le=MAX_REPEATS)
     limit: int | None = Field(None, ge=1)
     seed: int = 0
-    max_tokens: int | None = Field(None, ge=1)
+    max_tokens: MaxTokens | None = None
     temperature: float | None = Field(None, ge=0, allow_inf_nan=False)  # every cell would fail writing its manifest
     models_file: Path | None = None  # relative to the sweep file
     shards: int = Field(1, ge=1)
@@ -76,7 +76,7 @@ class Cell(BaseModel):
     repeats: int
     limit: int | None
     seed: int
-    max_tokens: int | None
+    max_tokens: MaxTokens | None
     temperature: float | None
     models_file: str | None
 

@@ -1,4 +1,4 @@
-"""rig load's library: flag parsing, a level's numbers from its run folder, the verdict, the child's settings file.
+"""rig load's library: flag parsing, a level's numbers from its run folder, the verdict, a level's `rig bench --spec`.
 
 The levels here are runs made with the fake engine (a runner unit test's engine); real engines at three levels are
 in tests/runs/test_load_engines.py.
@@ -7,6 +7,7 @@ in tests/runs/test_load_engines.py.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 from pathlib import Path
 
@@ -17,12 +18,10 @@ from rig.benchmarks.callnavi.benchmark import CallNavi
 from rig.records import EpisodeResult, Sampling
 from rig.runs.bench import BenchError, BenchOptions
 from rig.runs.load import (
-    LevelSpec,
     LoadReport,
     LoadSettings,
     Slo,
     analyse,
-    main,
     parse_levels,
     parse_slos,
     peak_in_flight,
@@ -208,26 +207,34 @@ def test_no_slo_means_goodput_not_measured(tmp_path: Path) -> None:
     assert "| no SLO given |" in write_load(tmp_path, rep)
 
 
-def test_level_settings_file_errors_name_file_and_field(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    bad = tmp_path / "level-2.json"
-    bad.write_text(json.dumps({"level": 2, "bench": {"model": "m", "concurrency": "many"}}))
-    assert main([str(bad)]) == 2
-    assert (
-        capsys.readouterr().err.strip()
-        == f"{bad}: bench.concurrency: Input should be a valid integer, unable to parse string as an integer"
+def test_level_settings_file_errors_name_file_and_field(tmp_path: Path) -> None:
+    """A level is `rig bench --spec FILE` (the spec.json compare and sweep cells get): a bad file names file and
+    field, exit 2, no traceback."""
+    from typer.testing import CliRunner
+
+    from rig.cli import app
+    from rig.runs.load import level_argv
+
+    def bench(argv: list[str]) -> str:
+        assert argv[1:4] == ["-m", "rig.cli", "bench"]
+        r = CliRunner().invoke(app, argv[3:])
+        assert r.exit_code == 2 and "Traceback" not in r.output, r.output
+        return " ".join(r.output.split())
+
+    bad = tmp_path / "level-2" / "spec.json"
+    bad.parent.mkdir()
+    bad.write_text(json.dumps({"model": "m", "concurrency": "many"}))
+    out = ["--out", str(tmp_path), "--no-report"]
+    assert f"{bad}: concurrency: 'many': Input should be a valid integer" in bench(
+        ["py", "-m", "rig.cli", "bench", "--spec", str(bad), *out]
     )
-    assert main([str(tmp_path / "missing.json")]) == 2
-    assert "missing.json: cannot read" in capsys.readouterr().err
-    unknown = tmp_path / "level-1.json"
-    LevelSpec(level=1, bench=BenchOptions(model="no-such-model", benchmark="callnavi", out=tmp_path)).model_dump_json()
-    unknown.write_text(
-        LevelSpec(
-            level=1, bench=BenchOptions(model="no-such-model", benchmark="callnavi", out=tmp_path)
-        ).model_dump_json()
+    assert "missing.json: file not found" in bench(
+        ["py", "-m", "rig.cli", "bench", "--spec", str(tmp_path / "missing.json"), *out]
     )
-    assert main([str(unknown)]) == 2
-    err = capsys.readouterr().err
-    assert "no-such-model" in err and "Traceback" not in err
+    o = BenchOptions(model="no-such-model", benchmark="callnavi", out=tmp_path, models_file=REPO / "models.yaml")
+    argv = level_argv(tmp_path / "load", 1, o, None)
+    assert json.loads((tmp_path / "load" / "specs" / "level-1" / "spec.json").read_text())["concurrency"] == 1
+    assert "no-such-model" in bench(argv)
 
 
 def test_a_level_above_what_the_engine_serves_is_refused_before_anything_runs(tmp_path: Path) -> None:
@@ -253,16 +260,26 @@ def test_resume_keeps_finished_levels_and_resumes_the_unfinished_run(
     folder; level 2 dies the first time with its run unfinished."""
     import shutil
     import subprocess
+    from dataclasses import dataclass
 
     import rig.runs.load as load
     from rig.runs.load import LoadPlan
     from rig.runs.manifest import RunManifest
+    from rig.runs.spec import read_spec
 
-    calls: list[LevelSpec] = []
+    @dataclass
+    class Level:  # what a level's `rig bench --spec FILE --out DIR [--resume ID]` process is asked
+        level: int
+        bench: BenchOptions
+
+    calls: list[Level] = []
     die = {2}
 
     def child(argv: list[str], **_: object) -> subprocess.CompletedProcess[str]:
-        spec = LevelSpec.model_validate_json(Path(argv[-1]).read_text())
+        flag = {k: v for k, v in itertools.pairwise(argv) if k.startswith("--")}
+        ran = read_spec(Path(flag["--spec"]))
+        o = BenchOptions(**ran.spec_fields(), out=Path(flag["--out"]), resume=flag.get("--resume"))
+        spec = Level(level=ran.concurrency, bench=o)
         calls.append(spec)
         o = spec.bench
         run_id = o.resume or f"run-c{spec.level}"

@@ -86,3 +86,31 @@ def test_an_older_run_still_resumes(fake_run: tuple[list[str], Path]) -> None:
     r = CliRunner().invoke(app, base)
     assert r.exit_code == 0, r.output
     assert RunManifest.read(run).status == "finished"
+
+
+def test_old_benchmark_settings_are_dropped_on_read(tmp_path: Path) -> None:
+    """`settings` (what runs wrote before typed options; read by nothing) is accepted from an older manifest and
+    dropped by the one upgrade path: neither the record nor a manifest written back holds it."""
+    raw = json.loads((FIXTURE / "manifest.json").read_text())
+    assert any(b["settings"] for b in raw["config"]["benchmarks"])  # the fixture holds some
+    man = RunManifest.read(FIXTURE)
+    assert all("settings" not in b.model_dump() for b in man.config.benchmarks)
+    man.write(tmp_path)
+    written = json.loads((tmp_path / "manifest.json").read_text())
+    assert all("settings" not in b for b in written["config"]["benchmarks"])
+
+
+def test_config_hash_is_unchanged_for_runs_recorded_with_settings() -> None:
+    """A run recorded while BenchmarkInfo had `settings` (always {} for new runs) still resumes: the same
+    configuration hashes as it did then (digests computed by the code before the field went)."""
+    from rig.runs.config import RunConfig
+
+    model = {"name": "m", "base": "m", "engine": "llamacpp", "weights": {"file": "w.gguf"}, "quantization": "q4"}
+    bench = {"name": "callnavi", "version": "1", "data_path": "d", "data_hash": "h", "options": {"format": "json"}}
+    run = {"repeats": 1, "limit": None, "decode": "none", "tool_mode": "prompt", "seed": 0, "temperature": 0.0}
+    cfg = RunConfig.model_validate(
+        {"model": {**model, "context_length": 64}, "benchmarks": [{**bench, "episodes": 2}], **run}
+        | {"max_tokens": 96, "gpu": None}
+    )
+    assert cfg.digest() == "f3d9609838fe1f05"
+    assert cfg.model_copy(update={"shard": "0/2"}).digest() == "54b0765425a07dd9"

@@ -263,7 +263,7 @@ def test_mobilitybench_without_tool_results_paper_delivery_is_not_measured(tmp_p
 
 
 def test_tool_answers_are_read_as_the_sandbox_and_the_worker_write_them() -> None:
-    from rig.runs.rescore import _answer_ok
+    from rig.benchmarks.mobilitybench.rescore import _answer_ok
 
     ok = {"status": 0, "data": {"weather_description": "晴"}, "error": None}
     failed = {"status": 1, "data": {}, "error": "POI '甲' 在沙盒中未找到"}
@@ -406,7 +406,7 @@ def test_prediction_file_nested_past_the_parsers_depth_is_refused(tmp_path: Path
 
 
 def test_tool_result_and_deep_answers_are_read_as_text(tmp_path: Path) -> None:
-    from rig.runs.rescore import _answer_ok
+    from rig.benchmarks.mobilitybench.rescore import _answer_ok
 
     # `{{` made repair_literal raise TypeError (a dict inside a set); the answer is text that is not a failure
     assert _answer_ok("{{'status': 0}}") and _answer_ok("{{") and _answer_ok("{[1]: 2}")
@@ -554,3 +554,28 @@ def test_reference_rescore_never_loads_minilm(tmp_path: Path, monkeypatch: pytes
     # asked for by name, the paper table's MiniLM is used (and here refused by the patch)
     with pytest.raises(AssertionError, match="MiniLM model was loaded"):
         rescore(opts.model_copy(update={"options": {"similarity": "minilm"}, "out": tmp_path / "m"}))
+
+
+def test_which_files_a_benchmark_rescores_is_its_own(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """rescore knows no benchmark by name: a benchmark that declares `predictions` and reads them
+    (`read_predictions`) is rescorable through the same command, into a normal run folder."""
+    from rig.benchmarks.predictions import external_generation
+    from rig.benchmarks.routeeval.benchmark import RouteEval
+    from rig.records import EpisodeResult
+    from rig.runs.rescore import rescorable
+
+    assert rescorable() == ["callnavi", "mobilitybench"]
+    refused = runner.invoke(app, ["rescore", "routeeval", str(tmp_path / "p.json"), "--out", str(tmp_path / "r")])
+    assert refused.exit_code == 2 and "choose callnavi or mobilitybench" in refused.output
+
+    def read(self: RouteEval, files: list[Path], mode: str) -> tuple[list[EpisodeResult], set[str]]:
+        ep = self.episodes()[0]
+        res = EpisodeResult(benchmark=self.name, episode_id=ep.id, repeat=0, generations=[external_generation("x")])
+        return [res], {"their-model"}
+
+    monkeypatch.setattr(RouteEval, "predictions", "a test's own file", raising=False)
+    monkeypatch.setattr(RouteEval, "read_predictions", read)
+    res = runner.invoke(app, ["rescore", "routeeval", str(tmp_path / "p.json"), "--out", str(tmp_path / "r")])
+    assert res.exit_code == 0, res.output
+    (run,) = (tmp_path / "r").iterdir()
+    assert "their-model" in run.name and len(read_results(run / "results.sqlite")) == 1

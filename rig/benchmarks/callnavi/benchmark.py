@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import defaultdict
 from pathlib import Path
 from statistics import mean
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal, get_args
 
 from pydantic import Field
 
@@ -33,6 +33,9 @@ class CallNavi(Benchmark):
     name = "callnavi"
     headline_name = "AST match"
     version = "1"
+    flag_options: ClassVar[dict[str, tuple[str, str]]] = {
+        "format": ("format", "CallNavi's answer format: json or yaml")
+    }
 
     class Options(BenchmarkOptions):
         format: Literal["json", "yaml"] = Field("json", description="answer format (`--format`; `--decode` implies it)")
@@ -49,9 +52,23 @@ class CallNavi(Benchmark):
             "judge scripts score, no GPT repair; JSON answers only)",
         )
 
+    predictions = "CallNavi output files (<domain>_<iteration>_para|APIonly_<model>.json)"
+
     @classmethod
     def default_data(cls) -> Path:
         return embedded_data("callnavi/sample", ".", "CallNavi sample")
+
+    def read_predictions(self, files: list[Path], mode: str) -> tuple[list[EpisodeResult], set[str]]:
+        from rig.benchmarks.callnavi.rescore import read_predictions
+
+        return read_predictions(self, files, mode)
+
+    @staticmethod
+    def score_reply(
+        text: str, gt: dict, task: str, fmt: str, main: str
+    ) -> tuple[dict[str, float | None], Any, str | None]:
+        """One reply scored as a run scores it (``score_both``), for readers that hold the benchmark (rescore)."""
+        return score_both(text, gt, task, fmt, main)
 
     def __init__(self, data: Path | None = None, options: Any = None) -> None:
         super().__init__(data, options)
@@ -109,7 +126,8 @@ class CallNavi(Benchmark):
 
     @classmethod
     def implied_options(cls, decode: str) -> dict[str, Any]:
-        return {"format": decode} if decode in ("json", "yaml") else {}
+        # a constrained decode that is one of the answer formats sets it (format's own Literal, not a spelled list)
+        return {"format": decode} if decode in get_args(cls.Options.model_fields["format"].annotation) else {}
 
     @classmethod
     def conflicts(cls, options: Any, decode: str, tool_mode: str) -> str | None:

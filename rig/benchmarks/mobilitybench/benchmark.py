@@ -59,9 +59,32 @@ class MobilityBench(Benchmark):
         pack: str | None = Field(None, description="map pack directory (default: the embedded Helsinki pack)")
         sandbox_dir: str | None = Field(None, description="upstream sandbox replay files (upstream data only)")
 
+    predictions = "raw_results.json (the upstream Plan-and-Execute harness's)"
+
     @classmethod
     def default_data(cls) -> Path:
         return embedded_data("mobilitybench", "episodes.json", "authored MobilityBench pack")
+
+    @classmethod
+    def rescore_options(cls, options: dict[str, Any], mode: str) -> dict[str, Any]:
+        options = super().rescore_options(options, mode)
+        # raw_results.json is what upstream's Plan-and-Execute harness writes (planner, workers, reporter)
+        if options.setdefault("framework", "plan") != "plan":
+            raise DataError(
+                f"-O framework={options['framework']}: raw_results.json is written by the Plan-and-Execute "
+                "harness; leave framework out (plan)"
+            )
+        if mode == "reference":
+            # The reference's similarity is character Jaccard unless a model directory is named; loading the
+            # packaged MiniLM only for the secondary paper table made a reference rescore about 10x slower. The
+            # paper table names the similarity it used; -O similarity=minilm restores it.
+            options.setdefault("similarity", "jaccard")
+        return options
+
+    def read_predictions(self, files: list[Path], mode: str) -> tuple[list[EpisodeResult], set[str]]:
+        from rig.benchmarks.mobilitybench.rescore import read_predictions
+
+        return read_predictions(self, files, mode)
 
     def __init__(self, data: Path | None = None, options: Any = None) -> None:
         super().__init__(data, options)
@@ -238,7 +261,7 @@ class MobilityBench(Benchmark):
         if run.stop == "engine_error":
             res.status, res.error_category, res.error = "failed", "engine_error", run.error
         else:
-            res.error_category = classify(run.stop, scores)
+            res.error_category = M.classify(run.stop, scores)
         return res
 
     @classmethod
@@ -248,19 +271,6 @@ class MobilityBench(Benchmark):
     @classmethod
     def tables(cls, results: list[EpisodeResult], options: Any, label: str = "") -> list[Table]:
         return mobility_tables(results, label or "model")
-
-
-def classify(stop: str, scores: dict[str, float | None]) -> str | None:
-    """Why an episode did not pass (None when FPR is 1)."""
-    if scores.get("FPR") == 1.0:
-        return None
-    if stop in ("max_steps", "format_errors", "no_plan"):
-        return stop
-    if stop != "final":
-        return "no_final_answer"
-    if not scores.get("DR"):
-        return "not_delivered"
-    return "wrong_answer"
 
 
 def _row(label: str, rs: list[EpisodeResult], prefix: str) -> list[Any]:

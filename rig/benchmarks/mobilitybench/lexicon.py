@@ -259,8 +259,3 @@ EN = Lexicon(
 )
 
 LEXICONS = {"zh": ZH, "en": EN}
-
-
-def detect_lang(text: str) -> str:
-    """zh when the text holds CJK characters, else en."""
-    return "zh" if re.search(r"[\u4e00-\u9fff]", text or "") else "en"

@@ -21,7 +21,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
-EXTRA = "mobility"
 DEFAULT = "minilm"
 
 

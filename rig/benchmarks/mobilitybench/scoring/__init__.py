@@ -56,6 +56,7 @@ __all__ = [
     "ConstraintItem",
     "Prediction",
     "Truth",
+    "classify",
     "cumulative_capture",
     "paper_decomposition",
     "paper_delivery",
@@ -127,3 +128,16 @@ def score(
         except (ValueError, TypeError):
             out["DR"] = out["FPR"] = None  # compute raised: the reference keeps the error and drops the case
     return out
+
+
+def classify(stop: str, scores: dict[str, float | None]) -> str | None:
+    """Why an episode did not pass (None when FPR is 1)."""
+    if scores.get("FPR") == 1.0:
+        return None
+    if stop in ("max_steps", "format_errors", "no_plan"):
+        return stop
+    if stop != "final":
+        return "no_final_answer"
+    if not scores.get("DR"):
+        return "not_delivered"
+    return "wrong_answer"

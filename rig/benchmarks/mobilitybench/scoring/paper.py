@@ -76,7 +76,6 @@ _SLOT_ALIASES = {
     "depart_at": "time",
     "date": "time",
 }
-_SET_SLOTS = {"preferences", "avoid", "waypoints", "require"}
 
 
 def _canon_value(slot: str, value: Any) -> str:

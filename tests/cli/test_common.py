@@ -1,0 +1,58 @@
+"""The run flags of `rig bench`, `rig compare` and `rig load` are derived from RunSpec: one declaration of each
+setting's flag name, default, help text and bounds."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from rig.cli import app
+from rig.runs.spec import FLAGS, RunSpec
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _params(command: str) -> dict[str, object]:
+    group = typer.main.get_command(app)
+    cmd = group.commands[command]  # type: ignore[attr-defined]
+    return {p.opts[0]: p for p in cmd.params if p.opts and p.opts[0].startswith("--")}
+
+
+@pytest.mark.parametrize("command", ["bench", "compare", "load"])
+def test_run_flags_take_name_help_and_default_from_the_spec(command: str) -> None:
+    params = _params(command)
+    own_help = {"bench": {"model"}, "compare": {"benchmark", "decode", "tool_mode", "seed"}}
+    own_help["load"] = {"benchmark", "seed"}
+    checked = 0
+    for field, info in RunSpec.model_fields.items():
+        p = params.get(FLAGS[field])
+        if p is None or (command == "load" and field in ("model", "concurrency")):  # load's own: levels, a batcher
+            continue
+        checked += 1
+        if field not in own_help[command]:
+            assert p.help == info.description, (command, field)  # type: ignore[attr-defined]
+        if field not in ("options", "tool_mode", "benchmark", "seed", "model"):  # a list flag; derived; per command
+            assert p.default == info.default, (command, field)  # type: ignore[attr-defined]
+    assert checked >= 10
+
+
+@pytest.mark.parametrize("command", ["load", "compare"])
+def test_the_spec_bounds_every_command_alike(command: str, tmp_path: Path) -> None:
+    """`--repeats 0` is refused by the RunSpec's bound, in the same words from each command (load once had bounds
+    of its own in typer, compare none)."""
+    args = [command, *(["gemma3-270m"] if command == "compare" else []), "--repeats", "0"]
+    r = CliRunner().invoke(app, [*args, "--models", str(REPO / "models.yaml"), "--out", str(tmp_path)])
+    assert r.exit_code == 2 and "--repeats 0: Input should be greater than or equal to 1" in r.output, r.output
+    assert not any(tmp_path.iterdir())
+
+
+def test_bench_flags_keeps_what_was_given() -> None:
+    from rig.cli.common import bench_flags
+
+    values = {"limit": 2, "repeats": 1, "models_file": Path("m.yaml"), "gpu": None}
+    assert bench_flags(values, ["a=1"], given={"limit"}) == {"limit": 2, "options": {"a": "1"}}
+    got = bench_flags(values, [], absolute_models=True)
+    assert got == {"limit": 2, "repeats": 1, "models_file": Path("m.yaml").resolve()}
