@@ -168,3 +168,18 @@ def test_missing_results_are_named_when_read_and_never_created(tmp_path: Path) -
         with pytest.raises(RunFileError, match="^" + re.escape(f"{run / 'results.sqlite'}: not found")):
             read()
     assert not (run / "results.sqlite").exists()
+
+
+def test_no_sql_on_a_run_folder_outside_the_store_and_runformat() -> None:
+    """A reader queries results.sqlite only through runformat (RunFolder, read_results), the writer through Store."""
+    root = Path(__file__).resolve().parents[2] / "rig"
+    owners = {root / "runformat.py", root / "runs" / "store.py"}
+    sql = re.compile(r"\b(FROM|INTO|UPDATE)\s+(results|generations|gpu_samples)\b", re.IGNORECASE)
+    found = [
+        f"{p.relative_to(root.parent)}:{n}"
+        for p in sorted(root.rglob("*.py"))
+        if p not in owners
+        for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1)
+        if sql.search(line)
+    ]
+    assert found == []
