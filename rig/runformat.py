@@ -9,7 +9,9 @@ from __future__ import annotations
 import errno
 import os
 import sqlite3
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 from rig.records import EpisodeResult
 
@@ -187,10 +189,33 @@ def select_results(conn: sqlite3.Connection, benchmark: str | None = None) -> li
         raise RunFileError(f"{name}: damaged results database ({str(e).splitlines()[0]})") from None
 
 
-def read_results(path: Path, benchmark: str | None = None) -> list[EpisodeResult]:
-    """Every stored result (of one benchmark), in key order; the file is opened read-only."""
+T = TypeVar("T")
+
+
+def _read(path: Path, read: Callable[[sqlite3.Connection], T]) -> T:
+    """``read`` over the results database opened read-only; a query SQLite cannot answer is a RunFileError naming
+    the file."""
     conn = connect_results_readonly(path)
     try:
-        return select_results(conn, benchmark)
+        return read(conn)
+    except sqlite3.DatabaseError as e:
+        raise RunFileError(f"{path}: damaged results database ({str(e).splitlines()[0]})") from None
     finally:
         conn.close()
+
+
+def read_results(path: Path, benchmark: str | None = None) -> list[EpisodeResult]:
+    """Every stored result (of one benchmark), in key order; the file is opened read-only."""
+    return _read(path, lambda conn: select_results(conn, benchmark))
+
+
+def count_results(path: Path) -> int:
+    """How many (episode, repeat) results are stored; read-only, so a run in progress is counted undisturbed."""
+    return _read(path, lambda conn: int(conn.execute("SELECT COUNT(*) FROM results").fetchone()[0]))
+
+
+def read_gpu_samples(path: Path) -> list[tuple[float, int]]:
+    """The GPU sampler's (time, used bytes) readings stored with the run, in time order; read-only."""
+    return _read(
+        path, lambda conn: [(t, b) for t, b in conn.execute("SELECT t, used_bytes FROM gpu_samples ORDER BY t")]
+    )

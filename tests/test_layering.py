@@ -155,3 +155,27 @@ def test_the_checks_find_a_lazy_cycle_and_a_relative_upward_import(bad_tree: Pat
     assert cycles(graph) == [["rig.maps.pack", "rig.maps.query"]]
     assert upward_imports(graph) == ["rig.benchmarks.plot imports rig.runs.store"]
     assert "rig.benchmarks.plot" not in graph["rig.runs.store"]  # TYPE_CHECKING imports are not dependencies
+
+
+def private_imports(root: Path) -> list[str]:
+    """`from rig.x import _name` in a module other than rig.x: a private helper used across modules, which should
+    have a public name in the module that owns it (or move to the one that uses it)."""
+    found = []
+    for path in sorted((root / "rig").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and (node.level or (node.module or "").startswith("rig")):
+                found += [
+                    f"{path.relative_to(root).as_posix()}:{node.lineno} imports {a.name} from {node.module}"
+                    for a in node.names
+                    if a.name.startswith("_") and not a.name.startswith("__")
+                ]
+    return found
+
+
+def test_no_module_imports_another_modules_private_names() -> None:
+    assert private_imports(ROOT) == []
+
+
+def test_the_check_finds_a_private_import(bad_tree: Path) -> None:
+    (bad_tree / "rig/maps/route.py").write_text("from rig.maps.query import _helper, MapPack\n")
+    assert private_imports(bad_tree) == ["rig/maps/route.py:1 imports _helper from rig.maps.query"]

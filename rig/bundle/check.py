@@ -11,7 +11,7 @@ import os
 import stat
 from pathlib import Path
 
-from rig.bundle.files import _bar, sha256_file
+from rig.bundle.files import progress_bar, sha256_file
 from rig.bundle.manifest import (
     MANIFEST,
     SIGNATURE,
@@ -57,7 +57,7 @@ def verified(bundle: Path, expect: str | None = None, key: Path | None = None) -
     report.missing = sorted(set(listed) - set(present) - set(unsafe))
     report.extra = sorted(set(present) - set(listed))
     common = sorted(set(listed) & set(present))
-    with _bar("verifying", sum(listed[r].size for r in common)) as advance:
+    with progress_bar("verifying", sum(listed[r].size for r in common)) as advance:
         for rel in common:
             want = listed[rel]
             try:

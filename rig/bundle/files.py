@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from rig.bundle.manifest import MANIFEST, SIGNATURE, BundleFile, _part_of
+from rig.bundle.manifest import MANIFEST, SIGNATURE, BundleFile, part_of
 
 _BUF = 8 << 20  # large reads: hashing runs at the disk's or sha256's speed, not Python's loop speed
 
@@ -39,12 +39,13 @@ def _walk(root: Path) -> Iterator[Path]:
             yield Path(dirpath) / name
 
 
-def _rel(path: Path, root: Path) -> str:
+def rel_path(path: Path, root: Path) -> str:
+    """``path`` as a bundle path: relative to ``root``, forward slashes."""
     return path.relative_to(root).as_posix()
 
 
 @contextmanager
-def _bar(label: str, total: int | None) -> Iterator[Progress]:
+def progress_bar(label: str, total: int | None) -> Iterator[Progress]:
     """A rich progress bar on stderr counting bytes (or items); a no-op sink when stderr is not a terminal."""
     from rich.console import Console
     from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn, TransferSpeedColumn
@@ -66,22 +67,24 @@ def _bar(label: str, total: int | None) -> Iterator[Progress]:
 
 def hash_tree(root: Path, skip: Iterable[str] = (MANIFEST, SIGNATURE)) -> list[BundleFile]:
     skipped = set(skip)
-    paths = [p for p in _walk(root) if _rel(p, root) not in skipped and not p.name.endswith(".tmp")]
+    paths = [p for p in _walk(root) if rel_path(p, root) not in skipped and not p.name.endswith(".tmp")]
     total = sum(p.stat().st_size for p in paths)
     files = []
-    with _bar("hashing", total) as advance:
+    with progress_bar("hashing", total) as advance:
         for p in paths:
-            rel = _rel(p, root)
+            rel = rel_path(p, root)
             digest = sha256_file(p, advance)
-            files.append(BundleFile(path=rel, size=p.stat().st_size, sha256=digest, part=_part_of(rel)))
+            files.append(BundleFile(path=rel, size=p.stat().st_size, sha256=digest, part=part_of(rel)))
     return files
 
 
-def _say(msg: str) -> None:
+def say(msg: str) -> None:
+    """A progress line of a bundle command, on stderr."""
     print(msg, file=sys.stderr, flush=True)
 
 
-def _copy(src: Path, dst: Path) -> None:
+def copy_path(src: Path, dst: Path) -> None:
+    """A file or a folder copied into the bundle (its parents made)."""
     dst.parent.mkdir(parents=True, exist_ok=True)
     if src.is_dir():
         shutil.copytree(src, dst, dirs_exist_ok=True)
@@ -89,5 +92,6 @@ def _copy(src: Path, dst: Path) -> None:
         shutil.copy2(src, dst)
 
 
-def _size(p: Path) -> int:
+def size_of(p: Path) -> int:
+    """Bytes in a file, or in every file under a folder."""
     return p.stat().st_size if p.is_file() else sum(f.stat().st_size for f in _walk(p))

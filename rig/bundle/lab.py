@@ -10,7 +10,7 @@ import tempfile
 from pathlib import Path
 
 from rig.bundle.check import verified
-from rig.bundle.files import _say
+from rig.bundle.files import say
 from rig.bundle.manifest import EXTRA_NAME, MANIFEST, BundleError, BundleFile, open_regular
 
 
@@ -46,7 +46,7 @@ def install(
     listed = [f for f in man.files if f.path.startswith("wheels/")]
     if not any(f.path.startswith("wheels/rig-") and f.path.endswith(".whl") for f in listed):
         raise BundleError(f"{wheels}: no rig wheel (was the bundle made with --no-wheels?)")
-    _say(f"creating {venv}")
+    say(f"creating {venv}")
     made = subprocess.run([sys.executable, "-m", "venv", str(venv)])
     if made.returncode != 0:
         raise BundleError(f"--venv {venv}: python -m venv exited with {made.returncode} (see its message above)")
@@ -67,7 +67,7 @@ def install(
         # positional argument as an option.
         cmd = [str(venv / "bin" / "python"), "-m", "pip", "install", "--no-index", "--find-links", str(copied), "--"]
         cmd += [spec, *man.requires]
-        _say("$ " + " ".join(cmd[2:]))
+        say("$ " + " ".join(cmd[2:]))
         if subprocess.run(cmd, env=env).returncode != 0:
             raise BundleError(f"pip install from {wheels} (verified copy) failed (see pip's message above)")
     return doctor(bundle, venv)
@@ -106,5 +106,5 @@ def doctor(bundle: Path, venv: Path) -> int:
     cmd = [str(venv / "bin" / "rig"), "doctor", "--models", str(bundle / "models.yaml")]
     if (bundle / "data" / "callnavi").is_dir():
         cmd += ["--data", str(bundle / "data" / "callnavi")]
-    _say("$ " + " ".join(cmd))
+    say("$ " + " ".join(cmd))
     return subprocess.run(cmd, env=env).returncode

@@ -11,8 +11,8 @@ from pathlib import Path
 from rig.bundle.data import check_benchmarks, copy_benchmark_data
 from rig.bundle.files import hash_tree
 from rig.bundle.manifest import (
-    _PURPOSE,
     EXTRA_NAME,
+    PART_PURPOSE,
     BundleData,
     BundleError,
     BundleManifest,
@@ -21,7 +21,7 @@ from rig.bundle.manifest import (
     requirement_problem,
 )
 from rig.bundle.weights import copy_weights, select_models, write_models_yaml
-from rig.bundle.wheels import _host_platform, collect_wheels
+from rig.bundle.wheels import collect_wheels, host_platform
 
 
 def _source_root() -> Path:
@@ -91,7 +91,7 @@ def create(opts: CreateOptions) -> BundleManifest:
         rig_commit=rig_commit(),
         python=opts.python or f"{sys.version_info.major}.{sys.version_info.minor}",
         platform=opts.platform,
-        made_on=f"{platform.system()} {platform.machine()} ({_host_platform()})",
+        made_on=f"{platform.system()} {platform.machine()} ({host_platform()})",
         models=[s.name for s in specs],
         benchmarks=opts.benchmarks,
         extras=extras,
@@ -99,7 +99,7 @@ def create(opts: CreateOptions) -> BundleManifest:
         not_copied=not_copied,
         sources=sources,
         data=data,
-        parts={k: v for k, v in _PURPOSE.items() if any(f.part == k for f in files)},
+        parts={k: v for k, v in PART_PURPOSE.items() if any(f.part == k for f in files)},
         files=files,
     ).stamped()
     man.write(out)

@@ -20,7 +20,7 @@ SIGNATURE = "MANIFEST.json.sig"  # beside the manifest, never listed in it (it s
 BUNDLE_FORMAT = 2
 EXTRA_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 # What each part of a bundle is for (MANIFEST.json's `parts`); a file belongs to its longest matching prefix.
-_PURPOSE = {
+PART_PURPOSE = {
     "wheels": "Python wheels for `pip install --no-index --find-links wheels` (rig, its extras, model packages)",
     "wheels/src": "source archives of packages with no wheel, compiled offline from wheels/ build requirements",
     "weights": "model weights named by models.yaml",
@@ -192,8 +192,8 @@ class VerifyReport(BaseModel):
         return "; ".join(([", ".join(counts) + " file(s)"] if counts else []) + self.problems)
 
 
-def _part_of(rel: str) -> str:
-    for key in sorted(_PURPOSE, key=len, reverse=True):
+def part_of(rel: str) -> str:
+    for key in sorted(PART_PURPOSE, key=len, reverse=True):
         if rel == key or rel.startswith(key + "/"):
             return key
     return "other"

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from rig.bundle.files import _bar, _copy, _size
+from rig.bundle.files import copy_path, progress_bar, size_of
 from rig.bundle.manifest import BundleError
 
 
@@ -62,12 +62,12 @@ def copy_weights(reg: Any, specs: list[Any], out: Path) -> tuple[dict[str, dict[
                 f"lab side ({how})"
             )
             new[spec.name] = {w.kind: w.ref}
-    total = sum(_size(src) for _, src in sources)
-    with _bar("copying weights", total) as advance:
+    total = sum(size_of(src) for _, src in sources)
+    with progress_bar("copying weights", total) as advance:
         for spec, src in sources:
             rel = f"weights/{spec.name}/{src.name}"
-            _copy(src, out / rel)
-            advance(_size(src))
+            copy_path(src, out / rel)
+            advance(size_of(src))
             new[spec.name] = {spec.weights.kind: rel}
     return new, packages, not_copied
 

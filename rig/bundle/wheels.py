@@ -10,7 +10,7 @@ import sys
 import tarfile
 from pathlib import Path
 
-from rig.bundle.files import _rel, _say
+from rig.bundle.files import rel_path, say
 from rig.bundle.manifest import BundleError, CreateOptions, WheelSource
 
 # Packages published only as source archives: bundled as sdist plus build requirements, and built here when the
@@ -20,7 +20,7 @@ SOURCE_ONLY = ("llama-cpp-python",)
 
 def _pip(args: list[str], what: str) -> None:
     cmd = [sys.executable, "-m", "pip", *args]
-    _say(f"$ pip {' '.join(args)}")
+    say(f"$ pip {' '.join(args)}")
     p = subprocess.run(cmd)  # pip draws its own download progress bars
     if p.returncode != 0:
         raise BundleError(f"{what}: pip exited with {p.returncode} (command: pip {' '.join(args)})")
@@ -42,12 +42,12 @@ def _target_flags(python: str | None, plat: str | None) -> list[str]:
         "--abi",
         "none",
     ]
-    for tag in (plat or _host_platform()).split(","):
+    for tag in (plat or host_platform()).split(","):
         flags += ["--platform", tag]
     return [*flags, "--only-binary=:all:"]
 
 
-def _host_platform() -> str:
+def host_platform() -> str:
     import sysconfig
 
     return sysconfig.get_platform().replace("-", "_").replace(".", "_")
@@ -151,7 +151,7 @@ def collect_wheels(opts: CreateOptions, packages: list[str], src_root: Path) -> 
         sources.append(
             WheelSource(
                 package=_req_name(req),
-                sdist=_rel(sdist, opts.out),
+                sdist=rel_path(sdist, opts.out),
                 build_requires=build,
                 note="sdist and build requirements only: the lab compiles it (needs a C/C++ compiler)",
             )
@@ -177,13 +177,13 @@ def collect_wheels(opts: CreateOptions, packages: list[str], src_root: Path) -> 
                 str(wheels),
                 str(opts.out / s.sdist),
             ]
-            _say(f"$ CMAKE_ARGS='{env['CMAKE_ARGS']}' pip wheel {s.sdist} (compiles; minutes)")
+            say(f"$ CMAKE_ARGS='{env['CMAKE_ARGS']}' pip wheel {s.sdist} (compiles; minutes)")
             if subprocess.run(cmd, env=env).returncode != 0:
                 raise BundleError(
                     f"building {s.package} from {s.sdist} failed (rerun with --no-build to ship the sdist only)"
                 )
             built = sorted(set(wheels.glob("*.whl")) - before)
-            s.built_wheel = _rel(built[0], opts.out) if built else None
+            s.built_wheel = rel_path(built[0], opts.out) if built else None
             s.note = (
                 f"wheel built here for this machine's platform (CMAKE_ARGS={env['CMAKE_ARGS']}); the sdist and "
                 "build requirements are included to rebuild on another CPU"

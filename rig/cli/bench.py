@@ -64,9 +64,9 @@ def bench(
     from rig.registry import RegistryError
     from rig.runformat import NewerFormatError, RunFileError
     from rig.runs.bench import BenchError, bench_options, run_bench
+    from rig.runs.folder import RunFolder
     from rig.runs.html import write_report_files
     from rig.runs.spec import SpecError
-    from rig.runs.store import open_manifest
 
     # Only the flags given on the command line are passed: --resume takes the others from the run's record, and
     # compares the given ones with it (with or without --model). (By name: typer carries its own copy of click's
@@ -143,7 +143,7 @@ def bench(
         fail(str(e).strip("'\""))
     prog.stop()
     err.print(f"results: {run_dir}", highlight=False, soft_wrap=True)
-    if open_manifest(run_dir).status == "interrupted":
+    if RunFolder(run_dir).manifest.status == "interrupted":
         raise typer.Exit(130)  # the shell's code for a stopped command: scripts must not take it as finished
     if report:
         # The full tables go to files; the terminal gets one screen (a newcomer cannot read 200 lines of tables).

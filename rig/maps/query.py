@@ -48,12 +48,13 @@ class MapPack:
         con = sqlite3.connect(f"file:{root / 'gazetteer.sqlite'}?mode=ro", uri=True)
         try:
             rows = con.execute(f"SELECT {', '.join(_PLACE_COLS)} FROM places ORDER BY id").fetchall()
-            self._area_rows = con.execute(
+            # (area_id, name, category, category_key, lat, lon, area_m2) per named area, in id order
+            self.area_rows = con.execute(
                 "SELECT area_id, name, category, category_key, lat, lon, area_m2 FROM areas ORDER BY id"
             ).fetchall()
         finally:
             con.close()
-        self._rows = rows
+        self.rows = rows  # the gazetteer's places, columns as _PLACE_COLS, row i is place i
         self.lat = np.array([r[9] for r in rows], dtype=np.float64)
         self.lon = np.array([r[10] for r in rows], dtype=np.float64)
         self.kind = np.array([r[1] for r in rows], dtype=object)
@@ -68,7 +69,9 @@ class MapPack:
     # -- lazy indexes -------------------------------------------------------------------------------
 
     @cached_property
-    def _graph(self) -> dict[str, np.ndarray]:
+    def graph(self) -> dict[str, np.ndarray]:
+        """graph.npz's arrays (node coordinates, edges with their lengths, modes and speeds, street names): what
+        the router, EVGeoQA's generator and UrbanGeoEval's world read."""
         with np.load(self.root / "graph.npz", allow_pickle=False) as z:
             return {k: z[k] for k in z.files}
 
@@ -76,7 +79,7 @@ class MapPack:
     def router(self):
         from rig.maps.routing import Router
 
-        return Router(self._graph)
+        return Router(self.graph)
 
     @cached_property
     def _exact(self) -> dict[str, list[int]]:
@@ -97,7 +100,7 @@ class MapPack:
         if key not in self._trees:
             mask = np.isin(self.kind, kinds)
             if tagged_address:
-                mask &= np.array([r[7] == "tags" for r in self._rows], dtype=bool)
+                mask &= np.array([r[7] == "tags" for r in self.rows], dtype=bool)
             idx = np.nonzero(mask)[0]
             tree = cKDTree(to_xyz(self.lat[idx], self.lon[idx])) if len(idx) else None
             self._trees[key] = (tree, idx)
@@ -116,7 +119,8 @@ class MapPack:
         return p, round(haversine_m(lat, lon, p.lat, p.lon), 2)
 
     @cached_property
-    def _areas(self) -> dict[str, np.ndarray]:
+    def areas(self) -> dict[str, np.ndarray]:
+        """areas.npz's polygon rings, with each ring's bounding box (``bb``)."""
         with np.load(self.root / "areas.npz", allow_pickle=False) as z:
             a = {k: z[k] for k in z.files}
         starts = a["ring_start"][:-1]
@@ -134,7 +138,7 @@ class MapPack:
         return a
 
     def place(self, i: int) -> Place:
-        r = self._rows[i]
+        r = self.rows[i]
         return Place(
             place_id=r[0],
             kind=r[1],
@@ -156,9 +160,10 @@ class MapPack:
 
     @cached_property
     def _cities(self) -> set[str]:
-        return {normalise_name(c) for c in {self.info.city, *(r[8] for r in self._rows)} if c}
+        return {normalise_name(c) for c in {self.info.city, *(r[8] for r in self.rows)} if c}
 
-    def _city_ok(self, city: str | None) -> bool:
+    def city_ok(self, city: str | None) -> bool:
+        """Whether ``city`` (None: any) names this pack's city or one of its places' cities: geocode's gate."""
         if city is None:
             return True
         want = normalise_name(city)
@@ -171,7 +176,7 @@ class MapPack:
         from rapidfuzz import fuzz, process
 
         q = normalise_name(text)
-        if not q or limit <= 0 or not self._city_ok(city):
+        if not q or limit <= 0 or not self.city_ok(city):
             return []
         out: list[GeocodeResult] = []
         for i in sorted(self._exact.get(q, []), key=self._rank):
@@ -193,14 +198,14 @@ class MapPack:
         return out
 
     def _rank(self, i: int) -> tuple[int, int, int]:
-        return (_KIND_RANK[self.kind[i]], self._rows[i][4] in _MINOR, i)
+        return (_KIND_RANK[self.kind[i]], self.rows[i][4] in _MINOR, i)
 
     def _add(
         self, out: list[GeocodeResult], i: int, score: float, match: Literal["exact", "fuzzy"], limit: int
     ) -> None:
         if len(out) >= limit:
             return
-        r = self._rows[i]
+        r = self.rows[i]
         for prev in out:
             if (
                 prev.name == r[2]
@@ -233,7 +238,7 @@ class MapPack:
         for j in np.argsort(d, kind="stable"):
             if d[j] > radius_m:
                 break
-            r = self._rows[int(cand[j])]
+            r = self.rows[int(cand[j])]
             if cat and cat not in {
                 normalise_name(r[4] or ""),
                 normalise_name(r[5] or ""),
@@ -258,7 +263,7 @@ class MapPack:
 
     def areas_at(self, lat: float, lon: float) -> list[Area]:
         """Land-use areas whose polygon contains the point (outer rings minus holes), smallest first."""
-        a = self._areas
+        a = self.areas
         in_outer: set[int] = set()
         in_hole: set[int] = set()
         starts, bb = a["ring_start"], a["bb"]
@@ -267,7 +272,7 @@ class MapPack:
             s, e = starts[r], starts[r + 1]
             if point_in_ring(lat, lon, a["lat"][s:e], a["lon"][s:e]):
                 (in_outer if a["ring_outer"][r] else in_hole).add(int(a["ring_area"][r]))
-        rows = [self._area_rows[i] for i in in_outer - in_hole]
+        rows = [self.area_rows[i] for i in in_outer - in_hole]
         rows.sort(key=lambda r: r[6])
         return [
             Area(area_id=r[0], name=r[1], category=r[2], category_key=r[3], lat=r[4], lon=r[5], area_m2=r[6])
@@ -285,7 +290,7 @@ class MapPack:
             chord, j = stree.query(to_xyz([lat], [lon])[0], distance_upper_bound=metres_to_chord(max_distance_m))
             if np.isfinite(chord):
                 e = int(sidx[j])
-                g = self._graph
+                g = self.graph
                 street = str(g["names"][g["name"][e]])
                 mlat = (g["node_lat"][g["src"][e]] + g["node_lat"][g["dst"][e]]) / 2
                 mlon = (g["node_lon"][g["src"][e]] + g["node_lon"][g["dst"][e]]) / 2
@@ -307,7 +312,7 @@ class MapPack:
     def _street_tree(self):
         from scipy.spatial import cKDTree
 
-        g = self._graph
+        g = self.graph
         idx = np.nonzero(g["name"] >= 0)[0]
         if not len(idx):
             return None, idx

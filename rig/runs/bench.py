@@ -28,10 +28,11 @@ from rig.records import Episode, Sampling
 from rig.registry import ModelSpec, default_registry_path, load_registry, resolve_weights
 from rig.runformat import storage_error
 from rig.runs.config import BenchmarkInfo, RunConfig
+from rig.runs.folder import RunFolder
 from rig.runs.manifest import RunManifest, new_run_id, package_versions
 from rig.runs.runner import plan, run_items
 from rig.runs.spec import RunSpec, read_spec, spec_error
-from rig.runs.store import Store, open_manifest
+from rig.runs.store import Store
 from rig.telemetry.bandwidth import cached_probe
 from rig.telemetry.energy import EnergyMeter, open_counter
 from rig.telemetry.gpu import GpuSampler
@@ -258,7 +259,7 @@ def run_bench(
             raise BenchError(f"--resume {opts.resume}: {run_dir / 'manifest.json'} not found")
         lock = RunLock(run_dir)
         try:
-            old = open_manifest(run_dir)
+            old = RunFolder(run_dir).manifest
             Store(run_dir / "results.sqlite").close()  # refuses a results database from a newer rig before any write
         except BaseException:
             lock.release()

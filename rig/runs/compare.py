@@ -23,12 +23,11 @@ from pydantic import BaseModel
 from rig.benchmarks.base import Table
 from rig.records import write_atomic
 from rig.runs.bench import BenchError, BenchOptions
-from rig.runs.manifest import RunManifest
+from rig.runs.folder import RunFolder
 from rig.runs.plots import PlotsUnavailable, Point, pareto_plot, save_figure
 from rig.runs.report import NM, table_md
 from rig.runs.spec import DECODES, TOOL_MODES, RunSpec, write_spec
-from rig.runs.store import Store
-from rig.runs.summary import HeadlineScore, RunSummary, benchmark_of, summarize
+from rig.runs.summary import HeadlineScore, RunSummary
 from rig.scoring.stats import paired_diff_ci
 
 
@@ -150,7 +149,7 @@ def _file_name(label: str) -> str:
 
 def variant_labels(run_dirs: list[Path]) -> list[str]:
     """Names for the runs in tables and plots: the model, plus the decode / tool mode where those differ."""
-    cfgs = [RunManifest.read(d).config for d in run_dirs]
+    cfgs = [RunFolder(d).manifest.config for d in run_dirs]
     keys = [k for k in ("decode", "tool_mode") if len({getattr(c, k) for c in cfgs}) > 1]
     return [c.model.name + ("@" + ",".join(f"{k}={getattr(c, k)}" for k in keys) if keys else "") for c in cfgs]
 
@@ -164,14 +163,8 @@ def judged_note(labelled: list[tuple[str, RunSummary]]) -> str:
 
 def run_summary(run_dir: Path) -> RunSummary:
     """The variant's first (in practice only) benchmark, with its headline score per episode for pairing."""
-    man = RunManifest.read(run_dir)
-    b = man.config.benchmarks[0]
-    store = Store(run_dir / "results.sqlite")
-    try:
-        results = store.results(b.name)
-    finally:
-        store.close()
-    return summarize(man, results, b, benchmark_of(b).headline)
+    folder = RunFolder(run_dir)
+    return folder.summary(folder.benchmarks[0].name)
 
 
 def gib(b: int | None) -> float | None:
@@ -193,9 +186,10 @@ def paired(
 
 def compare_report(run_dirs: list[Path]) -> tuple[str, dict[str, Any]]:
     """Markdown and figures (file stem -> matplotlib Figure) for runs of the same benchmark."""
-    sums = [run_summary(d) for d in run_dirs]
+    folders = [RunFolder(d) for d in run_dirs]
+    sums = [f.summary(f.benchmarks[0].name) for f in folders]
     labels = variant_labels(run_dirs)
-    cfgs = [RunManifest.read(d).config for d in run_dirs]
+    cfgs = [f.manifest.config for f in folders]
     scores = [s.headline.by_episode() if s.headline else {} for s in sums]
     base = scores[0]
     common = set(base).intersection(*[set(s) for s in scores[1:]])
@@ -365,11 +359,9 @@ def compare_folder(out: Path, run_dirs: list[Path]) -> Path:
     names = set()
     for d in run_dirs:
         try:
-            man = RunManifest.read(d)
-        except FileNotFoundError:
-            raise BenchError(f"{d}: no manifest.json (is this a run directory?)") from None
-        except ValueError as e:  # a newer format, or a manifest that does not validate
-            raise BenchError(f"{d}/manifest.json: {str(e).splitlines()[0]}") from None
+            man = RunFolder(d).manifest
+        except ValueError as e:  # none, a newer format, or a manifest that does not validate: the file is named
+            raise BenchError(str(e).splitlines()[0]) from None
         names.add(man.config.benchmarks[0].name if man.config.benchmarks else "")
     if len(names) != 1:
         raise BenchError(f"the runs are of different benchmarks ({', '.join(sorted(names))}); compare one at a time")

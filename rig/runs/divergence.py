@@ -226,12 +226,11 @@ def replay_pairs(run_dir: Path, inner: Any) -> tuple[list[Pair], dict[str, str],
     calls whose replayed request differs from the stored hash; the results themselves."""
     from rig.benchmarks import get_benchmark_class
     from rig.benchmarks.base import RunContext
-    from rig.runformat import read_results
-    from rig.runs.manifest import RunManifest
+    from rig.runs.folder import RunFolder
 
-    man = RunManifest.read(run_dir)
-    info = man.config.benchmarks[0]
-    results = read_results(run_dir / "results.sqlite", info.name)
+    folder = RunFolder(run_dir)
+    man, info = folder.manifest, folder.benchmarks[0]
+    results = folder.results(info.name)
     try:
         bench = get_benchmark_class(info.name)(Path(info.data_path), info.options)
         if bench.data_hash() != info.data_hash:
@@ -450,17 +449,13 @@ def compute(s: DivergenceSettings, loaded: dict[str, Any] | None = None) -> Dive
     from rig.engines.llamacpp_logits import LogitsError
     from rig.engines.logits import compare_one
     from rig.runformat import NewerFormatError, RunFileError
-    from rig.runs.manifest import RunManifest
+    from rig.runs.folder import RunFolder
 
     run = Path(s.reference_run)
     try:
-        man = RunManifest.read(run)
-    except FileNotFoundError:
-        raise DivergenceError(f"reference run {run}: manifest.json not found (not a run folder)") from None
-    except NewerFormatError as e:
+        man = RunFolder(run).manifest
+    except (NewerFormatError, RunFileError) as e:  # none, newer or damaged: the file is named
         raise DivergenceError(f"reference run {run}: {e}") from None
-    except (ValidationError, ValueError) as e:
-        raise DivergenceError(f"reference run {run}: manifest.json: {_first_error(e)}") from None
     if not s.variants:
         raise DivergenceError("no variant to compare with the reference")
     ref_name = man.config.model.name
@@ -711,10 +706,10 @@ def run_divergence(cdir: Path, runs: list[Path], reference: str | None, models_f
     import subprocess
 
     from rig.runs.compare import variant_labels
-    from rig.runs.manifest import RunManifest
+    from rig.runs.folder import RunFolder
 
     labels = variant_labels(runs)
-    models = [RunManifest.read(r).config.model.name for r in runs]
+    models = [RunFolder(r).manifest.config.model.name for r in runs]
     i = 0
     if reference is not None:
         hits = [k for k, (lab, m) in enumerate(zip(labels, models, strict=True)) if reference in (lab, m)]

@@ -12,7 +12,7 @@ from pydantic import BaseModel
 
 from rig.records import atomic_path
 from rig.runformat import RunFileError
-from rig.runs.store import Store, open_manifest
+from rig.runs.folder import RunFolder
 from rig.runs.summary import total
 
 EXPORT_FORMATS = ("csv", "jsonl", "parquet")
@@ -32,19 +32,15 @@ def list_runs(root: Path) -> list[RunRow]:
     rows = []
     for d in sorted(root.glob("*/manifest.json")):
         try:
-            man = open_manifest(d.parent)
+            folder = RunFolder(d.parent)
         except (ValueError, OSError):
             continue  # not a run folder (e.g. a compare folder) or an unreadable manifest
+        man = folder.manifest
         try:
-            store = Store(d.parent / "results.sqlite", readonly=True)
+            done = folder.count()
         except RunFileError:
             done = 0  # no results stored yet, or a damaged file that `rig report` names
-        else:
-            try:
-                done = store.count()
-            finally:
-                store.close()
-        total = sum(b.episodes for b in man.config.benchmarks) * man.config.repeats
+        total = folder.planned
         status = man.status if not (man.status == "running" and done < total) else "running or crashed"
         rows.append(
             RunRow(
@@ -62,12 +58,8 @@ def list_runs(root: Path) -> list[RunRow]:
 
 def episode_rows(run_dir: Path) -> list[dict[str, Any]]:
     """One flat row per (episode, repeat): scores, status, summed tokens, first/last timings."""
-    man = open_manifest(run_dir)
-    store = Store(run_dir / "results.sqlite", readonly=True)
-    try:
-        results = store.results()
-    finally:
-        store.close()
+    folder = RunFolder(run_dir)
+    man, results = folder.manifest, folder.results()
     rows = []
     for r in results:
         g = r.generations

@@ -22,6 +22,7 @@ from rig.benchmarks import benchmark_tables, recorded_prompts
 from rig.benchmarks.base import Table
 from rig.records import EpisodeResult, write_atomic
 from rig.runformat import RunFileError, storage_error
+from rig.runs.folder import RunFolder
 from rig.runs.plots import (
     PlotsUnavailable,
     Point,
@@ -33,8 +34,8 @@ from rig.runs.plots import (
     save_figure,
 )
 from rig.runs.report import NM, ci_table, efficiency_table, fmt, report_markdown, telemetry_table
-from rig.runs.store import Store, open_manifest
-from rig.runs.summary import HeadlineScore, RunSummary, benchmark_of, summarize
+from rig.runs.summary import HeadlineScore, RunSummary, benchmark_of
+from rig.telemetry.gpu import GpuSample
 
 CLIP_HEAD, CLIP_TAIL = 300, 900
 # The page may fetch nothing at all: any attempt is blocked and shows as a console error.
@@ -90,7 +91,7 @@ render()});
 render();"""
 
 
-def _table_html(t: Table) -> str:
+def table_html(t: Table) -> str:
     head = "".join(f"<th>{escape(c)}</th>" for c in t.columns)
     body = "".join("<tr>" + "".join(f"<td>{escape(fmt(c))}</td>" for c in row) + "</tr>" for row in t.rows)
     note = f'<p class="note">{escape(t.note)}</p>' if t.note else ""
@@ -121,13 +122,13 @@ class _Figures:
         return figure_svg(fig)
 
 
-def gpu_line(samples: list[tuple[float, int]], why: str | None, figs: _Figures, stem: str) -> str:
-    t0 = samples[0][0] if samples else 0.0
+def gpu_line(samples: list[GpuSample], why: str | None, figs: _Figures, stem: str) -> str:
+    t0 = samples[0].t if samples else 0.0
     return figs.add(
         stem,
         line_plot,
-        [t - t0 for t, _ in samples],
-        [b / 2**30 for _, b in samples],
+        [s.t - t0 for s in samples],
+        [s.used_bytes / 2**30 for s in samples],
         "GPU memory over time",
         "seconds",
         "GiB used",
@@ -281,130 +282,126 @@ def html_report(run_dirs: list[Path], figures_dir: Path | None = None) -> str:
     figs = _Figures()
     prompt_text: dict[str, str] = {}  # one copy per episode, shared by its repeats
     for i, run_dir in enumerate(run_dirs):
-        man = open_manifest(run_dir)
-        store = Store(run_dir / "results.sqlite", readonly=True)
-        try:
-            cfg, spec = man.config, man.config.model
-            label = spec.name if len(run_dirs) == 1 else f"{spec.name} ({cfg.decode}/{cfg.tool_mode}) #{i + 1}"
-            gpu = man.gpu_memory
-            gpu_name = gpu.device_name if gpu and gpu.available else f"{NM} ({(gpu.reason or '') if gpu else ''})"
-            manifest_rows = [
-                ("Run", man.run_id),
-                ("Model", f"{spec.name} ({spec.engine}, {spec.quantization})"),
-                ("Decode / tool mode", f"{cfg.decode} / {cfg.tool_mode}"),
-                (
-                    "Sampling",
-                    f"not recorded (predictions re-scored by rig rescore), repeats {cfg.repeats}"
-                    if spec.engine == "external"
-                    else f"temperature {cfg.temperature}, seed {cfg.seed}, max tokens {cfg.max_tokens}, "
-                    f"repeats {cfg.repeats}",
-                ),
-                ("Hardware", f"{man.host.cpu} x{man.host.cpu_count}; GPU {gpu_name}"),
-                ("Versions", ", ".join(f"{k} {v}" for k, v in man.versions.items())),
-                ("Data", "; ".join(f"{b.name} {b.data_hash} ({b.data_path})" for b in cfg.benchmarks)),
-                ("Status", man.status),
-            ]
-            parts = [
-                f"<h2>{escape(spec.name)} — {escape(man.run_id)}</h2><table>"
-                + "".join(f"<tr><th>{escape(k)}</th><td>{escape(str(v))}</td></tr>" for k, v in manifest_rows)
-                + "</table>"
-            ]
-            all_results = []
-            best: HeadlineScore | None = None  # the run's point on the across-runs plots
-            for b in cfg.benchmarks:
-                results = store.results(b.name)
-                all_results += results
-                bench = benchmark_of(b)
-                parts += [_table_html(t) for t in benchmark_tables(b, results, label=spec.name)]
-                summary = summarize(man, results, b, bench.headline)
-                ci = ci_table(summary, spec.name)
-                if ci:
-                    parts.append(_table_html(ci))
-                    best = summary.headline
-                headline = summary.headline.by_episode() if summary.headline else {}
-                reasons: dict[str, int] = {}
-                for r in results:
-                    why = failure_reason(r, headline.get((r.episode_id, r.repeat)))
-                    if why:
-                        reasons[why] = reasons.get(why, 0) + 1
-                dash.append(
-                    _BenchDash(
-                        run=label,
-                        run_no=i + 1,
-                        benchmark=b.name,
-                        headline_name=bench.headline_name
-                        + (f" ({summary.headline.source})" if summary.headline and summary.headline.source else ""),
-                        summary=summary,
-                        reasons=reasons,
-                        replies=sum(len(r.generations) for r in results),
-                        e2e=[g.timings.e2e_s for r in results for g in r.generations if g.timings.e2e_s is not None],
-                        tokens=[
-                            float(g.completion_tokens)
-                            for r in results
-                            for g in r.generations
-                            if g.completion_tokens is not None
-                        ],
-                    )
+        folder = RunFolder(run_dir)
+        man = folder.manifest
+        cfg, spec = man.config, man.config.model
+        label = spec.name if len(run_dirs) == 1 else f"{spec.name} ({cfg.decode}/{cfg.tool_mode}) #{i + 1}"
+        gpu = man.gpu_memory
+        gpu_name = gpu.device_name if gpu and gpu.available else f"{NM} ({(gpu.reason or '') if gpu else ''})"
+        manifest_rows = [
+            ("Run", man.run_id),
+            ("Model", f"{spec.name} ({spec.engine}, {spec.quantization})"),
+            ("Decode / tool mode", f"{cfg.decode} / {cfg.tool_mode}"),
+            (
+                "Sampling",
+                f"not recorded (predictions re-scored by rig rescore), repeats {cfg.repeats}"
+                if spec.engine == "external"
+                else f"temperature {cfg.temperature}, seed {cfg.seed}, max tokens {cfg.max_tokens}, "
+                f"repeats {cfg.repeats}",
+            ),
+            ("Hardware", f"{man.host.cpu} x{man.host.cpu_count}; GPU {gpu_name}"),
+            ("Versions", ", ".join(f"{k} {v}" for k, v in man.versions.items())),
+            ("Data", "; ".join(f"{b.name} {b.data_hash} ({b.data_path})" for b in cfg.benchmarks)),
+            ("Status", man.status),
+        ]
+        parts = [
+            f"<h2>{escape(spec.name)} — {escape(man.run_id)}</h2><table>"
+            + "".join(f"<tr><th>{escape(k)}</th><td>{escape(str(v))}</td></tr>" for k, v in manifest_rows)
+            + "</table>"
+        ]
+        all_results = []
+        best: HeadlineScore | None = None  # the run's point on the across-runs plots
+        for b in cfg.benchmarks:
+            results = folder.results(b.name)
+            all_results += results
+            bench = benchmark_of(b)
+            parts += [table_html(t) for t in benchmark_tables(b, results, label=spec.name)]
+            summary = folder.summary(b.name)
+            ci = ci_table(summary, spec.name)
+            if ci:
+                parts.append(table_html(ci))
+                best = summary.headline
+            headline = summary.headline.by_episode() if summary.headline else {}
+            reasons: dict[str, int] = {}
+            for r in results:
+                why = failure_reason(r, headline.get((r.episode_id, r.repeat)))
+                if why:
+                    reasons[why] = reasons.get(why, 0) + 1
+            dash.append(
+                _BenchDash(
+                    run=label,
+                    run_no=i + 1,
+                    benchmark=b.name,
+                    headline_name=bench.headline_name
+                    + (f" ({summary.headline.source})" if summary.headline and summary.headline.source else ""),
+                    summary=summary,
+                    reasons=reasons,
+                    replies=summary.generations,
+                    e2e=[g.timings.e2e_s for r in results for g in r.generations if g.timings.e2e_s is not None],
+                    tokens=[
+                        float(g.completion_tokens)
+                        for r in results
+                        for g in r.generations
+                        if g.completion_tokens is not None
+                    ],
                 )
-                prompts = recorded_prompts(b)  # {} when the data has moved: each prompt then says so
-                for r in results:
-                    pkey = f"{b.name}/{r.episode_id}"
-                    if pkey not in prompt_text:
-                        prompt_text[pkey] = _clip(
-                            prompts.get(r.episode_id, f"(prompt unavailable: {b.data_path} not readable)")
-                        )
-                    episodes.append(
-                        {
-                            "benchmark": r.benchmark,
-                            "id": r.episode_id,
-                            "repeat": r.repeat,
-                            "tags": r.tags,
-                            "scores": r.scores,
-                            "headline": headline.get((r.episode_id, r.repeat)),
-                            "status": r.status,
-                            "error_category": r.error_category,
-                            "error": (r.error or "")[:300],
-                            "prompt": pkey,
-                            "calls": [c.model_dump() for c in r.tool_calls],
-                            "gens": [
-                                {
-                                    "text": _clip(g.text),
-                                    "pt": g.prompt_tokens,
-                                    "ct": g.completion_tokens,
-                                    "e2e": None if g.timings.e2e_s is None else round(g.timings.e2e_s, 3),
-                                    "fr": g.finish_reason,
-                                }
-                                for g in r.generations
-                            ],
-                        }
+            )
+            prompts = recorded_prompts(b)  # {} when the data has moved: each prompt then says so
+            for r in results:
+                pkey = f"{b.name}/{r.episode_id}"
+                if pkey not in prompt_text:
+                    prompt_text[pkey] = _clip(
+                        prompts.get(r.episode_id, f"(prompt unavailable: {b.data_path} not readable)")
                     )
-            run_summary = summarize(man, all_results)
-            parts.append(_table_html(telemetry_table(run_summary)))
-            parts.append(_table_html(efficiency_table(run_summary)))
-            ttft = [g.timings.ttft_s for r in all_results for g in r.generations if g.timings.ttft_s is not None]
-            samples = [(t, b) for t, b in store.conn.execute("SELECT t, used_bytes FROM gpu_samples ORDER BY t")]
-            replies = sum(len(r.generations) for r in all_results)
-            ttft_fig = figs.add(
-                f"ttft_{i + 1}",
-                histogram_plot,
-                ttft,
-                "Time to first token",
-                "seconds",
-                why=_no_values(replies, "a first-token time"),
-            )
-            gpu_why = (gpu.reason if gpu and not gpu.available else None) or "fewer than two samples stored"
-            parts.append(
-                f'<div class="plots">{ttft_fig}{gpu_line(samples, gpu_why, figs, f"gpu_memory_{i + 1}")}</div>'
-            )
-            if best is not None:
-                memory = run_summary.gpu_peak_bytes or run_summary.peak_rss_bytes
-                pt = Point(label=label, x=run_summary.e2e_p50_s, y=best.mean, y_low=best.low, y_high=best.high)
-                pareto.append(pt)
-                pareto_mem.append(pt.model_copy(update={"x": None if memory is None else memory / 2**30}))
-                pareto_energy.append(pt.model_copy(update={"x": run_summary.energy.per_episode_j}))
-            sections.append("\n".join(parts))
-        finally:
-            store.close()
+                episodes.append(
+                    {
+                        "benchmark": r.benchmark,
+                        "id": r.episode_id,
+                        "repeat": r.repeat,
+                        "tags": r.tags,
+                        "scores": r.scores,
+                        "headline": headline.get((r.episode_id, r.repeat)),
+                        "status": r.status,
+                        "error_category": r.error_category,
+                        "error": (r.error or "")[:300],
+                        "prompt": pkey,
+                        "calls": [c.model_dump() for c in r.tool_calls],
+                        "gens": [
+                            {
+                                "text": _clip(g.text),
+                                "pt": g.prompt_tokens,
+                                "ct": g.completion_tokens,
+                                "e2e": None if g.timings.e2e_s is None else round(g.timings.e2e_s, 3),
+                                "fr": g.finish_reason,
+                            }
+                            for g in r.generations
+                        ],
+                    }
+                )
+        run_summary = folder.summary()
+        parts.append(table_html(telemetry_table(run_summary)))
+        parts.append(table_html(efficiency_table(run_summary)))
+        ttft = [g.timings.ttft_s for r in all_results for g in r.generations if g.timings.ttft_s is not None]
+        replies = run_summary.generations
+        ttft_fig = figs.add(
+            f"ttft_{i + 1}",
+            histogram_plot,
+            ttft,
+            "Time to first token",
+            "seconds",
+            why=_no_values(replies, "a first-token time"),
+        )
+        gpu_why = (gpu.reason if gpu and not gpu.available else None) or "fewer than two samples stored"
+        parts.append(
+            f'<div class="plots">{ttft_fig}{gpu_line(folder.gpu_samples(), gpu_why, figs, f"gpu_memory_{i + 1}")}</div>'
+        )
+        if best is not None:
+            memory = run_summary.gpu_peak_bytes or run_summary.peak_rss_bytes
+            pt = Point(label=label, x=run_summary.e2e_p50_s, y=best.mean, y_low=best.low, y_high=best.high)
+            pareto.append(pt)
+            pareto_mem.append(pt.model_copy(update={"x": None if memory is None else memory / 2**30}))
+            pareto_energy.append(pt.model_copy(update={"x": run_summary.energy.per_episode_j}))
+        sections.append("\n".join(parts))
     dashboard = _dashboard(dash, pareto, pareto_mem, pareto_energy, figs)
     if figures_dir is not None:
         for stem, fig in figs.figs.items():

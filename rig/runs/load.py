@@ -226,18 +226,13 @@ def measure_level(
     """A level's numbers from its run folder, paired against level 1's per-episode scores (`base`; None: this is
     level 1). Returns the result and this level's scores and replies."""
     from rig.runs.compare import paired
-    from rig.runs.manifest import RunManifest
-    from rig.runs.store import Store
-    from rig.runs.summary import benchmark_of, headline_score
+    from rig.runs.folder import RunFolder
+    from rig.runs.summary import HeadlineScore
 
-    man = RunManifest.read(run_dir)
-    info = man.config.benchmarks[0]
-    store = Store(run_dir / "results.sqlite")
-    try:
-        results = store.results(info.name)
-    finally:
-        store.close()
-    h = headline_score(results, benchmark_of(info).headline)
+    folder = RunFolder(run_dir)
+    man, info = folder.manifest, folder.benchmarks[0]
+    results = folder.results(info.name)
+    h = folder.summary(info.name).headline or HeadlineScore(samples=0)
     scores = h.by_episode()
     texts = {(r.episode_id, r.repeat): [g.text for g in r.generations] for r in results}
     gens = [g for r in results for g in r.generations]
@@ -337,7 +332,7 @@ def verdict(results: list[LevelResult]) -> LoadVerdict:
 
 def analyse(settings: LoadSettings, run_dirs: list[Path]) -> LoadReport:
     """The load report from the levels' run folders (in the order of `settings.levels`)."""
-    from rig.runs.manifest import RunManifest
+    from rig.runs.folder import RunFolder
 
     if len(run_dirs) != len(settings.levels):
         raise ValueError("one run folder per level")
@@ -348,7 +343,7 @@ def analyse(settings: LoadSettings, run_dirs: list[Path]) -> LoadReport:
         if base is None:
             base = outputs
         results.append(res)
-    cfg = RunManifest.read(run_dirs[0]).config
+    cfg = RunFolder(run_dirs[0]).manifest.config
     return LoadReport(
         model=cfg.model.name,
         benchmark=cfg.benchmarks[0].name if cfg.benchmarks else None,
@@ -429,10 +424,10 @@ def _open_plan(out: Path, load_id: str) -> tuple[Path, LoadPlan]:
 
 
 def _finished(run_dir: Path) -> bool:
-    from rig.runs.manifest import RunManifest
+    from rig.runs.folder import RunFolder
 
     try:
-        return RunManifest.read(run_dir).status == "finished"
+        return RunFolder(run_dir).manifest.status == "finished"
     except Exception:  # a damaged or missing manifest: resume the run, whose own checks name the problem
         return False
 

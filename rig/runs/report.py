@@ -10,8 +10,8 @@ from typing import Any
 
 from rig.benchmarks import benchmark_tables
 from rig.benchmarks.base import Table
-from rig.runs.store import Store, open_manifest
-from rig.runs.summary import RunSummary, benchmark_of, summarize
+from rig.runs.folder import RunFolder
+from rig.runs.summary import RunSummary
 
 NM = "not measured"
 
@@ -144,49 +144,41 @@ def ci_table(s: RunSummary, label: str) -> Table | None:
 
 
 def report_markdown(run_dir: Path) -> str:
-    run_dir = Path(run_dir)
-    if not (run_dir / "manifest.json").exists():
-        raise FileNotFoundError(f"{run_dir}: no manifest.json (is this a run directory?)")
-    man = open_manifest(run_dir)
-    store = Store(run_dir / "results.sqlite", readonly=True)
-    try:
-        cfg = man.config
-        spec = cfg.model
-        out = [
-            f"# rig report: {man.run_id}",
-            "",
-            f"- Model: **{spec.name}** ({spec.engine}, {spec.quantization}, context {spec.context_length})",
-            (
-                f"- Predictions made outside rig, re-scored by `rig rescore`; sampling not recorded; repeats "
-                f"{cfg.repeats}"
-                if spec.engine == "external"
-                else f"- Decode: {cfg.decode}; tool mode: {cfg.tool_mode}; temperature {cfg.temperature}; "
-                f"seed {cfg.seed}; repeats {cfg.repeats}"
-            ),
-            f"- Host: {man.host.cpu} ({man.host.cpu_count} CPUs); GPU: "
-            f"{(man.gpu_memory.device_name if man.gpu_memory and man.gpu_memory.available else 'none')}",
-            f"- Status: {man.status}; rig {man.rig_version} ({(man.git_revision or 'no git')[:10]}); "
-            f"versions: {', '.join(f'{k} {v}' for k, v in man.versions.items())}",
-            "",
-        ]
-        for b in cfg.benchmarks:
-            results = store.results(b.name)
-            expected = b.episodes * cfg.repeats
-            out.append(f"## {b.name} (data {b.data_hash}, {len(results)} of {expected} episodes)\n")
-            if len(results) < expected:
-                out.append(
-                    f"_Incomplete run: {expected - len(results)} episode(s) missing; "
-                    f"resume with `rig bench --resume {man.run_id}`._\n"
-                )
-            bench = benchmark_of(b)
-            for t in benchmark_tables(b, results, label=spec.name):
-                out.append(table_md(t))
-            summary = summarize(man, results, b, bench.headline)
-            ci = ci_table(summary, spec.name)
-            if ci:
-                out.append(table_md(ci))
-            out.append(table_md(telemetry_table(summary)))
-            out.append(table_md(efficiency_table(summary)))
-        return "\n".join(out)
-    finally:
-        store.close()
+    folder = RunFolder(run_dir)
+    man = folder.manifest
+    cfg = man.config
+    spec = cfg.model
+    out = [
+        f"# rig report: {man.run_id}",
+        "",
+        f"- Model: **{spec.name}** ({spec.engine}, {spec.quantization}, context {spec.context_length})",
+        (
+            f"- Predictions made outside rig, re-scored by `rig rescore`; sampling not recorded; repeats {cfg.repeats}"
+            if spec.engine == "external"
+            else f"- Decode: {cfg.decode}; tool mode: {cfg.tool_mode}; temperature {cfg.temperature}; "
+            f"seed {cfg.seed}; repeats {cfg.repeats}"
+        ),
+        f"- Host: {man.host.cpu} ({man.host.cpu_count} CPUs); GPU: "
+        f"{(man.gpu_memory.device_name if man.gpu_memory and man.gpu_memory.available else 'none')}",
+        f"- Status: {man.status}; rig {man.rig_version} ({(man.git_revision or 'no git')[:10]}); "
+        f"versions: {', '.join(f'{k} {v}' for k, v in man.versions.items())}",
+        "",
+    ]
+    for b in cfg.benchmarks:
+        results = folder.results(b.name)
+        expected = b.episodes * cfg.repeats
+        out.append(f"## {b.name} (data {b.data_hash}, {len(results)} of {expected} episodes)\n")
+        if len(results) < expected:
+            out.append(
+                f"_Incomplete run: {expected - len(results)} episode(s) missing; "
+                f"resume with `rig bench --resume {man.run_id}`._\n"
+            )
+        for t in benchmark_tables(b, results, label=spec.name):
+            out.append(table_md(t))
+        summary = folder.summary(b.name)
+        ci = ci_table(summary, spec.name)
+        if ci:
+            out.append(table_md(ci))
+        out.append(table_md(telemetry_table(summary)))
+        out.append(table_md(efficiency_table(summary)))
+    return "\n".join(out)

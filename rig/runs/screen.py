@@ -7,9 +7,9 @@ from pathlib import Path
 
 from rig.benchmarks import get_benchmark_class
 from rig.benchmarks.base import Table
+from rig.runs.folder import RunFolder
 from rig.runs.manifest import RunManifest
-from rig.runs.store import Store
-from rig.runs.summary import RunSummary, benchmark_of, summarize
+from rig.runs.summary import RunSummary
 
 NM = "not measured"
 COLUMNS = [
@@ -27,12 +27,8 @@ COLUMNS = [
 
 def run_summaries(run_dir: Path) -> tuple[RunManifest, list[RunSummary]]:
     """One `RunSummary` per benchmark of the run, with its headline score."""
-    man = RunManifest.read(run_dir)
-    store = Store(run_dir / "results.sqlite")
-    try:
-        return man, [summarize(man, store.results(b.name), b, benchmark_of(b).headline) for b in man.config.benchmarks]
-    finally:
-        store.close()
+    folder = RunFolder(run_dir)
+    return folder.manifest, folder.summaries()
 
 
 def headline_text(s: RunSummary) -> str:

@@ -17,14 +17,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from rig.records import EpisodeResult
-from rig.runformat import (
-    NewerFormatError,
-    RunFileError,
-    connect_results,
-    connect_results_readonly,
-    select_results,
-)
-from rig.runs.manifest import RunManifest
+from rig.runformat import connect_results, select_results
 from rig.telemetry.gpu import GpuSample
 
 MAX_DEPTH = 64  # deeper values are cut: pydantic's JSON reader refuses deep nesting, and no answer needs it
@@ -100,9 +93,11 @@ def storable(res: EpisodeResult) -> tuple[EpisodeResult, str]:
 
 
 class Store:
-    def __init__(self, path: Path, *, readonly: bool = False) -> None:
+    """The writer of a run's results (``--resume`` reads its keys here too); readers use ``rig.runs.folder``."""
+
+    def __init__(self, path: Path) -> None:
         self.path = Path(path)
-        self.conn = connect_results_readonly(self.path) if readonly else connect_results(self.path)
+        self.conn = connect_results(self.path)
 
     def done_keys(self) -> set[tuple[str, str, int]]:
         rows = self.conn.execute("SELECT benchmark, episode_id, repeat FROM results").fetchall()
@@ -169,16 +164,3 @@ class Store:
 
     def close(self) -> None:
         self.conn.close()
-
-
-def open_manifest(run_dir: Path) -> RunManifest:
-    """The run's manifest; a missing or broken manifest.json is a RunFileError naming it."""
-    path = Path(run_dir) / "manifest.json"
-    if not path.is_file():
-        raise RunFileError(f"{path}: not found (is {run_dir} a run directory?)")
-    try:
-        return RunManifest.read(Path(run_dir))
-    except NewerFormatError:
-        raise
-    except (ValueError, OSError) as e:
-        raise RunFileError(f"{path}: damaged manifest ({str(e).splitlines()[0]})") from None

@@ -9,7 +9,7 @@ from pathlib import Path
 from rig.benchmarks.base import Table
 from rig.records import write_atomic
 from rig.runs.compare import efficiency_compare_table, gib, judged_note, paired, run_summary
-from rig.runs.html import CSP, _table_html
+from rig.runs.html import CSP, table_html
 from rig.runs.plots import Point, figure_svg, pareto_plot
 from rig.runs.report import table_md
 from rig.runs.summary import HeadlineScore, RunSummary
@@ -189,7 +189,7 @@ def write_leaderboard(out: Path, cells: list[Cell], runs: dict[str, str | None],
         "<style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}"
         "td,th{border:1px solid #ccc;padding:2px 6px;font-size:13px}</style></head><body>"
         f"<h1>rig sweep ({len(cells)} cells)</h1>"
-        + "".join(_table_html(t) for t in tables)
+        + "".join(table_html(t) for t in tables)
         + "".join(f"<figure>{svg}<figcaption>{escape(n)}</figcaption></figure>" for n, svg in plots.items())
         + "</body></html>"
     )

@@ -10,7 +10,9 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from rig.runformat import RunFileError
 from rig.runs.bench import BenchError, parse_shard
+from rig.runs.folder import RunFolder
 from rig.runs.manifest import RunManifest, new_run_id
 from rig.runs.store import Store
 
@@ -19,7 +21,11 @@ def merge_runs(shard_dirs: list[Path], out: Path) -> Path:
     """Write one run folder under `out` from the run folders of shards 0..N-1 of one run; return it."""
     if not shard_dirs:
         raise BenchError("rig merge: no run folders given")
-    mans = [RunManifest.read(d) for d in shard_dirs]
+    try:
+        folders = [RunFolder(d) for d in shard_dirs]
+    except RunFileError as e:  # no manifest, or a damaged one: named
+        raise BenchError(f"rig merge: {e}") from None
+    mans = [f.manifest for f in folders]
     loose = [str(d) for d, m in zip(shard_dirs, mans, strict=True) if m.config.shard is None]
     if loose:
         raise BenchError(f"rig merge: {', '.join(loose)}: not a shard (its manifest has no shard)")
@@ -41,6 +47,10 @@ def merge_runs(shard_dirs: list[Path], out: Path) -> Path:
     for d, m in zip(shard_dirs, mans, strict=True):
         if common(m) != common(first):
             raise BenchError(f"rig merge: {d} was run with another configuration than {shard_dirs[0]}")
+    try:  # read before the merged folder exists, so a damaged shard leaves nothing behind
+        results = [r for f in folders for r in f.results()]
+    except RunFileError as e:
+        raise BenchError(f"rig merge: {e}") from None
     cfg = first.config.model_copy(deep=True)
     cfg.shard = None
     for i, b in enumerate(cfg.benchmarks):
@@ -70,13 +80,8 @@ def merge_runs(shard_dirs: list[Path], out: Path) -> Path:
     manifest.write(run_dir)
     store = Store(run_dir / "results.sqlite")
     try:
-        for d in shard_dirs:
-            src = Store(d / "results.sqlite")
-            try:
-                for r in src.results():
-                    store.write(r)
-            finally:
-                src.close()
+        for r in results:
+            store.write(r)
     finally:
         store.close()
     manifest.status = "finished"

@@ -12,7 +12,6 @@ import io
 import os
 import shutil
 import socket
-import sqlite3
 import subprocess
 import tarfile
 import tempfile
@@ -27,7 +26,7 @@ from pydantic import BaseModel, Field
 from rig.records import write_record
 from rig.runs.bench import BenchError, RunLock
 from rig.runs.compare import bench_argv
-from rig.runs.manifest import RunManifest
+from rig.runs.folder import RunFolder
 from rig.sweep.spec import Cell, SweepSpec
 
 BENCH_ENTRY = ("-m", "rig.cli")  # what follows the interpreter in a cell's command; tests swap in a fake engine
@@ -78,7 +77,7 @@ def run_folder(jdir: Path) -> Path | None:
 
 def finished(jdir: Path) -> bool:
     run = run_folder(jdir)
-    return run is not None and RunManifest.read(run).status == "finished"
+    return run is not None and RunFolder(run).manifest.status == "finished"
 
 
 def episode_counts(jdir: Path) -> tuple[int, int | None]:
@@ -87,19 +86,14 @@ def episode_counts(jdir: Path) -> tuple[int, int | None]:
     if run is None:
         return 0, None
     try:
-        man = RunManifest.read(run)
-        planned = sum(b.episodes for b in man.config.benchmarks) * man.config.repeats
+        folder = RunFolder(run)
     except (OSError, ValueError):
-        planned = None
+        return 0, None
     try:
-        conn = sqlite3.connect(f"file:{run / 'results.sqlite'}?mode=ro", uri=True, timeout=0.2)
-        try:
-            done = conn.execute("SELECT COUNT(*) FROM results").fetchone()[0]
-        finally:
-            conn.close()
-    except sqlite3.Error:
+        done = folder.count()
+    except (OSError, ValueError):  # no results stored yet (or a file `rig report` will name)
         done = 0
-    return done, planned
+    return done, folder.planned
 
 
 def wait_for_run(run: Path, timeout: float = LOCK_WAIT_S) -> None:
@@ -163,7 +157,7 @@ def attempt(
         rc = proc.wait()
         process_s = time.perf_counter() - t0
     run = run_folder(jdir)
-    done = run is not None and RunManifest.read(run).status == "finished"
+    done = run is not None and RunFolder(run).manifest.status == "finished"
     err = None
     if not done:
         tail = (jdir / "bench.log").read_text(errors="replace").strip().splitlines()[-3:]

@@ -46,7 +46,7 @@ def test_route_through_waypoints_is_sum_of_legs(pack) -> None:
 
 
 def _oneway_drive_edge(pack):
-    g = pack._graph
+    g = pack.graph
     drive = (g["modes"] & 4) > 0
     pairs = set(zip(g["src"][drive].tolist(), g["dst"][drive].tolist(), strict=True))
     snap = g["snap_drive"]
@@ -59,7 +59,7 @@ def _oneway_drive_edge(pack):
 
 def test_one_way_streets_respected_when_driving(pack) -> None:
     e, u, v = _oneway_drive_edge(pack)
-    g = pack._graph
+    g = pack.graph
     a = (float(g["node_lat"][u]), float(g["node_lon"][u]))
     b = (float(g["node_lat"][v]), float(g["node_lon"][v]))
     length = float(g["length_m"][e])
@@ -93,7 +93,7 @@ def test_route_errors(pack) -> None:
 
 
 def test_csr_entries_map_back_to_their_edges(pack) -> None:
-    g = pack._graph
+    g = pack.graph
     for mode in ("walk", "bike", "drive"):
         mg = pack.router.graph(mode, 0)
         rows = np.repeat(np.arange(len(mg.indptr) - 1), np.diff(mg.indptr))

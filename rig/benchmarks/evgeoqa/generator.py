@@ -107,7 +107,7 @@ def sample_locations(
     """``n`` distinct drive-network nodes drawn by density tier and road class (see the module docstring)."""
     from scipy.spatial import cKDTree
 
-    g = pack._graph  # the pack's node table; MapPack has no public accessor for it
+    g = pack.graph  # the pack's node table
     nodes = np.nonzero(g["snap_drive"])[0]
     if len(nodes) == 0:
         raise GenerationError("the map pack has no drive network to place users on")

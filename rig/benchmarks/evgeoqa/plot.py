@@ -36,7 +36,7 @@ def road_segments(pack, mode: str = "drive") -> list[tuple[float, float, float, 
     """(lat1, lon1, lat2, lon2) of the pack's edges usable by ``mode``, for a background."""
     from rig.maps.profiles import MODE_BITS
 
-    g = pack._graph  # no public accessor for the edge table
+    g = pack.graph  # the edge table
     out, done = [], set()
     for e in range(len(g["src"])):
         a, b = int(g["src"][e]), int(g["dst"][e])

@@ -134,7 +134,7 @@ class Site:
     def covers(self, city: str | None) -> bool:
         if city is None:
             return True
-        if self.pack is not None and self.pack._city_ok(city):  # the pack's own gate on geocode(city=...)
+        if self.pack is not None and self.pack.city_ok(city):  # the pack's own gate on geocode(city=...)
             return True
         return normalise_name(city) in self.cities
 

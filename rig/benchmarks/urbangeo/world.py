@@ -179,7 +179,7 @@ class City:
     @cached_property
     def pois(self) -> list[Poi]:
         out = []
-        for i, r in enumerate(self.pack._rows):  # the pack keeps its rows private; nothing public lists them
+        for i, r in enumerate(self.pack.rows):
             if r[1] != "poi" or not r[2] or not r[4] or r[4] in MINOR_CATEGORIES:
                 continue
             out.append(
@@ -227,8 +227,8 @@ class City:
         from shapely.ops import unary_union
         from shapely.validation import make_valid
 
-        a = self.pack._areas
-        rows = self.pack._area_rows
+        a = self.pack.areas
+        rows = self.pack.area_rows
         polys: dict[int, list] = {}
         starts = a["ring_start"]
         current: dict[int, int] = {}
@@ -297,7 +297,7 @@ class City:
     def aoi_addresses(self) -> dict[str, list[str]]:
         """normalised AOI name -> every address the gazetteer gives its parts (one park may border two streets)."""
         out: dict[str, set[str]] = {}
-        for r in self.pack._rows:
+        for r in self.pack.rows:
             if r[1] == "area" and r[2] and r[6]:
                 out.setdefault(normalise_name(r[2]), set()).add(r[6])
         return {k: sorted(v) for k, v in out.items()}
@@ -318,13 +318,13 @@ class City:
 
     @cached_property
     def _graph(self) -> dict[str, np.ndarray]:
-        return self.pack._graph
+        return self.pack.graph
 
     @cached_property
     def roads(self) -> list[Road]:
         g = self._graph
         street_len = {}
-        for r in self.pack._rows:
+        for r in self.pack.rows:
             if r[1] == "street":
                 street_len[r[2]] = float(json.loads(r[12] or "{}").get("length_m", "nan"))
         names = [str(x) for x in g["names"]]

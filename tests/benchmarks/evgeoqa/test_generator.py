@@ -57,7 +57,7 @@ def test_kmeans_1d_hand_case() -> None:
 def test_locations_are_distinct_drive_nodes_and_favour_dense_tiers(pack) -> None:  # type: ignore[no-untyped-def]
     s = setting_for(pack)
     locs = sample_locations(pack, 60, np.random.default_rng(3), s)
-    g = pack._graph
+    g = pack.graph
     assert len({loc["node"] for loc in locs}) == 60
     assert all(g["snap_drive"][loc["node"]] for loc in locs)
     assert all(pack.info.extent.contains(loc["lat"], loc["lon"]) for loc in locs)
