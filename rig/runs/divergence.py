@@ -387,7 +387,7 @@ def _scores(run_dir: Path) -> dict[tuple[str, int], float]:
 def compute(s: DivergenceSettings) -> DivergenceReport:
     """The whole pass, in memory: replay, teacher-force every variant, aggregate. Raises DivergenceError."""
     from rig.engines.llamacpp import LlamaCppEngine
-    from rig.engines.llamacpp_logits import LogitsError, compare_rows
+    from rig.engines.llamacpp_logits import LogitsError, compare_chunk, prefix_order
     from rig.runformat import NewerFormatError, RunFileError
     from rig.runs.manifest import RunManifest
 
@@ -431,7 +431,8 @@ def compute(s: DivergenceSettings) -> DivergenceReport:
             )
         t1 = time.perf_counter()
         scored: dict[str, list[_Scored]] = {v.name: [] for v, _, _ in scorers}
-        for p in pairs:
+        todo: list[tuple[int, Pair, list[int], list[int]]] = []
+        for n, p in enumerate(pairs):
             prompt, has_bos, _ = inner.render(p.request)
             ptoks = ref.tokenize(prompt, add_bos=not has_bos, special=True)
             rtoks = ref.tokenize(p.reply.text, add_bos=False, special=False)
@@ -441,6 +442,13 @@ def compute(s: DivergenceSettings) -> DivergenceReport:
             if len(seq) > n_ctx:
                 skipped[f"{p.episode_id}#{p.repeat}/{p.idx}"] = f"{len(seq)} tokens exceed the context {n_ctx}"
                 continue
+            todo.append((n, p, ptoks, seq))
+        # Scored in prefix order (each prompt prefills only what it does not share with the one before), stored
+        # in the pairs' order, so aggregates and bootstrap draws do not depend on the order of scoring.
+        by_pair: dict[int, dict[str, list[_Scored]]] = {}
+        for n, p, ptoks, seq in (todo[i] for i in prefix_order([t[3] for t in todo])):
+            rtoks = seq[len(ptoks) :]
+            by_pair[n] = {v.name: [] for v, _, _ in scorers}
             pieces = [ref.piece(t) for t in rtoks]
             classes = token_classes(p.reply.text, pieces, p.tools)
             text_bytes = b"".join(pieces)
@@ -450,11 +458,12 @@ def compute(s: DivergenceSettings) -> DivergenceReport:
                 start, ref_rows = chunks[0]
                 k = start - len(ptoks)
                 targets = seq[start : start + len(ref_rows)]
-                for (v, _, _), (_, rows) in zip(scorers, chunks[1:], strict=True):
-                    for j, (kld, agree, lr, lv) in enumerate(compare_rows(ref_rows, rows, targets)):
+                compared = compare_chunk(ref_rows, [rows for _, rows in chunks[1:]], targets)
+                for (v, _, _), per_row in zip(scorers, compared, strict=True):
+                    for j, (kld, agree, lr, lv) in enumerate(per_row):
                         i = k + j
                         a, b = int(offsets[i]), int(offsets[i + 1])
-                        scored[v.name].append(
+                        by_pair[n][v.name].append(
                             _Scored(
                                 episode_id=p.episode_id,
                                 repeat=p.repeat,
@@ -473,6 +482,9 @@ def compute(s: DivergenceSettings) -> DivergenceReport:
                                 ),
                             )
                         )
+        for n in sorted(by_pair):
+            for name, rows_ in by_pair[n].items():
+                scored[name] += rows_
         t2 = time.perf_counter()
     except LogitsError as e:
         raise DivergenceError(f"reference run {run}: {e}") from None
