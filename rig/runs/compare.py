@@ -379,8 +379,9 @@ def compare_folder(out: Path, run_dirs: list[Path]) -> Path:
 
 
 def write_compare(cdir: Path, run_dirs: list[Path], extra: str | None = None) -> str:
-    """compare.md (with ``extra``, a further section such as the divergence tables, at its end), compare.html and
-    each figure as SVG, PDF and PNG in the comparison folder."""
+    """compare.md (with ``extra``, a further section such as the divergence tables, at its end), compare.html (with
+    the divergence section when the folder holds divergence.json) and each figure as SVG, PDF and PNG in the
+    comparison folder."""
     from rig.runs.html import html_report
 
     md, figs = compare_report(run_dirs)
@@ -389,5 +390,18 @@ def write_compare(cdir: Path, run_dirs: list[Path], extra: str | None = None) ->
     for stem, fig in figs.items():
         save_figure(fig, cdir, stem)
     write_atomic(cdir / "compare.md", md)
-    write_atomic(cdir / "compare.html", html_report(run_dirs))  # the dashboard: the runs side by side
+    section = ""
+    if (cdir / "divergence.json").is_file():  # the divergence pass ran for this comparison: its plots and tables
+        from rig.runs.divergence import read_report
+        from rig.runs.divergence_view import divergence_figures, divergence_html
+
+        report = read_report(cdir)
+        try:
+            dfigs = divergence_figures(report)
+        except PlotsUnavailable:
+            dfigs = None  # the section says so in place of the figures
+        for stem, fig in (dfigs or {}).items():
+            save_figure(fig, cdir, stem)
+        section = divergence_html(report, dfigs)
+    write_atomic(cdir / "compare.html", html_report(run_dirs, extra=section))  # the dashboard: runs side by side
     return md

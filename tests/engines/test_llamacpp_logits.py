@@ -10,8 +10,7 @@ from rig.engines.llamacpp_logits import compare_chunk, compare_rows, prefix_orde
 
 API_LIST = "".join(
     f"- get{name}(city: str, day: int) -> dict: the {name.lower()} forecast of a city for a day, in SI units.\n"
-    for name in ("Weather", "Wind", "Rain", "Snow", "Fog", "Sun", "Tide", "Pollen", "Uv", "Air", "Heat", "Frost")
-    * 3
+    for name in ("Weather", "Wind", "Rain", "Snow", "Fog", "Sun", "Tide", "Pollen", "Uv", "Air", "Heat", "Frost") * 3
 )
 
 
