@@ -98,6 +98,13 @@ class LogitScorer:
             self._batch = None
         self.llm.close()
 
+    def reset(self) -> None:
+        """Forget the cached prefix: the next sequence is prefilled from position 0."""
+        import llama_cpp
+
+        llama_cpp.llama_memory_clear(llama_cpp.llama_get_memory(self._ctx), True)
+        self._cached, self._whole = [], 0
+
     def tokenizer_digest(self) -> str:
         """A hash of every vocabulary entry's text and the special token ids: equal digests, equal tokenizers."""
         import llama_cpp

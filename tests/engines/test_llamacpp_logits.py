@@ -23,41 +23,40 @@ def _prompt(question: str) -> str:
 
 @pytest.mark.model
 def test_prefix_reuse_gives_the_rows_of_a_fresh_prefill(embedded_weights: str) -> None:
-    """Two prompts sharing a prefix longer than Gemma 3's 512-token sliding window: the second, scored after the
-    first (its prefix taken from the KV cache), gets exactly the rows a scorer that never saw the first computes.
-    Exact, not a tolerance: llama.cpp's CPU kernels give a token different logits (up to ~1) when its batch has
-    another length, so reuse that changed the batch layout, or kept a wrong position, shows here."""
+    """Prompts sharing a prefix longer than Gemma 3's 512-token sliding window, scored one after the other (each
+    taking the shared prefix from the KV cache), get exactly the rows a scorer prefilling each from position 0
+    computes. Exact, not a tolerance: llama.cpp's CPU kernels give a token different logits (up to ~1) when its
+    batch has another length (5-7 tokens against a long batch here), so reuse that changed a token's batch, kept a
+    stale position or decoded at wrong positions shows. The questions differ only near their end, so the part
+    prefilled after the cached prefix is short (where batch lengths differ most)."""
     from rig.engines.llamacpp_logits import LogitScorer
 
     reused, fresh = LogitScorer(embedded_weights, 2048, chunk=16), LogitScorer(embedded_weights, 2048, chunk=16)
     try:
         seqs = []
         for question, reply in (
-            ("Will it rain in Turku on Sunday?", '{"API": ["getRain"], "parameters": [{"city": "Turku"}]}'),
-            ("How windy is Oulu tomorrow?", '{"API": ["getWind"], "parameters": [{"city": "Oulu", "day": 1}]}'),
+            ("How windy is Turku?", '{"API": ["getWind"], "parameters": [{"city": "Turku"}]}'),
+            ("How windy is Oulu?", '{"API": ["getWind"], "parameters": [{"city": "Oulu"}]}'),
+            ("How windy is Oulu on Sunday?", '{"API": ["getWind"], "parameters": [{"city": "Oulu", "day": 6}]}'),
+            ("How windy is Oulu harbour in the evening?", '{"API": ["getWind"], "parameters": [{}]}'),
         ):
             p = reused.tokenize(_prompt(question), add_bos=True, special=True)
             seqs.append((p + reused.tokenize(reply, add_bos=False, special=False), len(p)))
-        (first_seq, first_at), (seq, at) = seqs
-        shared = next(i for i, (a, b) in enumerate(zip(first_seq, seq, strict=False)) if a != b)
+        shared = next(i for i, (a, b) in enumerate(zip(seqs[0][0], seqs[1][0], strict=False)) if a != b)
         assert shared > 512 + reused.block  # past the sliding window, and more than a block of it reusable
 
-        for _ in reused.rows(first_seq, first_at):
-            pass
-        before = reused.stats.reused
-        got = [(i, rows.copy()) for i, rows in reused.rows(seq, at)]
-        assert reused.stats.reused - before >= shared - reused.block  # the prefix did come from the cache
-        want = [(i, rows.copy()) for i, rows in fresh.rows(seq, at)]
+        for k, (seq, at) in enumerate(seqs):
+            before = reused.stats.reused
+            got = [(i, rows.copy()) for i, rows in reused.rows(seq, at)]
+            if k:
+                assert reused.stats.reused - before >= shared - reused.block  # the prefix came from the cache
+            fresh.reset()
+            want = [(i, rows.copy()) for i, rows in fresh.rows(seq, at)]
+            assert [i for i, _ in got] == [i for i, _ in want]
+            assert sum(len(r) for _, r in got) == len(seq) - at
+            for (_, a), (_, b) in zip(got, want, strict=True):
+                assert np.array_equal(a, b), f"sequence {k}"
         assert fresh.stats.reused == 0
-        assert [i for i, _ in got] == [i for i, _ in want]
-        assert sum(len(r) for _, r in got) == len(seq) - at
-        for (_, a), (_, b) in zip(got, want, strict=True):
-            assert np.array_equal(a, b)
-
-        # and back: the first sequence after the second gives its own fresh rows too
-        again = np.concatenate([rows.copy() for _, rows in reused.rows(first_seq, first_at)])
-        alone = np.concatenate([rows.copy() for _, rows in fresh.rows(first_seq, first_at)])
-        assert np.array_equal(again, alone)
     finally:
         reused.close()
         fresh.close()
