@@ -108,7 +108,10 @@ def main() -> None:
             ones.append(divergence(run, variants[:1], a.models, work / name / f"one-{k}")[0])
             all_s, out = divergence(run, variants, a.models, work / name / f"all-{k}")
             alls.append(all_s)
-            print(json.dumps({"bench": name, "repeat": k, "gen_s": gens[-1], "one_s": ones[-1], "all_s": all_s}), flush=True)
+            print(
+                json.dumps({"bench": name, "repeat": k, "gen_s": gens[-1], "one_s": ones[-1], "all_s": all_s}),
+                flush=True,
+            )
         gen_s, one_s, all_s = (statistics.median(x) for x in (gens, ones, alls))
         rep = read_report(out)
         each = ", ".join(f"{o / g:.2f}" for o, g in zip(ones, gens, strict=True))
