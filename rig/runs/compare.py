@@ -378,9 +378,9 @@ def compare_folder(out: Path, run_dirs: list[Path]) -> Path:
     return cdir
 
 
-def write_compare(cdir: Path, run_dirs: list[Path], extra: str | None = None) -> str:
+def write_compare(cdir: Path, run_dirs: list[Path], extra: str | None = None, extra_html: str = "") -> str:
     """compare.md (with ``extra``, a further section such as the divergence tables, at its end), compare.html (with
-    the divergence section when the folder holds divergence.json) and each figure as SVG, PDF and PNG in the
+    ``extra_html`` after its dashboard: the divergence section) and each figure as SVG, PDF and PNG in the
     comparison folder."""
     from rig.runs.html import html_report
 
@@ -390,18 +390,5 @@ def write_compare(cdir: Path, run_dirs: list[Path], extra: str | None = None) ->
     for stem, fig in figs.items():
         save_figure(fig, cdir, stem)
     write_atomic(cdir / "compare.md", md)
-    section = ""
-    if (cdir / "divergence.json").is_file():  # the divergence pass ran for this comparison: its plots and tables
-        from rig.runs.divergence import read_report
-        from rig.runs.divergence_view import divergence_figures, divergence_html
-
-        report = read_report(cdir)
-        try:
-            dfigs = divergence_figures(report)
-        except PlotsUnavailable:
-            dfigs = None  # the section says so in place of the figures
-        for stem, fig in (dfigs or {}).items():
-            save_figure(fig, cdir, stem)
-        section = divergence_html(report, dfigs)
-    write_atomic(cdir / "compare.html", html_report(run_dirs, extra=section))  # the dashboard: runs side by side
+    write_atomic(cdir / "compare.html", html_report(run_dirs, extra=extra_html))  # the dashboard: runs side by side
     return md

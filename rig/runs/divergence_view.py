@@ -5,10 +5,11 @@ mean KLD per token class and variant with its CI, each episode's KLD against its
 from __future__ import annotations
 
 from html import escape
+from pathlib import Path
 from typing import Any
 
-from rig.runs.divergence import DivergenceReport
-from rig.runs.plots import PlotsUnavailable, bar_plot, figure_svg, scatter_plot
+from rig.runs.divergence import DivergenceReport, read_report
+from rig.runs.plots import PlotsUnavailable, bar_plot, figure_svg, save_figure, scatter_plot
 
 
 def divergence_figures(report: DivergenceReport) -> dict[str, Any]:
@@ -119,3 +120,18 @@ def divergence_html(report: DivergenceReport, figures: dict[str, Any] | None = N
         f'<section class="dash" id="divergence"><h2>Token-level divergence against {escape(report.reference)}</h2>'
         f'<p class="note">{escape(intro)}</p>{plots}{classes}{flipped}{worst}</section>'
     )
+
+
+def divergence_section(cdir: Path) -> str:
+    """The section for a comparison folder holding ``divergence.json`` ("" when it holds none); its figures are
+    also written there as SVG, PDF and PNG, like the comparison's own."""
+    if not (cdir / "divergence.json").is_file():
+        return ""
+    report = read_report(cdir)
+    try:
+        figures: dict[str, Any] | None = divergence_figures(report)
+    except PlotsUnavailable:
+        figures = None  # the section says so in place of the figures
+    for stem, fig in (figures or {}).items():
+        save_figure(fig, cdir, stem)
+    return divergence_html(report, figures)

@@ -87,16 +87,17 @@ def fake_report() -> DivergenceReport:
 def test_compare_html_has_the_divergence_figures_and_tables(tmp_path: Path) -> None:
     pytest.importorskip("matplotlib")
     from rig.runs.compare import write_compare
+    from rig.runs.divergence_view import divergence_section
 
     runs = [make_run(tmp_path / "a", n_eps=4), make_run(tmp_path / "b", n_eps=4)]
     plain = tmp_path / "plain"
     plain.mkdir()
-    write_compare(plain, runs)
+    write_compare(plain, runs, extra_html=divergence_section(plain))
     assert 'id="divergence"' not in (plain / "compare.html").read_text()  # no divergence.json, no section
 
     cdir = tmp_path / "cmp"
     write_report(fake_report(), cdir)
-    write_compare(cdir, runs)
+    write_compare(cdir, runs, extra_html=divergence_section(cdir))
     page = (cdir / "compare.html").read_text()
     section = page[page.index('<section class="dash" id="divergence">') :]
     section = section[: section.index("</section>")]
