@@ -49,7 +49,7 @@ class LogitScorer:
         n_threads: int | None = None,
         chunk: int = 16,
         gpu: int | None = None,
-        block: int = 64,
+        block: int = 32,
     ) -> None:
         import llama_cpp
         from llama_cpp import Llama
