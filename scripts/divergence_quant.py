@@ -1,8 +1,10 @@
 """Token-level divergence of requantized variants of the embedded model, and what the pass costs.
 
-For each benchmark: generate N episodes with the reference model (`rig bench`, timed), then the divergence pass
-(`python -m rig.runs.divergence`, timed) with one variant and with all of them. The cost ratios (pass wall time /
-generation wall time) are measured in the same run on the same machine; the per-class table goes to markdown.
+For each benchmark, ``--repeats`` times in turn: generate N episodes with the reference model (`rig bench`), then the
+divergence pass over that run (`python -m rig.runs.divergence`) with one variant and with all of them. Each step is
+timed the same way, as the wall time of its own process (imports and model loads included on both sides); the cost
+ratio is the median pass time over the median generation time, measured in the same run on the same machine
+(generation and passes interleaved, so a change of load hits both). The per-class table goes to markdown.
 Variants are made beforehand with `rig models quantize gemma3-270m --to q8_0 ... --models MODELS`.
 
     python scripts/divergence_quant.py --models my-models.yaml --variants gemma3-270m-q8_0,gemma3-270m-q4_0 \
@@ -15,6 +17,7 @@ import argparse
 import itertools
 import json
 import platform
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -56,6 +59,7 @@ def main() -> None:
     ap.add_argument("--option", "-O", action="append", default=[])
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--work", type=Path, default=None)
+    ap.add_argument("--repeats", type=int, default=3, help="generation + passes this many times; medians reported")
     a = ap.parse_args()
     variants = a.variants.split(",")
     work = a.work or Path(tempfile.mkdtemp(prefix="rig-div-"))
@@ -69,42 +73,51 @@ def main() -> None:
     ]
     cost = [
         "| Benchmark | Episodes | Replies | Generation (s) | Pass, 1 variant (s) | Ratio | "
-        f"Pass, {len(variants)} variants (s) | Ratio per variant |",
-        "|---|---|---|---|---|---|---|---|",
+        f"Pass, {len(variants)} variants (s) | Ratio per variant | Ratios of each repeat (1 variant) |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for spec in a.bench:
         name, _, rest = spec.partition(":")
         limit, *opts = rest.split(":")
-        runs = work / name / "runs"
-        argv = [
-            sys.executable,
-            "-m",
-            "rig.cli",
-            "bench",
-            "--model",
-            "gemma3-270m",
-            "--benchmark",
-            name,
-            "--limit",
-            limit or "4",
-            "--out",
-            str(runs),
-            "--no-report",
-            "--models",
-            a.models,
-        ]
-        if a.max_tokens:
-            argv += ["--max-tokens", str(a.max_tokens)]
-        for o in [*a.option, *opts]:
-            argv += ["-O", o]
-        gen_s = timed(argv)
-        run = next(runs.iterdir())
-        one_s, _ = divergence(run, variants[:1], a.models, work / name / "one")
-        all_s, out = divergence(run, variants, a.models, work / name / "all")
+        gens, ones, alls = [], [], []
+        for k in range(a.repeats):
+            runs = work / name / f"runs-{k}"
+            argv = [
+                sys.executable,
+                "-m",
+                "rig.cli",
+                "bench",
+                "--model",
+                "gemma3-270m",
+                "--benchmark",
+                name,
+                "--limit",
+                limit or "4",
+                "--out",
+                str(runs),
+                "--no-report",
+                "--models",
+                a.models,
+            ]
+            if a.max_tokens:
+                argv += ["--max-tokens", str(a.max_tokens)]
+            for o in [*a.option, *opts]:
+                argv += ["-O", o]
+            gens.append(timed(argv))
+            run = next(runs.iterdir())
+            ones.append(divergence(run, variants[:1], a.models, work / name / f"one-{k}")[0])
+            all_s, out = divergence(run, variants, a.models, work / name / f"all-{k}")
+            alls.append(all_s)
+            print(
+                json.dumps({"bench": name, "repeat": k, "gen_s": gens[-1], "one_s": ones[-1], "all_s": all_s}),
+                flush=True,
+            )
+        gen_s, one_s, all_s = (statistics.median(x) for x in (gens, ones, alls))
         rep = read_report(out)
+        each = ", ".join(f"{o / g:.2f}" for o, g in zip(ones, gens, strict=True))
         cost.append(
             f"| {name} | {rep.episodes} | {rep.pairs} | {gen_s:.1f} | {one_s:.1f} | {one_s / gen_s:.2f} | "
-            f"{all_s:.1f} | {all_s / gen_s / len(variants):.2f} |"
+            f"{all_s:.1f} | {all_s / gen_s / len(variants):.2f} | {each} |"
         )
         lines += [
             f"## {name} ({rep.episodes} episodes, {rep.pairs} replies)",
@@ -133,12 +146,12 @@ def main() -> None:
             f"CIs of adjacent variants separated: {'yes' if separated else 'NO'}.",
             "",
         ]
-        print(json.dumps({"bench": name, "gen_s": gen_s, "one_s": one_s, "all_s": all_s}), flush=True)
     lines += [
         "## Cost",
         "",
-        "Wall time of each step as a separate process (model loads included), in one run of "
-        "this script on the same machine; ratio = divergence pass / generating the reference episodes.",
+        f"Wall time of each step as a separate process (model loads included), median of {a.repeats} repeats in "
+        "one run of this script on the same machine; ratio = median divergence pass / median generation of the "
+        "reference episodes.",
         "",
         *cost,
         "",

@@ -112,6 +112,7 @@ def _finish(
     from rig.runformat import NewerFormatError, RunFileError
     from rig.runs.compare import write_compare
     from rig.runs.divergence import DivergenceError, run_divergence
+    from rig.runs.divergence_view import divergence_section
 
     section, problem = None, None
     if divergence:
@@ -123,7 +124,7 @@ def _finish(
                 shutil.rmtree(cdir, ignore_errors=True)
                 fail(f"divergence: {problem}")
     try:
-        md = write_compare(cdir, runs, extra=section)
+        md = write_compare(cdir, runs, extra=section, extra_html=divergence_section(cdir))
     except (NewerFormatError, RunFileError) as e:
         fail(str(e))
     say(f"comparison: {cdir} (compare.md, compare.html; figures as SVG, PDF and PNG)")

@@ -28,17 +28,24 @@ def runs(root: Path = typer.Argument(Path("runs"), help="Folder holding run fold
 
 @app.command("export")
 def export_cmd(
-    run: Path = typer.Argument(..., help="Run directory."),
+    run: Path = typer.Argument(..., help="Run directory (or, with --divergence, a comparison folder)."),
     fmt: str = typer.Option("csv", "--format", help="csv, jsonl or parquet."),
     to: Path | None = typer.Option(None, "--out", help="Output file (default: inside the run folder)."),
+    divergence: str | None = typer.Option(
+        None,
+        "--divergence",
+        help="classes or episodes: a comparison folder's divergence rows (per variant and token class, or per "
+        "episode) instead of a run's episodes; default file divergence-<table>.<format> in the folder.",
+    ),
 ) -> None:
-    """Write per-episode rows joined with their telemetry."""
-    from rig.runs.export import export
+    """Write per-episode rows joined with their telemetry (or a comparison's divergence rows)."""
+    from rig.runs.export import export, export_divergence
 
-    if not (run / "manifest.json").exists():
-        fail(f"{run}: no manifest.json (is this a run directory?)")
+    if divergence is None and not (run / "manifest.json").exists():
+        hint = " (a comparison folder: --divergence classes or episodes)" if (run / "divergence.json").exists() else ""
+        fail(f"{run}: no manifest.json (is this a run directory?){hint}")
     try:
-        path = export(run, fmt, to)
+        path = export(run, fmt, to) if divergence is None else export_divergence(run, divergence, fmt, to)
     except (ValueError, RuntimeError) as e:
         fail(str(e))
     except OSError as e:

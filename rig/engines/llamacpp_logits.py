@@ -3,8 +3,15 @@ positions that predict reply tokens ask for logits.
 
 llama-cpp-python's ``logits_all`` keeps context x vocabulary floats (Gemma: 262,144 per position); here the batch's
 per-token logits flags are set for the reply positions alone, and those are decoded in small chunks so at most
-``chunk`` rows are held at a time. Consecutive sequences sharing a prefix (one CallNavi domain's API list) reuse the
-KV cache up to the first position that needs logits.
+``chunk`` rows are held at a time.
+
+Sequences sharing a prefix (one CallNavi domain's API list, an agent's earlier turns) reuse the KV cache: scored in
+the order ``prefix_order`` gives, each sequence prefills only what it does not share with the one before. llama.cpp's
+CPU kernels do not give a token the same numbers in every batch layout (a token's logits move by up to ~1 when its
+batch has another length), so reuse must not change the layout: the prompt is always prefilled in blocks aligned to
+multiples of ``block`` positions, and only whole blocks that the previous sequence also evaluated whole are kept.
+Every position is then computed in the batch a fresh prefill would give it, so rows do not depend on which sequence
+came before (tests/engines/test_llamacpp_logits.py checks this bit for bit).
 """
 
 from __future__ import annotations
@@ -15,17 +22,34 @@ from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
+from pydantic import BaseModel
 
 
 class LogitsError(RuntimeError):
     """A model that cannot be scored (load failure, a sequence longer than the context)."""
 
 
+class ScorerStats(BaseModel):
+    """What a scorer evaluated: positions prefilled (prompt and reply) and prompt positions taken from the cache."""
+
+    sequences: int = 0
+    evaluated: int = 0
+    reused: int = 0
+    decodes: int = 0
+
+
 class LogitScorer:
     """One GGUF loaded for prefill-only scoring on the CPU (or all layers on ``gpu``)."""
 
     def __init__(
-        self, weights: str, n_ctx: int, *, n_threads: int | None = None, chunk: int = 16, gpu: int | None = None
+        self,
+        weights: str,
+        n_ctx: int,
+        *,
+        n_threads: int | None = None,
+        chunk: int = 16,
+        gpu: int | None = None,
+        block: int = 32,
     ) -> None:
         import llama_cpp
         from llama_cpp import Llama
@@ -35,6 +59,9 @@ class LogitScorer:
         route_native_logs()
         self.weights = weights
         self.chunk = max(1, chunk)
+        # Prompt positions per prefill decode, aligned: the unit of KV reuse. Small enough that little of a shared
+        # prefix is lost to alignment, large enough that a decode is a matrix product, not a row-by-row one.
+        self.block = min(max(1, block), _N_BATCH)
         self.n_ctx = n_ctx
         kwargs: dict[str, Any] = {"n_gpu_layers": 0}
         if gpu is not None:
@@ -43,10 +70,14 @@ class LogitScorer:
             self.llm = Llama(
                 model_path=weights,
                 n_ctx=n_ctx,
-                n_batch=512,
-                n_ubatch=512,
+                n_batch=_N_BATCH,
+                n_ubatch=_N_BATCH,
                 logits_all=False,
                 n_threads=n_threads or physical_cores(),
+                # A sliding-window cache (Gemma 3) of window size cannot drop a tail and keep what precedes it, so
+                # every sequence would be prefilled from position 0; the full-size cache can (llama.cpp's default
+                # today, named so that a changed default does not silently turn reuse off).
+                swa_full=True,
                 verbose=False,
                 **kwargs,
             )
@@ -54,8 +85,10 @@ class LogitScorer:
             raise LogitsError(f"llama.cpp could not load {weights}: {e}") from None
         self.n_vocab = int(self.llm.n_vocab())
         self._ctx = self.llm._ctx.ctx
-        self._batch = llama_cpp.llama_batch_init(max(512, self.chunk), 0, 1)
+        self._batch = llama_cpp.llama_batch_init(max(_N_BATCH, self.chunk), 0, 1)
         self._cached: list[int] = []  # tokens whose KV entries are in the cache, from position 0
+        self._whole = 0  # the cached positions below this were evaluated in whole aligned blocks
+        self.stats = ScorerStats()
 
     def close(self) -> None:
         import llama_cpp
@@ -65,6 +98,13 @@ class LogitScorer:
             self._batch = None
         self.llm.close()
 
+    def reset(self) -> None:
+        """Forget the cached prefix: the next sequence is prefilled from position 0."""
+        import llama_cpp
+
+        llama_cpp.llama_memory_clear(llama_cpp.llama_get_memory(self._ctx), True)
+        self._cached, self._whole = [], 0
+
     def tokenizer_digest(self) -> str:
         """A hash of every vocabulary entry's text and the special token ids: equal digests, equal tokenizers."""
         import llama_cpp
@@ -72,9 +112,9 @@ class LogitScorer:
         vocab = self.llm._model.vocab
         h = hashlib.sha256()
         h.update(f"{self.n_vocab} {self.llm.token_bos()} {self.llm.token_eos()}".encode())
-        for t in range(self.n_vocab):
-            h.update(llama_cpp.llama_vocab_get_text(vocab, t) or b"")
-            h.update(b"\0")
+        # one update over the joined texts: the same bytes as one update per entry, without 2 x 262,144 calls
+        texts = [llama_cpp.llama_vocab_get_text(vocab, t) or b"" for t in range(self.n_vocab)]
+        h.update(b"\0".join(texts) + b"\0")
         return h.hexdigest()[:16]
 
     def tokenize(self, text: str, *, add_bos: bool, special: bool) -> list[int]:
@@ -105,8 +145,10 @@ class LogitScorer:
             b.seq_id[i][0] = 0
             b.logits[i] = logits
         rc = llama_cpp.llama_decode(self._ctx, b)
+        self.stats.decodes += 1
+        self.stats.evaluated += len(tokens)
         if rc != 0:
-            self._cached = []
+            self._cached, self._whole = [], 0
             raise LogitsError(f"llama_decode failed (code {rc}) on {self.weights}")
 
     def rows(self, tokens: list[int], first: int) -> Iterator[tuple[int, np.ndarray]]:
@@ -123,18 +165,24 @@ class LogitScorer:
             if a != b:
                 break
             common += 1
-        keep = min(common, first - 1)  # the position before the reply must be evaluated to give its logits
+        # Keep whole blocks only, and only those the previous sequence evaluated whole (not its last partial block
+        # or reply): what is kept is then what a fresh prefill of this sequence would compute. The position before
+        # the reply is always evaluated, to give its logits.
+        keep = min(common, first - 1, self._whole) // self.block * self.block
         mem = llama_cpp.llama_get_memory(self._ctx)
         if not llama_cpp.llama_memory_seq_rm(mem, 0, keep, -1):
-            llama_cpp.llama_memory_clear(mem, True)  # a cache that cannot drop a tail (sliding window): restart
+            llama_cpp.llama_memory_clear(mem, True)  # a cache that cannot drop a tail: restart
             keep = 0
-        self._cached = tokens[:keep]
+        self._cached, self._whole = tokens[:keep], keep
+        self.stats.sequences += 1
+        self.stats.reused += keep
         pos = keep
         while pos < first - 1:
-            n = min(512, first - 1 - pos)
-            self._decode(tokens[pos : pos + n], pos, False)
-            pos += n
-        self._cached = tokens[:pos]
+            end = min((pos // self.block + 1) * self.block, first - 1)
+            self._decode(tokens[pos:end], pos, False)
+            pos = end
+            self._cached = tokens[:pos]
+        self._whole = (first - 1) // self.block * self.block
         last = len(tokens) - 1  # the final token predicts nothing we score
         while pos < last:
             n = min(self.chunk, last - pos)
@@ -145,18 +193,58 @@ class LogitScorer:
             pos += n
 
 
+_N_BATCH = 512
+
+
+def prefix_order(sequences: list[list[int]]) -> list[int]:
+    """Indices of ``sequences`` in lexicographic token order: a depth-first walk of their prefix tree, so with one
+    cached sequence every shared prefix is prefilled once (the order that prefills the fewest positions)."""
+    return sorted(range(len(sequences)), key=lambda i: sequences[i])
+
+
 def log_softmax(row: np.ndarray) -> np.ndarray:
     x = row.astype(np.float64)
     m = x.max()
     return x - (m + np.log(np.exp(x - m).sum()))
 
 
+class _Softmax:
+    """One row's softmax pieces in float64: argmax, log-sum-exp and exp(row - max) with its sum."""
+
+    __slots__ = ("exp", "lse", "row", "sum", "top")
+
+    def __init__(self, row: np.ndarray, out: np.ndarray) -> None:
+        self.row = row
+        self.top = int(np.argmax(row))
+        m = float(row[self.top])
+        np.subtract(row, m, out=out, dtype=np.float64)
+        np.exp(out, out=out)
+        self.exp = out
+        self.sum = float(out.sum())
+        self.lse = m + float(np.log(self.sum))
+
+
+def compare_chunk(
+    ref: np.ndarray, variants: list[np.ndarray], targets: list[int]
+) -> list[list[tuple[float, bool, float, float]]]:
+    """``compare_rows`` of one reference chunk against several variants' rows of the same positions, the
+    reference's softmax computed once per row for all of them."""
+    out: list[list[tuple[float, bool, float, float]]] = [[] for _ in variants]
+    n = ref.shape[1] if ref.ndim == 2 else 0
+    buf_r, buf_v, diff = np.empty(n), np.empty(n), np.empty(n)
+    for i, t in enumerate(targets):
+        r = _Softmax(ref[i], buf_r)
+        for k, rows in enumerate(variants):
+            v = _Softmax(rows[i], buf_v)
+            # KL(p || q) = sum p (log p - log q) = sum p (r - v) - lse_r + lse_v: one exp per row instead of a
+            # third over p; rows equal bit for bit give exactly 0 (r - v is 0, the two lse are the same numbers).
+            np.subtract(r.row, v.row, out=diff, dtype=np.float64)
+            kld = float(np.dot(r.exp, diff)) / r.sum - r.lse + v.lse
+            out[k].append((kld, r.top == v.top, float(r.row[t]) - r.lse, float(v.row[t]) - v.lse))
+    return out
+
+
 def compare_rows(ref: np.ndarray, var: np.ndarray, targets: list[int]) -> list[tuple[float, bool, float, float]]:
     """Per row: KL(ref || var) over the full vocabulary in float64, whether the top-1 tokens agree, and the
     log-probability each gives to the target (the reference's chosen token)."""
-    out = []
-    for r, v, t in zip(ref, var, targets, strict=True):
-        lr, lv = log_softmax(r), log_softmax(v)
-        kld = float(np.dot(np.exp(lr), lr - lv))
-        out.append((kld, bool(int(np.argmax(r)) == int(np.argmax(v))), float(lr[t]), float(lv[t])))
-    return out
+    return compare_chunk(ref, [var], list(targets))[0]

@@ -370,9 +370,10 @@ def compare_folder(out: Path, run_dirs: list[Path]) -> Path:
     return cdir
 
 
-def write_compare(cdir: Path, run_dirs: list[Path], extra: str | None = None) -> str:
-    """compare.md (with ``extra``, a further section such as the divergence tables, at its end), compare.html and
-    each figure as SVG, PDF and PNG in the comparison folder."""
+def write_compare(cdir: Path, run_dirs: list[Path], extra: str | None = None, extra_html: str = "") -> str:
+    """compare.md (with ``extra``, a further section such as the divergence tables, at its end), compare.html (with
+    ``extra_html`` after its dashboard: the divergence section) and each figure as SVG, PDF and PNG in the
+    comparison folder."""
     from rig.runs.html import html_report
 
     md, figs = compare_report(run_dirs)
@@ -381,5 +382,5 @@ def write_compare(cdir: Path, run_dirs: list[Path], extra: str | None = None) ->
     for stem, fig in figs.items():
         save_figure(fig, cdir, stem)
     write_atomic(cdir / "compare.md", md)
-    write_atomic(cdir / "compare.html", html_report(run_dirs))  # the dashboard: the runs side by side
+    write_atomic(cdir / "compare.html", html_report(run_dirs, extra=extra_html))  # the dashboard: runs side by side
     return md

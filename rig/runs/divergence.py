@@ -446,7 +446,7 @@ def _scores(run_dir: Path) -> dict[tuple[str, int], float]:
 def compute(s: DivergenceSettings, loaded: dict[str, Any] | None = None) -> DivergenceReport:
     """The whole pass, in memory: replay, teacher-force every variant, aggregate. Raises DivergenceError.
     ``loaded``: vLLM scorers the caller already holds, by ``"vllm:" + weights`` (used, not closed)."""
-    from rig.engines.llamacpp_logits import LogitsError
+    from rig.engines.llamacpp_logits import LogitsError, prefix_order
     from rig.engines.logits import compare_one
     from rig.runformat import NewerFormatError, RunFileError
     from rig.runs.folder import RunFolder
@@ -489,7 +489,8 @@ def compute(s: DivergenceSettings, loaded: dict[str, Any] | None = None) -> Dive
             )
         t1 = time.perf_counter()
         scored: dict[str, list[_Scored]] = {v.name: [] for v, _, _ in scorers}
-        for p in pairs:
+        todo: list[tuple[int, Pair, list[int], list[int]]] = []
+        for n, p in enumerate(pairs):
             ptoks = ref.prompt_tokens(inner, p.request)
             rtoks = ref.reply_tokens(p.reply.text)
             if not rtoks:
@@ -498,6 +499,13 @@ def compute(s: DivergenceSettings, loaded: dict[str, Any] | None = None) -> Dive
             if len(seq) > n_ctx:
                 skipped[f"{p.episode_id}#{p.repeat}/{p.idx}"] = f"{len(seq)} tokens exceed the context {n_ctx}"
                 continue
+            todo.append((n, p, ptoks, seq))
+        # Scored in prefix order (each prompt prefills only what it does not share with the one before), stored
+        # in the pairs' order, so aggregates and bootstrap draws do not depend on the order of scoring.
+        by_pair: dict[int, dict[str, list[_Scored]]] = {}
+        for n, p, ptoks, seq in (todo[i] for i in prefix_order([t[3] for t in todo])):
+            rtoks = seq[len(ptoks) :]
+            by_pair[n] = {v.name: [] for v, _, _ in scorers}
             pieces = [ref.piece(t) for t in rtoks]
             classes = token_classes(p.reply.text, pieces, p.tools)
             text_bytes = b"".join(pieces)
@@ -517,7 +525,7 @@ def compute(s: DivergenceSettings, loaded: dict[str, Any] | None = None) -> Dive
                 )
                 for (v, _, _), row in zip(scorers, at[1:], strict=True):
                     kld, agree, lr, lv = compare_one(at[0], row, target)
-                    scored[v.name].append(
+                    by_pair[n][v.name].append(
                         _Scored(
                             episode_id=p.episode_id,
                             repeat=p.repeat,
@@ -530,6 +538,9 @@ def compute(s: DivergenceSettings, loaded: dict[str, Any] | None = None) -> Dive
                             context=context,
                         )
                     )
+        for n in sorted(by_pair):
+            for name, rows_ in by_pair[n].items():
+                scored[name] += rows_
         t2 = time.perf_counter()
     except LogitsError as e:
         raise DivergenceError(f"reference run {run}: {e}") from None

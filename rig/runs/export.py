@@ -120,3 +120,55 @@ def export(run_dir: Path, fmt: str, out: Path | None = None) -> Path:
         else:
             pq.write_table(pa.Table.from_pylist(rows), tmp)
     return out
+
+
+DIVERGENCE_TABLES = ("classes", "episodes")
+
+
+def divergence_rows(cdir: Path, table: str) -> list[dict[str, Any]]:
+    """A comparison folder's divergence rows (``divergence.json``): per variant and token class (``classes``, the
+    rows of divergence.csv) or per episode (``episodes``, those of divergence_episodes.csv), same columns."""
+    from rig.runs.divergence import CSV_COLUMNS, EPISODE_COLUMNS, read_report
+
+    if table not in DIVERGENCE_TABLES:
+        raise ValueError(f"--divergence {table!r}: choose classes or episodes")
+    if not (cdir / "divergence.json").is_file():
+        raise ValueError(f"{cdir}: no divergence.json (made by `rig compare ... --divergence`)")
+    report = read_report(cdir)
+    rows, cols = (report.classes, CSV_COLUMNS) if table == "classes" else (report.episode_rows, EPISODE_COLUMNS)
+    return [{c: d[c] for c in cols} for d in (r.model_dump() for r in rows)]
+
+
+def export_divergence(cdir: Path, table: str, fmt: str, out: Path | None = None) -> Path:
+    """``rig export CDIR --divergence classes|episodes``: the rows to csv, jsonl or parquet, written whole; by
+    default ``divergence-<table>.<fmt>`` in the comparison folder (the pass's own csv files stay as they are)."""
+    if fmt not in EXPORT_FORMATS:
+        raise ValueError(f"unknown export format {fmt!r}: choose csv, jsonl or parquet")
+    from rig.runs.divergence import CSV_COLUMNS, EPISODE_COLUMNS
+
+    rows = divergence_rows(cdir, table)
+    out = out or cdir / f"divergence-{table}.{fmt}"
+    _write_rows(rows, CSV_COLUMNS if table == "classes" else EPISODE_COLUMNS, fmt, out)
+    return out
+
+
+def _write_rows(rows: list[dict[str, Any]], columns: tuple[str, ...], fmt: str, out: Path) -> None:
+    """``export``'s writer with fixed columns (the divergence tables'); written whole through ``atomic_path``."""
+    if fmt == "parquet":
+        try:
+            import pyarrow as pa
+            import pyarrow.parquet as pq
+        except ImportError:
+            raise RuntimeError("parquet export needs pyarrow: pip install 'rig[export]'") from None
+    with atomic_path(out) as tmp:
+        if fmt == "jsonl":
+            with tmp.open("w", encoding="utf-8") as f:
+                for r in rows:
+                    f.write(json.dumps(r, ensure_ascii=False) + "\n")
+        elif fmt == "csv":
+            with tmp.open("w", newline="", encoding="utf-8") as f:
+                w = csv.DictWriter(f, fieldnames=list(columns))
+                w.writeheader()
+                w.writerows(rows)
+        else:
+            pq.write_table(pa.Table.from_pylist(rows), tmp)

@@ -271,8 +271,9 @@ def _dashboard(
     return "".join(parts)
 
 
-def html_report(run_dirs: list[Path], figures_dir: Path | None = None) -> str:
-    """The page; with `figures_dir`, each figure is also written there as SVG, PDF and PNG."""
+def html_report(run_dirs: list[Path], figures_dir: Path | None = None, extra: str = "") -> str:
+    """The page; with `figures_dir`, each figure is also written there as SVG, PDF and PNG. ``extra``: a further
+    section (HTML) after the dashboard (a comparison's divergence section)."""
     sections: list[str] = []
     episodes: list[dict[str, Any]] = []
     dash: list[_BenchDash] = []
@@ -427,7 +428,7 @@ def html_report(run_dirs: list[Path], figures_dir: Path | None = None) -> str:
         f'<!doctype html><html><head><meta charset="utf-8">'
         f'<meta http-equiv="Content-Security-Policy" content="{CSP}"><title>rig report</title>'
         f"<style>{CSS}</style></head>"
-        f"<body><h1>rig report</h1>{dashboard}{''.join(sections)}{browser}"
+        f"<body><h1>rig report</h1>{dashboard}{extra}{''.join(sections)}{browser}"
         f'<script type="application/json" id="episodes">{data}</script><script>{JS}</script></body></html>'
     )
 

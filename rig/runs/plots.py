@@ -317,3 +317,26 @@ def load_plot(
     if missing:
         fig.text(0.01, 0.01, "not measured: " + ", ".join(missing), fontsize=7, color="#555")
     return fig
+
+
+def scatter_plot(
+    series: dict[str, list[tuple[float, float]]], title: str, x_label: str, y_label: str, why: str | None = None
+) -> Figure:
+    """Points per named series (one colour each, a legend), with a line at y = 0; each series' SVG group is named
+    `series:<name>`. No points at all: a figure saying not measured and `why`."""
+    fig = _figure()
+    if not any(series.values()):
+        return _not_measured(fig, title, why)
+    ax = fig.add_subplot()
+    ax.set_title(title, fontsize=11)
+    ax.set_xlabel(x_label)
+    ax.set_ylabel(y_label)
+    ax.axhline(0, color="#888", linewidth=0.8)
+    for name, pts in series.items():
+        if pts:
+            dots = ax.scatter([x for x, _ in pts], [y for _, y in pts], s=18, alpha=0.8, label=name)
+            dots.set_gid(f"series:{name}")
+    ax.set_xlim(left=0)
+    ax.legend(fontsize=8, frameon=False)
+    ax.grid(alpha=0.3)
+    return fig

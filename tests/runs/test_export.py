@@ -95,3 +95,43 @@ def test_export_on_a_full_disk_names_the_output(tmp_path: Path) -> None:
         export(run_dir, "csv", out)
     assert e.value.errno == errno.ENOSPC and e.value.filename == str(out)
     assert not out.exists() and [p.name for p in tmp_path.iterdir()] == ["r1"]
+
+
+@pytest.mark.parametrize("table", ["classes", "episodes"])
+def test_divergence_export_rows_equal_the_pass_csv(tmp_path: Path, table: str) -> None:
+    from rig.runs.divergence import write_report
+    from rig.runs.export import export_divergence
+
+    from .test_divergence_view import fake_report
+
+    write_report(fake_report(), tmp_path)
+    written = tmp_path / ("divergence.csv" if table == "classes" else "divergence_episodes.csv")
+    with written.open() as f:
+        want = list(csv.DictReader(f))
+    assert want
+    with export_divergence(tmp_path, table, "csv").open() as f:
+        got = list(csv.DictReader(f))
+    assert got == want and list(got[0]) == list(want[0])
+    j = [json.loads(line) for line in export_divergence(tmp_path, table, "jsonl").read_text().splitlines()]
+    assert [{k: "" if v is None else str(v) for k, v in r.items()} for r in j] == want  # null = not measured
+
+
+def test_divergence_export_cli(tmp_path: Path) -> None:
+    from rig.runs.divergence import write_report
+
+    from .test_divergence_view import fake_report
+
+    write_report(fake_report(), tmp_path)
+
+    def rig(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "rig.cli", *args], capture_output=True, text=True, timeout=120)
+
+    p = rig("export", str(tmp_path), "--divergence", "episodes", "--format", "jsonl")
+    assert p.returncode == 0, p.stderr
+    assert len((tmp_path / "divergence-episodes.jsonl").read_text().splitlines()) == 8
+    p = rig("export", str(tmp_path))  # a comparison folder without --divergence: refused, with the hint
+    assert p.returncode == 2 and "--divergence classes or episodes" in p.stderr
+    p = rig("export", str(tmp_path), "--divergence", "tokens")
+    assert p.returncode == 2 and "choose classes or episodes" in p.stderr
+    p = rig("export", str(tmp_path / "nothing"), "--divergence", "classes")
+    assert p.returncode == 2 and "no divergence.json" in p.stderr

@@ -1,0 +1,101 @@
+"""The teacher-forcing scorer: KV prefix reuse gives the rows a fresh prefill gives, bit for bit; the scoring order;
+the per-chunk comparison against plain numpy."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from rig.engines.llamacpp_logits import compare_chunk, compare_rows, prefix_order
+
+API_LIST = "".join(
+    f"- get{name}(city: str, day: int) -> dict: the {name.lower()} forecast of a city for a day, in SI units.\n"
+    for name in ("Weather", "Wind", "Rain", "Snow", "Fog", "Sun", "Tide", "Pollen", "Uv", "Air", "Heat", "Frost") * 3
+)
+
+
+def _prompt(question: str) -> str:
+    return (
+        f"<start_of_turn>user\nAPI list start\n{API_LIST}API list end\n\nQuestion start\n{question}\n"
+        "Question end<end_of_turn>\n<start_of_turn>model\n"
+    )
+
+
+@pytest.mark.model
+def test_prefix_reuse_gives_the_rows_of_a_fresh_prefill(embedded_weights: str) -> None:
+    """Prompts sharing a prefix longer than Gemma 3's 512-token sliding window, scored one after the other (each
+    taking the shared prefix from the KV cache), get exactly the rows a scorer prefilling each from position 0
+    computes. Exact, not a tolerance: llama.cpp's CPU kernels give a token different logits (up to ~1) when its
+    batch has another length (5-7 tokens against a long batch here), so reuse that changed a token's batch, kept a
+    stale position or decoded at wrong positions shows. The questions differ only near their end, so the part
+    prefilled after the cached prefix is short (where batch lengths differ most)."""
+    from rig.engines.llamacpp_logits import LogitScorer
+
+    reused, fresh = LogitScorer(embedded_weights, 2048, chunk=16), LogitScorer(embedded_weights, 2048, chunk=16)
+    try:
+        seqs = []
+        for question, reply in (
+            ("How windy is Turku?", '{"API": ["getWind"], "parameters": [{"city": "Turku"}]}'),
+            ("How windy is Oulu?", '{"API": ["getWind"], "parameters": [{"city": "Oulu"}]}'),
+            ("How windy is Oulu on Sunday?", '{"API": ["getWind"], "parameters": [{"city": "Oulu", "day": 6}]}'),
+            ("How windy is Oulu harbour in the evening?", '{"API": ["getWind"], "parameters": [{}]}'),
+        ):
+            p = reused.tokenize(_prompt(question), add_bos=True, special=True)
+            seqs.append((p + reused.tokenize(reply, add_bos=False, special=False), len(p)))
+        shared = next(i for i, (a, b) in enumerate(zip(seqs[0][0], seqs[1][0], strict=False)) if a != b)
+        assert shared > 512 + reused.block  # past the sliding window, and more than a block of it reusable
+
+        for k, (seq, at) in enumerate(seqs):
+            before = reused.stats.reused
+            got = [(i, rows.copy()) for i, rows in reused.rows(seq, at)]
+            if k:
+                assert reused.stats.reused - before >= shared - reused.block  # the prefix came from the cache
+            fresh.reset()
+            want = [(i, rows.copy()) for i, rows in fresh.rows(seq, at)]
+            assert [i for i, _ in got] == [i for i, _ in want]
+            assert sum(len(r) for _, r in got) == len(seq) - at
+            for (_, a), (_, b) in zip(got, want, strict=True):
+                assert np.array_equal(a, b), f"sequence {k}"
+        assert fresh.stats.reused == 0
+    finally:
+        reused.close()
+        fresh.close()
+
+
+def test_prefix_order_walks_the_prefix_tree() -> None:
+    seqs = [[1, 2, 9], [3, 1], [1, 2, 3, 4], [1, 5], [3], [1, 2, 3]]
+    order = prefix_order(seqs)
+    assert [seqs[i] for i in order] == [[1, 2, 3], [1, 2, 3, 4], [1, 2, 9], [1, 5], [3], [3, 1]]
+
+    def prefilled(ordered: list[list[int]]) -> int:  # positions evaluated with one cached sequence
+        total, prev = 0, []
+        for s in ordered:
+            common = next((i for i, (a, b) in enumerate(zip(prev, s, strict=False)) if a != b), min(len(prev), len(s)))
+            total, prev = total + len(s) - common, s
+        return total
+
+    assert prefilled([seqs[i] for i in order]) == 8 < prefilled(seqs)
+
+
+def test_chunk_comparison_matches_numpy_for_several_variants() -> None:
+    rng = np.random.default_rng(7)
+    vocab = 4096
+    ref = (rng.standard_normal((5, vocab)) * 4).astype(np.float32)
+    near = ref + (rng.standard_normal((5, vocab)) * 0.05).astype(np.float32)
+    far = ref + (rng.standard_normal((5, vocab)) * 2).astype(np.float32)
+    targets = [int(t) for t in rng.integers(0, vocab, 5)]
+    same, a, b = compare_chunk(ref, [ref.copy(), near, far], targets)
+    assert [x[0] for x in same] == [0.0] * 5 and all(x[1] for x in same)
+    assert [x[2] for x in same] == [x[3] for x in same]
+    assert a == compare_rows(ref, near, targets) and b == compare_rows(ref, far, targets)
+    for got, var in ((a, near), (b, far)):
+        lp = [x.astype(np.float64) for x in (ref, var)]
+        lp = [x - x.max(1, keepdims=True) for x in lp]
+        lp = [x - np.log(np.exp(x).sum(1, keepdims=True)) for x in lp]
+        kld = (np.exp(lp[0]) * (lp[0] - lp[1])).sum(1)
+        rows = np.arange(5)
+        assert np.allclose([x[0] for x in got], kld, rtol=1e-9, atol=1e-12)
+        assert [x[1] for x in got] == list(ref.argmax(1) == var.argmax(1))
+        assert np.allclose([x[2] for x in got], lp[0][rows, targets], rtol=1e-12)
+        assert np.allclose([x[3] for x in got], lp[1][rows, targets], rtol=1e-12)
+    assert 0 < np.mean([x[0] for x in a]) < np.mean([x[0] for x in b])
