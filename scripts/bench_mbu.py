@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import inspect
+import multiprocessing
 import os
 import platform
 import statistics
@@ -27,6 +28,7 @@ import tempfile
 import threading
 import time
 import uuid
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -36,6 +38,15 @@ from rig.registry import load_registry, resolve_weights
 from rig.runs.bench import BenchOptions, run_bench
 from rig.runs.screen import run_summaries
 from rig.telemetry.bandwidth import probe_cpu, save_probe
+
+
+def in_child(fn, *args):  # type: ignore[no-untyped-def]
+    """``fn(*args)`` in a fresh process. A bare loop run here would leave llama.cpp's OpenMP team of this process's
+    main thread alive, and with more OpenMP threads than CPUs libgomp stops spin-waiting: the next rig run in this
+    process would decode slower for that reason alone."""
+    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:  # not daemonic: vLLM forks
+        return pool.submit(fn, *args).result()
+
 
 PHRASE = " the map shows a route from the station to the harbour and back again"
 
@@ -146,7 +157,7 @@ def main() -> None:
         what = f"gemma3-270m converted to bf16 safetensors ({weights_bytes / 1e6:.1f} MB)"
 
         def bare(prompt: int) -> float:
-            return bare_vllm_tps(str(folder), prompt, a.max_tokens, n_ctx, engine_args)
+            return in_child(bare_vllm_tps, str(folder), prompt, a.max_tokens, n_ctx, engine_args)
 
         bare_name = "vLLM AsyncLLM streaming one request"
     else:
@@ -157,7 +168,7 @@ def main() -> None:
         model, what = "gemma3-270m", f"gemma3-270m Q4_K_M, file {weights_bytes / 1e6:.1f} MB"
 
         def bare(prompt: int) -> float:
-            return bare_llamacpp_tps(weights, prompt, a.max_tokens, threads, spec.context_length)
+            return in_child(bare_llamacpp_tps, weights, prompt, a.max_tokens, threads, spec.context_length)
 
         bare_name = "llama-cpp-python `generate`"
     probes, probe_threads, plains, plains_one, rig_mbu, rig_tps, rig_bpt, bare_tps, prompts = ([] for _ in range(9))
