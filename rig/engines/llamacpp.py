@@ -146,8 +146,10 @@ class LlamaCppEngine(Engine):
         team of worker threads for every thread that starts parallel work; once the process holds more of those
         threads than there are CPUs, libgomp stops spin-waiting at its barriers (hundreds per token) and sleeps in the
         kernel instead. Calls spread over asyncio's default executor (two of its threads in a plain `rig bench`)
-        made a second team and slowed decoding; one thread keeps one team. Calls also run in the order given, so
-        ``close`` waits for a call still running."""
+        made a second team and slowed decoding; one thread keeps one team, as a bare llama-cpp-python loop has. (On a
+        host shared with other busy processes spinning is what hurts: OMP_WAIT_POLICY=passive in the environment turns
+        it off, for rig and llama.cpp alike.) Calls also run in the order given, so ``close`` waits for a call still
+        running."""
         if self._native_thread is None:
             self._native_thread = ThreadPoolExecutor(1, thread_name_prefix="rig-llamacpp")
         return await asyncio.get_running_loop().run_in_executor(self._native_thread, fn, *args)
