@@ -72,5 +72,5 @@ def load(
     except (BenchError, SpecError) as e:
         fail(str(e))
     md = write_load(ldir, analyse(settings, runs))
-    say(f"load test: {ldir} (load.md, load.json; the figure as SVG, PDF and PNG)")
+    say(f"load test: {ldir} (load.md, load.html, load.json; the figure as SVG, PDF and PNG)")
     sys.stdout.write(md + "\n")

@@ -23,8 +23,10 @@ import logging
 import os
 import threading
 import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from rig.decoding.constraint import Constraint
 from rig.engines.base import Capabilities, Engine, EngineArgs, EngineError, Reply, openai_messages, openai_tools
@@ -55,6 +57,7 @@ def physical_cores(cpus: set[int] | None = None, sysfs: Path = Path("/sys/device
 # `rig bench` writes that logger to the run folder's engine.log. llama-cpp-python's own callback prints llama.cpp
 # warnings to stderr even with verbose=False (it maps ggml's WARN level to ERROR).
 native_log = logging.getLogger("rig.native")
+T = TypeVar("T")
 _GGML_LEVELS = {1: logging.DEBUG, 2: logging.INFO, 3: logging.WARNING, 4: logging.ERROR}  # ggml_log_level; 5 = cont.
 _log_state: dict[str, Any] = {"callback": None, "level": logging.INFO}
 
@@ -125,6 +128,7 @@ class LlamaCppEngine(Engine):
         self.threads: dict[str, int] = {}  # what llama.cpp runs with, for the manifest
         self._formatter: Any = None
         self._lock = threading.Lock()
+        self._native_thread: ThreadPoolExecutor | None = None  # where every llama.cpp call runs (see _native)
         # What the chat template renders, probed at load (see _probe_template).
         self.template = {"system": True, "tool_role": True, "tools": False}
 
@@ -137,8 +141,21 @@ class LlamaCppEngine(Engine):
             max_concurrency=1,
         )
 
+    async def _native(self, fn: Callable[..., T], *args: Any) -> T:
+        """Run ``fn`` on the engine's one thread. llama.cpp's CPU backend is built with OpenMP, and libgomp keeps a
+        team of worker threads for every thread that starts parallel work; once the process holds more of those
+        threads than there are CPUs, libgomp stops spin-waiting at its barriers (hundreds per token) and sleeps in the
+        kernel instead. Calls spread over asyncio's default executor (two of its threads in a plain `rig bench`)
+        made a second team and slowed decoding; one thread keeps one team, as a bare llama-cpp-python loop has. (On a
+        host shared with other busy processes spinning is what hurts: OMP_WAIT_POLICY=passive in the environment turns
+        it off, for rig and llama.cpp alike.) Calls also run in the order given, so ``close`` waits for a call still
+        running."""
+        if self._native_thread is None:
+            self._native_thread = ThreadPoolExecutor(1, thread_name_prefix="rig-llamacpp")
+        return await asyncio.get_running_loop().run_in_executor(self._native_thread, fn, *args)
+
     async def load(self) -> None:
-        await asyncio.to_thread(self._load_sync)
+        await self._native(self._load_sync)
 
     def gpu_kwargs(self) -> dict[str, Any]:
         """How ``Llama`` is told which device to use: ``main_gpu`` is a CUDA device ordinal, which is already a
@@ -340,7 +357,7 @@ class LlamaCppEngine(Engine):
         if self.llm is None:
             raise EngineError("engine not loaded")
         queued = time.perf_counter()
-        return await asyncio.to_thread(self._generate_sync, request, queued)
+        return await self._native(self._generate_sync, request, queued)
 
     def _generate_sync(self, request: ChatRequest, queued: float) -> Reply:
         import llama_cpp
@@ -435,8 +452,11 @@ class LlamaCppEngine(Engine):
 
     async def close(self) -> None:
         if self.llm is not None:
-            self.llm.close()
+            await self._native(self.llm.close)  # after a call still running on the engine's thread
             self.llm = None
+        if self._native_thread is not None:
+            self._native_thread.shutdown(wait=False)  # its OpenMP team goes with it
+            self._native_thread = None
 
     def versions(self) -> dict[str, str]:
         import llama_cpp

@@ -27,7 +27,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, ValidationError
 
-from rig.records import EpisodeResult, write_record
+from rig.records import EpisodeResult, write_atomic, write_record
 from rig.runs.bench import BenchError, BenchOptions
 from rig.runs.spec import RunSpec
 from rig.scoring.stats import percentile
@@ -566,16 +566,43 @@ def load_markdown(rep: LoadReport, figure: str) -> str:
     return "\n".join(lines)
 
 
+def load_html(rep: LoadReport, figure: str) -> str:
+    """The self-contained page (the run report's CSP and styles): the verdict, the table, then `figure` (inline SVG,
+    or a note saying why there is none)."""
+    from html import escape
+
+    from rig.runs.html import CSP, CSS, table_html
+
+    v = rep.verdict
+    title = f"rig load: {rep.model} on {rep.benchmark}"
+    verdict = "none" if v.level is None else f"concurrency {v.level}"
+    return (
+        f'<!doctype html><html><head><meta charset="utf-8">'
+        f'<meta http-equiv="Content-Security-Policy" content="{CSP}"><title>{escape(title)}</title>'
+        f"<style>{CSS}</style></head><body><h1>{escape(title)}</h1>"
+        f"<p><b>Verdict: {escape(verdict)}</b> ({escape(v.reason)}).</p>"
+        + "".join(table_html(t) for t in load_tables(rep))
+        + f'<div class="plots">{figure}</div></body></html>'
+    )
+
+
 def write_load(ldir: Path, rep: LoadReport) -> str:
-    """load.json (the typed report), load.md and the figure (SVG, PDF, PNG) in the load folder."""
-    from rig.runs.plots import PlotsUnavailable, save_figure
+    """load.json (the typed report), load.md, load.html and the figure (SVG, PDF, PNG) in the load folder, each
+    written whole (`write_atomic`)."""
+    from html import escape
+
+    from rig.runs.plots import PlotsUnavailable, figure_svg, save_figure
 
     write_record(ldir / "load.json", rep)
     try:
-        save_figure(load_figure(rep), ldir, "load")
+        fig = load_figure(rep)
+        save_figure(fig, ldir, "load")
         figure = "![score and p95 latency against concurrency](load.svg)"
+        inline = figure_svg(fig)
     except PlotsUnavailable as e:
         figure = f"_No figure: {e}._"
+        inline = f'<p class="note">No figure: {escape(str(e))}.</p>'
     md = load_markdown(rep, figure)
-    (ldir / "load.md").write_text(md)
+    write_atomic(ldir / "load.md", md)
+    write_atomic(ldir / "load.html", load_html(rep, inline))
     return md

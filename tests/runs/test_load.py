@@ -31,6 +31,7 @@ from rig.runs.load import (
 from rig.runs.runner import plan, run_items
 from rig.runs.store import Store
 from tests.fakes import FakeEngine
+from tests.runs.test_html import CHROMIUM, _can_isolate, _chromium
 from tests.runs.test_report import _build_fake, cutting_engine, make_run
 from tests.runs.test_runner import oracle
 
@@ -198,6 +199,56 @@ def test_report_files_and_round_trip(tmp_path: Path) -> None:
     assert all(f'id="score:{n}"' in svg for n in (1, 2, 4))
     assert 'id="latency:TTFT p95"' in svg and 'id="latency:E2E p95"' in svg
     assert (tmp_path / "load.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_load_html_page_holds_the_verdict_table_and_figure(tmp_path: Path) -> None:
+    """load.html beside load.md: self-contained (the run report's CSP, nothing fetched), the verdict, the table's
+    columns and each level's row with its values, and the score / p95 figure inline as SVG."""
+    pytest.importorskip("matplotlib")
+    import re
+    from html import unescape
+
+    settings = LoadSettings(bench=BenchOptions(), levels=[1, 2, 4], slos=parse_slos("ttft_p95=2s"))
+    rep = analyse(settings, _levels(tmp_path))
+    write_load(tmp_path, rep)
+    page = (tmp_path / "load.html").read_text()
+    assert page.startswith("<!doctype html>") and "Content-Security-Policy" in page and "default-src 'none'" in page
+    assert not re.search(r'(src|href)\s*=\s*"(https?:)?//', page) and "<link" not in page
+    assert "<b>Verdict: concurrency 2</b>" in page and unescape(rep.verdict.reason) in unescape(page)
+    rows = re.findall(r"<tr>(.*?)</tr>", page, re.S)
+    cells = [[unescape(c) for c in re.findall(r"<t[dh]>(.*?)</t[dh]>", r)] for r in rows]
+    assert cells[0][:3] == ["Concurrency", "Peak in flight", "Samples"] and cells[0][-1] == "Passes"
+    assert [c[0] for c in cells[1:]] == ["1", "2", "4"]
+    assert cells[3][:4] == ["4", "4", "8", "0.500"] and cells[3][-1].startswith("no: ")
+    svg = re.search(r"<svg.*?</svg>", page, re.S)
+    assert svg is not None
+    assert all(re.search(rf'id="f[0-9a-f]+-score:{n}"', svg.group(0)) for n in (1, 2, 4))
+    assert re.search(r'id="f[0-9a-f]+-latency:TTFT p95"', svg.group(0))
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium package is not installed")
+@pytest.mark.skipif(not _can_isolate(), reason="unshare -n is not permitted here; Chromium is not run un-isolated")
+def test_load_html_renders_in_headless_chromium(tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    rep = analyse(LoadSettings(bench=BenchOptions(), levels=[1, 2, 4]), _levels(tmp_path))
+    write_load(tmp_path, rep)
+    dom = _chromium(tmp_path, tmp_path / "load.html", tmp_path / "load_page.png")
+    assert dom.count("<tr>") == 4 and "Verdict: concurrency 2" in dom
+
+
+def test_load_html_without_matplotlib_says_why(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from rig.runs import load as load_mod
+    from rig.runs.plots import PlotsUnavailable
+
+    def no_plots(_rep: LoadReport) -> None:
+        raise PlotsUnavailable("figures need matplotlib: pip install 'rig[plots]'")
+
+    monkeypatch.setattr(load_mod, "load_figure", no_plots)
+    rep = analyse(LoadSettings(bench=BenchOptions(), levels=[1, 2]), _levels(tmp_path)[:2])
+    write_load(tmp_path, rep)
+    page = (tmp_path / "load.html").read_text()
+    assert "<svg" not in page and "No figure: figures need matplotlib" in page
+    assert "<th>Concurrency</th>" in page
 
 
 def test_no_slo_means_goodput_not_measured(tmp_path: Path) -> None:
