@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import json
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -100,25 +101,7 @@ def export(run_dir: Path, fmt: str, out: Path | None = None) -> Path:
         raise ValueError(f"unknown export format {fmt!r}: choose csv, jsonl or parquet")
     rows = episode_rows(run_dir)
     out = out or run_dir / f"episodes.{fmt}"
-    if fmt == "parquet":
-        try:
-            import pyarrow as pa
-            import pyarrow.parquet as pq
-        except ImportError:
-            raise RuntimeError("parquet export needs pyarrow: pip install 'rig[export]'") from None
-    with atomic_path(out) as tmp:
-        if fmt == "jsonl":
-            with tmp.open("w", encoding="utf-8") as f:
-                for r in rows:
-                    f.write(json.dumps(r, ensure_ascii=False) + "\n")
-        elif fmt == "csv":
-            cols = list(dict.fromkeys(k for r in rows for k in r))
-            with tmp.open("w", newline="", encoding="utf-8") as f:
-                w = csv.DictWriter(f, fieldnames=cols)
-                w.writeheader()
-                w.writerows(rows)
-        else:
-            pq.write_table(pa.Table.from_pylist(rows), tmp)
+    write_rows(rows, list(dict.fromkeys(k for r in rows for k in r)), fmt, out)
     return out
 
 
@@ -148,12 +131,12 @@ def export_divergence(cdir: Path, table: str, fmt: str, out: Path | None = None)
 
     rows = divergence_rows(cdir, table)
     out = out or cdir / f"divergence-{table}.{fmt}"
-    _write_rows(rows, CSV_COLUMNS if table == "classes" else EPISODE_COLUMNS, fmt, out)
+    write_rows(rows, CSV_COLUMNS if table == "classes" else EPISODE_COLUMNS, fmt, out)
     return out
 
 
-def _write_rows(rows: list[dict[str, Any]], columns: tuple[str, ...], fmt: str, out: Path) -> None:
-    """``export``'s writer with fixed columns (the divergence tables'); written whole through ``atomic_path``."""
+def write_rows(rows: list[dict[str, Any]], columns: Sequence[str], fmt: str, out: Path) -> None:
+    """Rows to csv (these columns, in this order), jsonl or parquet, written whole through ``atomic_path``."""
     if fmt == "parquet":
         try:
             import pyarrow as pa
