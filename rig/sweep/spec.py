@@ -64,46 +64,40 @@ class SweepSpec(Strict):
         return [{"name": b} if isinstance(b, str) else b for b in v] if isinstance(v, list) else v
 
 
-class Cell(BaseModel):
-    """One run of the matrix; `key` names its folder."""
+# What names a cell's folder: these settings as JSON, hashed. The same fields and values as the rigs before Cell was a
+# RunSpec, so their sweeps find their cells again.
+CELL_KEY = (
+    "model",
+    "benchmark",
+    "options",
+    "data",
+    "decode",
+    "tool_mode",
+    "repeats",
+    "limit",
+    "seed",
+    "max_tokens",
+    "temperature",
+    "models_file",
+)
 
-    model: str
+
+class Cell(RunSpec):
+    """One run of the matrix: the RunSpec of every shard of it (each job adds `shard` and `gpu`); `key` names its
+    folder."""
+
+    model: str  # a cell always names both
     benchmark: str
-    options: dict[str, Any]
-    data: str | None
-    decode: DecodeMode
-    tool_mode: ToolMode
-    repeats: int
-    limit: int | None
-    seed: int
-    max_tokens: MaxTokens | None
-    temperature: float | None
-    models_file: str | None
 
     @property
     def key(self) -> str:
-        blob = json.dumps(self.model_dump(mode="json"), sort_keys=True)
+        blob = json.dumps(self.model_dump(mode="json", include=set(CELL_KEY)), sort_keys=True)
         name = f"{self.model}-{self.benchmark}-{self.decode}-{self.tool_mode}".replace("/", "_").replace("@", "_")
         return f"{name}-{hashlib.sha256(blob.encode()).hexdigest()[:10]}"
 
     def spec(self, shard: str | None = None, gpu: int | None = None) -> RunSpec:
         """The cell's run (one shard of it), as the spec.json its `rig bench` process reads."""
-        fields = dict(
-            model=self.model,
-            benchmark=self.benchmark,
-            options=self.options,
-            data=self.data,
-            decode=self.decode,
-            tool_mode=self.tool_mode,
-            repeats=self.repeats,
-            limit=self.limit,
-            seed=self.seed,
-            max_tokens=self.max_tokens,
-            temperature=self.temperature,
-            models_file=self.models_file,
-            shard=shard,
-            gpu=gpu,
-        )
+        fields = {**self.model_dump(include=set(CELL_KEY)), "shard": shard, "gpu": gpu}
         return RunSpec.model_validate({k: v for k, v in fields.items() if v is not None})
 
 
@@ -144,7 +138,7 @@ def load_sweep(path: Path) -> tuple[SweepSpec, list[Cell]]:
             model=m,
             benchmark=b.name,
             options=b.options,
-            data=str(base / b.data) if b.data else None,
+            data=base / b.data if b.data else None,
             decode=d,
             tool_mode=t,
             repeats=spec.repeats,
@@ -152,7 +146,7 @@ def load_sweep(path: Path) -> tuple[SweepSpec, list[Cell]]:
             seed=spec.seed,
             max_tokens=spec.max_tokens,
             temperature=spec.temperature,
-            models_file=str(models_file) if models_file else None,
+            models_file=models_file,
         )
         for m, b, d, t in itertools.product(spec.models, spec.benchmarks, spec.decode, spec.tool_mode)
     ]

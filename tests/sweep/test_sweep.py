@@ -182,6 +182,40 @@ def test_list_null_and_mapping_options_reach_each_cell_exactly(
     assert cells[1].options["weights"] == {"routing": {"maps": [1, 0.5]}, "note": None}
 
 
+def test_a_cells_folder_name_is_the_hash_of_its_settings_as_earlier_rigs_wrote_them(sweep_dir: Path) -> None:
+    """Cells found again by a later rig: the key hashes the same twelve settings, as the same JSON values, that a
+    cell folder was named from before Cell became a RunSpec (the options, paths and unset overrides included)."""
+    import hashlib
+    import json
+
+    data = sweep_dir / "cn"
+    f = write(
+        sweep_dir,
+        "models: [fake-a]\nbenchmarks:\n  - {name: callnavi, data: cn, options: {domains: [maps], task: routing}}\n"
+        "decode: [json]\nrepeats: 2\nlimit: 3\nseed: 7\ntemperature: 0.5\nmodels_file: models.yaml\n",
+    )
+    data.mkdir()
+    _, cells = load_sweep(f)
+    before = {
+        "model": "fake-a",
+        "benchmark": "callnavi",
+        "options": {"domains": ["maps"], "task": "routing"},
+        "data": str(data.resolve()),
+        "decode": "json",
+        "tool_mode": "prompt",
+        "repeats": 2,
+        "limit": 3,
+        "seed": 7,
+        "max_tokens": None,
+        "temperature": 0.5,
+        "models_file": str((sweep_dir / "models.yaml").resolve()),
+    }
+    digest = hashlib.sha256(json.dumps(before, sort_keys=True).encode()).hexdigest()[:10]
+    assert [c.key for c in cells] == [f"fake-a-callnavi-json-prompt-{digest}"]
+    spec = cells[0].spec(shard="1/2", gpu=0)
+    assert type(spec).__name__ == "RunSpec" and spec.shard == "1/2" and spec.gpu == 0 and spec.seed == 7
+
+
 @pytest.mark.parametrize("gpus,num_gpus,together", [("", 0, False), ("0,1", 0, False), ("0,1", 1, True)])
 def test_local_cells_run_at_once_where_the_gpus_allow(
     sweep_dir: Path, monkeypatch: pytest.MonkeyPatch, gpus: str, num_gpus: int, together: bool
