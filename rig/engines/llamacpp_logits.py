@@ -17,7 +17,6 @@ came before (tests/engines/test_llamacpp_logits.py checks this bit for bit).
 from __future__ import annotations
 
 import ctypes
-import hashlib
 from collections.abc import Iterator
 from typing import Any
 
@@ -105,18 +104,6 @@ class LogitScorer:
         llama_cpp.llama_memory_clear(llama_cpp.llama_get_memory(self._ctx), True)
         self._cached, self._whole = [], 0
 
-    def tokenizer_digest(self) -> str:
-        """A hash of every vocabulary entry's text and the special token ids: equal digests, equal tokenizers."""
-        import llama_cpp
-
-        vocab = self.llm._model.vocab
-        h = hashlib.sha256()
-        h.update(f"{self.n_vocab} {self.llm.token_bos()} {self.llm.token_eos()}".encode())
-        # one update over the joined texts: the same bytes as one update per entry, without 2 x 262,144 calls
-        texts = [llama_cpp.llama_vocab_get_text(vocab, t) or b"" for t in range(self.n_vocab)]
-        h.update(b"\0".join(texts) + b"\0")
-        return h.hexdigest()[:16]
-
     def tokenize(self, text: str, *, add_bos: bool, special: bool) -> list[int]:
         return list(self.llm.tokenize(text.encode(), add_bos=add_bos, special=special))
 
@@ -200,12 +187,6 @@ def prefix_order(sequences: list[list[int]]) -> list[int]:
     """Indices of ``sequences`` in lexicographic token order: a depth-first walk of their prefix tree, so with one
     cached sequence every shared prefix is prefilled once (the order that prefills the fewest positions)."""
     return sorted(range(len(sequences)), key=lambda i: sequences[i])
-
-
-def log_softmax(row: np.ndarray) -> np.ndarray:
-    x = row.astype(np.float64)
-    m = x.max()
-    return x - (m + np.log(np.exp(x - m).sum()))
 
 
 class _Softmax:

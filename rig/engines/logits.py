@@ -144,18 +144,29 @@ def _at(row: np.ndarray | TopK, full: np.ndarray | None, ids: np.ndarray) -> np.
 def compare_one(ref: np.ndarray | TopK, var: np.ndarray | TopK, target: int) -> tuple[float, bool, float, float]:
     """KL(ref || var) (exact for two full rows, else the coarse-grained lower bound), whether the top-1 tokens agree
     (a most likely token in common, ties included), and each side's log-probability of the target."""
+    return compare_variants(ref, [var], target)[0]
+
+
+def compare_variants(
+    ref: np.ndarray | TopK, variants: Sequence[np.ndarray | TopK], target: int
+) -> list[tuple[float, bool, float, float]]:
+    """``compare_one`` of one reference row against each variant's row of the same position, the reference's
+    log-softmax and most likely tokens computed once for all of them."""
     fr, kr = _known(ref)
-    fv, kv = _known(var)
-    if fr is not None and fv is not None:
-        kld = float(np.dot(np.exp(fr), fr - fv))
-    else:
-        known = [x for x in (kr, kv) if x is not None]
-        ids = np.intersect1d(known[0], known[1]) if len(known) == 2 else known[0]
-        kld = coarse_kld(_at(ref, fr, ids), _at(var, fv, ids))
-    agree = bool(_tops(ref, fr) & _tops(var, fv))
+    tops_r = _tops(ref, fr)
     lr = float(fr[target]) if fr is not None else ref.logprob(target)  # type: ignore[union-attr]
-    lv = float(fv[target]) if fv is not None else var.logprob(target)  # type: ignore[union-attr]
-    return kld, agree, lr, lv
+    out = []
+    for var in variants:
+        fv, kv = _known(var)
+        if fr is not None and fv is not None:
+            kld = float(np.dot(np.exp(fr), fr - fv))
+        else:
+            known = [x for x in (kr, kv) if x is not None]
+            ids = np.intersect1d(known[0], known[1]) if len(known) == 2 else known[0]
+            kld = coarse_kld(_at(ref, fr, ids), _at(var, fv, ids))
+        lv = float(fv[target]) if fv is not None else var.logprob(target)  # type: ignore[union-attr]
+        out.append((kld, bool(tops_r & _tops(var, fv)), lr, lv))
+    return out
 
 
 def _tops(row: np.ndarray | TopK, full: np.ndarray | None) -> set[int]:

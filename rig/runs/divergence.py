@@ -447,7 +447,7 @@ def compute(s: DivergenceSettings, loaded: dict[str, Any] | None = None) -> Dive
     """The whole pass, in memory: replay, teacher-force every variant, aggregate. Raises DivergenceError.
     ``loaded``: vLLM scorers the caller already holds, by ``"vllm:" + weights`` (used, not closed)."""
     from rig.engines.llamacpp_logits import LogitsError, prefix_order
-    from rig.engines.logits import compare_one
+    from rig.engines.logits import compare_variants
     from rig.runformat import NewerFormatError, RunFileError
     from rig.runs.folder import RunFolder
 
@@ -523,8 +523,8 @@ def compute(s: DivergenceSettings, loaded: dict[str, Any] | None = None) -> Dive
                     + "]]"
                     + text_bytes[b : b + 20].decode("utf-8", "replace")
                 )
-                for (v, _, _), row in zip(scorers, at[1:], strict=True):
-                    kld, agree, lr, lv = compare_one(at[0], row, target)
+                compared = compare_variants(at[0], at[1:], target)
+                for (v, _, _), (kld, agree, lr, lv) in zip(scorers, compared, strict=True):
                     by_pair[n][v.name].append(
                         _Scored(
                             episode_id=p.episode_id,
