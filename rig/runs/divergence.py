@@ -633,15 +633,20 @@ def write_report(report: DivergenceReport, out: Path) -> list[Path]:
 
 
 def read_report(out: Path) -> DivergenceReport:
+    """A comparison folder's divergence.json; ValueError naming the file (and the field), NewerFormatError from a
+    newer rig."""
+    import json
+
+    from rig.records import read_record
     from rig.runformat import check_version
 
     path = out / "divergence.json"
-    text = path.read_text()
-    import json
-
-    found = json.loads(text).get("format_version", 1)
-    check_version(path, found, DIVERGENCE_FORMAT)
-    return DivergenceReport.model_validate_json(text)
+    try:
+        head = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as e:
+        raise ValueError(f"{path}: not readable JSON ({getattr(e, 'strerror', None) or e})") from None
+    check_version(path, head.get("format_version", 1) if isinstance(head, dict) else 1, DIVERGENCE_FORMAT)
+    return read_record(path, DivergenceReport)
 
 
 def _f(x: float | None, digits: int = 4) -> str:

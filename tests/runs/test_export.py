@@ -135,3 +135,22 @@ def test_divergence_export_cli(tmp_path: Path) -> None:
     assert p.returncode == 2 and "choose classes or episodes" in p.stderr
     p = rig("export", str(tmp_path / "nothing"), "--divergence", "classes")
     assert p.returncode == 2 and "no divergence.json" in p.stderr
+
+
+@pytest.mark.parametrize(
+    "content,says",
+    [
+        (b'{"format_version": 1, "classes": [', "divergence.json: not readable JSON"),
+        (b"\x00\xff", "divergence.json: not readable JSON"),
+        (b'{"format_version": 1}', "divergence.json: settings: Field required"),
+    ],
+)
+def test_divergence_export_of_a_damaged_file_names_it_and_writes_nothing(
+    tmp_path: Path, content: bytes, says: str
+) -> None:
+    from rig.runs.export import export_divergence
+
+    (tmp_path / "divergence.json").write_bytes(content)
+    with pytest.raises(ValueError, match=says):
+        export_divergence(tmp_path, "classes", "csv")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["divergence.json"]
