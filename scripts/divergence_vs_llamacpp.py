@@ -26,7 +26,8 @@ from pathlib import Path
 
 import numpy as np
 
-from rig.engines.llamacpp_logits import LogitScorer, compare_rows
+from rig.engines.llamacpp_logits import LogitScorer
+from rig.engines.logits import compare
 from rig.registry import load_registry, resolve_weights
 
 
@@ -79,7 +80,7 @@ def rig_figures(ref: LogitScorer, var: LogitScorer, chunks: np.ndarray, bos: int
             seq[0] = bos
         first = len(seq) // 2 + 1  # rows() yields the logits predicting seq[first:], i.e. from position first - 1
         for (start, r), (_, v) in zip(ref.rows(seq, first), var.rows(seq, first), strict=True):
-            for kld, same, _, _ in compare_rows(r, v, seq[start : start + len(r)]):
+            for kld, same, _, _ in compare(r, v, seq[start : start + len(r)]):
                 klds.append(kld)
                 agree += same
     return float(np.mean(klds)), agree / len(klds), len(klds)

@@ -16,6 +16,7 @@ agreement stays exact (both most likely tokens are known), and so do the target'
 from __future__ import annotations
 
 import hashlib
+import threading
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
@@ -126,19 +127,68 @@ def coarse_kld(lp_ref: np.ndarray, lp_var: np.ndarray) -> float:
     return max(0.0, kld)  # >= 0 in exact arithmetic
 
 
-def _known(row: np.ndarray | TopK) -> tuple[np.ndarray | None, np.ndarray | None]:
-    """(full log-probabilities, None) of a full row; (None, known ids) of a top-k one."""
-    if isinstance(row, TopK):
-        return None, row.ids
-    return log_softmax(row), None
+_scratch = threading.local()
 
 
-def _at(row: np.ndarray | TopK, full: np.ndarray | None, ids: np.ndarray) -> np.ndarray:
-    if full is not None:
-        return full[ids]
-    assert isinstance(row, TopK)
-    where = {int(t): i for i, t in enumerate(row.ids)}
-    return row.logprobs[[where[int(t)] for t in ids]]
+def _buffer(name: str, n: int, dtype: type = np.float64) -> np.ndarray:
+    """A reusable vocabulary-sized array per thread: a fresh 2 MB array per row costs its page faults every time,
+    more than the arithmetic."""
+    buf = getattr(_scratch, name, None)
+    if buf is None or buf.shape[0] != n:
+        buf = np.empty(n, dtype=dtype)
+        setattr(_scratch, name, buf)
+    return buf
+
+
+class _Full:
+    """One full logit row's softmax pieces in float64, computed once: exp(row - max) and its sum, the log-sum-exp,
+    and the most likely tokens (all of them when tied). ``exp`` lives in the scratch buffer ``slot`` until the next
+    row of that slot."""
+
+    __slots__ = ("exp", "lse", "row", "sum", "tops")
+
+    def __init__(self, row: np.ndarray, slot: str) -> None:
+        self.row = row
+        m = row.max()
+        self.exp = np.subtract(row, m, out=_buffer(slot, row.shape[0]), dtype=np.float64)
+        np.exp(self.exp, out=self.exp)
+        self.sum = float(self.exp.sum())
+        self.lse = float(m) + float(np.log(self.sum))
+        tied = np.equal(row, m, out=_buffer("tied", row.shape[0], np.bool_))
+        self.tops = {int(t) for t in np.flatnonzero(tied)}
+
+    def logprob(self, ids: np.ndarray | int) -> np.ndarray:
+        return np.asarray(self.row[ids], dtype=np.float64) - self.lse
+
+    def kld_to(self, other: _Full) -> float:
+        """KL(self || other) = sum p (log p - log q) = sum p (r - v) - lse_r + lse_v: one exp per row (none over p);
+        rows equal bit for bit give exactly 0 (r - v is 0, the two lse are the same numbers)."""
+        diff = np.subtract(self.row, other.row, out=_buffer("diff", self.row.shape[0]), dtype=np.float64)
+        return float(np.dot(self.exp, diff)) / self.sum - self.lse + other.lse
+
+
+def _side(row: np.ndarray | TopK, slot: str) -> _Full | TopK:
+    return row if isinstance(row, TopK) else _Full(row, slot)
+
+
+def _tops(side: _Full | TopK) -> set[int]:
+    """The most likely tokens, all of them when tied: bf16 logits tie often, and which of the tied ones an engine
+    ranks first (vLLM's top-k) or an argmax returns (lowest id) is an accident of the implementation."""
+    if isinstance(side, _Full):
+        return side.tops
+    head = side.logprobs[: side.k]
+    return {int(t) for t in side.ids[: side.k][head == head.max()]}
+
+
+def _at(side: _Full | TopK, ids: np.ndarray) -> np.ndarray:
+    if isinstance(side, _Full):
+        return side.logprob(ids)
+    where = {int(t): i for i, t in enumerate(side.ids)}
+    return side.logprobs[[where[int(t)] for t in ids]]
+
+
+def _target(side: _Full | TopK, target: int) -> float:
+    return float(side.logprob(target)) if isinstance(side, _Full) else side.logprob(target)
 
 
 def compare_one(ref: np.ndarray | TopK, var: np.ndarray | TopK, target: int) -> tuple[float, bool, float, float]:
@@ -151,41 +201,24 @@ def compare_variants(
     ref: np.ndarray | TopK, variants: Sequence[np.ndarray | TopK], target: int
 ) -> list[tuple[float, bool, float, float]]:
     """``compare_one`` of one reference row against each variant's row of the same position, the reference's
-    log-softmax and most likely tokens computed once for all of them."""
-    fr, kr = _known(ref)
-    tops_r = _tops(ref, fr)
-    lr = float(fr[target]) if fr is not None else ref.logprob(target)  # type: ignore[union-attr]
+    softmax computed once for all of them."""
+    r = _side(ref, "ref")
+    tops_r, lr = _tops(r), _target(r, target)
     out = []
     for var in variants:
-        fv, kv = _known(var)
-        if fr is not None and fv is not None:
-            kld = float(np.dot(np.exp(fr), fr - fv))
+        v = _side(var, "var")
+        if isinstance(r, _Full) and isinstance(v, _Full):
+            kld = r.kld_to(v)
         else:
-            known = [x for x in (kr, kv) if x is not None]
+            known = [x.ids for x in (r, v) if isinstance(x, TopK)]
             ids = np.intersect1d(known[0], known[1]) if len(known) == 2 else known[0]
-            kld = coarse_kld(_at(ref, fr, ids), _at(var, fv, ids))
-        lv = float(fv[target]) if fv is not None else var.logprob(target)  # type: ignore[union-attr]
-        out.append((kld, bool(tops_r & _tops(var, fv)), lr, lv))
+            kld = coarse_kld(_at(r, ids), _at(v, ids))
+        out.append((kld, bool(tops_r & _tops(v)), lr, _target(v, target)))
     return out
 
 
-def _tops(row: np.ndarray | TopK, full: np.ndarray | None) -> set[int]:
-    """The most likely tokens, all of them when tied: bf16 logits tie often, and which of the tied ones an engine
-    ranks first (vLLM's top-k) or an argmax returns (lowest id) is an accident of the implementation."""
-    if full is not None:
-        return {int(t) for t in np.flatnonzero(full == full.max())}
-    assert isinstance(row, TopK)
-    head = row.logprobs[: row.k]
-    return {int(t) for t in row.ids[: row.k][head == head.max()]}
-
-
 def compare(ref: Rows, var: Rows, targets: list[int]) -> list[tuple[float, bool, float, float]]:
-    """Per position of a chunk: KL divergence, top-1 agreement, log-probs of the target (see ``compare_one``); two
-    full chunks go through llama.cpp's vectorised-per-row path."""
-    if isinstance(ref, np.ndarray) and isinstance(var, np.ndarray):
-        from rig.engines.llamacpp_logits import compare_rows
-
-        return compare_rows(ref, var, targets)
+    """Per position of a chunk: KL divergence, top-1 agreement, log-probs of the target (see ``compare_one``)."""
     return [compare_one(r, v, t) for r, v, t in zip(ref, var, targets, strict=True)]
 
 

@@ -6,8 +6,16 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from rig.engines.llamacpp_logits import compare_rows
-from rig.engines.logits import REST_FLOOR, TopK, coarse_kld, compare, compare_one, log_softmax, truncate
+from rig.engines.logits import (
+    REST_FLOOR,
+    TopK,
+    coarse_kld,
+    compare,
+    compare_one,
+    compare_variants,
+    log_softmax,
+    truncate,
+)
 
 
 def _pair(rng: np.random.Generator, vocab: int, spread: float) -> tuple[np.ndarray, np.ndarray]:
@@ -92,17 +100,41 @@ def test_rest_masses_at_rounding_level_stay_finite() -> None:
     assert coarse_kld(lp, lp) == 0.0
 
 
-def test_chunks_of_full_rows_match_llama_cpp_compare() -> None:
+def test_top_k_rows_holding_the_whole_vocabulary_give_the_full_row_results() -> None:
     rng = np.random.default_rng(1)
     rows = [_pair(rng, 300, 1.0) for _ in range(6)]
     ref = np.stack([a for a, _ in rows])
     var = np.stack([b for _, b in rows])
     targets = [int(t) for t in rng.integers(300, size=6)]
-    assert compare(ref, var, targets) == compare_rows(ref, var, targets)
     mixed = compare(ref, [truncate(x, 300, t) for x, t in zip(var, targets, strict=True)], targets)
-    for (k1, a1, r1, v1), (k2, a2, r2, v2) in zip(mixed, compare_rows(ref, var, targets), strict=True):
+    for (k1, a1, r1, v1), (k2, a2, r2, v2) in zip(mixed, compare(ref, var, targets), strict=True):
         assert k1 == pytest.approx(k2, rel=1e-9, abs=1e-12) and a1 == a2
         assert r1 == pytest.approx(r2) and v1 == pytest.approx(v2)
+
+
+def test_chunk_comparison_matches_numpy_for_several_variants() -> None:
+    rng = np.random.default_rng(7)
+    vocab = 4096
+    ref = (rng.standard_normal((5, vocab)) * 4).astype(np.float32)
+    near = ref + (rng.standard_normal((5, vocab)) * 0.05).astype(np.float32)
+    far = ref + (rng.standard_normal((5, vocab)) * 2).astype(np.float32)
+    targets = [int(t) for t in rng.integers(0, vocab, 5)]
+    per_row = [compare_variants(ref[i], [ref[i].copy(), near[i], far[i]], t) for i, t in enumerate(targets)]
+    same, a, b = ([row[k] for row in per_row] for k in range(3))
+    assert [x[0] for x in same] == [0.0] * 5 and all(x[1] for x in same)
+    assert [x[2] for x in same] == [x[3] for x in same]
+    assert a == compare(ref, near, targets) and b == compare(ref, far, targets)
+    for got, var in ((a, near), (b, far)):
+        lp = [x.astype(np.float64) for x in (ref, var)]
+        lp = [x - x.max(1, keepdims=True) for x in lp]
+        lp = [x - np.log(np.exp(x).sum(1, keepdims=True)) for x in lp]
+        kld = (np.exp(lp[0]) * (lp[0] - lp[1])).sum(1)
+        rows = np.arange(5)
+        assert np.allclose([x[0] for x in got], kld, rtol=1e-9, atol=1e-12)
+        assert [x[1] for x in got] == list(ref.argmax(1) == var.argmax(1))
+        assert np.allclose([x[2] for x in got], lp[0][rows, targets], rtol=1e-12)
+        assert np.allclose([x[3] for x in got], lp[1][rows, targets], rtol=1e-12)
+    assert 0 < np.mean([x[0] for x in a]) < np.mean([x[0] for x in b])
 
 
 def test_top_k_record() -> None:

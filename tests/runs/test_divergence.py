@@ -105,7 +105,8 @@ def test_streamed_rows_match_full_logits_and_numpy(quantized_models: Path, embed
     top-1 and log-probs recomputed by plain vectorised numpy."""
     from llama_cpp import Llama
 
-    from rig.engines.llamacpp_logits import LogitScorer, compare_rows
+    from rig.engines.llamacpp_logits import LogitScorer
+    from rig.engines.logits import compare
 
     prompt = "<start_of_turn>user\nCall the weather API for Helsinki.<end_of_turn>\n<start_of_turn>model\n"
     reply = '{"API": ["getWeather"], "parameters": [{"city": "Helsinki", "lat": 60.17}]}'
@@ -116,7 +117,7 @@ def test_streamed_rows_match_full_logits_and_numpy(quantized_models: Path, embed
     first = len(ptoks)
     streamed = []
     for (i, ra), (_, rb) in zip(a.rows(seq, first), b.rows(seq, first), strict=True):
-        streamed += compare_rows(ra, rb, seq[i : i + len(ra)])
+        streamed += compare(ra, rb, seq[i : i + len(ra)])
     a.close()
     b.close()
     full = []
