@@ -24,10 +24,11 @@ def _prompt(question: str) -> str:
 def test_prefix_reuse_gives_the_rows_of_a_fresh_prefill(embedded_weights: str) -> None:
     """Prompts sharing a prefix longer than Gemma 3's 512-token sliding window, scored one after the other (each
     taking the shared prefix from the KV cache), get exactly the rows a scorer prefilling each from position 0
-    computes. Exact, not a tolerance: llama.cpp's CPU kernels give a token different logits (up to ~1) when its
-    batch has another length (5-7 tokens against a long batch here), so reuse that changed a token's batch, kept a
+    computes. Exact, not a tolerance: llama.cpp's CPU kernels give a token different logits (up to ~1) when it moves
+    between the 4-row groups and the tail of its batch, so reuse that changed a token's place in its batch, kept a
     stale position or decoded at wrong positions shows. The questions differ only near their end, so the part
-    prefilled after the cached prefix is short (where batch lengths differ most)."""
+    prefilled after the cached prefix is short (where batch lengths differ most). A fresh prompt is prefilled in
+    batches of 512 (32-position batches took 2.6x as long)."""
     from rig.engines.llamacpp_logits import LogitScorer
 
     reused, fresh = LogitScorer(embedded_weights, 2048, chunk=16), LogitScorer(embedded_weights, 2048, chunk=16)
@@ -50,7 +51,9 @@ def test_prefix_reuse_gives_the_rows_of_a_fresh_prefill(embedded_weights: str) -
             if k:
                 assert reused.stats.reused - before >= shared - reused.block  # the prefix came from the cache
             fresh.reset()
+            d0 = fresh.stats.decodes
             want = [(i, rows.copy()) for i, rows in fresh.rows(seq, at)]
+            assert fresh.stats.decodes - d0 == -(-(at - 1) // 512) + -(-(len(seq) - at) // 16)
             assert [i for i, _ in got] == [i for i, _ in want]
             assert sum(len(r) for _, r in got) == len(seq) - at
             for (_, a), (_, b) in zip(got, want, strict=True):
