@@ -48,6 +48,20 @@ Finite = Annotated[float, Field(allow_inf_nan=False)]
 MaxTokens = Annotated[int, Field(ge=1)]
 DEFAULT_MAX_TOKENS = 512
 
+# The one declaration of the divergence pass's top-k (``DivergenceSettings.top_k``, the ``rig compare --top-k`` flag
+# built from it), here so that the CLI reads it without loading the pass (numpy).
+DivergenceTopK = Annotated[
+    int,
+    Field(
+        ge=1,
+        le=4096,
+        description="Log-probabilities per reply position asked of a vLLM model by --divergence; only matters when a "
+        "side is vLLM, whose KLD is then a lower bound (the top-k tokens plus one bucket for the rest; a larger k "
+        "tightens it).",
+    ),
+]
+DEFAULT_DIVERGENCE_TOP_K = 20
+
 
 class Sampling(BaseModel):
     temperature: Finite = 0.0
