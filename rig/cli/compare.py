@@ -10,7 +10,7 @@ from typing import get_args
 import typer
 
 from rig.benchmarks import DEFAULT_BENCHMARK
-from rig.cli.common import app, bench_flags, csv_list, fail, say, spec_option, tool_mode_for
+from rig.cli.common import app, bench_flags, fail, say, spec_list, spec_option
 from rig.records import DEFAULT_DIVERGENCE_TOP_K, DivergenceTopK
 from rig.runs.spec import DECODES
 
@@ -80,11 +80,7 @@ def compare(
     if not models_:
         fail("name the variants to compare (VARIANT...), or existing run folders with --run")
 
-    decodes = csv_list(decode)
-    for d in decodes:
-        if d not in DECODES:
-            fail(f"--decode {d!r}: choose {', '.join(DECODES)}")
-    tool_modes = [tool_mode_for(t, "none") for t in csv_list(tool_mode or "")]
+    decodes, tool_modes = spec_list("decode", decode), spec_list("tool_mode", tool_mode or "")
     try:
         # One value is the command's mode for every variant; a list makes it an axis of the comparison.
         variants = expand_variants(
