@@ -1,4 +1,5 @@
-"""`rig models quantize`: a new GGUF variant from an existing one, through llama.cpp's quantize API."""
+"""`rig models quantize`: a new GGUF variant from an existing one, through llama.cpp's quantize API, registered in
+a models.yaml (created when missing). `rig models convert` registers its folders through the same functions."""
 
 from __future__ import annotations
 
@@ -8,8 +9,8 @@ from pathlib import Path
 
 import yaml
 
-from rig.records import write_atomic
-from rig.registry import ModelSpec, RegistryError
+from rig.records import atomic_path
+from rig.registry import ModelSpec, RegistryError, default_registry_path, load_registry
 
 
 def ftype_for(label: str) -> int:
@@ -34,10 +35,43 @@ def quantize_gguf(src: str, dst: Path, label: str, threads: int | None = None) -
     p.allow_requantize = True  # the source may already be quantized (the embedded model is Q4_K_M)
     if threads:
         p.nthread = threads
-    rc = llama_cpp.llama_model_quantize(str(src).encode(), str(dst).encode(), ctypes.byref(p))
-    if rc != 0 or not dst.exists():
-        raise RuntimeError(f"llama.cpp quantize failed (code {rc}) for {src} -> {dst}")
+    # Written under a temporary name and renamed when whole: a failed or stopped quantize leaves no short GGUF.
+    with atomic_path(dst) as tmp:
+        rc = llama_cpp.llama_model_quantize(str(src).encode(), str(tmp).encode(), ctypes.byref(p))
+        if rc != 0 or not tmp.exists():
+            raise RuntimeError(f"llama.cpp quantize failed (code {rc}) for {src} -> {dst}")
     return dst
+
+
+def find_source(model: str, models_file: Path | None) -> tuple[ModelSpec, str]:
+    """The model to quantize or convert, and the registry path its weights resolve against: in ``models_file`` when
+    that exists and names it (a broken file is a RegistryError naming file and field), else in the registry `rig`
+    reads without ``--models`` (``$RIG_MODELS``, ./models.yaml or the shipped one), so a new file can be started from
+    a built-in model."""
+    default = default_registry_path()
+    if models_file is None or Path(models_file).resolve() == default.resolve():
+        reg = load_registry(default)
+        return reg.get(model), reg.path
+    known: set[str] = set()
+    if Path(models_file).exists():
+        reg = load_registry(models_file)
+        if model in reg.models or model in reg.defaults:
+            return reg.get(model), reg.path
+        known = set(reg.models) | set(reg.defaults)
+    base = load_registry(default)
+    if model in base.models or model in base.defaults:
+        return base.get(model), base.path
+    known |= set(base.models) | set(base.defaults)
+    raise RegistryError(f"no model named {model!r} in {models_file} or {base.path}. Known: {', '.join(sorted(known))}")
+
+
+def check_new_name(models_file: Path, name: str) -> None:
+    """Refuse a name the models file already has (before any weights are written); a missing file has none."""
+    if not Path(models_file).exists():
+        return
+    reg = load_registry(models_file)
+    if name in reg.models or name in reg.defaults:
+        raise RegistryError(f"{models_file}: models.{name} already exists")
 
 
 def variant_entry(spec: ModelSpec, label: str, gguf: Path) -> dict:
@@ -54,15 +88,22 @@ def variant_entry(spec: ModelSpec, label: str, gguf: Path) -> dict:
 
 
 def append_entry(models_file: Path, name: str, entry: dict) -> None:
-    """Append as text so the user's comments and layout survive."""
+    """Add ``models.<name>`` to the models file, creating the file when it is missing. Appended as text so the user's
+    comments and layout survive; the new text is read back through the registry before it replaces the file
+    (atomically), so a file the append would break (``models:`` not the last key) is refused and left as it was."""
     kind = next(iter(entry["weights"]))  # file (a GGUF) or dir (a converted folder)
     w = Path(entry["weights"][kind])
     with contextlib.suppress(ValueError):  # keep the registry relocatable when the weights sit beside it
         entry["weights"][kind] = str(w.relative_to(models_file.resolve().parent))
-    text = models_file.read_text()
-    current = yaml.safe_load(text) or {}
-    if name in (current.get("models") or {}):
-        raise RegistryError(f"{models_file}: models.{name} already exists")
+    check_new_name(models_file, name)
+    text = models_file.read_text(encoding="utf-8").rstrip("\n") + "\n\n" if models_file.exists() else "models:\n"
     block = yaml.safe_dump({name: entry}, sort_keys=False)
     indented = "".join(f"  {line}\n" for line in block.splitlines())
-    write_atomic(models_file, text.rstrip("\n") + "\n\n" + indented)
+    models_file.parent.mkdir(parents=True, exist_ok=True)
+    with atomic_path(models_file) as tmp:
+        tmp.write_text(text + indented, encoding="utf-8")
+        try:
+            load_registry(tmp).get(name)
+        except RegistryError as e:
+            msg = str(e).replace(str(tmp), str(models_file))
+            raise RegistryError(f"{models_file}: not changed, models.{name} would not read back ({msg})") from None

@@ -48,6 +48,20 @@ Finite = Annotated[float, Field(allow_inf_nan=False)]
 MaxTokens = Annotated[int, Field(ge=1)]
 DEFAULT_MAX_TOKENS = 512
 
+# The one declaration of the divergence pass's top-k (``DivergenceSettings.top_k``, the ``rig compare --top-k`` flag
+# built from it), here so that the CLI reads it without loading the pass (numpy).
+DivergenceTopK = Annotated[
+    int,
+    Field(
+        ge=1,
+        le=4096,
+        description="Log-probabilities per reply position asked of a vLLM model by --divergence; only matters when a "
+        "side is vLLM, whose KLD is then a lower bound (the top-k tokens plus one bucket for the rest; a larger k "
+        "tightens it).",
+    ),
+]
+DEFAULT_DIVERGENCE_TOP_K = 20
+
 
 class Sampling(BaseModel):
     temperature: Finite = 0.0
@@ -229,9 +243,11 @@ def write_atomic(path: Path, data: str | bytes) -> None:
 
 
 def validation_where(e: ValidationError) -> str:
-    """The first failed field of a validation error as ``loc.path: message`` (how rig names a field in a file)."""
+    """The first failed field of a validation error as ``loc.path: message`` (how rig names a field in a file); an
+    error of the record itself (a JSON list where an object belongs, a check across fields) has no field path and is
+    named ``the whole file``, as a damaged run manifest is (``rig.runs.folder``)."""
     first = e.errors()[0]
-    return ".".join(str(p) for p in first["loc"]) + ": " + first["msg"]
+    return (".".join(str(p) for p in first["loc"]) or "the whole file") + ": " + first["msg"]
 
 
 R = TypeVar("R", bound=BaseModel)

@@ -1,18 +1,25 @@
 """CLI flag resolution that does not need a model."""
 
 import pytest
-import typer
 from typer.testing import CliRunner
 
-from rig.cli import app, tool_mode_for
+from rig.cli import app
+from rig.cli.common import bench_flags
+from rig.runs.bench import bench_options
+from rig.runs.spec import SpecError
+
+
+def _tool_mode(decode: str, tool_mode: str | None = None) -> str:
+    """The tool mode the flags ask for, through the path bench, compare and load take (bench_flags, bench_options)."""
+    return bench_options(bench_flags({"decode": decode, "tool_mode": tool_mode}, [])).tool_mode
 
 
 def test_decode_also_constrains_tool_calls_unless_tool_mode_is_given() -> None:
-    assert tool_mode_for(None, "json") == "json" and tool_mode_for(None, "yaml") == "yaml"
-    assert tool_mode_for(None, "none") == "prompt"
-    assert tool_mode_for("native", "json") == "native" and tool_mode_for("prompt", "yaml") == "prompt"
-    with pytest.raises(typer.Exit):
-        tool_mode_for("xml", "none")
+    assert _tool_mode("json") == "json" and _tool_mode("yaml") == "yaml"
+    assert _tool_mode("none") == "prompt"
+    assert _tool_mode("json", "native") == "native" and _tool_mode("yaml", "prompt") == "prompt"
+    with pytest.raises(SpecError, match="--tool-mode 'xml'"):
+        _tool_mode("none", "xml")
 
 
 def test_bad_tool_mode_exits_2_naming_the_flag() -> None:

@@ -2,9 +2,9 @@ import json
 from pathlib import Path
 
 import pytest
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, ValidationError, model_validator
 
-from rig.records import Sampling, atomic_path, write_atomic, write_record
+from rig.records import Sampling, atomic_path, read_record, write_atomic, write_record
 
 
 class Rec(BaseModel):
@@ -21,6 +21,32 @@ def test_a_record_that_would_not_read_back_is_not_written(tmp_path: Path) -> Non
             write_record(path, Rec(x=bad))
     assert json.loads(path.read_text()) == {"x": 1.5}
     assert [p.name for p in tmp_path.iterdir()] == ["r.json"]
+
+
+class Capped(BaseModel):
+    x: float
+
+    @model_validator(mode="after")
+    def _capped(self) -> "Capped":  # a check of the record as a whole: its error has no field path
+        if self.x > 5:
+            raise ValueError("x above the cap")
+        return self
+
+
+def test_an_error_of_the_whole_record_names_the_whole_file(tmp_path: Path) -> None:
+    """A file that holds a list (or a record failing a check across its fields) has no field to name: the message
+    says so instead of printing an empty path (": Input should be an object")."""
+    path = tmp_path / "settings.json"
+    path.write_text("[1, 2]")
+    with pytest.raises(ValueError) as e:
+        read_record(path, Rec)
+    assert str(e.value) == f"{path}: the whole file: Input should be an object"
+    with pytest.raises(ValueError) as e:
+        write_record(path, Capped.model_construct(x=6.0))
+    assert str(e.value) == f"{path}: not written, it would not read back (the whole file: Value error, x above the cap)"
+    path.write_text('{"x": "many"}')  # a field keeps its path
+    with pytest.raises(ValueError, match=f"^{path}: x: Input should be a valid number"):
+        read_record(path, Rec)
 
 
 def test_sampling_refuses_non_finite_values() -> None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from rig.cli import bench, report
 from rig.cli.bench import print_screen
-from rig.cli.common import app, say, tool_mode_for
+from rig.cli.common import app, say
 from rig.maps.cli import app as maps_app  # typer only at import: the map libraries load inside commands
 
 app.add_typer(maps_app, name="maps")
@@ -31,7 +31,6 @@ __all__ = [
     "runs",
     "say",
     "sweep",
-    "tool_mode_for",
 ]
 
 

@@ -42,19 +42,24 @@ def parse_options(items: list[str]) -> dict[str, str]:
     return opts
 
 
-def tool_mode_for(tool_mode: str | None, decode: str) -> str:
-    """The tool mode a --tool-mode flag (None: not given) asks for under --decode; a bad one exits 2 naming it."""
-    from rig.runs.spec import TOOL_MODES, default_tool_mode
-
-    if tool_mode is None:
-        return default_tool_mode(decode)
-    if tool_mode not in TOOL_MODES:
-        fail(f"--tool-mode {tool_mode!r}: choose {', '.join(TOOL_MODES)}")
-    return tool_mode
-
-
 def csv_list(value: str) -> list[str]:
     return [v.strip() for v in value.split(",") if v.strip()]
+
+
+def spec_list(field: str, value: str) -> list[str]:
+    """A RunSpec field given as a comma list (compare's ``--decode none,json``): each item validated by the spec, as
+    ``bench_options`` validates one value, so a bad item exits 2 in the words `rig bench` uses for it."""
+    from pydantic import ValidationError
+
+    from rig.runs.spec import RunSpec, spec_error
+
+    items = csv_list(value)
+    for item in items:
+        try:
+            RunSpec.model_validate({field: item})
+        except ValidationError as e:
+            fail(str(spec_error(e)))
+    return items
 
 
 def spec_option(field: str, *aliases: str, default: Any = ..., help: str | None = None, **kw: Any) -> Any:

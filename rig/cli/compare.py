@@ -5,11 +5,13 @@ from __future__ import annotations
 import shutil
 import sys
 from pathlib import Path
+from typing import get_args
 
 import typer
 
 from rig.benchmarks import DEFAULT_BENCHMARK
-from rig.cli.common import app, bench_flags, csv_list, fail, say, spec_option, tool_mode_for
+from rig.cli.common import app, bench_flags, fail, say, spec_list, spec_option
+from rig.records import DEFAULT_DIVERGENCE_TOP_K, DivergenceTopK
 from rig.runs.spec import DECODES
 
 
@@ -49,6 +51,9 @@ def compare(
     reference: str | None = typer.Option(
         None, "--reference", help="The reference variant for --divergence (a model name; default: the first)."
     ),
+    top_k: int = typer.Option(  # declared once, with its bounds: rig.records.DivergenceTopK
+        DEFAULT_DIVERGENCE_TOP_K, "--top-k", help=get_args(DivergenceTopK)[1].description
+    ),
 ) -> None:
     """Run the same episodes on each variant (a model under a decode and tool mode) in its own process and compare
     them, paired: `rig compare a b`, `rig compare gemma3-270m --decode none,json`."""
@@ -56,6 +61,13 @@ def compare(
     from rig.runs.compare import compare_folder, expand_variants, run_compare
     from rig.runs.spec import SpecError
 
+    if divergence:  # a bad --top-k is refused before any variant runs
+        from rig.runs.divergence import DivergenceError, check_top_k
+
+        try:
+            check_top_k(top_k)
+        except DivergenceError as e:
+            fail(str(e))
     if runs_:
         if models_:
             fail("give either VARIANT... to run or --run folders to compare, not both")
@@ -63,16 +75,12 @@ def compare(
             cdir = compare_folder(out_dir, runs_)
         except BenchError as e:
             fail(str(e))
-        _finish(cdir, runs_, divergence, reference, models_file, fresh=True)
+        _finish(cdir, runs_, divergence, reference, models_file, top_k, fresh=True)
         return
     if not models_:
         fail("name the variants to compare (VARIANT...), or existing run folders with --run")
 
-    decodes = csv_list(decode)
-    for d in decodes:
-        if d not in DECODES:
-            fail(f"--decode {d!r}: choose {', '.join(DECODES)}")
-    tool_modes = [tool_mode_for(t, "none") for t in csv_list(tool_mode or "")]
+    decodes, tool_modes = spec_list("decode", decode), spec_list("tool_mode", tool_mode or "")
     try:
         # One value is the command's mode for every variant; a list makes it an axis of the comparison.
         variants = expand_variants(
@@ -95,7 +103,7 @@ def compare(
         cdir, runs = run_compare(list(variants), bo, say=say)
     except (BenchError, SpecError) as e:
         fail(str(e))
-    _finish(cdir, runs, divergence, reference, models_file)
+    _finish(cdir, runs, divergence, reference, models_file, top_k)
 
 
 def _finish(
@@ -104,6 +112,7 @@ def _finish(
     divergence: bool,
     reference: str | None,
     models_file: Path | None,
+    top_k: int,
     fresh: bool = False,
 ) -> None:
     """compare.md and compare.html; with --divergence the divergence pass first, in a process of its own. A failed
@@ -117,7 +126,7 @@ def _finish(
     section, problem = None, None
     if divergence:
         try:
-            section = run_divergence(cdir, runs, reference, models_file.resolve() if models_file else None)
+            section = run_divergence(cdir, runs, reference, models_file.resolve() if models_file else None, top_k)
         except DivergenceError as e:
             problem = str(e)
             if fresh:

@@ -8,7 +8,7 @@ from pathlib import Path
 import typer
 
 from rig.benchmarks import DEFAULT_BENCHMARK
-from rig.cli.common import DEFAULT_MODEL, app, bench_flags, fail, say, spec_option, tool_mode_for
+from rig.cli.common import DEFAULT_MODEL, app, bench_flags, fail, say, spec_option
 
 
 @app.command()
@@ -44,29 +44,28 @@ def load(
     goodput; the verdict is the highest level non-inferior to level 1 with every SLO holding."""
     from rig.runs.bench import BenchError, bench_options
     from rig.runs.load import LoadSettings, analyse, parse_levels, parse_slos, run_load, write_load
-    from rig.runs.spec import DECODES, SpecError
+    from rig.runs.spec import SpecError
 
-    if decode not in DECODES:
-        fail(f"--decode {decode!r}: choose {', '.join(DECODES)}")
+    values = dict(
+        model=model,
+        benchmark=benchmark,
+        limit=limit,
+        repeats=repeats,
+        data=data,
+        out=out_dir,
+        gpu=gpu,
+        decode=decode,
+        tool_mode=tool_mode,  # None: the spec's default for the decode mode
+        seed=seed,
+        max_tokens=max_tokens,
+        models_file=models_file,
+    )
     try:
+        # Validated as `rig bench` validates its flags (the same words for a bad value), --resume or not.
+        bench = bench_options(bench_flags(values, option, absolute_models=True))
         if resume is not None:  # the load's recorded settings, as `rig bench --resume` takes the run's
             ldir, settings, runs = run_load(None, say=say, resume=resume, out=out_dir)
         else:
-            values = dict(
-                model=model,
-                benchmark=benchmark,
-                limit=limit,
-                repeats=repeats,
-                data=data,
-                out=out_dir,
-                gpu=gpu,
-                decode=decode,
-                tool_mode=tool_mode_for(tool_mode, decode),
-                seed=seed,
-                max_tokens=max_tokens,
-                models_file=models_file,
-            )
-            bench = bench_options(bench_flags(values, option, absolute_models=True))
             asked = LoadSettings(bench=bench, levels=parse_levels(concurrency), slos=parse_slos(slo), margin=margin)
             ldir, settings, runs = run_load(asked, say=say)
     except (BenchError, SpecError) as e:

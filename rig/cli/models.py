@@ -50,27 +50,35 @@ def models(
     out.print(t)
 
 
+MODELS_HELP = (
+    "models.yaml to append the new entry to (created when missing); the source model is looked up there, else in "
+    "the registry rig reads without --models."
+)
+
+
 @models_app.command("quantize")
 def quantize(
-    model: str = typer.Argument(..., help="Source model (a llama.cpp GGUF entry of models.yaml)."),
+    model: str = typer.Argument(..., help="Source model (a llama.cpp GGUF entry of --models or of rig's registry)."),
     to: str = typer.Option(..., "--to", help="Target quantization, e.g. q4_0, q8_0, q5_k_m."),
     out_path: Path | None = typer.Option(None, "--out", help="Output .gguf (default: weights/<name>.gguf)."),
     name: str | None = typer.Option(None, "--name", help="Name of the new models.yaml entry."),
-    models_file: Path | None = typer.Option(None, "--models", help="models.yaml to read and append to."),
+    models_file: Path | None = typer.Option(None, "--models", help=MODELS_HELP),
     register: bool = typer.Option(True, "--register/--no-register", help="Append the new entry to models.yaml."),
 ) -> None:
     """Make a new GGUF variant with llama.cpp's quantize API and register it."""
-    from rig.quantize import append_entry, quantize_gguf, variant_entry
-    from rig.registry import RegistryError, default_registry_path, load_registry, resolve_weights
+    from rig.quantize import append_entry, check_new_name, find_source, ftype_for, quantize_gguf, variant_entry
+    from rig.registry import RegistryError, default_registry_path, resolve_weights
 
     try:
         path = models_file or default_registry_path()
-        reg = load_registry(path)
-        spec = reg.get(model)
+        spec, source_registry = find_source(model, models_file)
         if spec.engine != "llamacpp":
             fail(f"{model}: quantize works on llama.cpp GGUF models, this one uses {spec.engine}")
-        src = resolve_weights(spec, reg.path)
         new = name or f"{spec.base}-{to.lower()}"
+        ftype_for(to)  # every refusal before the source is read or anything is written
+        if register:
+            check_new_name(Path(path), new)
+        src = resolve_weights(spec, source_registry)
         dst = out_path or Path("weights") / f"{new}.gguf"
         t = time.perf_counter()
         quantize_gguf(src, dst.resolve(), to)
@@ -84,27 +92,29 @@ def quantize(
 
 @models_app.command("convert")
 def convert(
-    model: str = typer.Argument(..., help="Source model (a llama.cpp GGUF entry of models.yaml)."),
+    model: str = typer.Argument(..., help="Source model (a llama.cpp GGUF entry of --models or of rig's registry)."),
     to: str = typer.Option(..., "--to", help="Target format; only 'hf' (a Hugging Face folder for vLLM)."),
     out_path: Path | None = typer.Option(None, "--out", help="Output folder (default: under the rig cache)."),
     name: str | None = typer.Option(None, "--name", help="Name of the new models.yaml entry."),
-    models_file: Path | None = typer.Option(None, "--models", help="models.yaml to read and append to."),
+    models_file: Path | None = typer.Option(None, "--models", help=MODELS_HELP),
     register: bool = typer.Option(True, "--register/--no-register", help="Append the new entry to models.yaml."),
 ) -> None:
     """Dequantize a GGUF into a bf16 Hugging Face folder and register it as a vLLM entry. Offline."""
     from rig.convert import ConvertError, convert_gguf_to_hf, default_out_dir, hf_entry
-    from rig.quantize import append_entry
-    from rig.registry import RegistryError, default_registry_path, load_registry, resolve_weights
+    from rig.quantize import append_entry, check_new_name, find_source
+    from rig.registry import RegistryError, default_registry_path, resolve_weights
 
     if to != "hf":
         fail(f"--to {to!r}: only 'hf' is supported")
     try:
         path = models_file or default_registry_path()
-        spec = load_registry(path).get(model)
+        spec, source_registry = find_source(model, models_file)
         if spec.engine != "llamacpp":
             fail(f"{model}: convert reads llama.cpp GGUF models, this one uses {spec.engine}")
-        src = Path(resolve_weights(spec, str(path)))
         new = name or f"{spec.base}-hf"
+        if register:
+            check_new_name(Path(path), new)
+        src = Path(resolve_weights(spec, source_registry))
         dst = (out_path or default_out_dir(new, src)).resolve()
         t = time.perf_counter()
         convert_gguf_to_hf(src, dst, model=model)

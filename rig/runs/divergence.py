@@ -32,7 +32,15 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, Field, ValidationError
 
-from rig.records import ChatRequest, EpisodeResult, Generation, read_record, write_record
+from rig.records import (
+    DEFAULT_DIVERGENCE_TOP_K,
+    ChatRequest,
+    DivergenceTopK,
+    EpisodeResult,
+    Generation,
+    read_record,
+    write_record,
+)
 from rig.runs.tokenclass import CLASSES, output_names, token_classes
 
 DIVERGENCE_FORMAT = 1
@@ -96,7 +104,7 @@ class DivergenceSettings(BaseModel):
     seed: int = 0
     worst: int = Field(default=10, ge=0)  # worst tokens kept per variant
     threads: int | None = None
-    top_k: int = Field(default=20, ge=1, le=4096)  # prompt log-probabilities asked of a vLLM model per position
+    top_k: DivergenceTopK = DEFAULT_DIVERGENCE_TOP_K  # prompt log-probabilities asked of a vLLM model per position
 
 
 Kind = Literal["quantization", "engine divergence", "self"]
@@ -716,14 +724,28 @@ def divergence_md(report: DivergenceReport) -> str:
     return "\n".join(lines) + "\n"
 
 
-def run_divergence(cdir: Path, runs: list[Path], reference: str | None, models_file: Path | None) -> str:
+def check_top_k(top_k: int) -> int:
+    """``--top-k`` under DivergenceSettings' bound; a DivergenceError naming the flag (checked before variants run)."""
+    from pydantic import TypeAdapter
+
+    try:
+        return TypeAdapter(DivergenceTopK).validate_python(top_k)
+    except ValidationError as e:
+        raise DivergenceError(f"--top-k {top_k!r}: {e.errors()[0]['msg']}") from None
+
+
+def run_divergence(
+    cdir: Path, runs: list[Path], reference: str | None, models_file: Path | None, top_k: int = DEFAULT_DIVERGENCE_TOP_K
+) -> str:
     """The divergence section of a comparison: the pass runs in its own process (models loaded and freed there),
-    handed ``divergence-settings.json``; returns the markdown. Raises DivergenceError on bad input."""
+    handed ``divergence-settings.json``; returns the markdown. ``top_k``: log-probabilities asked of a vLLM side per
+    position. Raises DivergenceError on bad input."""
     import subprocess
 
     from rig.runs.compare import variant_labels
     from rig.runs.folder import RunFolder
 
+    check_top_k(top_k)
     labels = variant_labels(runs)
     models = [RunFolder(r).manifest.config.model.name for r in runs]
     i = 0
@@ -738,6 +760,7 @@ def run_divergence(cdir: Path, runs: list[Path], reference: str | None, models_f
         variants=[VariantSource(model=models[k], run=str(r), label=labels[k]) for k, r in enumerate(runs) if k != i],
         out=str(cdir),
         models_file=str(models_file) if models_file else None,
+        top_k=top_k,
     )
     path = cdir / "divergence-settings.json"
     write_record(path, settings)

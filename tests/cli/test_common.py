@@ -49,6 +49,35 @@ def test_the_spec_bounds_every_command_alike(command: str, tmp_path: Path) -> No
     assert not any(tmp_path.iterdir())
 
 
+DECODE_WORDS = "--decode 'xml': Input should be 'none', 'json' or 'yaml'"
+TOOL_MODE_WORDS = "--tool-mode 'xml': Input should be 'native', 'prompt', 'json' or 'yaml'"
+
+
+@pytest.mark.parametrize(
+    ("command", "flags", "says"),
+    [
+        ("bench", ["--decode", "xml"], DECODE_WORDS),
+        ("load", ["--decode", "xml"], DECODE_WORDS),
+        ("compare", ["--decode", "xml"], DECODE_WORDS),
+        ("compare", ["--decode", "none,xml"], DECODE_WORDS),  # an item of compare's list, in the same words
+        ("bench", ["--tool-mode", "xml"], TOOL_MODE_WORDS),
+        ("load", ["--tool-mode", "xml"], TOOL_MODE_WORDS),
+        ("compare", ["--tool-mode", "xml"], TOOL_MODE_WORDS),
+        ("compare", ["--tool-mode", "json,xml"], TOOL_MODE_WORDS),
+    ],
+)
+def test_a_bad_mode_gets_the_spec_s_message_from_every_command(
+    command: str, flags: list[str], says: str, tmp_path: Path
+) -> None:
+    """--decode and --tool-mode are validated by RunSpec in bench, load and compare alike (load and compare once
+    checked them against the Literals themselves, in words of their own)."""
+    args = [command, *(["gemma3-270m"] if command == "compare" else []), *flags]
+    r = CliRunner().invoke(app, [*args, "--models", str(REPO / "models.yaml"), "--out", str(tmp_path)])
+    assert r.exit_code == 2, r.output
+    assert f"error: {says}" in " ".join(r.output.split()) and "Traceback" not in r.output
+    assert not any(tmp_path.iterdir())
+
+
 def test_bench_flags_keeps_what_was_given() -> None:
     from rig.cli.common import bench_flags
 

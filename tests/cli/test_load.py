@@ -19,7 +19,12 @@ REPO = Path(__file__).resolve().parents[2]
         (["--slo", "tps_p95=2s"], "--slo 'tps_p95=2s': expected KEY=DURATION"),
         (["-c", "2,4"], "--concurrency '2,4': the first level must be 1"),
         (["-c", "1,two"], "--concurrency '1,two': 'two' is not a whole number"),
-        (["-c", "1,2", "--decode", "xml"], "--decode 'xml': choose none, json, yaml"),
+        # RunSpec's words, as `rig bench` and `rig compare` give them (tests/cli/test_common.py)
+        (["-c", "1,2", "--decode", "xml"], "--decode 'xml': Input should be 'none', 'json' or 'yaml'"),
+        (
+            ["-c", "1,2", "--tool-mode", "xml"],
+            "--tool-mode 'xml': Input should be 'native', 'prompt', 'json' or 'yaml'",
+        ),
         # the embedded model's in-process llama.cpp serves one request at a time: level 2 could not be reached
         (["-c", "1,2"], "--concurrency 2: model 'gemma3-270m' (engine llamacpp) serves at most 1 request(s)"),
     ],

@@ -143,6 +143,7 @@ def test_divergence_export_cli(tmp_path: Path) -> None:
         (b'{"format_version": 1, "classes": [', "divergence.json: not readable JSON"),
         (b"\x00\xff", "divergence.json: not readable JSON"),
         (b'{"format_version": 1}', "divergence.json: settings: Field required"),
+        (b"[]", "divergence.json: the whole file: Input should be an object"),  # no field to name
     ],
 )
 def test_divergence_export_of_a_damaged_file_names_it_and_writes_nothing(

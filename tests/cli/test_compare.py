@@ -1,0 +1,61 @@
+"""`rig compare` flags: --top-k reaches the divergence pass's settings; bad values exit 2 naming the flag, before
+anything runs or is written."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from rig.cli import app
+from rig.runs.divergence import DivergenceSettings
+
+REPO = Path(__file__).resolve().parents[2]
+OLD_RUN = REPO / "tests" / "runs" / "fixtures" / "run_before_issue17"
+
+
+def test_top_k_flag_is_declared_by_the_divergence_settings() -> None:
+    cmd = typer.main.get_command(app).commands["compare"]  # type: ignore[attr-defined]
+    (param,) = [p for p in cmd.params if "--top-k" in p.opts]
+    field = DivergenceSettings.model_fields["top_k"]
+    assert param.help == field.description and param.default == field.default
+    assert "vLLM" in field.description and "lower bound" in field.description  # type: ignore[operator]
+
+
+@pytest.mark.parametrize(
+    ("k", "says"),
+    [
+        ("0", "--top-k 0: Input should be greater than or equal to 1"),
+        ("5000", "--top-k 5000: Input should be less than or equal to 4096"),
+    ],
+)
+def test_bad_top_k_exits_2_before_any_variant_runs(k: str, says: str, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    args = ["compare", "gemma3-270m", "--divergence", "--top-k", k, "--models", str(REPO / "models.yaml")]
+    r = CliRunner().invoke(app, [*args, "--out", str(out)])
+    assert r.exit_code == 2, r.output
+    assert says in " ".join(r.output.split()) and "Traceback" not in r.output
+    assert not out.exists()
+
+
+def test_top_k_reaches_the_divergence_settings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The pass's process is stood in for: it records the settings file it was handed and stops (exit 2)."""
+    runs = [tmp_path / "a", tmp_path / "b"]
+    for r in runs:
+        shutil.copytree(OLD_RUN, r)
+    handed: list[DivergenceSettings] = []
+
+    def fake_pass(argv: list[str], **kw: Any) -> subprocess.CompletedProcess[str]:
+        handed.append(DivergenceSettings.model_validate_json(Path(argv[-1]).read_text()))
+        return subprocess.CompletedProcess(argv, 2, "", "stood-in pass stopped")
+
+    monkeypatch.setattr(subprocess, "run", fake_pass)
+    args = ["compare", "--run", str(runs[0]), "--run", str(runs[1]), "--divergence", "--top-k", "7"]
+    r = CliRunner().invoke(app, [*args, "--out", str(tmp_path / "out")])
+    assert r.exit_code == 2 and "divergence: stood-in pass stopped" in r.output, r.output
+    assert [s.top_k for s in handed] == [7]

@@ -1,0 +1,128 @@
+"""`rig models quantize`: the source found in --models FILE or else in rig's registry, FILE created when missing,
+every refusal (a broken FILE, a taken name) before anything is written, and no half-written GGUF or models file.
+llama.cpp's quantize call is stood in for (it would take minutes); tests/runs/test_compare.py runs the real one."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from rig.cli import app
+from rig.registry import load_registry, resolve_weights
+
+REPO = Path(__file__).resolve().parents[2]
+OTHER = "# my lab's models\nmodels:\n  other:\n    engine: ollama\n    weights: {ollama: 'other:1b'}\n"
+OTHER += "    quantization: q4\n    context_length: 2048\n"
+RIG_MODELS = (REPO / "models.yaml").read_text()
+TAKEN = "  g8:\n    engine: ollama\n    weights: {ollama: 'g:8'}\n    quantization: q8\n    context_length: 8\n"
+
+
+@pytest.fixture
+def quantize_calls(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str]]:
+    """llama.cpp's quantize stood in for: it writes a small GGUF where it is told to and returns 0."""
+    import llama_cpp
+
+    calls: list[tuple[str, str]] = []
+
+    def fake(src: bytes, dst: bytes, params: Any) -> int:
+        calls.append((src.decode(), dst.decode()))
+        Path(dst.decode()).write_bytes(b"GGUF fake")
+        return 0
+
+    monkeypatch.setattr(llama_cpp, "llama_model_quantize", fake)
+    monkeypatch.setenv("RIG_MODELS", str(REPO / "models.yaml"))  # rig's registry, wherever the tests run from
+    return calls
+
+
+def quantize(tmp_path: Path, models: Path, *more: str) -> Any:
+    args = ["models", "quantize", "gemma3-270m", "--to", "q8_0", "--out", str(tmp_path / "w" / "g8.gguf")]
+    return CliRunner().invoke(app, [*args, "--name", "g8", "--models", str(models), *more])
+
+
+def test_a_missing_models_file_is_created_with_the_new_entry(tmp_path: Path, quantize_calls: list) -> None:
+    models = tmp_path / "lab" / "models.yaml"
+    r = quantize(tmp_path, models)
+    assert r.exit_code == 0, r.output
+    reg = load_registry(models)
+    assert list(reg.models) == ["g8"]  # a registry of its own: rig bench --model g8 --models FILE finds it
+    g8 = reg.get("g8")
+    assert g8.engine == "llamacpp" and g8.quantization == "q8_0" and g8.chat_format == "gemma"
+    assert resolve_weights(g8, reg.path) == str(tmp_path / "w" / "g8.gguf")
+    assert (tmp_path / "w" / "g8.gguf").read_bytes() == b"GGUF fake"
+    assert sorted(p.name for p in (tmp_path / "w").iterdir()) == ["g8.gguf"]  # no temporary left
+    ((src, _),) = quantize_calls
+    assert src == resolve_weights(load_registry(REPO / "models.yaml").get("gemma3-270m"), str(REPO / "models.yaml"))
+
+
+def test_a_file_without_the_source_gains_the_entry_and_keeps_its_own(tmp_path: Path, quantize_calls: list) -> None:
+    models = tmp_path / "models.yaml"
+    models.write_text(OTHER)
+    r = quantize(tmp_path, models)
+    assert r.exit_code == 0, r.output
+    assert models.read_text().startswith(OTHER)  # comments and layout kept
+    reg = load_registry(models)
+    assert list(reg.models) == ["other", "g8"] and reg.get("g8").weights.ref == "w/g8.gguf"  # relative: beside it
+
+
+def test_the_source_is_taken_from_the_file_when_it_has_it(tmp_path: Path, quantize_calls: list) -> None:
+    models = tmp_path / "models.yaml"
+    (tmp_path / "mine.gguf").write_bytes(b"GGUF mine")
+    models.write_text(
+        "models:\n  gemma3-270m:\n    engine: llamacpp\n    weights: {file: mine.gguf}\n    quantization: f16\n"
+        "    context_length: 4096\n"
+    )
+    assert quantize(tmp_path, models).exit_code == 0
+    assert quantize_calls[0][0] == str(tmp_path / "mine.gguf")
+    assert load_registry(models).get("g8").context_length == 4096
+
+
+@pytest.mark.parametrize(
+    ("content", "says"),
+    [
+        (OTHER.replace("2048", "many"), "models.other.context_length"),
+        (RIG_MODELS + "\n" + TAKEN, "models.g8 already exists"),  # refused before the GGUF is made
+        ("models: []\n", "expected a top-level mapping 'models:'"),
+    ],
+    ids=["broken-field", "name-taken", "not-a-registry"],
+)
+def test_a_refused_file_is_named_and_nothing_is_written(
+    tmp_path: Path, quantize_calls: list, content: str, says: str
+) -> None:
+    models = tmp_path / "models.yaml"
+    models.write_text(content)
+    r = quantize(tmp_path, models)
+    assert r.exit_code == 2, r.output
+    assert str(models) in r.output and says in " ".join(r.output.split()) and "Traceback" not in r.output
+    assert models.read_text() == content and sorted(p.name for p in tmp_path.iterdir()) == ["models.yaml"]
+    assert quantize_calls == []  # refused before llama.cpp was asked
+
+
+def test_an_append_that_would_break_the_file_is_refused_whole(tmp_path: Path, quantize_calls: list) -> None:
+    """`models:` not the last key: text appended would land under another key; the file stays as it was."""
+    models = tmp_path / "models.yaml"
+    content = RIG_MODELS + "\nnotes:\n  kept: yes\n"
+    models.write_text(content)
+    r = quantize(tmp_path, models)
+    assert r.exit_code == 2 and "models.g8 would not read back" in " ".join(r.output.split()), r.output
+    assert models.read_text() == content
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["models.yaml", "w"]  # the GGUF stays; no temporary
+
+
+def test_a_failed_quantize_leaves_no_short_gguf(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import llama_cpp
+
+    def stopped(src: bytes, dst: bytes, params: Any) -> int:
+        Path(dst.decode()).write_bytes(b"GG")  # cut short
+        return 1
+
+    monkeypatch.setattr(llama_cpp, "llama_model_quantize", stopped)
+    monkeypatch.setenv("RIG_MODELS", str(REPO / "models.yaml"))
+    models = tmp_path / "models.yaml"
+    models.write_text(RIG_MODELS)
+    r = quantize(tmp_path, models)
+    assert r.exit_code == 2 and "llama.cpp quantize failed (code 1)" in r.output, r.output
+    assert list((tmp_path / "w").iterdir()) == []  # neither the short file nor a temporary
+    assert models.read_text() == RIG_MODELS
