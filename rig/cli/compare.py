@@ -51,8 +51,11 @@ def compare(
     reference: str | None = typer.Option(
         None, "--reference", help="The reference variant for --divergence (a model name; default: the first)."
     ),
-    top_k: int = typer.Option(  # declared once, with its bounds: rig.records.DivergenceTopK
-        DEFAULT_DIVERGENCE_TOP_K, "--top-k", help=get_args(DivergenceTopK)[1].description
+    top_k: int | None = typer.Option(  # declared once, with its bounds: rig.records.DivergenceTopK
+        None,
+        "--top-k",
+        help=get_args(DivergenceTopK)[1].description + f" [default: {DEFAULT_DIVERGENCE_TOP_K}]",
+        show_default=False,
     ),
 ) -> None:
     """Run the same episodes on each variant (a model under a decode and tool mode) in its own process and compare
@@ -61,6 +64,9 @@ def compare(
     from rig.runs.compare import compare_folder, expand_variants, run_compare
     from rig.runs.spec import SpecError
 
+    if not divergence and (reference is not None or top_k is not None):
+        fail(f"{'--reference' if reference is not None else '--top-k'} only applies with --divergence")
+    top_k = DEFAULT_DIVERGENCE_TOP_K if top_k is None else top_k
     if divergence:  # a bad --top-k is refused before any variant runs
         from rig.runs.divergence import DivergenceError, check_top_k
 

@@ -23,7 +23,7 @@ def test_top_k_flag_is_declared_by_the_divergence_settings() -> None:
     cmd = typer.main.get_command(app).commands["compare"]  # type: ignore[attr-defined]
     (param,) = [p for p in cmd.params if "--top-k" in p.opts]
     field = DivergenceSettings.model_fields["top_k"]
-    assert param.help == field.description and param.default == field.default
+    assert param.help == f"{field.description} [default: {field.default}]" and param.default is None
     assert "vLLM" in field.description and "lower bound" in field.description  # type: ignore[operator]
 
 
@@ -41,6 +41,14 @@ def test_bad_top_k_exits_2_before_any_variant_runs(k: str, says: str, tmp_path: 
     assert r.exit_code == 2, r.output
     assert says in " ".join(r.output.split()) and "Traceback" not in r.output
     assert not out.exists()
+
+
+@pytest.mark.parametrize("flag", [["--top-k", "5"], ["--reference", "gemma3-270m"]])
+def test_divergence_flags_without_divergence_exit_2(flag: list[str], tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    r = CliRunner().invoke(app, ["compare", "gemma3-270m", *flag, "--out", str(out)])
+    assert r.exit_code == 2, r.output
+    assert f"{flag[0]} only applies with --divergence" in r.output and not out.exists()
 
 
 def test_top_k_reaches_the_divergence_settings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
