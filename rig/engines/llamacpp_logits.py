@@ -13,8 +13,10 @@ so reuse must not change which group a token falls in: a prompt is prefilled in 
 positions or at the reply, and only whole ``block``-position blocks that the previous sequence evaluated as inner
 rows are kept, so a batch after the kept prefix starts at a multiple of ``block`` (a multiple of the group size).
 Every position is then computed as a fresh prefill computes it, so rows do not depend on which sequence came before
-(tests/engines/test_llamacpp_logits.py checks this bit for bit). Batches of 512, not of ``block``: a 32-row batch
-runs the matrix products at well under half the speed (measured: 2.6x the prefill time of a 1,028-token prompt).
+(tests/engines/test_llamacpp_logits.py checks this bit for bit). Batches of 512, not of ``block``: every decode
+ends in barriers of llama.cpp's threads, and on a host shared with other jobs a waiting thread is descheduled, so a
+1,027-token prompt in 32-row batches took 2.6x as long as in 512-row ones at a load average of ~4 (3% longer on an
+idle host).
 """
 
 from __future__ import annotations

@@ -28,7 +28,7 @@ def test_prefix_reuse_gives_the_rows_of_a_fresh_prefill(embedded_weights: str) -
     between the 4-row groups and the tail of its batch, so reuse that changed a token's place in its batch, kept a
     stale position or decoded at wrong positions shows. The questions differ only near their end, so the part
     prefilled after the cached prefix is short (where batch lengths differ most). A fresh prompt is prefilled in
-    batches of 512 (32-position batches took 2.6x as long)."""
+    batches of 512 (fewer decodes: each waits on its threads, which costs most on a shared host)."""
     from rig.engines.llamacpp_logits import LogitScorer
 
     reused, fresh = LogitScorer(embedded_weights, 2048, chunk=16), LogitScorer(embedded_weights, 2048, chunk=16)
