@@ -54,7 +54,7 @@ def compare(
     top_k: int | None = typer.Option(  # declared once, with its bounds: rig.records.DivergenceTopK
         None,
         "--top-k",
-        help=get_args(DivergenceTopK)[1].description + f" [default: {DEFAULT_DIVERGENCE_TOP_K}]",
+        help=get_args(DivergenceTopK)[1].description + f" Default {DEFAULT_DIVERGENCE_TOP_K}.",
         show_default=False,
     ),
 ) -> None:

@@ -23,7 +23,7 @@ def test_top_k_flag_is_declared_by_the_divergence_settings() -> None:
     cmd = typer.main.get_command(app).commands["compare"]  # type: ignore[attr-defined]
     (param,) = [p for p in cmd.params if "--top-k" in p.opts]
     field = DivergenceSettings.model_fields["top_k"]
-    assert param.help == f"{field.description} [default: {field.default}]" and param.default is None
+    assert param.help == f"{field.description} Default {field.default}." and param.default is None
     assert "vLLM" in field.description and "lower bound" in field.description  # type: ignore[operator]
 
 
