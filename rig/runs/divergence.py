@@ -474,7 +474,7 @@ def compute(s: DivergenceSettings, loaded: dict[str, Any] | None = None) -> Dive
     loaded = dict(held)
     ref_spec, ref = _load_variant(ref_name, s.models_file, n_ctx, s, f"reference run {run}: model", loaded)
     scorers = []
-    uses: dict[int, tuple[Any, int]] = {}  # id -> (scorer, streams it feeds)
+    distinct: dict[int, Any] = {}  # the scorers, once each (a vLLM one may feed the reference and a variant)
     try:
         digest = ref.tokenizer_digest()
         for v in s.variants:
@@ -516,13 +516,13 @@ def compute(s: DivergenceSettings, loaded: dict[str, Any] | None = None) -> Dive
         ordered = [todo[i] for i in prefix_order([t[3] for t in todo])]
         # each scorer is told a window's sequences ahead (vLLM scores them in one batch), once per stream it feeds:
         # a vLLM scorer shared by the reference and a variant is asked for every sequence twice
-        for sc in [ref, *(sc for _, _, sc in scorers)]:
-            uses[id(sc)] = (sc, uses.get(id(sc), (sc, 0))[1] + 1)
+        streams = [ref, *(sc for _, _, sc in scorers)]
+        distinct.update((id(sc), sc) for sc in streams)
         for w, (n, p, ptoks, seq) in enumerate(ordered):
             if w % PREFETCH_WINDOW == 0:
                 window = [(t[3], len(t[2])) for t in ordered[w : w + PREFETCH_WINDOW]]
-                for sc, times in uses.values():
-                    sc.prefetch(window * times)
+                for sc in distinct.values():
+                    sc.prefetch(window * sum(x is sc for x in streams))
             rtoks = seq[len(ptoks) :]
             by_pair[n] = {v.name: [] for v, _, _ in scorers}
             pieces = [ref.piece(t) for t in rtoks]
@@ -564,7 +564,7 @@ def compute(s: DivergenceSettings, loaded: dict[str, Any] | None = None) -> Dive
     except LogitsError as e:
         raise DivergenceError(f"reference run {run}: {e}") from None
     finally:
-        for sc, _ in uses.values():
+        for sc in distinct.values():
             sc.prefetch([])  # rows of an interrupted window: a held scorer outlives the pass
         closed = {id(x) for x in held.values()}
         for sc in [ref] + [sc for _, _, sc in scorers]:
