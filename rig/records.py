@@ -245,7 +245,7 @@ def write_atomic(path: Path, data: str | bytes) -> None:
 def validation_where(e: ValidationError) -> str:
     """The first failed field of a validation error as ``loc.path: message`` (how rig names a field in a file); an
     error of the record itself (a JSON list where an object belongs, a check across fields) has no field path and is
-    named ``the whole file``, as a damaged run manifest is (``rig.runs.folder``)."""
+    named ``the whole file``, as a damaged run manifest is (``rig.runfolder.folder``)."""
     first = e.errors()[0]
     return (".".join(str(p) for p in first["loc"]) or "the whole file") + ": " + first["msg"]
 

@@ -1,7 +1,8 @@
 """The files of a run folder that rig reads back, as versioned formats: manifest.json and results.sqlite.
 
-Below rig.runs so that benchmarks' plot commands read stored results without importing the runner. Files written
-before formats carried a version read as version 1; a file from a newer rig is refused with its path named.
+Below the run layers (rig.runfolder and up) so that benchmarks' plot commands read stored results without importing
+the runner. Files written before formats carried a version read as version 1; a file from a newer rig is refused
+with its path named.
 """
 
 from __future__ import annotations

@@ -19,10 +19,10 @@ from pathlib import Path
 from rig.benchmarks.callnavi.benchmark import CallNavi
 from rig.decoding import parse_output
 from rig.engines import create_engine
+from rig.execution.bench import select
+from rig.execution.runner import plan
 from rig.records import ChatRequest, Sampling
 from rig.registry import load_registry, resolve_weights
-from rig.runs.bench import select
-from rig.runs.runner import plan
 
 
 def _ratio_cell(ratios: list[float]) -> str:

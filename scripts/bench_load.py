@@ -1,4 +1,4 @@
-"""Accuracy under load (`rig.runs.load`) on real engines with the embedded Gemma 3 270M: the same seeded CallNavi
+"""Accuracy under load (`rig.analyses.load`) on real engines with the embedded Gemma 3 270M: the same seeded CallNavi
 episodes at each concurrency level, each level its own `rig bench` process, paired against level 1.
 
 Engines (one section each in the results file):
@@ -97,8 +97,8 @@ def ratio(a: float | None, b: float | None) -> float | None:
 def section(
     engine: str, reports: list[Any], impossible: list[Any], note: str, st: Any, impossible_slo: str
 ) -> list[str]:
-    from rig.runs.load import load_tables
-    from rig.runs.report import table_md
+    from rig.analyses.load.render import load_tables
+    from rig.render.report import table_md
 
     o = st.bench
     slos = ",".join(f"{x.key}={x.limit_s:g}s" for x in st.slos)
@@ -167,8 +167,12 @@ def main() -> None:
     a.slo_given = a.slo is not None
     a.slo = a.slo or "ttft_p95=20s,e2e_p95=60s"
 
-    from rig.runs.bench import BenchOptions
-    from rig.runs.load import LoadPlan, LoadSettings, analyse, parse_levels, parse_slos, run_load, write_load
+    from rig.analyses.load.measure import analyse
+    from rig.analyses.load.records import LoadSettings
+    from rig.analyses.load.render import write_load
+    from rig.analyses.load.run import LoadPlan, run_load
+    from rig.analyses.load.slo import parse_levels, parse_slos
+    from rig.execution.bench import BenchOptions
 
     os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
     os.environ.setdefault("VLLM_HOST_IP", "127.0.0.1")
@@ -179,7 +183,7 @@ def main() -> None:
     lines = [
         "# Accuracy under load",
         "",
-        "Written by `scripts/bench_load.py` through `rig.runs.load` (each level its own `rig bench` process).",
+        "Written by `scripts/bench_load.py` through `rig.analyses.load` (each level its own `rig bench` process).",
         "",
         f"- Host: {platform.machine()}, {os.cpu_count()} CPUs, {platform.system()} {platform.release()}; "
         f"Python {platform.python_version()}; shared with other work: read the ratios, not the absolute times",

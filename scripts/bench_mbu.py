@@ -34,9 +34,9 @@ from pathlib import Path
 import numpy as np
 import yaml
 
+from rig.execution.bench import BenchOptions, run_bench
 from rig.registry import load_registry, resolve_weights
-from rig.runs.bench import BenchOptions, run_bench
-from rig.runs.screen import run_summaries
+from rig.render.screen import run_summaries
 from rig.telemetry.bandwidth import probe_cpu, save_probe
 
 

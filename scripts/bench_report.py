@@ -18,10 +18,10 @@ from pathlib import Path
 from rig.benchmarks.callnavi.benchmark import CallNavi
 from rig.records import EpisodeResult, Generation, Timings
 from rig.registry import load_registry
-from rig.runs.config import BenchmarkInfo, RunConfig
-from rig.runs.html import html_report
-from rig.runs.manifest import RunManifest
-from rig.runs.store import Store
+from rig.render.html import html_report
+from rig.runfolder.config import BenchmarkInfo, RunConfig
+from rig.runfolder.manifest import RunManifest
+from rig.runfolder.store import Store
 from rig.telemetry.gpu import GpuMemorySummary
 
 

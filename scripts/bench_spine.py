@@ -16,9 +16,9 @@ import time
 from pathlib import Path
 
 from rig.benchmarks.callnavi.benchmark import CallNavi
+from rig.execution.bench import BenchOptions, run_bench, select
+from rig.execution.runner import plan
 from rig.registry import load_registry, resolve_weights
-from rig.runs.bench import BenchOptions, run_bench, select
-from rig.runs.runner import plan
 
 
 def bare_loop(weights: str, prompts: list[str], n_ctx: int, max_tokens: int, n_batch: int) -> float:

@@ -1,7 +1,7 @@
 """Token-level divergence of requantized variants of the embedded model, and what the pass costs.
 
 For each benchmark, ``--repeats`` times in turn: generate N episodes with the reference model (`rig bench`), then the
-divergence pass over that run (`python -m rig.runs.divergence`) with one variant and with all of them. Each step is
+divergence pass over that run (`python -m rig.analyses.divergence`) with one variant and with all of them. Each step is
 timed the same way, as the wall time of its own process (imports and model loads included on both sides); the cost
 ratio is the median pass time over the median generation time, measured in the same run on the same machine
 (generation and passes interleaved, so a change of load hits both). The per-class table goes to markdown.
@@ -30,8 +30,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from rig.analyses.divergence.output import read_report
+from rig.analyses.divergence.records import DivergenceSettings, VariantSource
 from rig.records import write_record
-from rig.runs.divergence import DivergenceSettings, VariantSource, read_report
 
 
 def timed(argv: list[str]) -> float:
@@ -44,10 +45,10 @@ def timed(argv: list[str]) -> float:
 
 def sequences(run: Path, models: str) -> tuple[list[tuple[list[int], int]], int]:
     """The (tokens, reply start) pairs the pass scores, rebuilt as it does (rig's replay and tokenizer), and n_ctx."""
+    from rig.analyses.divergence.replay import replay_pairs
     from rig.engines.logits import LlamaCppScorer
     from rig.registry import load_registry, resolve_weights
-    from rig.runs.divergence import replay_pairs
-    from rig.runs.folder import RunFolder
+    from rig.runfolder.folder import RunFolder
 
     cfg = RunFolder(run).manifest.config.model
     spec = load_registry(models).get(cfg.name)
@@ -114,7 +115,7 @@ def floor_process(argv: list[str]) -> None:
 def floor(run: Path, models: str, variant: str, work: Path) -> tuple[float, float]:
     """Wall time of the floor process over both models, and of it less the reference's load and forward."""
     from rig.registry import load_registry, resolve_weights
-    from rig.runs.folder import RunFolder
+    from rig.runfolder.folder import RunFolder
 
     seqs, n_ctx = sequences(run, models)
     (work / "sequences.json").write_text(json.dumps(seqs))
@@ -140,7 +141,7 @@ def divergence(run: Path, variants: list[str], models: str, out: Path) -> tuple[
         reference_run=str(run), variants=[VariantSource(model=v) for v in variants], out=str(out), models_file=models
     )
     write_record(out / "settings.json", s)
-    return timed([sys.executable, "-m", "rig.runs.divergence", str(out / "settings.json")]), out
+    return timed([sys.executable, "-m", "rig.analyses.divergence", str(out / "settings.json")]), out
 
 
 def main() -> None:

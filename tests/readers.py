@@ -126,7 +126,7 @@ def _mobilitybench(text: str) -> str | None:
 
 def _callnavi_reference(text: str) -> str | None:
     from rig.benchmarks.callnavi.benchmark import score_output
-    from rig.runs.store import sanitize
+    from rig.runfolder.store import sanitize
 
     gt = {"API": ["getWeather"], "parameters": [{"city": "Oulu"}]}
     errors = []
@@ -414,7 +414,7 @@ def _mobility_data(text: str) -> str | None:
     from rig.benchmarks.mobilitybench import scoring as M
     from rig.benchmarks.mobilitybench.importer import load_upstream
     from rig.benchmarks.mobilitybench.similarity import CharJaccard
-    from rig.runs.store import sanitize
+    from rig.runfolder.store import sanitize
 
     clean = text.encode("utf-8", "replace").decode("utf-8")  # a CSV file is UTF-8 text
     # one column (picked by the text's length) holds the text, in a row of each scenario family

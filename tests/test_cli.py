@@ -5,8 +5,8 @@ from typer.testing import CliRunner
 
 from rig.cli import app
 from rig.cli.common import bench_flags
-from rig.runs.bench import bench_options
-from rig.runs.spec import SpecError
+from rig.execution.bench import bench_options
+from rig.runfolder.spec import SpecError
 
 
 def _tool_mode(decode: str, tool_mode: str | None = None) -> str:
@@ -48,8 +48,8 @@ def _fake_registry(tmp_path):  # type: ignore[no-untyped-def]
 
 @pytest.fixture
 def fake_engine(monkeypatch):  # type: ignore[no-untyped-def]
-    from rig.runs import bench
-    from tests.runs.killable import ThreadedFakeEngine
+    from rig.execution import bench
+    from tests.execution.killable import ThreadedFakeEngine
 
     monkeypatch.setenv("KILLABLE_DELAY", "0")
     monkeypatch.setattr(bench, "create_engine", lambda spec, weights, gpu=None: ThreadedFakeEngine(spec, weights))
@@ -101,7 +101,7 @@ def test_a_spec_file_is_read_and_a_bad_one_named(tmp_path, fake_engine) -> None:
     r = CliRunner().invoke(app, ["bench", *reg[:2], "--spec", str(spec), "--limit", "2", "--out", str(out)])
     assert r.exit_code == 0, r.output
     (run,) = out.iterdir()
-    from rig.runs.manifest import RunManifest
+    from rig.runfolder.manifest import RunManifest
 
     man = RunManifest.read(run)  # the file's settings, the flag winning over the file
     assert man.config.limit == 2 and man.config.benchmarks[0].options["task"] == "routing"
@@ -204,10 +204,10 @@ def test_final_screen_has_a_row_per_benchmark_within_40_lines(tmp_path) -> None:
     from rich.console import Console
 
     from rig.cli import print_screen
-    from rig.runs.screen import run_summaries
+    from rig.render.screen import run_summaries
 
     run = tmp_path / "run"
-    shutil.copytree(Path(__file__).parent / "runs" / "fixtures" / "run_before_issue17", run)
+    shutil.copytree(Path(__file__).parent / "fixtures" / "run_before_issue17", run)
     console = Console(record=True, width=80)
     print_screen(run, console)
     text = console.export_text()
@@ -244,7 +244,7 @@ def test_readme_first_bench_runs_all_five_benchmarks_offline(tmp_path, helsinki_
     import sys
     from pathlib import Path
 
-    from rig.runs.manifest import RunManifest
+    from rig.runfolder.manifest import RunManifest
 
     repo = Path(__file__).resolve().parents[1]
     args = _readme_first_bench()

@@ -10,12 +10,12 @@ import pytest
 from typer.testing import CliRunner
 
 from rig.cli import app
+from rig.render.export import list_runs
+from rig.render.report import report_markdown
+from rig.runfolder.manifest import RunManifest
+from rig.runfolder.store import Store
 from rig.runformat import MANIFEST_FORMAT, RESULTS_SCHEMA_VERSION, NewerFormatError, read_results
-from rig.runs.export import list_runs
-from rig.runs.manifest import RunManifest
-from rig.runs.report import report_markdown
-from rig.runs.store import Store
-from tests.runs.test_report import make_run
+from tests.render.test_report import make_run
 
 
 def _user_version(db: Path) -> int:

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from rig.benchmarks.base import Benchmark, Table
     from rig.records import EpisodeResult
-    from rig.runs.config import BenchmarkInfo
+    from rig.runfolder.config import BenchmarkInfo
 
 BENCHMARKS: dict[str, str] = {
     "callnavi": "rig.benchmarks.callnavi.benchmark:CallNavi",

@@ -35,7 +35,7 @@ def _source_root() -> Path:
 
 
 def rig_commit() -> str | None:
-    from rig.runs.manifest import git_revision
+    from rig.runfolder.manifest import git_revision
 
     return git_revision()
 

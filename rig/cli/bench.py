@@ -61,12 +61,12 @@ def bench(
     from rig.benchmarks.base import DataError
     from rig.engines import MissingExtra
     from rig.engines.base import EngineError
+    from rig.execution.bench import BenchError, bench_options, run_bench
     from rig.registry import RegistryError
+    from rig.render.html import write_report_files
+    from rig.runfolder.folder import RunFolder
+    from rig.runfolder.spec import SpecError
     from rig.runformat import NewerFormatError, RunFileError
-    from rig.runs.bench import BenchError, bench_options, run_bench
-    from rig.runs.folder import RunFolder
-    from rig.runs.html import write_report_files
-    from rig.runs.spec import SpecError
 
     # Only the flags given on the command line are passed: --resume takes the others from the run's record, and
     # compares the given ones with it (with or without --model). (By name: typer carries its own copy of click's
@@ -156,7 +156,7 @@ def bench(
 
 def print_screen(run_dir: Path, console: Console | None = None) -> None:
     """The run's one-screen summary: a row per benchmark from its RunSummary, then where the full report is."""
-    from rig.runs.screen import final_screen
+    from rig.render.screen import final_screen
 
     table, lines = final_screen(run_dir)
     t = RichTable(

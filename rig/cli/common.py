@@ -51,7 +51,7 @@ def spec_list(field: str, value: str) -> list[str]:
     ``bench_options`` validates one value, so a bad item exits 2 in the words `rig bench` uses for it."""
     from pydantic import ValidationError
 
-    from rig.runs.spec import RunSpec, spec_error
+    from rig.runfolder.spec import RunSpec, spec_error
 
     items = csv_list(value)
     for item in items:
@@ -66,7 +66,7 @@ def spec_option(field: str, *aliases: str, default: Any = ..., help: str | None 
     """The typer option of a RunSpec field: its flag from ``spec.FLAGS``, its default and help text from the field,
     so a setting's flag and the spec say one thing. ``default`` / ``help`` where a command means it differently
     (compare's one seed for every variant); bounds are the spec's, checked by ``bench_options``."""
-    from rig.runs.spec import FLAGS, RunSpec
+    from rig.runfolder.spec import FLAGS, RunSpec
 
     f = RunSpec.model_fields[field]
     if default is ...:

@@ -12,7 +12,7 @@ import typer
 from rig.benchmarks import DEFAULT_BENCHMARK
 from rig.cli.common import app, bench_flags, fail, say, spec_list, spec_option
 from rig.records import DEFAULT_DIVERGENCE_TOP_K, DivergenceTopK
-from rig.runs.spec import DECODES
+from rig.runfolder.spec import DECODES
 
 
 @app.command()
@@ -60,15 +60,15 @@ def compare(
 ) -> None:
     """Run the same episodes on each variant (a model under a decode and tool mode) in its own process and compare
     them, paired: `rig compare a b`, `rig compare gemma3-270m --decode none,json`."""
-    from rig.runs.bench import BenchError, bench_options
-    from rig.runs.compare import compare_folder, expand_variants, run_compare
-    from rig.runs.spec import SpecError
+    from rig.analyses.compare import compare_folder, expand_variants, run_compare
+    from rig.execution.bench import BenchError, bench_options
+    from rig.runfolder.spec import SpecError
 
     if not divergence and (reference is not None or top_k is not None):
         fail(f"{'--reference' if reference is not None else '--top-k'} only applies with --divergence")
     top_k = DEFAULT_DIVERGENCE_TOP_K if top_k is None else top_k
     if divergence:  # a bad --top-k is refused before any variant runs
-        from rig.runs.divergence import DivergenceError, check_top_k
+        from rig.analyses.divergence.records import DivergenceError, check_top_k
 
         try:
             check_top_k(top_k)
@@ -124,10 +124,11 @@ def _finish(
     """compare.md and compare.html; with --divergence the divergence pass first, in a process of its own. A failed
     pass over existing runs (``fresh``) leaves no comparison folder; after variants ran, their comparison is kept
     without the divergence section."""
+    from rig.analyses.compare import write_compare
+    from rig.analyses.divergence.records import DivergenceError
+    from rig.analyses.divergence.run import run_divergence
+    from rig.analyses.divergence.view import divergence_section
     from rig.runformat import NewerFormatError, RunFileError
-    from rig.runs.compare import write_compare
-    from rig.runs.divergence import DivergenceError, run_divergence
-    from rig.runs.divergence_view import divergence_section
 
     section, problem = None, None
     if divergence:

@@ -42,9 +42,13 @@ def load(
     """Run the same seeded episodes at each concurrency level (each level its own `rig bench` process) and report
     per level the score with its CI, paired flips against level 1, TTFT and end-to-end p50/p95/p99, tokens/s and
     goodput; the verdict is the highest level non-inferior to level 1 with every SLO holding."""
-    from rig.runs.bench import BenchError, bench_options
-    from rig.runs.load import LoadSettings, analyse, parse_levels, parse_slos, run_load, write_load
-    from rig.runs.spec import SpecError
+    from rig.analyses.load.measure import analyse
+    from rig.analyses.load.records import LoadSettings
+    from rig.analyses.load.render import write_load
+    from rig.analyses.load.run import run_load
+    from rig.analyses.load.slo import parse_levels, parse_slos
+    from rig.execution.bench import BenchError, bench_options
+    from rig.runfolder.spec import SpecError
 
     values = dict(
         model=model,

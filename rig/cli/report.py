@@ -24,8 +24,8 @@ def report(
 ) -> None:
     """Report runs: tables in the papers' layouts, latency, tokens, memory; --html for plots and an episode browser."""
     from rig.records import write_atomic
+    from rig.render.report import report_markdown
     from rig.runformat import NewerFormatError, RunFileError
-    from rig.runs.report import report_markdown
 
     for r in run:
         if not (r / "manifest.json").exists():
@@ -37,7 +37,7 @@ def report(
                 _write_beside(r / "report.md", text)
                 sys.stdout.write(text + "\n")
         if html:
-            from rig.runs.html import html_report
+            from rig.render.html import html_report
 
             path = to or run[0] / "report.html"
             try:  # the figures beside it are written first: a read-only run folder fails there

@@ -22,7 +22,7 @@ def rescore(
     """Score predictions made outside rig (CallNavi output files, MobilityBench raw_results.json) into a run folder."""
     from rich.progress import Progress
 
-    from rig.runs.rescore import RescoreError, RescoreOptions, rescorable, rescore
+    from rig.execution.rescore import RescoreError, RescoreOptions, rescorable, rescore
 
     if benchmark not in rescorable():
         fail(f"rescore: benchmark {benchmark!r} is not supported; choose {' or '.join(rescorable())}")

@@ -14,7 +14,7 @@ from rig.cli.common import app, fail, out, say
 @app.command()
 def runs(root: Path = typer.Argument(Path("runs"), help="Folder holding run folders.")) -> None:
     """List runs: id, model, benchmarks, status, episodes done / total, when."""
-    from rig.runs.export import list_runs
+    from rig.render.export import list_runs
 
     t = RichTable(title=escape(f"runs in {root}"))
     for c in ("run id", "model", "benchmarks", "status", "done / total", "started"):
@@ -39,7 +39,8 @@ def export_cmd(
     ),
 ) -> None:
     """Write per-episode rows joined with their telemetry (or a comparison's divergence rows)."""
-    from rig.runs.export import export, export_divergence
+    from rig.analyses.divergence.output import export_divergence
+    from rig.render.export import export
 
     if divergence is None and not (run / "manifest.json").exists():
         hint = " (a comparison folder: --divergence classes or episodes)" if (run / "divergence.json").exists() else ""

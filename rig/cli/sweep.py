@@ -82,8 +82,8 @@ def merge(
     out_dir: Path = typer.Option(Path("runs"), "--out", help="Where the merged run folder goes."),
 ) -> None:
     """Join the shards of one run into one run folder, as if one process had run every episode."""
+    from rig.execution.bench import BenchError
     from rig.runformat import NewerFormatError
-    from rig.runs.bench import BenchError
     from rig.sweep.merge import merge_runs
 
     try:

@@ -6,13 +6,13 @@ from __future__ import annotations
 from html import escape
 from pathlib import Path
 
+from rig.analyses.compare import efficiency_compare_table, gib, judged_note, paired, run_summary
 from rig.benchmarks.base import Table
 from rig.records import write_atomic
-from rig.runs.compare import efficiency_compare_table, gib, judged_note, paired, run_summary
-from rig.runs.html import CSP, table_html
-from rig.runs.plots import Point, figure_svg, pareto_plot
-from rig.runs.report import table_md
-from rig.runs.summary import HeadlineScore, RunSummary
+from rig.render.html import CSP, table_html
+from rig.render.plots import Point, figure_svg, pareto_plot
+from rig.render.report import table_md
+from rig.runfolder.summary import HeadlineScore, RunSummary
 from rig.sweep.spec import Cell
 
 COLUMNS = [

@@ -10,11 +10,11 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from rig.execution.bench import BenchError, parse_shard
+from rig.runfolder.folder import RunFolder
+from rig.runfolder.manifest import RunManifest, new_run_id
+from rig.runfolder.store import Store
 from rig.runformat import RunFileError
-from rig.runs.bench import BenchError, parse_shard
-from rig.runs.folder import RunFolder
-from rig.runs.manifest import RunManifest, new_run_id
-from rig.runs.store import Store
 
 
 def merge_runs(shard_dirs: list[Path], out: Path) -> Path:

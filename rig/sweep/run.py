@@ -23,10 +23,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from rig.execution.bench import BenchError, RunLock
+from rig.execution.launch import bench_argv
 from rig.records import write_record
-from rig.runs.bench import BenchError, RunLock
-from rig.runs.compare import bench_argv
-from rig.runs.folder import RunFolder
+from rig.runfolder.folder import RunFolder
 from rig.sweep.spec import Cell, SweepSpec
 
 BENCH_ENTRY = ("-m", "rig.cli")  # what follows the interpreter in a cell's command; tests swap in a fake engine

@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from rig.decoding.safe import load_yaml
 from rig.inputs import InputError, read_text
 from rig.records import DecodeMode, MaxTokens, ToolMode
-from rig.runs.spec import MAX_REPEATS, RunSpec
+from rig.runfolder.spec import MAX_REPEATS, RunSpec
 
 
 class SweepError(Exception):

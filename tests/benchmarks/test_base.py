@@ -7,7 +7,7 @@ import pytest
 
 from rig.benchmarks import BENCHMARKS, get_benchmark_class, options_markdown, recorded_options
 from rig.benchmarks.base import DataError
-from rig.runs.config import BenchmarkInfo
+from rig.runfolder.config import BenchmarkInfo
 
 REPO = Path(__file__).resolve().parents[2]
 

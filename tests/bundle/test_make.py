@@ -139,16 +139,16 @@ def test_sdist_metadata_reads_runtime_and_build_requirements(tmp_path: Path) -> 
 
 def test_run_from_a_bundle_records_its_id(registry: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from rig.benchmarks.callnavi.benchmark import CallNavi
-    from rig.runs.bench import BenchOptions, run_bench
-    from rig.runs.manifest import RunManifest
+    from rig.execution.bench import BenchOptions, run_bench
+    from rig.runfolder.manifest import RunManifest
+    from tests.execution.test_runner import oracle
     from tests.fakes import FakeEngine
-    from tests.runs.test_runner import oracle
 
     out = tmp_path / "bundle"
     assert create_bundle(registry, out).exit_code == 0
     data = out / "data" / "callnavi"
     monkeypatch.setattr(
-        "rig.runs.bench.create_engine", lambda spec, weights, gpu=None: FakeEngine(oracle(CallNavi(data)))
+        "rig.execution.bench.create_engine", lambda spec, weights, gpu=None: FakeEngine(oracle(CallNavi(data)))
     )
     runs = tmp_path / "runs"
     run_dir = run_bench(
@@ -323,10 +323,10 @@ def test_run_from_a_bundle_reads_the_bundled_user_data(
     import shutil
 
     from rig.benchmarks.callnavi.benchmark import CallNavi
-    from rig.runs.manifest import RunManifest
-    from rig.runs.store import Store
+    from rig.runfolder.manifest import RunManifest
+    from rig.runfolder.store import Store
+    from tests.execution.test_runner import oracle
     from tests.fakes import FakeEngine
-    from tests.runs.test_runner import oracle
 
     src = _callnavi_folder(tmp_path / "my-callnavi")
     out = tmp_path / "bundle"
@@ -334,7 +334,7 @@ def test_run_from_a_bundle_reads_the_bundled_user_data(
     shutil.rmtree(src)  # the lab has only the bundle
     data = out / read_manifest(out).data["callnavi"].path
     monkeypatch.setattr(
-        "rig.runs.bench.create_engine", lambda spec, weights, gpu=None: FakeEngine(oracle(CallNavi(data)))
+        "rig.execution.bench.create_engine", lambda spec, weights, gpu=None: FakeEngine(oracle(CallNavi(data)))
     )
     runs = tmp_path / "runs"
     # The README's line, with BUNDLE filled in.

@@ -24,12 +24,12 @@ def bundle(registry: Path, tmp_path: Path) -> Path:
 
 def _bench(bundle: Path, runs: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[int, str]:
     from rig.benchmarks.callnavi.benchmark import CallNavi
+    from tests.execution.test_runner import oracle
     from tests.fakes import FakeEngine
-    from tests.runs.test_runner import oracle
 
     data = bundle / "data" / "callnavi"
     monkeypatch.setattr(
-        "rig.runs.bench.create_engine", lambda spec, weights, gpu=None: FakeEngine(oracle(CallNavi(data)))
+        "rig.execution.bench.create_engine", lambda spec, weights, gpu=None: FakeEngine(oracle(CallNavi(data)))
     )
     args = ["bench", "-m", "tiny-q4", "-b", "callnavi", "--data", str(data), "--limit", "1"]
     args += ["--models", str(bundle / "models.yaml"), "--out", str(runs), "--no-report"]
@@ -41,7 +41,7 @@ def _bench(bundle: Path, runs: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[i
 def test_a_run_records_the_computed_id_not_the_claimed_one(
     bundle: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from rig.runs.manifest import RunManifest
+    from rig.runfolder.manifest import RunManifest
 
     made = verify(bundle).bundle_id
     raw = json.loads((bundle / "MANIFEST.json").read_text())

@@ -10,7 +10,7 @@ import typer
 from typer.testing import CliRunner
 
 from rig.cli import app
-from rig.runs.spec import FLAGS, RunSpec
+from rig.runfolder.spec import FLAGS, RunSpec
 
 REPO = Path(__file__).resolve().parents[2]
 

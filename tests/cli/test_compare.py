@@ -12,11 +12,11 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
+from rig.analyses.divergence.records import DivergenceSettings
 from rig.cli import app
-from rig.runs.divergence import DivergenceSettings
 
 REPO = Path(__file__).resolve().parents[2]
-OLD_RUN = REPO / "tests" / "runs" / "fixtures" / "run_before_issue17"
+OLD_RUN = REPO / "tests" / "fixtures" / "run_before_issue17"
 
 
 def test_top_k_flag_is_declared_by_the_divergence_settings() -> None:

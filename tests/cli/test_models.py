@@ -1,6 +1,7 @@
 """`rig models quantize`: the source found in --models FILE or else in rig's registry, FILE created when missing,
 every refusal (a broken FILE, a taken name) before anything is written, and no half-written GGUF or models file.
-llama.cpp's quantize call is stood in for (it would take minutes); tests/runs/test_compare.py runs the real one."""
+llama.cpp's quantize call is stood in for (it would take minutes); tests/analyses/test_compare_quantize.py runs the
+real one."""
 
 from __future__ import annotations
 

@@ -192,8 +192,8 @@ def _callnavi(n: int) -> tuple[Any, list[Any]]:
 
 def test_concurrent_episodes_are_in_flight_together(vllm_engine, run: Run, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     from rig.benchmarks.base import RunContext
-    from rig.runs.runner import plan, run_items
-    from rig.runs.store import Store
+    from rig.execution.runner import plan, run_items
+    from rig.runfolder.store import Store
 
     b, eps = _callnavi(4)
     store = Store(tmp_path / "r.sqlite")
@@ -208,8 +208,8 @@ def test_concurrent_episodes_are_in_flight_together(vllm_engine, run: Run, tmp_p
 
 def test_over_long_prompt_is_a_failed_episode_and_the_run_goes_on(vllm_engine, run: Run, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     from rig.benchmarks.base import RunContext
-    from rig.runs.runner import plan, run_items
-    from rig.runs.store import Store
+    from rig.execution.runner import plan, run_items
+    from rig.runfolder.store import Store
 
     b, eps = _callnavi(3)
     long_msgs = [Message(role="user", content="Helsinki " * 9000)]  # > context_length 8192 tokens

@@ -36,7 +36,7 @@ def _fake_engine(spec, weights, *, gpu=None):  # type: ignore[no-untyped-def]
 
 
 if __name__ == "__main__":
-    import rig.runs.bench as bench
+    import rig.execution.bench as bench
     from rig.benchmarks import BENCHMARKS
 
     BENCHMARKS["mapped"] = f"tests.sweep.fake_cell:{Mapped.__name__}"

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from rig.runs.bench import RunLock
-from rig.runs.compare import run_summary
-from rig.runs.manifest import RunManifest
-from rig.runs.store import Store
+from rig.analyses.compare import run_summary
+from rig.execution.bench import RunLock
+from rig.runfolder.manifest import RunManifest
+from rig.runfolder.store import Store
 from rig.sweep.leaderboard import write_leaderboard
 from rig.sweep.run import JobState, attempt, job_dir, run_folder, run_sweep
 from rig.sweep.spec import load_sweep
@@ -382,7 +382,7 @@ def test_two_shards_merged_equal_one_run(sweep_dir: Path) -> None:
     ma, mb = RunManifest.read(single), RunManifest.read(merged)
     assert mb.config.shard is None and mb.config_hash == ma.config_hash  # the very configuration of a single run
     assert mb.spec is not None and mb.spec == ma.spec and mb.spec.shard is None  # and the settings of one
-    from rig.runs.report import report_markdown
+    from rig.render.report import report_markdown
 
     # the benchmark tables (all but the run's own timings) read the same
     ta, tb = report_markdown(single), report_markdown(merged)

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from rig.runs.compare import run_summary
-from rig.runs.report import fmt
-from rig.runs.store import Store
+from rig.analyses.compare import run_summary
+from rig.render.report import fmt
+from rig.runfolder.store import Store
 from rig.sweep.run import job_dir, run_folder
 from rig.sweep.spec import load_sweep
 from tests.conftest import REPO

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from rig.runs.manifest import RunManifest
+from rig.runfolder.manifest import RunManifest
 from rig.sweep.run import JobState, job_dir, run_folder
 from rig.sweep.spec import load_sweep
 from tests.conftest import REPO

@@ -7,8 +7,8 @@ import pytest
 from rig.benchmarks.callnavi.benchmark import CallNavi
 from rig.benchmarks.callnavi.prompts import answer_schema
 from rig.decoding import parse_output, validate
-from rig.runs.bench import BenchOptions, run_bench
-from rig.runs.store import Store
+from rig.execution.bench import BenchOptions, run_bench
+from rig.runfolder.store import Store
 
 pytestmark = pytest.mark.model
 

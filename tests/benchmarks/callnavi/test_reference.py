@@ -15,11 +15,11 @@ import yaml
 from rig.benchmarks.base import DataError, RunContext
 from rig.benchmarks.callnavi.benchmark import T4_COLUMNS, CallNavi, callnavi_tables, score_output
 from rig.benchmarks.callnavi.reference import ref_ast, ref_routing_match, ref_wash
+from rig.execution.runner import plan, run_items
 from rig.records import ChatRequest, Episode, EpisodeResult, Generation, Sampling
+from rig.render.report import table_md
+from rig.runfolder.store import Store
 from rig.runformat import read_results
-from rig.runs.report import table_md
-from rig.runs.runner import plan, run_items
-from rig.runs.store import Store
 from tests.fakes import FakeEngine
 
 GT = {

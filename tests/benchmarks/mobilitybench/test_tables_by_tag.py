@@ -8,7 +8,7 @@ from pathlib import Path
 from rig.benchmarks.mobilitybench.benchmark import mobility_tables
 from rig.runformat import read_results
 
-FIXTURE = Path(__file__).parents[2] / "runs" / "fixtures" / "run_before_issue17" / "results.sqlite"
+FIXTURE = Path(__file__).parents[2] / "fixtures" / "run_before_issue17" / "results.sqlite"
 ROUTE = [0.0, 0.0, 0.5, 1.0, 0.5, 0.09999999999999998, 1.0, 0.0, 0.0, 25970.0, 402.0]
 
 

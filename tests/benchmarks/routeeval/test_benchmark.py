@@ -236,12 +236,12 @@ def test_data_hash_covers_prompts_and_map(bench: RouteEval, tmp_path: Path) -> N
 
 def test_runner_store_and_report(bench: RouteEval, episodes: list[Episode], tmp_path: Path) -> None:
     """Through the real runner and store; the report re-creates the benchmark and renders Tables 1-7."""
+    from rig.execution.runner import plan, run_items
     from rig.registry import load_registry
-    from rig.runs.config import BenchmarkInfo, RunConfig
-    from rig.runs.manifest import RunManifest, host_info
-    from rig.runs.report import report_markdown
-    from rig.runs.runner import plan, run_items
-    from rig.runs.store import Store
+    from rig.render.report import report_markdown
+    from rig.runfolder.config import BenchmarkInfo, RunConfig
+    from rig.runfolder.manifest import RunManifest, host_info
+    from rig.runfolder.store import Store
     from rig.telemetry.gpu import GpuMemorySummary
 
     run_dir = tmp_path / "r1"

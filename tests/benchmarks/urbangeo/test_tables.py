@@ -112,10 +112,10 @@ def test_program_vs_judge_agreement() -> None:
 
 def test_the_html_report_of_a_self_judged_run_says_so(tmp_path: Path) -> None:
     """The report-stability fixture's UrbanGeoEval part was judged by the candidate (Gemma 270M) itself."""
-    from rig.runs.html import html_report
-    from rig.runs.report import report_markdown
+    from rig.render.html import html_report
+    from rig.render.report import report_markdown
 
-    fixture = Path(__file__).parents[2] / "runs" / "fixtures" / "run_before_issue17"
+    fixture = Path(__file__).parents[2] / "fixtures" / "run_before_issue17"
     run = tmp_path / fixture.name
     shutil.copytree(fixture, run)
     md = report_markdown(run)

@@ -1,0 +1,1 @@
+"""Analyses over several runs: compare, token-level divergence, accuracy under load."""

@@ -1,0 +1,1 @@
+"""Executing a run: the run spec, `rig bench`, the runner, rescoring, and the cell launcher."""

@@ -1,0 +1,184 @@
+"""Markdown report of a run: the benchmark's own tables, then its `RunSummary` (headline CI, latency, tokens, memory).
+
+A value that was not measured prints as "not measured", never as 0.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from rig.benchmarks import benchmark_tables
+from rig.benchmarks.base import Table
+from rig.runfolder.folder import RunFolder
+from rig.runfolder.summary import RunSummary
+
+NM = "not measured"
+
+
+def fmt(v: Any, digits: int = 3) -> str:
+    if v is None:
+        return "–"
+    if isinstance(v, float):
+        return f"{v:.{digits}f}"
+    return str(v)
+
+
+def _gib(b: float | None) -> str:
+    return NM if b is None else f"{b / 2**30:.2f} GiB"
+
+
+def table_md(t: Table) -> str:
+    lines = [f"### {t.title}", "", "| " + " | ".join(t.columns) + " |", "|" + "---|" * len(t.columns)]
+    lines += ["| " + " | ".join(fmt(c) for c in row) + " |" for row in t.rows]
+    if not t.rows:
+        lines.append("| " + " | ".join(["(none)"] + [""] * (len(t.columns) - 1)) + " |")
+    if t.note:
+        lines += ["", f"_{t.note}_"]
+    return "\n".join(lines) + "\n"
+
+
+def telemetry_table(s: RunSummary) -> Table:
+    def secs(v: float | None) -> str:
+        return NM if v is None else f"{v:.3f}"
+
+    if s.gpu_unavailable is not None:
+        gpu_peak = gpu_load = f"{NM} ({s.gpu_unavailable})"
+    else:
+        gpu_peak, gpu_load = _gib(s.gpu_peak_bytes), _gib(s.gpu_load_bytes)
+    rows: list[list[Any]] = [
+        ["Episodes (done / failed)", f"{s.episodes} / {s.failed}"],
+        ["Generations", s.generations],
+        ["End-to-end latency p50 / p95 (s)", f"{secs(s.e2e_p50_s)} / {secs(s.e2e_p95_s)}"],
+        ["Time to first token p50 / p95 (s)", f"{secs(s.ttft_p50_s)} / {secs(s.ttft_p95_s)}"],
+        ["Decode speed median (tokens/s)", NM if s.decode_tps_median is None else f"{s.decode_tps_median:.1f}"],
+        [
+            "Prompt tokens mean / total",
+            NM if s.prompt_tokens_mean is None else f"{s.prompt_tokens_mean:.0f} / {s.prompt_tokens_total}",
+        ],
+        [
+            "Completion tokens mean / total",
+            NM if s.completion_tokens_mean is None else f"{s.completion_tokens_mean:.1f} / {s.completion_tokens_total}",
+        ],
+        ["Replies cut at max_tokens", NM if s.cut_replies is None else f"{s.cut_replies} of {s.finish_reasons}"],
+        ["Model load time (s)", NM if s.load_time_s is None else fmt(s.load_time_s, 2)],
+        ["Peak process RSS", _gib(s.peak_rss_bytes)],
+        ["GPU memory after load, over baseline", gpu_load],
+        ["GPU memory peak (device used)", gpu_peak],
+    ]
+    return Table(title="Latency, tokens, memory", columns=["Measure", "Value"], rows=rows)
+
+
+def energy_text(s: RunSummary) -> str:
+    e = s.energy
+    if e.per_episode_j is None:
+        return f"{NM} ({e.reason})" if e.reason else NM
+    return f"{e.per_episode_j:.3g}"
+
+
+def correct_energy_text(s: RunSummary) -> str:
+    e = s.energy
+    if e.per_episode_j is None:
+        return f"{NM} ({e.reason})" if e.reason else NM
+    if e.per_correct_j is None:
+        return f"{NM} (no correct episode among the measured ones)"
+    return f"{e.per_correct_j:.3g} [{e.per_correct_low:.3g}, {e.per_correct_high:.3g}]"
+
+
+def mbu_text(s: RunSummary) -> str:
+    f = s.efficiency
+    if f.mbu is None:
+        return f"{NM} ({f.mbu_reason})" if f.mbu_reason else NM
+    return f"{100 * f.mbu:.1f}%"
+
+
+def _gbs(v: float | None) -> str:
+    return NM if v is None else f"{v / 1e9:.2f} GB/s"
+
+
+def efficiency_table(s: RunSummary) -> Table:
+    """Energy beside the score, and how close decoding came to the memory's limit; "not measured" says why."""
+    e, f = s.energy, s.efficiency
+    source = NM if e.source is None else f"{e.source} (counter unit {e.resolution_j:g} J)"
+    if e.source is None and e.reason:
+        source += f" ({e.reason})"
+    measured = f"{e.episodes} of {s.episodes}" + (f"; {e.attribution}" if e.attribution else "")
+    mbu = mbu_text(s)
+    if f.mbu is not None:
+        per_token = (f.bytes_per_token or 0) / 1e6
+        mbu += f" ({_gbs(f.decode_bytes_per_s)} of {_gbs(f.peak_bytes_per_s)}; {per_token:.1f} MB per token)"
+    elif f.decode_bytes_per_s is not None:
+        mbu += f"; achieved {_gbs(f.decode_bytes_per_s)}"
+    if f.prefill_flops_per_s is None:
+        prefill = f"{NM} ({f.prefill_reason})" if f.prefill_reason else NM
+    else:
+        prefill = f"{f.prefill_flops_per_s / 1e9:.1f} GFLOP/s"
+        share = f.prefill_share
+        prefill += (
+            f" of {(f.peak_flops_per_s or 0) / 1e9:.1f} ({100 * share:.1f}%)"
+            if share is not None
+            else f" (peak {NM}: {f.prefill_reason})"
+        )
+    rows: list[list[Any]] = [
+        ["Energy counter", source],
+        ["Episodes measured (attribution)", measured if e.episodes else NM],
+        ["Energy per episode (J, net of idle)", energy_text(s)],
+        ["Energy per correct episode (J, 95% CI)", correct_energy_text(s)],
+        ["Energy per processed token (J)", NM if e.per_token_j is None else f"{e.per_token_j:.3g}"],
+        ["Decode memory-bandwidth utilisation", mbu],
+        ["Decode MBU against NVML's data-sheet bandwidth", NM if f.mbu_nvml is None else f"{100 * f.mbu_nvml:.1f}%"],
+        ["Prefill achieved FLOP/s", prefill],
+    ]
+    return Table(title="Energy and memory bandwidth", columns=["Measure", "Value"], rows=rows)
+
+
+def ci_table(s: RunSummary, label: str) -> Table | None:
+    h = s.headline
+    if h is None or h.mean is None:
+        return None
+    return Table(
+        title="Headline score with 95% bootstrap CI" + (f" ({h.source})" if h.source else ""),
+        columns=["Model", "Samples", "Mean", "CI low", "CI high"],
+        rows=[[label, h.samples, h.mean, h.low, h.high]],
+    )
+
+
+def report_markdown(run_dir: Path) -> str:
+    folder = RunFolder(run_dir)
+    man = folder.manifest
+    cfg = man.config
+    spec = cfg.model
+    out = [
+        f"# rig report: {man.run_id}",
+        "",
+        f"- Model: **{spec.name}** ({spec.engine}, {spec.quantization}, context {spec.context_length})",
+        (
+            f"- Predictions made outside rig, re-scored by `rig rescore`; sampling not recorded; repeats {cfg.repeats}"
+            if spec.engine == "external"
+            else f"- Decode: {cfg.decode}; tool mode: {cfg.tool_mode}; temperature {cfg.temperature}; "
+            f"seed {cfg.seed}; repeats {cfg.repeats}"
+        ),
+        f"- Host: {man.host.cpu} ({man.host.cpu_count} CPUs); GPU: "
+        f"{(man.gpu_memory.device_name if man.gpu_memory and man.gpu_memory.available else 'none')}",
+        f"- Status: {man.status}; rig {man.rig_version} ({(man.git_revision or 'no git')[:10]}); "
+        f"versions: {', '.join(f'{k} {v}' for k, v in man.versions.items())}",
+        "",
+    ]
+    for b in cfg.benchmarks:
+        results = folder.results(b.name)
+        expected = b.episodes * cfg.repeats
+        out.append(f"## {b.name} (data {b.data_hash}, {len(results)} of {expected} episodes)\n")
+        if len(results) < expected:
+            out.append(
+                f"_Incomplete run: {expected - len(results)} episode(s) missing; "
+                f"resume with `rig bench --resume {man.run_id}`._\n"
+            )
+        for t in benchmark_tables(b, results, label=spec.name):
+            out.append(table_md(t))
+        summary = folder.summary(b.name)
+        ci = ci_table(summary, spec.name)
+        if ci:
+            out.append(table_md(ci))
+        out.append(table_md(telemetry_table(summary)))
+        out.append(table_md(efficiency_table(summary)))
+    return "\n".join(out)

@@ -1,0 +1,259 @@
+"""One summary of a run's latency, tokens, cut replies, memory and headline score, computed in one place.
+
+The markdown report, the HTML report and `rig compare` all render a `RunSummary`, so a measure added here (as
+"replies cut at max_tokens" once was) reaches every report. A value that was not measured is None, never 0.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Iterable
+from statistics import median
+from typing import TYPE_CHECKING
+
+from pydantic import BaseModel, Field
+
+from rig.benchmarks import get_benchmark_class, recorded_options
+from rig.records import EpisodeResult
+from rig.runfolder.config import BenchmarkInfo
+from rig.runfolder.manifest import RunManifest
+from rig.scoring.stats import mean_ci, percentile, ratio_ci
+from rig.telemetry.energy import processed_tokens
+from rig.telemetry.mbu import Efficiency, GenerationCost, efficiency
+
+if TYPE_CHECKING:
+    from rig.benchmarks.base import Benchmark
+
+EpisodeHeadline = Callable[[EpisodeResult], "float | None"]  # a benchmark's headline score of one episode
+
+
+class EpisodeScore(BaseModel):
+    episode_id: str
+    repeat: int
+    score: float
+
+
+class HeadlineScore(BaseModel):
+    """The benchmark's headline per-episode score: its mean with a 95% bootstrap CI."""
+
+    samples: int
+    mean: float | None = None  # None below two samples: there is no interval to give
+    low: float | None = None
+    high: float | None = None
+    scores: list[EpisodeScore] = Field(default_factory=list)  # one per scored (episode, repeat), for paired comparisons
+    source: str | None = None  # who gave the numbers when it matters (a judge: "judge: X, self-judged"), else None
+
+    def by_episode(self) -> dict[tuple[str, int], float]:
+        return {(s.episode_id, s.repeat): s.score for s in self.scores}
+
+
+class EnergySummary(BaseModel):
+    """Joules per episode and per correct episode (net of idle); None with ``reason`` when not measured."""
+
+    episodes: int = 0  # episodes with a measured energy
+    total_j: float | None = None
+    per_episode_j: float | None = None
+    per_correct_j: float | None = None  # total over the sum of the headline scores of the same episodes
+    per_correct_low: float | None = None
+    per_correct_high: float | None = None
+    per_token_j: float | None = None  # over the tokens processed (uncached prompt + completion)
+    attribution: str | None = None  # exclusive / token-share / time-share, or several joined
+    source: str | None = None  # "nvml: <device>" / "rapl: <zones>"
+    resolution_j: float | None = None
+    reason: str | None = None
+
+
+class RunSummary(BaseModel):
+    """A run's measures over the results of one benchmark (or of all its benchmarks: `benchmark` None)."""
+
+    run_id: str
+    model: str
+    quantization: str
+    benchmark: str | None
+    expected_episodes: int  # episodes x repeats the run was planned with
+    episodes: int
+    failed: int
+    generations: int
+    e2e_p50_s: float | None
+    e2e_p95_s: float | None
+    ttft_p50_s: float | None
+    ttft_p95_s: float | None
+    decode_tps_median: float | None
+    prompt_tokens_mean: float | None
+    prompt_tokens_total: int | None
+    completion_tokens_mean: float | None
+    completion_tokens_total: int | None
+    finish_reasons: int  # generations whose engine reported why they stopped
+    cut_replies: int | None  # of those, stopped at max_tokens ('length'); None when no engine reported any
+    load_time_s: float | None
+    peak_rss_bytes: int | None
+    gpu_load_bytes: int | None  # device memory after load, over the baseline before it
+    gpu_peak_bytes: int | None
+    gpu_unavailable: str | None  # why GPU memory was not measured; None when it was
+    headline: HeadlineScore | None  # None when summarised without the benchmark's headline score
+    energy: EnergySummary = Field(default_factory=lambda: EnergySummary(reason="not summarised"))
+    efficiency: Efficiency = Field(default_factory=lambda: Efficiency(mbu_reason="not summarised"))
+
+    @property
+    def cut_share(self) -> float | None:
+        return None if self.cut_replies is None else self.cut_replies / self.finish_reasons
+
+
+def total(values: Iterable[float | None]) -> float | None:
+    """Sum of the measured values; None, not 0, when none was measured."""
+    measured = [v for v in values if v is not None]
+    return sum(measured) if measured else None
+
+
+def summarize(
+    manifest: RunManifest,
+    results: list[EpisodeResult],
+    benchmark: BenchmarkInfo | None = None,
+    headline: EpisodeHeadline | None = None,
+) -> RunSummary:
+    """Summarise `results` of one benchmark of the run (`benchmark`), or of all of them (None)."""
+    cfg = manifest.config
+    infos = [benchmark] if benchmark else cfg.benchmarks
+    gens = [g for r in results for g in r.generations]
+    e2e = [g.timings.e2e_s for g in gens if g.timings.e2e_s is not None]
+    ttft = [g.timings.ttft_s for g in gens if g.timings.ttft_s is not None]
+    tps = [g.timings.decode_tps for g in gens if g.timings.decode_tps is not None]
+    pt = [g.prompt_tokens for g in gens if g.prompt_tokens is not None]
+    ct = [g.completion_tokens for g in gens if g.completion_tokens is not None]
+    finished = [g.finish_reason for g in gens if g.finish_reason is not None]
+    gpu = manifest.gpu_memory
+    measured_gpu = gpu if gpu is not None and gpu.available else None
+    if measured_gpu:
+        gpu_unavailable = None
+    else:
+        gpu_unavailable = (gpu.reason or "no reason recorded") if gpu else "no GPU record"
+    return RunSummary(
+        run_id=manifest.run_id,
+        model=cfg.model.name,
+        quantization=cfg.model.quantization,
+        benchmark=benchmark.name if benchmark else None,
+        expected_episodes=sum(b.episodes for b in infos) * cfg.repeats,
+        episodes=len(results),
+        failed=sum(r.status == "failed" for r in results),
+        generations=len(gens),
+        e2e_p50_s=percentile(e2e, 50),
+        e2e_p95_s=percentile(e2e, 95),
+        ttft_p50_s=percentile(ttft, 50),
+        ttft_p95_s=percentile(ttft, 95),
+        decode_tps_median=median(tps) if tps else None,
+        prompt_tokens_mean=sum(pt) / len(pt) if pt else None,
+        prompt_tokens_total=sum(pt) if pt else None,
+        completion_tokens_mean=sum(ct) / len(ct) if ct else None,
+        completion_tokens_total=sum(ct) if ct else None,
+        finish_reasons=len(finished),
+        cut_replies=finished.count("length") if finished else None,
+        load_time_s=manifest.load_time_s,
+        # A live process or device never uses 0 bytes at its peak: 0 can only be a missing reading.
+        peak_rss_bytes=manifest.peak_rss_bytes or None,
+        gpu_load_bytes=measured_gpu.load_bytes if measured_gpu else None,
+        gpu_peak_bytes=(measured_gpu.peak_bytes or None) if measured_gpu else None,
+        gpu_unavailable=gpu_unavailable,
+        headline=_headline(results, benchmark, headline) if headline else None,
+        energy=energy_summary(manifest, results, headline),
+        efficiency=run_efficiency(manifest, results),
+    )
+
+
+def energy_summary(
+    manifest: RunManifest, results: list[EpisodeResult], headline: EpisodeHeadline | None
+) -> EnergySummary:
+    run = manifest.energy
+    out = EnergySummary(
+        source=f"{run.source}: {run.detail}" if run and run.source else None,
+        resolution_j=run.resolution_j if run else None,
+    )
+    measured = [r for r in results if r.energy is not None and r.energy.joules is not None]
+    if not measured:
+        if run is None:
+            out.reason = "recorded before rig measured energy"
+        elif run.reason:
+            out.reason = run.reason
+        else:
+            why = {r.energy.reason for r in results if r.energy is not None and r.energy.reason}
+            out.reason = "; ".join(sorted(why)) or "no episode was measured"
+        return out
+    joules = [r.energy.joules or 0.0 for r in measured if r.energy is not None]
+    out.episodes = len(measured)
+    out.total_j = sum(joules)
+    out.per_episode_j = out.total_j / len(measured)
+    tokens = [processed for r in measured for g in r.generations if (processed := processed_tokens(g)) is not None]
+    if tokens and sum(tokens) > 0 and len(tokens) == sum(len(r.generations) for r in measured):
+        out.per_token_j = out.total_j / sum(tokens)
+    kinds = sorted({r.energy.attribution for r in measured if r.energy is not None and r.energy.attribution})
+    out.attribution = ", ".join(kinds) or None
+    if len(measured) < len(results):
+        out.reason = f"{len(results) - len(measured)} of {len(results)} episodes not measured"
+    if headline is not None:
+        pairs = [
+            (r.energy.joules or 0.0, v) for r in measured if r.energy is not None and (v := headline(r)) is not None
+        ]
+        ci = ratio_ci([j for j, _ in pairs], [v for _, v in pairs]) if pairs else None
+        if ci is not None:
+            out.per_correct_j, out.per_correct_low, out.per_correct_high = ci
+    return out
+
+
+def run_efficiency(manifest: RunManifest, results: list[EpisodeResult]) -> Efficiency:
+    gens = [
+        GenerationCost(
+            prompt_tokens=g.prompt_tokens,
+            cached_prompt_tokens=g.cached_prompt_tokens,
+            completion_tokens=g.completion_tokens,
+            decode_tps=g.timings.decode_tps,
+            prefill_s=g.timings.prefill_s or g.timings.ttft_s,  # llama.cpp reports time to first token only
+        )
+        for r in results
+        for g in r.generations
+    ]
+    probe = manifest.bandwidth
+    if probe is None:
+        peak_reason = manifest.bandwidth_reason or "recorded before rig measured MBU"
+    else:
+        peak_reason = None
+    profile_reason = manifest.weights_reason
+    if manifest.weights_profile is None and profile_reason is None:
+        profile_reason = "recorded before rig measured MBU"
+    return efficiency(
+        gens,
+        manifest.weights_profile,
+        profile_reason,
+        probe.bytes_per_s if probe else None,
+        probe.flops_per_s if probe else None,
+        peak_reason,
+        nvml_bps=probe.nvml_bytes_per_s if probe else None,
+        overlapping=_overlapping(results),
+    )
+
+
+def _overlapping(results: list[EpisodeResult]) -> bool:
+    spans = sorted((r.started_at, r.finished_at) for r in results if r.started_at and r.finished_at)
+    return any(b[0] < a[1] for a, b in itertools.pairwise(spans))
+
+
+def _headline(results: list[EpisodeResult], info: BenchmarkInfo | None, headline: EpisodeHeadline) -> HeadlineScore:
+    h = headline_score(results, headline)
+    if info is not None:
+        h.source = get_benchmark_class(info.name).headline_source(results, recorded_options(info))
+    return h
+
+
+def headline_score(results: list[EpisodeResult], headline: EpisodeHeadline) -> HeadlineScore:
+    scores = [
+        EpisodeScore(episode_id=r.episode_id, repeat=r.repeat, score=v)
+        for r in results
+        if (v := headline(r)) is not None
+    ]
+    if len(scores) < 2:
+        return HeadlineScore(samples=len(scores), scores=scores)
+    mean, low, high = mean_ci([s.score for s in scores])
+    return HeadlineScore(samples=len(scores), mean=mean, low=low, high=high, scores=scores)
+
+
+def benchmark_of(info: BenchmarkInfo) -> type[Benchmark]:
+    """The run's benchmark class: its tables and headline read stored results and recorded options, not the data."""
+    return get_benchmark_class(info.name)

@@ -1,0 +1,163 @@
+"""RunSummary: the one computation of latency, tokens, cut replies, memory and headline score behind every report."""
+
+from pathlib import Path
+
+import pytest
+
+from rig.records import EpisodeResult, Generation, Timings
+from rig.render.report import report_markdown
+from rig.runfolder.manifest import RunManifest, host_info
+from rig.runfolder.summary import RunSummary, summarize, total
+from rig.telemetry.gpu import GpuMemorySummary
+
+from .test_report import _build_fake, make_run
+
+GiB = 2**30
+
+
+def manifest(**kw) -> RunManifest:  # type: ignore[no-untyped-def]
+    cfg = _build_fake(None)[-1]
+    return RunManifest(run_id="r", config_hash=cfg.digest(), config=cfg, host=host_info(), started_at=0.0, **kw)
+
+
+def result(eid: str, *gens: Generation, score: float | None = 1.0, status: str = "scored") -> EpisodeResult:
+    return EpisodeResult(
+        benchmark="callnavi", episode_id=eid, repeat=0, generations=list(gens), scores={"ast": score}, status=status
+    )  # type: ignore[arg-type]
+
+
+def gen(
+    e2e: float | None = None,
+    ttft: float | None = None,
+    tps: float | None = None,
+    pt: int | None = None,
+    ct: int | None = None,
+    finish: str | None = None,
+) -> Generation:
+    return Generation(
+        request_hash="h",
+        prompt_tokens=pt,
+        completion_tokens=ct,
+        finish_reason=finish,
+        timings=Timings(e2e_s=e2e, ttft_s=ttft, decode_tps=tps),
+    )
+
+
+def headline(r: EpisodeResult) -> float | None:
+    return r.scores.get("ast")
+
+
+def test_nothing_measured_stays_none() -> None:
+    s = summarize(manifest(), [result("a", gen()), result("b", gen())])
+    assert s.generations == 2
+    assert s.e2e_p50_s is s.e2e_p95_s is s.ttft_p50_s is s.ttft_p95_s is None
+    assert s.decode_tps_median is s.prompt_tokens_mean is s.prompt_tokens_total is None
+    assert s.completion_tokens_mean is s.completion_tokens_total is None
+    assert s.cut_replies is None and s.cut_share is None and s.finish_reasons == 0
+    assert s.load_time_s is s.peak_rss_bytes is s.gpu_load_bytes is s.gpu_peak_bytes is None
+    assert s.gpu_unavailable == "no GPU record" and s.headline is None
+
+
+def test_percentiles_medians_and_token_counts_skip_unmeasured_generations() -> None:
+    gens = [gen(e2e=float(i), ttft=i / 10, tps=10.0 * i, pt=100 * i, ct=i) for i in (1, 2, 3, 4, 5)]
+    s = summarize(manifest(), [result("a", *gens[:2]), result("b", *gens[2:], gen())])
+    assert s.episodes == 2 and s.generations == 6
+    assert (s.e2e_p50_s, s.e2e_p95_s) == (3.0, pytest.approx(4.8))  # linear interpolation, the None left out
+    assert (s.ttft_p50_s, s.ttft_p95_s) == (pytest.approx(0.3), pytest.approx(0.48))
+    assert s.decode_tps_median == 30.0
+    assert (s.prompt_tokens_mean, s.prompt_tokens_total) == (300.0, 1500)
+    assert (s.completion_tokens_mean, s.completion_tokens_total) == (3.0, 15)
+
+
+def test_cut_replies_count_length_among_generations_that_say_why_they_stopped() -> None:
+    s = summarize(
+        manifest(),
+        [
+            result("a", gen(finish="stop"), gen(finish="length")),
+            result("b", gen(), gen(finish="length"), gen(finish="tool_calls")),
+        ],
+    )
+    assert (s.cut_replies, s.finish_reasons) == (2, 4)
+    assert s.cut_share == 0.5
+    none_cut = summarize(manifest(), [result("a", gen(finish="stop"), gen())])
+    assert (none_cut.cut_replies, none_cut.cut_share) == (0, 0.0)  # measured, and none cut: 0, not None
+
+
+def test_failed_episodes_and_the_planned_count() -> None:
+    s = summarize(manifest(), [result("a", gen()), result("b", status="failed", score=None)])
+    assert (s.episodes, s.failed, s.generations) == (2, 1, 1)
+    assert s.expected_episodes == 32  # the fake run's CallNavi episodes x 1 repeat
+
+
+def test_memory_from_the_manifest() -> None:
+    gpu = GpuMemorySummary(available=True, baseline_bytes=GiB, after_load_bytes=3 * GiB, peak_bytes=5 * GiB)
+    s = summarize(manifest(load_time_s=1.5, peak_rss_bytes=2 * GiB, gpu_memory=gpu), [])
+    assert (s.load_time_s, s.peak_rss_bytes, s.gpu_load_bytes, s.gpu_peak_bytes) == (1.5, 2 * GiB, 2 * GiB, 5 * GiB)
+    assert s.gpu_unavailable is None
+    off = summarize(manifest(gpu_memory=GpuMemorySummary(available=False, reason="no --gpu given (CPU run)")), [])
+    assert off.gpu_unavailable == "no --gpu given (CPU run)" and off.gpu_peak_bytes is None
+
+
+def test_a_zero_byte_peak_is_a_missing_reading() -> None:
+    gpu = GpuMemorySummary(available=True, baseline_bytes=0, after_load_bytes=0, peak_bytes=0)
+    s = summarize(manifest(peak_rss_bytes=0, gpu_memory=gpu), [])
+    assert s.peak_rss_bytes is None and s.gpu_peak_bytes is None
+    assert s.gpu_load_bytes == 0  # a difference over the baseline can truly be 0
+
+
+def test_headline_score_needs_two_samples_for_an_interval() -> None:
+    one = summarize(manifest(), [result("a", score=1.0), result("b", score=None)], headline=headline).headline
+    assert one is not None and one.samples == 1 and one.mean is one.low is one.high is None
+    h = summarize(manifest(), [result(f"e{i}", score=float(i % 2)) for i in range(10)], headline=headline).headline
+    assert h is not None and h.samples == 10 and h.mean == 0.5
+    assert h.low is not None and h.high is not None and h.low < 0.5 < h.high
+    assert h.by_episode() == {(f"e{i}", 0): float(i % 2) for i in range(10)}
+
+
+def test_total_is_none_only_when_nothing_was_measured() -> None:
+    assert total([None, None]) is None and total([]) is None
+    assert total([0, None]) == 0 and total([1.5, None, 2]) == 3.5
+
+
+def test_summary_round_trips_as_json(tmp_path: Path) -> None:
+    run_dir = make_run(tmp_path, n_eps=4)
+    man = RunManifest.read(run_dir)
+    s = summarize(man, [result("a", gen(e2e=0.5, finish="length"))], man.config.benchmarks[0], headline)
+    assert RunSummary.model_validate_json(s.model_dump_json()) == s
+
+
+def test_report_prints_a_zero_byte_peak_as_not_measured(tmp_path: Path) -> None:
+    run_dir = make_run(tmp_path, n_eps=4)
+    man = RunManifest.read(run_dir)
+    man.peak_rss_bytes = 0
+    man.write(run_dir)
+    assert "| Peak process RSS | not measured |" in report_markdown(run_dir)
+
+
+def test_a_judged_headline_names_its_judge_wherever_it_is_shown() -> None:
+    """UrbanGeoEval's headline mixes in the reasoning total, which rests on the judge's R (issue 19): the CI table,
+    the one-screen row and the HTML dashboard say who judged ("self-judged" when the candidate did)."""
+    from rig.benchmarks.urbangeo.benchmark import UrbanGeoEval
+    from rig.render.report import ci_table
+    from rig.render.screen import summary_row
+    from rig.runfolder.config import BenchmarkInfo
+
+    def reasoning(i: int, pct: float) -> EpisodeResult:
+        tags = {"module": "reasoning", "task": "DS", "judge": "gemma3-270m", "judge_self": "yes"}
+        return EpisodeResult(benchmark="urbangeo", episode_id=f"r{i}", repeat=0, tags=tags, scores={"total_pct": pct})
+
+    info = BenchmarkInfo(name="urbangeo", version="1", data_path="x", data_hash="h", options={}, episodes=2)
+    s = summarize(manifest(), [reasoning(0, 40.0), reasoning(1, 60.0)], info, UrbanGeoEval.headline)
+    assert s.headline is not None and s.headline.source == "judge: gemma3-270m, self-judged"
+    t = ci_table(s, "m")
+    assert t is not None and t.title.endswith("(judge: gemma3-270m, self-judged)")
+    assert summary_row(s)[3] == "MCQ / reasoning score (judge: gemma3-270m, self-judged)"
+    from rig.analyses.compare import judged_note
+
+    assert judged_note([("m", s)]) == "Headline scores given by a judge: m: judge: gemma3-270m, self-judged. "
+    knowledge = EpisodeResult(
+        benchmark="urbangeo", episode_id="k", repeat=0, tags={"module": "knowledge"}, scores={"correct": 1.0}
+    )
+    assert summarize(manifest(), [knowledge, knowledge], info, UrbanGeoEval.headline).headline.source is None  # type: ignore[union-attr]
+    # a program-scored benchmark names no source
+    assert summarize(manifest(), [result("a"), result("b")], None, headline).headline.source is None  # type: ignore[union-attr]
