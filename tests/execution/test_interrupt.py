@@ -240,8 +240,7 @@ def test_full_disk_when_writing_the_report_exits_2_and_keeps_the_run(
 
     from rig.cli import app
     from rig.execution import bench
-
-    from .test_report import make_run
+    from tests.render.test_report import make_run
 
     run_dir = small_disk / "r1"
     shutil.copytree(make_run(tmp_path / "made"), run_dir)

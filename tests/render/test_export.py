@@ -7,8 +7,7 @@ from pathlib import Path
 import pytest
 
 from rig.render.export import export, list_runs
-
-from .test_report import make_run
+from tests.render.test_report import make_run
 
 
 def test_runs_and_exports(tmp_path: Path) -> None:
@@ -100,8 +99,7 @@ def test_export_on_a_full_disk_names_the_output(tmp_path: Path) -> None:
 @pytest.mark.parametrize("table", ["classes", "episodes"])
 def test_divergence_export_rows_equal_the_pass_csv(tmp_path: Path, table: str) -> None:
     from rig.analyses.divergence.output import export_divergence, write_report
-
-    from .test_divergence_view import fake_report
+    from tests.analyses.divergence.test_view import fake_report
 
     write_report(fake_report(), tmp_path)
     written = tmp_path / ("divergence.csv" if table == "classes" else "divergence_episodes.csv")
@@ -117,8 +115,7 @@ def test_divergence_export_rows_equal_the_pass_csv(tmp_path: Path, table: str) -
 
 def test_divergence_export_cli(tmp_path: Path) -> None:
     from rig.analyses.divergence.output import write_report
-
-    from .test_divergence_view import fake_report
+    from tests.analyses.divergence.test_view import fake_report
 
     write_report(fake_report(), tmp_path)
 

@@ -11,8 +11,7 @@ from pathlib import Path
 import pytest
 
 from rig.render.html import html_report
-
-from .test_report import make_run
+from tests.render.test_report import make_run
 
 
 def _histograms(html: str) -> dict[str, list[int]]:
@@ -43,10 +42,9 @@ def test_dashboard_histograms_are_matplotlib_figures_of_the_stored_numbers(tmp_p
     with the counts per bin those numbers give; replies without a first-token time say so instead of a plot."""
     pytest.importorskip("matplotlib")
     from rig.records import Timings
+    from tests.execution.test_runner import oracle
     from tests.fakes import FakeEngine
-
-    from .test_report import _build_fake
-    from .test_runner import oracle
+    from tests.render.test_report import _build_fake
 
     latencies, tokens = [1.0, 1.25, 3.0], [5, 7, 9]
     given: list[tuple[float, int]] = []
@@ -154,10 +152,9 @@ def test_html_renders_in_headless_chromium(tmp_path: Path) -> None:
 def test_markup_in_replies_cannot_break_the_episode_data(tmp_path: Path) -> None:
     """A reply holding ``<!--<script>`` (or ``</script>``) inside the JSON block must not end or comment out the
     block: every ``<`` in it is written as ``\\u003c``."""
+    from tests.execution.test_runner import oracle
     from tests.fakes import FakeEngine
-
-    from .test_report import _build_fake
-    from .test_runner import oracle
+    from tests.render.test_report import _build_fake
 
     hostile = "<!--<script> </script><!-- -->"
     bench = _build_fake(None)[2]
@@ -176,10 +173,9 @@ FIVE = Path(__file__).parents[1] / "fixtures" / "run_before_issue17"  # a real f
 @pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium package is not installed")
 @pytest.mark.skipif(not _can_isolate(), reason="unshare -n is not permitted here; Chromium is not run un-isolated")
 def test_markup_in_replies_renders_every_row_in_chromium(tmp_path: Path) -> None:
+    from tests.execution.test_runner import oracle
     from tests.fakes import FakeEngine
-
-    from .test_report import _build_fake
-    from .test_runner import oracle
+    from tests.render.test_report import _build_fake
 
     bench = _build_fake(None)[2]
     run_dir = make_run(tmp_path, engine=FakeEngine(lambda req: "<!--<script>" + oracle(bench)(req), delay=0.002))
@@ -226,8 +222,7 @@ def test_dashboard_of_a_five_benchmark_run_comes_first(tmp_path: Path) -> None:
 def test_dashboard_of_a_comparison_shows_the_pareto_plots(tmp_path: Path) -> None:
     pytest.importorskip("matplotlib")
     from rig.runfolder.manifest import RunManifest
-
-    from .test_report import cutting_engine
+    from tests.render.test_report import cutting_engine
 
     none = make_run(tmp_path / "a", n_eps=8, engine=cutting_engine(0))
     json_run = make_run(tmp_path / "b", n_eps=8, engine=cutting_engine(3))

@@ -13,9 +13,8 @@ from rig.render.report import report_markdown
 from rig.runfolder.manifest import RunManifest, host_info
 from rig.runfolder.store import Store
 from rig.telemetry.gpu import GpuMemorySummary
+from tests.execution.test_runner import oracle
 from tests.fakes import FakeEngine
-
-from .test_runner import oracle
 
 
 def make_run(tmp_path: Path, n_eps: int | None = None, engine: FakeEngine | None = None) -> Path:

@@ -12,8 +12,7 @@ from typer.testing import CliRunner
 
 from rig.cli import app
 from rig.render.report import report_markdown
-
-from .test_report import make_run
+from tests.render.test_report import make_run
 
 
 def files(d: Path) -> dict[str, bytes]:

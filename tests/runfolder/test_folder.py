@@ -17,8 +17,7 @@ import pytest
 from rig.runfolder.folder import RunFolder
 from rig.runfolder.summary import benchmark_of, summarize
 from rig.runformat import MANIFEST_FORMAT, NewerFormatError, RunFileError, read_results
-
-from .test_report import make_run
+from tests.render.test_report import make_run
 
 FIXTURE = (
     Path(__file__).parents[1] / "fixtures" / "run_before_issue17"

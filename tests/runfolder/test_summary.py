@@ -9,8 +9,7 @@ from rig.render.report import report_markdown
 from rig.runfolder.manifest import RunManifest, host_info
 from rig.runfolder.summary import RunSummary, summarize, total
 from rig.telemetry.gpu import GpuMemorySummary
-
-from .test_report import _build_fake, make_run
+from tests.render.test_report import _build_fake, make_run
 
 GiB = 2**30
 

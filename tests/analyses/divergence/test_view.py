@@ -16,8 +16,7 @@ from rig.analyses.divergence.records import (
     VariantSource,
     WorstToken,
 )
-
-from .test_report import make_run
+from tests.render.test_report import make_run
 
 
 def fake_report() -> DivergenceReport:
