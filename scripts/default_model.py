@@ -1,0 +1,111 @@
+"""Which embedded model shows the most signal: each candidate on all five benchmarks, unconstrained and constrained.
+
+For every model and decode mode, one `rig bench --limit N` process over every benchmark (the same seed, so the same
+episodes), then per benchmark from the run folder's `RunSummary`: the headline with its 95% CI, replies cut at
+max_tokens, latency p50, decode tokens/s, peak RSS, and the failure reasons (error categories) of the episodes that
+scored 0. Then the README's first command on the chosen default (`rig bench --limit 2`), timed as whole processes,
+median of `--first-runs`. Timings are only comparable within one run of this script on a quiet host: the load
+average before and after each run is printed beside it.
+
+    python scripts/default_model.py --models gemma3-270m,qwen2.5-coder-0.5b,qwen2.5-coder-1.5b --limit 10
+    python scripts/default_model.py --first qwen2.5-coder-1.5b --first-runs 2 --skip-table
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from rig.runfolder.folder import RunFolder
+from rig.runfolder.summary import RunSummary
+
+DECODES = ("none", "json")
+
+
+def bench(model: str, out: Path, limit: int, decode: str) -> tuple[Path, float, str]:
+    """One `rig bench` process; its run folder, wall seconds and the load averages around it."""
+    before = os.getloadavg()[0]
+    t0 = time.perf_counter()
+    argv = [sys.executable, "-m", "rig.cli", "bench", "--model", model, "--limit", str(limit), "--decode", decode]
+    subprocess.run([*argv, "--seed", "0", "--out", str(out), "--no-report"], check=True)
+    wall = time.perf_counter() - t0
+    runs = sorted(out.iterdir(), key=lambda p: p.stat().st_mtime)
+    return runs[-1], wall, f"{before:.1f} -> {os.getloadavg()[0]:.1f}"
+
+
+def fmt(x: float | None, spec: str = ".2f") -> str:
+    return "n/m" if x is None else format(x, spec)
+
+
+def headline(s: RunSummary) -> str:
+    h = s.headline
+    if h is None or h.mean is None:
+        return "n/m"
+    return f"{h.mean:.2f} [{h.low:.2f}, {h.high:.2f}]"
+
+
+def failures(folder: RunFolder, bench_name: str, s: RunSummary) -> str:
+    """Error categories of the episodes whose headline score was 0 (the three most common)."""
+    zero = {(e.episode_id, e.repeat) for e in (s.headline.scores if s.headline else []) if e.score == 0}
+    reasons = collections.Counter(
+        r.error_category or r.tags.get("stop") or "wrong answer"
+        for r in folder.results(bench_name)
+        if (r.episode_id, r.repeat) in zero
+    )
+    return ", ".join(f"{k} {v}" for k, v in reasons.most_common(3)) or "-"
+
+
+def rows_for(model: str, decode: str, run: Path) -> list[str]:
+    folder = RunFolder(run)
+    out = []
+    for info in folder.benchmarks:
+        s = folder.summary(info.name)
+        cut = "n/m" if s.cut_replies is None else f"{s.cut_replies}/{s.finish_reasons}"
+        rss = fmt(s.peak_rss_bytes / 2**30 if s.peak_rss_bytes else None)
+        out.append(
+            f"| {model} | {decode} | {info.name} | {s.episodes} | {headline(s)} | {cut} | {fmt(s.e2e_p50_s, '.1f')} "
+            f"| {fmt(s.decode_tps_median, '.1f')} | {rss} | {failures(folder, info.name, s)} |"
+        )
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--models", default="gemma3-270m,qwen2.5-coder-0.5b,qwen2.5-coder-1.5b")
+    ap.add_argument("--limit", type=int, default=10)
+    ap.add_argument("--work", type=Path, default=Path("runs/default-model"))
+    ap.add_argument("--first", help="time the README's first command (`rig bench --limit 2`) on this model")
+    ap.add_argument("--first-runs", type=int, default=2)
+    ap.add_argument("--skip-table", action="store_true")
+    args = ap.parse_args()
+    lines = [
+        "| model | decode | benchmark | episodes | headline [95% CI] | cut | latency p50 (s) | decode tok/s "
+        "| RSS (GiB) | why episodes scored 0 |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    walls = []
+    if not args.skip_table:
+        for model in args.models.split(","):
+            for decode in DECODES:
+                run, wall, load = bench(model, args.work / f"{model}-{decode}", args.limit, decode)
+                walls.append(f"- {model}, decode {decode}: {wall / 60:.1f} min (load average {load}), run {run.name}")
+                lines += rows_for(model, decode, run)
+                print("\n".join(lines), flush=True)
+    if args.first:
+        times = []
+        for i in range(args.first_runs):
+            run, wall, load = bench(args.first, args.work / f"first-{i}", 2, "none")
+            times.append(wall)
+            walls.append(f"- first command, {args.first}, run {i + 1}: {wall / 60:.1f} min (load average {load})")
+        walls.append(f"- first command median: {statistics.median(times) / 60:.1f} min over {len(times)} runs")
+    print("\n".join([*lines, "", *walls]))
+
+
+if __name__ == "__main__":
+    main()
