@@ -436,3 +436,9 @@ def test_parts_entry_resolves_to_the_joined_file_or_names_the_missing_part(
         (site / rel).write_bytes(body)
     path = Path(resolve_weights(reg.get("split"), reg.path))
     assert path.read_bytes() == whole and path.is_relative_to(tmp_path / "cache")
+    # A cached file cut short is refused by `rig bench` (exit 2), naming it, and the next step the message gives.
+    path.write_bytes(whole[:-7])
+    r = CliRunner().invoke(app, ["bench", "--model", "split", "--models", reg.path, "--out", str(tmp_path / "runs")])
+    text = " ".join(r.output.split())
+    assert r.exit_code == 2 and str(path) in text and "(truncated or altered)" in text and "rm '" in text, r.output
+    assert not (tmp_path / "runs").exists() or not list((tmp_path / "runs").iterdir())
