@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from rig.decoding.safe import load_yaml
 from rig.inputs import InputError, file_kind, read_text
 from rig.records import Sampling
+from rig.weight_parts import Parts
 
 # "external": predictions made outside rig and re-scored by `rig rescore`, in their run's manifest only; not an engine
 # of rig.engines.ENGINES (the one table of engines), so models.yaml refuses it.
@@ -45,12 +46,13 @@ class Weights(BaseModel):
     package: str | None = None  # an installed Python package that carries a GGUF (the embedded model)
     ollama: str | None = None  # an Ollama tag, pulled by the user beforehand
     served: str | None = None  # model name on an already running OpenAI-compatible server
+    parts: Parts | None = None  # a GGUF split across pip packages, joined by rig into its cache (rig.weight_parts)
 
     @model_validator(mode="after")
     def _exactly_one(self) -> Weights:
         set_ = [k for k, v in self.model_dump().items() if v]
         if len(set_) != 1:
-            raise ValueError(f"set exactly one of file, dir, package, ollama, served (got {set_ or 'none'})")
+            raise ValueError(f"set exactly one of {', '.join(type(self).model_fields)} (got {set_ or 'none'})")
         return self
 
     @property
@@ -59,7 +61,10 @@ class Weights(BaseModel):
 
     @property
     def ref(self) -> str:
-        return getattr(self, self.kind)
+        """The weights as one line of text (a path, a package, a tag; the parts as their pins)."""
+        if self.parts is not None:
+            return self.parts.describe()
+        return str(getattr(self, self.kind))
 
 
 class ModelSpec(BaseModel):
@@ -249,6 +254,8 @@ def resolve_weights(spec: ModelSpec, registry_path: str, *, materialise: bool = 
         return str(p)
     if w.kind == "package":
         return _package_gguf(w.ref, where, materialise)
+    if w.parts is not None:
+        return _parts_gguf(w.parts, where, materialise)
     return w.ref  # ollama tag / served name: checked by the engine against its server
 
 
@@ -290,6 +297,22 @@ def _package_gguf(module: str, where: str, materialise: bool) -> str:
         return f"package:{module}"
     # The package ships the GGUF in chunks and assembles it once into a local cache file.
     return str(mod.assemble())
+
+
+def _parts_gguf(parts: Parts, where: str, materialise: bool) -> str:
+    """The GGUF joined from part packages (rig.weight_parts): assembled and verified once into the rig cache; without
+    ``materialise`` only its state, nothing written."""
+    from rig.weight_parts import PartsError, assemble, status
+
+    try:
+        if materialise:
+            return str(assemble(parts))
+        state = status(parts)
+    except PartsError as e:
+        raise RegistryError(f"{where}.weights.parts: {e}") from None
+    if state.state == "missing":
+        raise RegistryError(f"{where}.weights.parts: {state.detail}")
+    return state.detail
 
 
 def weights_present(spec: ModelSpec, registry_path: str) -> tuple[bool, str]:

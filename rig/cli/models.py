@@ -28,11 +28,21 @@ def models(
         reg = load_registry(models_file)
     except RegistryError as e:
         fail(str(e))
+    from rig.weight_parts import status
+
     t = RichTable(title=escape(f"models ({reg.path})"))
     for c in ("name", "engine", "quant", "ctx", "weights", "present"):
         t.add_column(c)
+    notes: list[str] = []
     for name, spec in reg.models.items():
-        ok, _detail = weights_present(spec, reg.path)
+        if spec.weights.parts is not None:
+            st = status(spec.weights.parts)
+            ok, present = st.state != "missing", PARTS_STATE[st.state]
+            if not ok:
+                notes.append(f"{name}: {st.detail}")
+        else:
+            ok, _detail = weights_present(spec, reg.path)
+            present = "yes" if ok else "no"
         default = " (default)" if reg.defaults.get(spec.base) == name else ""
         t.add_row(
             *(
@@ -45,9 +55,19 @@ def models(
                     f"{spec.weights.kind}: {spec.weights.ref}",
                 )
             ),
-            "yes" if ok else "[red]no[/]",
+            escape(present) if ok else f"[red]{escape(present)}[/]",
         )
     out.print(t)
+    for note in notes:
+        say(note, out)
+
+
+# A model joined from part packages (rig.weight_parts): its state in the `present` column.
+PARTS_STATE = {
+    "assembled": "yes: assembled, verified",
+    "installed": "yes: parts installed, assembled on first run",
+    "missing": "no: parts missing",
+}
 
 
 MODELS_HELP = (

