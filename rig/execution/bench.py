@@ -5,38 +5,30 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import fcntl
-import logging
 import os
 import random
 import signal
 import sqlite3
 import threading
-import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
-
-from pydantic import ValidationError
 
 from rig import offline
 from rig.benchmarks import BENCHMARKS, get_benchmark_class
 from rig.benchmarks.base import Benchmark, DataError, RunContext
 from rig.bundle import BundleError, bundle_id_for
 from rig.engines import create_engine
-from rig.execution.runner import plan, run_items
+from rig.execution.runner import plan
+from rig.execution.turn import Turn, close_engine_log, engine_log
 from rig.records import Episode, Sampling
 from rig.registry import ModelSpec, default_registry_path, load_registry, resolve_weights
 from rig.runfolder.config import BenchmarkInfo, RunConfig
 from rig.runfolder.folder import RunFolder
-from rig.runfolder.manifest import RunManifest, new_run_id, package_versions
-from rig.runfolder.spec import RunSpec, read_spec, spec_error
+from rig.runfolder.manifest import RunManifest, new_run_id
+from rig.runfolder.spec import RunSettings, RunSpec, make_spec, parse_shard, read_spec, setting
 from rig.runfolder.store import Store
 from rig.runformat import storage_error
-from rig.telemetry.bandwidth import cached_probe
-from rig.telemetry.energy import EnergyMeter, open_counter
-from rig.telemetry.gpu import GpuSampler
-from rig.telemetry.mbu import weights_profile
 
 
 class BenchError(Exception):
@@ -65,10 +57,7 @@ def bench_options(
         merged["options"] = {**base["options"], **flags["options"]}
     if merged.get("model") is None and merged.get("resume") is None and default_model is not None:
         merged["model"] = default_model
-    try:
-        return BenchOptions.model_validate(merged)
-    except ValidationError as e:
-        raise spec_error(e) from None
+    return make_spec(merged, BenchOptions)
 
 
 def shard_of(episodes: list[Episode], shard: str | None) -> list[Episode]:
@@ -80,17 +69,6 @@ def shard_of(episodes: list[Episode], shard: str | None) -> list[Episode]:
     units = list(dict.fromkeys(e.tags.get("question", e.id) for e in episodes))
     keep = set(units[i::n])
     return [e for e in episodes if e.tags.get("question", e.id) in keep]
-
-
-def parse_shard(shard: str) -> tuple[int, int]:
-    head, _, tail = shard.partition("/")
-    try:
-        i, n = int(head), int(tail)
-    except ValueError:
-        raise BenchError(f"--shard {shard!r}: expected I/N with 0 <= I < N, e.g. 0/2") from None
-    if not 0 <= i < n:
-        raise BenchError(f"--shard {shard!r}: expected I/N with 0 <= I < N, e.g. 0/2")
-    return i, n
 
 
 def select(episodes: list[Episode], limit: int | None, seed: int) -> list[Episode]:
@@ -128,9 +106,11 @@ def _build(opts: BenchOptions) -> tuple[ModelSpec, str, list[tuple[Benchmark, li
     assert opts.model is not None  # run_bench refuses options without one
     reg = load_registry(opts.models_file)
     spec = reg.get(opts.model)
-    # sampling overrides: the RunSpec fields that are Sampling fields (temperature, seed, max_tokens), when set
+    # sampling overrides: the run settings that are Sampling fields (temperature, seed, max_tokens), when set
     upd = {
-        k: getattr(opts, k) for k in Sampling.model_fields if k in RunSpec.model_fields and getattr(opts, k) is not None
+        k: getattr(opts, k)
+        for k in Sampling.model_fields
+        if k in RunSettings.model_fields and getattr(opts, k) is not None
     }
     if upd:
         spec = spec.model_copy(update={"sampling": spec.sampling.model_copy(update=upd)})
@@ -163,20 +143,7 @@ def _build(opts: BenchOptions) -> tuple[ModelSpec, str, list[tuple[Benchmark, li
         infos.append(BenchmarkInfo.of(bench, len(episodes)))
     if not chosen:
         raise BenchError("no benchmark has data available:\n  " + "\n  ".join(skipped))
-    s = spec.sampling
-    cfg = RunConfig(
-        model=spec,
-        benchmarks=infos,
-        repeats=opts.repeats,
-        limit=opts.limit,
-        decode=opts.decode,
-        tool_mode=opts.tool_mode,
-        seed=s.seed,
-        temperature=s.temperature,
-        max_tokens=s.max_tokens,
-        gpu=opts.gpu,
-        shard=opts.shard,
-    )
+    cfg = RunConfig.of(spec, infos, opts)
     return spec, weights, chosen, cfg, skipped
 
 
@@ -199,17 +166,14 @@ def _check_flags(opts: BenchOptions) -> None:
         raise BenchError(f"--out {opts.out}: is a file, not a folder")
 
 
-# Settings that are the invocation's, not the run's: --resume never takes them from the record.
-NOT_RESUMED = {"models_file", "concurrency"}
-
-
 def resume_options(opts: BenchOptions, old: RunManifest) -> BenchOptions:
     """``opts`` with every run setting it does not set explicitly taken from the run's recorded RunSpec. Explicit
     ones (with or without --model) are kept, so a changed one makes the configuration differ and the resume is
     refused."""
     recorded = old.run_spec()
     given = opts.model_fields_set
-    update = {k: getattr(recorded, k) for k in RunSpec.model_fields if k not in given and k not in NOT_RESUMED}
+    # A setting that is the invocation's, not the run's (Setting.resumed), is never taken from the record.
+    update = {k: getattr(recorded, k) for k, f in RunSpec.model_fields.items() if k not in given and setting(f).resumed}
     if "options" in given:  # given options change the recorded ones; the rest stay as recorded
         update["options"] = {**recorded.options, **opts.options}
     return opts.model_copy(update=update)
@@ -252,67 +216,29 @@ def run_bench(
     offline.install()
     say = on_event or (lambda _m: None)
     _check_flags(opts)
-    lock = None
+    old, lock = None, None
     if opts.resume:
-        run_dir = opts.out / opts.resume
-        if not (run_dir / "manifest.json").exists():
-            raise BenchError(f"--resume {opts.resume}: {run_dir / 'manifest.json'} not found")
-        lock = RunLock(run_dir)
-        try:
-            old = RunFolder(run_dir).manifest
-            Store(run_dir / "results.sqlite").close()  # refuses a results database from a newer rig before any write
-        except BaseException:
-            lock.release()
-            raise
-        opts = resume_options(opts, old)
-    if opts.model is None:
-        raise BenchError("--model is required (see `rig models`)")
+        opts, old, lock = _open_resume(opts)
     try:
+        if opts.model is None:
+            raise BenchError("--model is required (see `rig models`)")
         spec, weights, chosen, cfg, skipped = _build(opts)
-        if opts.resume:
-            if cfg.digest() != old.config_hash:
-                changes = _diff(old.config.model_dump(mode="json"), cfg.model_dump(mode="json"))
-                raise BenchError(
-                    f"--resume {opts.resume}: the configuration changed since the run started, refusing "
-                    "to mix results:\n  " + "\n  ".join(changes[:10])
-                )
-            manifest = old
+        if old is not None:
+            _check_unchanged(opts, old, cfg)
+            manifest, run_dir = old, opts.out / str(opts.resume)
             manifest.status = "running"
         else:
-            try:
-                # Computed from the MANIFEST.json read now, never the id it claims; before the run folder exists.
-                bundle_id = bundle_id_for(opts.models_file or default_registry_path())
-            except BundleError as e:
-                raise BenchError(str(e)) from None
-            run_id = new_run_id(spec.name, "+".join(b.name for b, _ in chosen))
-            run_dir = opts.out / run_id
-            try:
-                run_dir.mkdir(parents=True, exist_ok=False)
-            except OSError as e:
-                raise BenchError(f"--out {opts.out}: cannot create the run folder {run_dir} ({e.strerror})") from None
+            run_dir = _new_run_dir(opts, spec.name, chosen)
             lock = RunLock(run_dir)
             manifest = RunManifest.begin(
-                run_id,
+                run_dir.name,
                 cfg,
                 spec=RunSpec.model_validate(opts.model_dump(include=set(RunSpec.model_fields))),
                 concurrency=opts.concurrency,
                 order=opts.order,
-                bundle_id=bundle_id,
+                bundle_id=_bundle_id(opts),
             )
-        try:
-            manifest.write(run_dir)
-        except OSError as e:
-            if (full := storage_error(e, run_dir)) is not None:
-                raise full from None
-            raise BenchError(f"--out {opts.out}: cannot write {run_dir / 'manifest.json'} ({e.strerror})") from None
-        except ValueError as e:  # a configuration the manifest cannot hold: refused before any episode runs
-            if not opts.resume and lock is not None:
-                lock.release()
-                lock = None
-                with contextlib.suppress(OSError):
-                    (run_dir / "run.lock").unlink()
-                    run_dir.rmdir()
-            raise BenchError(str(e)) from None
+        _write_first_manifest(opts, manifest, run_dir, lock)
     except BaseException:
         if lock is not None:
             lock.release()
@@ -327,8 +253,68 @@ def run_bench(
             raise
         raise full from None
     finally:
-        if lock is not None:
+        assert lock is not None
+        lock.release()
+
+
+def _open_resume(opts: BenchOptions) -> tuple[BenchOptions, RunManifest, RunLock]:
+    """The run ``--resume`` names, locked, and ``opts`` completed from its record; a results database from a newer
+    rig is refused before anything is written."""
+    run_dir = opts.out / str(opts.resume)
+    if not (run_dir / "manifest.json").exists():
+        raise BenchError(f"--resume {opts.resume}: {run_dir / 'manifest.json'} not found")
+    lock = RunLock(run_dir)
+    try:
+        old = RunFolder(run_dir).manifest
+        Store(run_dir / "results.sqlite").close()
+    except BaseException:
+        lock.release()
+        raise
+    return resume_options(opts, old), old, lock
+
+
+def _check_unchanged(opts: BenchOptions, old: RunManifest, cfg: RunConfig) -> None:
+    if cfg.digest() != old.config_hash:
+        changes = _diff(old.config.model_dump(mode="json"), cfg.model_dump(mode="json"))
+        raise BenchError(
+            f"--resume {opts.resume}: the configuration changed since the run started, refusing "
+            "to mix results:\n  " + "\n  ".join(changes[:10])
+        )
+
+
+def _bundle_id(opts: BenchOptions) -> str | None:
+    try:
+        # Computed from the MANIFEST.json read now, never the id it claims; before the run folder exists.
+        return bundle_id_for(opts.models_file or default_registry_path())
+    except BundleError as e:
+        raise BenchError(str(e)) from None
+
+
+def _new_run_dir(opts: BenchOptions, model: str, chosen: list[tuple[Benchmark, list[Episode]]]) -> Path:
+    run_dir = opts.out / new_run_id(model, "+".join(b.name for b, _ in chosen))
+    try:
+        run_dir.mkdir(parents=True, exist_ok=False)
+    except OSError as e:
+        raise BenchError(f"--out {opts.out}: cannot create the run folder {run_dir} ({e.strerror})") from None
+    return run_dir
+
+
+def _write_first_manifest(opts: BenchOptions, manifest: RunManifest, run_dir: Path, lock: RunLock | None) -> None:
+    """The manifest as the run starts. A configuration it cannot hold is refused before any episode runs, and a new
+    run's folder is removed again."""
+    try:
+        manifest.write(run_dir)
+    except OSError as e:
+        if (full := storage_error(e, run_dir)) is not None:
+            raise full from None
+        raise BenchError(f"--out {opts.out}: cannot write {run_dir / 'manifest.json'} ({e.strerror})") from None
+    except ValueError as e:
+        if not opts.resume and lock is not None:
             lock.release()
+            with contextlib.suppress(OSError):
+                (run_dir / "run.lock").unlink()
+                run_dir.rmdir()
+        raise BenchError(str(e)) from None
 
 
 def _run(
@@ -341,98 +327,25 @@ def _run(
     progress: Callable[[int, int], Any] | None,
     say: Callable[[str], None],
 ) -> Path:
-    # Engines' native library logs ("rig.native") are kept in the run folder for debugging, off the terminal.
-    native = logging.getLogger("rig.native")
-    log_file = _LogFile(run_dir / "engine.log", encoding="utf-8")
-    log_file.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
-    native.addHandler(log_file)
-    native.setLevel(logging.INFO)
+    log_file = engine_log(run_dir)
     say(
         f"run {manifest.run_id}: {spec.name} on "
         + ", ".join(f"{b.name} ({len(e)} episodes)" for b, e in chosen)
         + f" x {opts.repeats} repeats"
     )
-    store = Store(run_dir / "results.sqlite")
-    sampler = GpuSampler(opts.gpu)
-    sampler.start()
-    meter = EnergyMeter(*open_counter(opts.gpu))
-    energy = meter.record()
-    if manifest.energy is not None and manifest.energy.source == energy.source:  # a resume adds a session
-        energy.sessions = manifest.energy.sessions
-    meter.measure_idle(opts.idle_window_s)
-    manifest.bandwidth, manifest.bandwidth_reason = cached_probe(opts.gpu)
-    manifest.weights_profile, manifest.weights_reason = weights_profile(weights)
+    # create_engine and Store are looked up here, at run time, where tests put their fakes.
+    turn = Turn(opts, spec, weights, manifest, run_dir, Store(run_dir / "results.sqlite"), create_engine, say, progress)
+    energy = turn.start_telemetry()
     items = plan(chosen, opts.repeats, order=opts.order, seed=spec.sampling.seed)
     ctx = RunContext(sampling=spec.sampling, decode=opts.decode, tool_mode=opts.tool_mode)
     resume_hint = f"rig bench --resume {manifest.run_id} --out {opts.out}"
-
-    async def go() -> bool:
-        """Run to the end (True) or until SIGINT/SIGTERM (False). A signal abandons the episodes in flight (they
-        are not stored, so --resume reruns them) but waits for the engine call in flight to return before the
-        engine is closed: closing llama.cpp under a decoding thread crashes the process."""
-        loop = asyncio.get_running_loop()
-        main = asyncio.current_task()
-        assert main is not None
-        executor = ThreadPoolExecutor(thread_name_prefix="rig-engine")
-        loop.set_default_executor(executor)  # engine calls run here (asyncio.to_thread)
-        stopping: list[int] = []
-
-        def on_signal(signum: int) -> None:
-            if not stopping:
-                say(f"{signal.Signals(signum).name}: stopping; episodes in flight are abandoned and rerun on resume")
-                main.cancel()
-            else:
-                say("still waiting for the engine call in flight to return")
-            stopping.append(signum)
-
-        handled = []
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            with contextlib.suppress(ValueError, RuntimeError):  # only the main thread can take signals
-                loop.add_signal_handler(sig, on_signal, sig)
-                handled.append(sig)
-        engine = None
-        try:
-            engine = create_engine(spec, weights, gpu=opts.gpu)
-            engine.meter = meter
-            t = time.perf_counter()
-            await engine.load()
-            if manifest.load_time_s is None:
-                manifest.load_time_s = time.perf_counter() - t
-            sampler.mark_loaded()
-            manifest.versions = package_versions() | engine.versions()
-            manifest.write(run_dir)
-            done = [len(store.done_keys())]
-            if progress:
-                progress(done[0], len(items))
-
-            def tick(_res: Any) -> None:
-                done[0] += 1
-                if progress:
-                    progress(done[0], len(items))
-
-            await run_items(items, engine, store, ctx, concurrency=opts.concurrency, on_done=tick, meter=meter)
-            return True
-        except asyncio.CancelledError:
-            if not stopping:
-                raise
-            return False
-        finally:
-            # Calls abandoned by a cancel still run in their threads: wait for them on a fresh executor's thread.
-            loop.set_default_executor(ThreadPoolExecutor(thread_name_prefix="rig-close"))
-            await _uncancellable(asyncio.to_thread(executor.shutdown, wait=True))
-            if engine is not None:
-                manifest.engine_info = engine.describe()
-                await _uncancellable(engine.close())
-            for sig in handled:
-                loop.remove_signal_handler(sig)
-
     prev = signal.getsignal(signal.SIGTERM)
     main_thread = threading.current_thread() is threading.main_thread()
     if main_thread:  # outside the event loop (before it starts) SIGTERM stops the run like Ctrl-C does
         signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
     raised = False
     try:
-        finished = asyncio.run(go())
+        finished = asyncio.run(turn.drive(items, ctx))
         manifest.status = "finished" if finished else "interrupted"
     except KeyboardInterrupt:
         manifest.status = "interrupted"
@@ -443,49 +356,12 @@ def _run(
     finally:
         if main_thread:
             signal.signal(signal.SIGTERM, prev)
-        gpu = sampler.stop()
-        with contextlib.suppress(sqlite3.Error):  # telemetry only; the results are already committed
-            store.write_gpu_samples(gpu.samples)
-        gpu.samples = []  # kept in the store, not the manifest
-        manifest.gpu_memory = gpu
-        energy.sessions.append(meter.finish())
-        energy.reason = meter.reason if meter.counter is None else None
-        manifest.energy = energy
-        from rig.telemetry.process import peak_rss_bytes
-
-        manifest.peak_rss_bytes = max(manifest.peak_rss_bytes or 0, peak_rss_bytes())
-        manifest.finished_at = time.time()
-        unwritten = None
-        try:
-            manifest.write(run_dir)
-        except OSError as e:  # the manifest on disk stays the last one written whole (write_record is atomic)
-            unwritten = e
-        store.close()
+        unwritten = turn.finish(energy)
         if manifest.status == "interrupted":
             say(f"interrupted; resume with: {resume_hint}")
         elif manifest.status == "failed":
             say(f"run {manifest.run_id} failed; after fixing the cause, resume with: {resume_hint}")
-        native.removeHandler(log_file)
-        log_file.close()
+        close_engine_log(log_file)
         if unwritten is not None and not raised:  # else the run's own error is the one to show
             raise unwritten
     return run_dir
-
-
-class _LogFile(logging.FileHandler):
-    """engine.log: a debugging aid, so a line that cannot be written (a full disk) is dropped, not printed to the
-    terminal with a traceback by logging's default handler."""
-
-    def handleError(self, record: logging.LogRecord) -> None:
-        pass
-
-
-async def _uncancellable(aw: Any) -> Any:
-    """Await ``aw`` to the end even if this task is cancelled again meanwhile (a second Ctrl-C)."""
-    task = asyncio.ensure_future(aw)
-    while True:
-        try:
-            return await asyncio.shield(task)
-        except asyncio.CancelledError:
-            if task.done():
-                return task.result()

@@ -86,17 +86,11 @@ def rescore(opts: RescoreOptions, progress: Callable[[int, int], Any] | None = N
     repeats = max(r.repeat for r in results) + 1
     episodes = len({r.episode_id for r in results})
     info = BenchmarkInfo.of(bench, episodes)
-    cfg = RunConfig(
-        model=spec,
-        benchmarks=[info],
-        repeats=repeats,
-        limit=None,
-        decode="none",
-        tool_mode="external",
-        seed=0,
-        temperature=0.0,
-        max_tokens=0,
-        gpu=None,
+    # Not recorded: tool mode "external", max_tokens 0, values no request may ask for but a record may hold.
+    cfg = RunConfig.model_validate(
+        dict(
+            model=spec, benchmarks=[info], repeats=repeats, tool_mode="external", seed=0, temperature=0.0, max_tokens=0
+        )
     )
     run_id = new_run_id(label, f"{bench.name}-rescore")
     run_dir = opts.out / run_id

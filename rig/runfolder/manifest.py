@@ -18,7 +18,7 @@ from pydantic import BaseModel, Field, ValidationInfo, model_validator
 import rig
 from rig.records import write_record
 from rig.runfolder.config import RunConfig
-from rig.runfolder.spec import RunSpec
+from rig.runfolder.spec import RunSettings, RunSpec
 from rig.runformat import MANIFEST_FORMAT, check_version
 from rig.telemetry.bandwidth import BandwidthProbe
 from rig.telemetry.energy import RunEnergy
@@ -76,22 +76,17 @@ class RunManifest(BaseModel):
         c = self.config
         bs = c.benchmarks
         single = len(bs) == 1
-        return RunSpec(
-            model=c.model.name,
-            benchmark=bs[0].name if single else None,
-            data=Path(bs[0].data_path) if single else None,
-            options=bs[0].options if single else {f"{b.name}.{k}": v for b in bs for k, v in b.options.items()},
-            limit=c.limit,
-            repeats=c.repeats,
-            decode=c.decode,  # type: ignore[arg-type]  # validated here: an old manifest's value may be refused
-            tool_mode=c.tool_mode,  # type: ignore[arg-type]
-            gpu=c.gpu,
-            temperature=c.temperature,
-            seed=c.seed,
-            max_tokens=c.max_tokens,
-            order=self.order,  # type: ignore[arg-type]
-            shard=c.shard,
-            concurrency=self.concurrency,
+        # Validated here: an old manifest's value a request may not ask for is refused, naming the field.
+        return RunSpec.model_validate(
+            c.model_dump(include=set(RunSettings.model_fields))
+            | dict(
+                model=c.model.name,
+                benchmark=bs[0].name if single else None,
+                data=Path(bs[0].data_path) if single else None,
+                options=bs[0].options if single else {f"{b.name}.{k}": v for b in bs for k, v in b.options.items()},
+                order=self.order,
+                concurrency=self.concurrency,
+            )
         )
 
     @model_validator(mode="before")

@@ -1,9 +1,12 @@
 """`RunSpec`: the settings of one run, declared once, with their bounds on the type.
 
-The CLI flags of `rig bench`, `rig compare` and `rig sweep` are validated into it; `rig compare` and `rig sweep`
-hand each cell its spec as a `spec.json` file (`rig bench --spec FILE`), never as a re-serialised argv, so option
-values (lists, null, mappings) reach the cell as the same JSON values. `BenchOptions` (rig.execution.bench) is a RunSpec
-plus where the run folder goes (`out`, `resume`).
+Every setting is one field here: `RunSettings` holds those a run's results depend on (which `RunConfig` records
+resolved and hashes), `RunSpec` adds what to run and how. A field's `Setting` says how it takes part beyond the spec
+(its flag, `--resume`, the run hash and a sweep cell's key), so no command keeps a list of the settings of its own.
+The CLI flags of `rig bench`, `rig compare`, `rig load` and `rig sweep` become a spec through `make_spec`; `rig
+compare`, `rig load` and `rig sweep` hand each cell its spec as a `spec.json` file (`rig bench --spec FILE`), never
+as a re-serialised argv, so option values (lists, null, mappings) reach the cell as the same JSON values.
+`BenchOptions` (rig.execution.bench) is a RunSpec plus where the run folder goes (`out`, `resume`).
 
 Bounds are checked when a spec is built, from flags, a file or the library API alike; conflicts between settings
 that only a benchmark knows of (CallNavi's answer format against `--decode`) are refused when the benchmark is built
@@ -14,10 +17,12 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, get_args
+from typing import Annotated, Any, Literal, TypeVar, get_args, get_origin
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic.fields import FieldInfo
 
 from rig.records import DecodeMode, MaxTokens, ToolMode, write_atomic
 
@@ -34,27 +39,38 @@ MAX_CONCURRENCY = 1024
 
 _SHARD = re.compile(r"(\d+)/(\d+)")
 
-# The CLI flag each field is given by, for error messages in the user's words.
-FLAGS = {
-    "model": "--model",
-    "benchmark": "--benchmark",
-    "data": "--data",
-    "options": "--option",
-    "decode": "--decode",
-    "tool_mode": "--tool-mode",
-    "temperature": "--temperature",
-    "seed": "--seed",
-    "max_tokens": "--max-tokens",
-    "repeats": "--repeats",
-    "limit": "--limit",
-    "shard": "--shard",
-    "gpu": "--gpu",
-    "order": "--order",
-    "concurrency": "--concurrency",
-    "models_file": "--models",
-    "out": "--out",
-    "resume": "--resume",
-}
+
+@dataclass(frozen=True)
+class Setting:
+    """How a field of a run's settings takes part beyond the spec, declared on the field itself
+    (``Annotated[type, Setting(...)]``) so that a new setting is one field, not an edit in every command."""
+
+    flag: str | None = None  # its CLI flag, when not --<name-with-dashes>
+    # Added after run hashes and sweep cell keys existed: it enters them only when it is not at its default, so the
+    # runs and sweeps made before it still resume and find their cells. Every setting added from now on sets it.
+    when_set: bool = False
+    per_job: bool = False  # set for each job of a sweep cell (its shard, its GPU), not by the sweep file
+    resumed: bool = True  # False: the invocation's (which models file, how many in flight), never taken by --resume
+
+
+def setting(field: FieldInfo) -> Setting:
+    return next((m for m in field.metadata if isinstance(m, Setting)), Setting())
+
+
+def flag(name: str, cls: type[BaseModel] | None = None) -> str:
+    """The CLI flag of a field of ``cls`` (a RunSpec by default): the words error messages use for it."""
+    field = (cls or RunSpec).model_fields.get(name)
+    if field is None:
+        return name
+    return setting(field).flag or "--" + name.replace("_", "-")
+
+
+def parse_shard(text: str) -> tuple[int, int]:
+    """``I/N`` (0 <= I < N) as (I, N); the one reader of a shard, for the spec's check and for the runs that use it."""
+    m = _SHARD.fullmatch(text.strip())
+    if not m or not int(m[1]) < int(m[2]):
+        raise ValueError(f"{text!r}: expected I/N with 0 <= I < N, e.g. 0/2")
+    return int(m[1]), int(m[2])
 
 
 def _either(values: tuple[str, ...]) -> str:
@@ -67,33 +83,20 @@ _CONSTRAINED = tuple(d for d in DECODES if d in TOOL_MODES)
 
 
 def default_tool_mode(decode: str) -> str:
-    """--decode json/yaml also constrains the tool calls of agentic benchmarks unless --tool-mode says otherwise
+    """The one rule from decode to tool mode, for every command (RunSpec applies it when only decode is given):
+    --decode json/yaml also constrains the tool calls of agentic benchmarks unless --tool-mode says otherwise
     (they have no other answer to constrain, and a flag that silently did nothing there would mislead)."""
     return decode if decode in _CONSTRAINED else "prompt"
 
 
-class RunSpec(BaseModel):
-    """What to run: one model on one benchmark (or every benchmark with data), under one decode and tool mode.
-
-    ``options`` are benchmark options as JSON values: ``bench.key`` reaches that benchmark, a bare ``key`` needs
-    ``benchmark``. The sampling fields override the model's own (``None``: the models.yaml entry's value).
-    ``gpu`` is a position in ``CUDA_VISIBLE_DEVICES`` (or the physical index when it is unset), the same for every
-    engine and for the memory sampler.
-    """
+class RunSettings(BaseModel):
+    """The settings a run's results depend on, besides its model and its benchmarks. `RunSpec` asks for them (the
+    sampling ones as overrides, None: the model's own); `RunConfig` records them as the run resolved them and hashes
+    them, so ``--resume`` refuses a change. A field here is a setting of both."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     # Each field's description is its flag's help text (rig.cli.common.spec_option), so flag and spec say one thing.
-    # model None: only with --resume (taken from the run's record)
-    model: str | None = Field(default=None, description="Model from models.yaml (see `rig models`).")
-    benchmark: str | None = Field(
-        default=None, description="Benchmark to run (default: every benchmark with data available)."
-    )
-    data: Path | None = Field(default=None, description="Benchmark data folder (default: the embedded sample).")
-    options: dict[str, Any] = Field(
-        default_factory=dict,
-        description="Benchmark option key=value (e.g. task=routing); `rig benchmarks` lists each benchmark's options.",
-    )
     decode: DecodeMode = Field(default="none", description=f"Constrain output: {_either(DECODES)}.")
     tool_mode: ToolMode = Field(  # when not given: default_tool_mode(decode)
         default="prompt",
@@ -107,19 +110,54 @@ class RunSpec(BaseModel):
     max_tokens: MaxTokens | None = Field(default=None, description="Override the model's max_tokens.")
     repeats: int = Field(default=1, ge=1, le=MAX_REPEATS, description="Runs per episode (stability scores need k > 1).")
     limit: int | None = Field(default=None, ge=1, description="Run a seeded sample of N questions.")
-    shard: str | None = Field(  # "i/N" (0-based)
+    shard: Annotated[str | None, Setting(when_set=True, per_job=True)] = Field(  # "i/N" (0-based)
         default=None,
         description="I/N: run only shard I (0-based) of N of the selected questions (rig sweep; join shards with "
         "rig merge).",
     )
-    gpu: int | None = Field(
+    gpu: Annotated[int | None, Setting(per_job=True)] = Field(
         default=None,
         ge=0,
         description="GPU to use: a position in CUDA_VISIBLE_DEVICES (every engine alike); CPU when omitted.",
     )
-    order: Order = Field(default="grouped", description="grouped (shared prompt prefixes together) or shuffled.")
-    concurrency: int = Field(default=1, ge=1, le=MAX_CONCURRENCY, description="Episodes in flight.")
-    models_file: Path | None = Field(default=None, description="models.yaml to use.")
+
+    @field_validator("shard")
+    @classmethod
+    def _shard(cls, v: str | None) -> str | None:
+        if v is None:
+            return v
+        i, n = parse_shard(v)
+        return f"{i}/{n}"
+
+
+class RunSpec(RunSettings):
+    """What to run: one model on one benchmark (or every benchmark with data), under one decode and tool mode.
+
+    ``options`` are benchmark options as JSON values: ``bench.key`` reaches that benchmark, a bare ``key`` needs
+    ``benchmark``. The sampling fields override the model's own (``None``: the models.yaml entry's value).
+    ``gpu`` is a position in ``CUDA_VISIBLE_DEVICES`` (or the physical index when it is unset), the same for every
+    engine and for the memory sampler.
+    """
+
+    # model None: only with --resume (taken from the run's record)
+    model: str | None = Field(default=None, description="Model from models.yaml (see `rig models`).")
+    benchmark: str | None = Field(
+        default=None, description="Benchmark to run (default: every benchmark with data available)."
+    )
+    data: Path | None = Field(default=None, description="Benchmark data folder (default: the embedded sample).")
+    options: Annotated[dict[str, Any], Setting(flag="--option")] = Field(
+        default_factory=dict,
+        description="Benchmark option key=value (e.g. task=routing); `rig benchmarks` lists each benchmark's options.",
+    )
+    order: Annotated[Order, Setting(when_set=True)] = Field(
+        default="grouped", description="grouped (shared prompt prefixes together) or shuffled."
+    )
+    concurrency: Annotated[int, Setting(when_set=True, resumed=False)] = Field(
+        default=1, ge=1, le=MAX_CONCURRENCY, description="Episodes in flight."
+    )
+    models_file: Annotated[Path | None, Setting(flag="--models", resumed=False)] = Field(
+        default=None, description="models.yaml to use."
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -131,16 +169,6 @@ class RunSpec(BaseModel):
             data = {k: v for k, v in data.items() if k != "tool_mode"}
         return data
 
-    @field_validator("shard")
-    @classmethod
-    def _shard(cls, v: str | None) -> str | None:
-        if v is None:
-            return v
-        m = _SHARD.fullmatch(v.strip())
-        if not m or not int(m[1]) < int(m[2]):
-            raise ValueError(f"{v!r}: expected I/N with 0 <= I < N, e.g. 0/2")
-        return f"{int(m[1])}/{int(m[2])}"
-
     def spec_fields(self) -> dict[str, Any]:
         """The RunSpec part of this object (a BenchOptions also says where the run goes), as JSON values, with only
         the fields that were set: what a cell's spec.json holds."""
@@ -148,18 +176,40 @@ class RunSpec(BaseModel):
         return self.model_dump(mode="json", include=names)
 
 
+# The CLI flag each field is given by, for error messages in the user's words.
+FLAGS = {name: flag(name) for name in RunSpec.model_fields}
+
+
+def axes() -> tuple[str, ...]:
+    """The settings a comparison or a sweep varies: those of a run's settings whose type is a choice (decode, tool
+    mode). `rig compare` takes them as a variant's ``@key=value`` and as lists, a sweep file as lists."""
+    return tuple(n for n, f in RunSettings.model_fields.items() if get_origin(f.annotation) is Literal)
+
+
+S = TypeVar("S", bound=RunSpec)
+
+
+def make_spec(fields: dict[str, Any], cls: type[S], where: str = "") -> S:
+    """The one way a command's parsed parameters (flags, a spec file, a sweep cell) become its spec: validated, a
+    bad value a SpecError naming the flag, or the file (``where``) and the field."""
+    try:
+        return cls.model_validate(fields)
+    except ValidationError as e:
+        raise spec_error(e, where, cls) from None
+
+
 class SpecError(ValueError):
     """A run spec that does not validate; str() is one line per problem naming the field (and the file)."""
 
 
-def spec_error(exc: ValidationError, where: str = "") -> SpecError:
+def spec_error(exc: ValidationError, where: str = "", cls: type[BaseModel] | None = None) -> SpecError:
     """A RunSpec's validation errors in the user's words: ``--gpu: -1: must be 0 or more``-like lines, prefixed by
     the file they came from when there is one."""
     lines = []
     for err in exc.errors():
         loc = [str(p) for p in err["loc"]]
         field = loc[0] if loc else ""
-        name = (f"{where}: {'.'.join(loc)}" if where else FLAGS.get(field, field)) or "spec"
+        name = (f"{where}: {'.'.join(loc)}" if where else flag(field, cls)) or "spec"
         msg = err["msg"].removeprefix("Value error, ")
         if err["type"] == "extra_forbidden":
             lines.append(f"{name}: unknown setting")
@@ -180,10 +230,7 @@ def read_spec(path: Path, cls: type[RunSpec] = RunSpec) -> RunSpec:
         raise SpecError(str(e)) from None
     if not isinstance(raw, dict):
         raise SpecError(f"{path}: expected a JSON object of run settings")
-    try:
-        return cls.model_validate(raw)
-    except ValidationError as e:
-        raise spec_error(e, str(path)) from None
+    return make_spec(raw, cls, str(path))
 
 
 def write_spec(path: Path, spec: RunSpec) -> Path:

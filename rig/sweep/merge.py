@@ -10,9 +10,10 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from rig.execution.bench import BenchError, parse_shard
+from rig.execution.bench import BenchError
 from rig.runfolder.folder import RunFolder
 from rig.runfolder.manifest import RunManifest, new_run_id
+from rig.runfolder.spec import parse_shard
 from rig.runfolder.store import Store
 from rig.runformat import RunFileError
 
@@ -30,7 +31,7 @@ def merge_runs(shard_dirs: list[Path], out: Path) -> Path:
     if loose:
         raise BenchError(f"rig merge: {', '.join(loose)}: not a shard (its manifest has no shard)")
     shards = [m.config.shard or "" for m in mans]
-    parsed = sorted(parse_shard(s) for s in shards)
+    parsed = sorted(parse_shard(s) for s in shards)  # valid: the manifest's own check
     n = parsed[0][1]
     if parsed != [(i, n) for i in range(n)]:
         raise BenchError(f"rig merge: expected shards 0..{n - 1} of {n} once each, got {', '.join(sorted(shards))}")

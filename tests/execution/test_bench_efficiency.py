@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from rig.engines.base import Capabilities, Engine, Reply
-from rig.execution import bench
+from rig.execution import bench, turn
 from rig.execution.bench import BenchOptions, run_bench
 from rig.records import ChatRequest, Generation, Timings
 from rig.render.export import episode_rows
@@ -89,7 +89,7 @@ def row_energy(run_dir: Path) -> float:
 
 
 def test_a_run_with_a_counter_and_a_probe_stores_energy_and_mbu(tiny: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(bench, "open_counter", lambda gpu: (WallCounter(), None))
+    monkeypatch.setattr(turn, "open_counter", lambda gpu: (WallCounter(), None))
     save_probe(
         BandwidthProbe(
             device="cpu",
@@ -141,7 +141,7 @@ def test_a_run_with_a_counter_and_a_probe_stores_energy_and_mbu(tiny: Path, monk
 
 def test_a_run_without_a_counter_or_probe_says_why_never_zero(tiny: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(energy, "POWERCAP", tiny / "no-powercap")
-    monkeypatch.setattr(bench, "open_counter", lambda gpu: energy.open_rapl(tiny / "no-powercap"))
+    monkeypatch.setattr(turn, "open_counter", lambda gpu: energy.open_rapl(tiny / "no-powercap"))
     run_dir = run_bench(opts(tiny))
     results = read_results(run_dir / "results.sqlite")
     why = f"{tiny / 'no-powercap'} not present (no RAPL driver, or a virtual machine that hides it)"
@@ -158,7 +158,7 @@ def test_a_run_without_a_counter_or_probe_says_why_never_zero(tiny: Path, monkey
 
 
 def test_an_older_run_folder_reads_as_not_measured(tiny: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(bench, "open_counter", lambda gpu: (WallCounter(), None))
+    monkeypatch.setattr(turn, "open_counter", lambda gpu: (WallCounter(), None))
     run_dir = run_bench(opts(tiny))
     # what a format-1 rig wrote: no energy, bandwidth or weights in the manifest, none in the stored records
     man = json.loads((run_dir / "manifest.json").read_text())
@@ -187,9 +187,9 @@ def test_compare_and_the_dashboard_plot_score_against_energy(tiny: Path, monkeyp
     from rig.analyses.compare import compare_report
     from rig.render.html import html_report
 
-    monkeypatch.setattr(bench, "open_counter", lambda gpu: (WallCounter(), None))
+    monkeypatch.setattr(turn, "open_counter", lambda gpu: (WallCounter(), None))
     measured = run_bench(opts(tiny))
-    monkeypatch.setattr(bench, "open_counter", lambda gpu: (None, "no counter in this test"))
+    monkeypatch.setattr(turn, "open_counter", lambda gpu: (None, "no counter in this test"))
     unmeasured = run_bench(opts(tiny))
     md, figs = compare_report([measured, unmeasured])
     assert "### Energy and memory bandwidth" in md and "pareto_energy" in figs
