@@ -27,6 +27,7 @@ from rig.execution.bench import BenchError, RunLock
 from rig.execution.launch import bench_argv
 from rig.records import write_record
 from rig.runfolder.folder import RunFolder
+from rig.runfolder.spec import default_tool_mode
 from rig.sweep.spec import Cell, SweepSpec
 
 BENCH_ENTRY = ("-m", "rig.cli")  # what follows the interpreter in a cell's command; tests swap in a fake engine
@@ -232,6 +233,81 @@ def local_gpus() -> list[str]:
     return [str(i) for i, line in enumerate(out.splitlines()) if line.startswith("GPU ")]
 
 
+Job = tuple[Cell, int, Path, JobState]
+Outcome = Future[tuple[Attempt, bytes | None]]
+
+
+class _Ray:
+    """Cells as Ray tasks with the cell's resources; Ray queues them until the cluster has room."""
+
+    def __init__(self, address: str, spec: SweepSpec, entry: Sequence[str], ship: bool, width: int) -> None:
+        import ray as ray_mod
+
+        if not ray_mod.is_initialized():
+            # "local": a one-machine cluster on loopback (no network needed); "auto" or an address: join a cluster
+            local: dict[str, Any] = (
+                {"address": "local", "_node_ip_address": "127.0.0.1"} if address == "local" else {"address": address}
+            )
+            ray_mod.init(**local, include_dashboard=False, log_to_driver=False, configure_logging=False)
+        res = spec.resources
+        self.task = ray_mod.remote(max_retries=0)(_ray_attempt)
+        self.opts: dict[str, Any] = {"num_cpus": res.num_cpus, "num_gpus": res.num_gpus}
+        if res.memory_gb:
+            self.opts["memory"] = int(res.memory_gb * 2**30)
+        self.spec, self.entry, self.ship, self.width = spec, entry, ship, width
+
+    def room(self) -> bool:
+        return True
+
+    def submit(self, c: Cell, s: int, jd: Path) -> Outcome:
+        blob = _pack(jd) if self.ship else None
+        res = self.spec.resources
+        args = (c, str(jd), s, self.spec.shards, res.num_gpus, list(self.entry), self.ship, blob, os.getcwd())
+        return self.task.options(**self.opts).remote(*args).future()
+
+    def done(self, fut: Outcome) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+class _Local:
+    """Cells as threads on this machine, each given the GPUs it asks for while it runs."""
+
+    def __init__(self, spec: SweepSpec, entry: Sequence[str], parallel: int | None) -> None:
+        self.spec, self.entry = spec, entry
+        self.gpus = local_gpus()
+        self.free = list(self.gpus)
+        self.need = int(spec.resources.num_gpus + 0.999) if self.gpus else 0
+        if parallel is None:
+            num_gpus = spec.resources.num_gpus
+            parallel = max(1, int(len(self.gpus) // num_gpus)) if num_gpus > 0 and self.gpus else 1
+        self.width = parallel
+        self.pool = ThreadPoolExecutor(max_workers=parallel)
+        self.held: dict[int, list[str]] = {}
+
+    def room(self) -> bool:
+        return not (self.spec.resources.num_gpus > 0 and self.gpus and len(self.free) < self.need)
+
+    def submit(self, c: Cell, s: int, jd: Path) -> Outcome:
+        devs, self.free[:] = self.free[: self.need], self.free[self.need :]
+        res = self.spec.resources
+
+        def run() -> tuple[Attempt, bytes | None]:
+            return attempt(c, jd, s, self.spec.shards, res.num_gpus, self.entry, devs), None
+
+        fut = self.pool.submit(run)
+        self.held[id(fut)] = devs
+        return fut
+
+    def done(self, fut: Outcome) -> None:
+        self.free.extend(self.held.pop(id(fut), []))
+
+    def close(self) -> None:
+        self.pool.shutdown(wait=True)
+
+
 def run_sweep(
     spec: SweepSpec,
     cells: list[Cell],
@@ -245,12 +321,45 @@ def run_sweep(
     say: Callable[[str], Any] = print,
 ) -> SweepResult:
     """Run every cell (and shard) not yet finished under `out`; retry the ones whose process died; merge shards."""
-    from rig.sweep.merge import merge_runs
-
     out = out.resolve()  # the cells' processes and Ray workers run in other folders
     out.mkdir(parents=True, exist_ok=True)
-    shards = spec.shards
-    jobs: list[tuple[Cell, int, Path, JobState]] = []
+    _earlier_cells(out, cells, say)
+    jobs = _jobs(out, cells, spec.shards)
+    todo = [j for j in jobs if j[3].status == "pending"]
+    if len(jobs) > len(todo):
+        say(f"{len(jobs) - len(todo)} of {len(jobs)} jobs already finished; skipped")
+    sched: _Ray | _Local = (
+        _Ray(ray, spec, entry, ship, len(todo) or 1) if ray is not None else _Local(spec, entry, parallel)
+    )
+
+    def report() -> None:
+        if on_update:
+            on_update([j[3] for j in jobs], out)
+
+    try:
+        _drive(spec, sched, todo, report, say)
+    finally:
+        sched.close()
+    return _results(out, cells, jobs, spec.shards)
+
+
+def _earlier_cells(out: Path, cells: list[Cell], say: Callable[[str], Any]) -> None:
+    """Earlier rigs ran a sweep cell with decode json or yaml under tool mode prompt unless the file said otherwise;
+    such a cell's folder is not this cell's (its tool mode differs), so say how to resume it instead."""
+    for c in cells:
+        if c.tool_mode == "prompt" or c.tool_mode != default_tool_mode(c.decode):
+            continue
+        earlier = c.model_copy(update={"tool_mode": "prompt"})
+        if (out / "cells" / earlier.key).exists():
+            say(
+                f"{out / 'cells' / earlier.key}: an earlier rig ran {c.model} on {c.benchmark} with decode {c.decode} "
+                f"under tool mode prompt; this sweep runs tool mode {c.tool_mode} (as rig bench does). Add "
+                "tool_mode: [prompt] to the sweep file to resume those cells instead."
+            )
+
+
+def _jobs(out: Path, cells: list[Cell], shards: int) -> list[Job]:
+    jobs = []
     for c in cells:
         for s in range(shards):
             jd = job_dir(out, c, s, shards)
@@ -258,114 +367,78 @@ def run_sweep(
             st.errors = []
             st.status = "done" if jd.exists() and finished(jd) else "pending"
             jobs.append((c, s, jd, st))
-    todo = [j for j in jobs if j[3].status == "pending"]
-    skipped = len(jobs) - len(todo)
-    if skipped:
-        say(f"{skipped} of {len(jobs)} jobs already finished; skipped")
-    res = spec.resources
-    submit: Callable[[Cell, int, Path], Future[tuple[Attempt, bytes | None]]]
-    gpus = local_gpus()
-    free_gpus = list(gpus)
-    held: dict[int, list[str]] = {}
-    pool: ThreadPoolExecutor | None = None
-    if ray is not None:
-        import ray as ray_mod
+    return jobs
 
-        if not ray_mod.is_initialized():
-            # "local": a one-machine cluster on loopback (no network needed); "auto" or an address: join a cluster
-            local: dict[str, Any] = (
-                {"address": "local", "_node_ip_address": "127.0.0.1"} if ray == "local" else {"address": ray}
-            )
-            ray_mod.init(**local, include_dashboard=False, log_to_driver=False, configure_logging=False)
-        task = ray_mod.remote(max_retries=0)(_ray_attempt)
-        opts: dict[str, Any] = {"num_cpus": res.num_cpus, "num_gpus": res.num_gpus}
-        if res.memory_gb:
-            opts["memory"] = int(res.memory_gb * 2**30)
 
-        def submit(c: Cell, s: int, jd: Path) -> Future[tuple[Attempt, bytes | None]]:
-            blob = _pack(jd) if ship else None
-            ref = task.options(**opts).remote(c, str(jd), s, shards, res.num_gpus, list(entry), ship, blob, os.getcwd())
-            return ref.future()
-
-        width = len(todo) or 1  # Ray queues tasks until the cluster has their resources
-    else:
-        if parallel is None:
-            parallel = max(1, int(len(gpus) // res.num_gpus)) if res.num_gpus > 0 and gpus else 1
-        width = parallel
-        pool = ThreadPoolExecutor(max_workers=parallel)
-
-        def run_local(c: Cell, s: int, jd: Path, devs: list[str]) -> tuple[Attempt, bytes | None]:
-            return attempt(c, jd, s, shards, res.num_gpus, entry, devs), None
-
-        def submit(c: Cell, s: int, jd: Path) -> Future[tuple[Attempt, bytes | None]]:
-            n = int(res.num_gpus + 0.999) if gpus else 0
-            devs, free_gpus[:] = free_gpus[:n], free_gpus[n:]
-            assert pool is not None
-            fut = pool.submit(run_local, c, s, jd, devs)
-            held[id(fut)] = devs
-            return fut
-
-    running: dict[Future[tuple[Attempt, bytes | None]], tuple[Cell, int, Path, JobState]] = {}
+def _drive(
+    spec: SweepSpec, sched: _Ray | _Local, todo: list[Job], report: Callable[[], None], say: Callable[[str], Any]
+) -> None:
+    """Start jobs while there is room, record each attempt as it ends, requeue the ones to retry."""
+    running: dict[Outcome, Job] = {}
     queue = list(todo)
     started: dict[int, float] = {}
-    tries: dict[int, int] = {}  # attempts in this sweep run: a re-run gives a failed cell its retries afresh
+    tries: dict[int, int] = {}  # attempts in this sweep run
+    while queue or running:
+        while queue and len(running) < sched.width and sched.room():
+            c, s, jd, st = job = queue.pop(0)
+            jd.mkdir(parents=True, exist_ok=True)
+            st.status = "running"
+            st.attempts += 1
+            tries[id(st)] = tries.get(id(st), 0) + 1
+            _write_state(jd, st)
+            started[id(st)] = time.perf_counter()
+            running[sched.submit(c, s, jd)] = job
+        report()
+        done, _ = wait(list(running), timeout=1.0, return_when=FIRST_COMPLETED)
+        for fut in done:
+            job = running.pop(fut)
+            job[3].wall_s = time.perf_counter() - started[id(job[3])]
+            sched.done(fut)
+            if _record(job, _outcome(fut, job[2]), tries[id(job[3])], spec.max_retries, say):
+                queue.append(job)
+        report()
 
-    def report() -> None:
-        if on_update:
-            on_update([j[3] for j in jobs], out)
 
+def _outcome(fut: Outcome, jd: Path) -> Attempt:
     try:
-        while queue or running:
-            while queue and len(running) < width:
-                if ray is None and res.num_gpus > 0 and gpus and len(free_gpus) < int(res.num_gpus + 0.999):
-                    break
-                c, s, jd, st = queue.pop(0)
-                jd.mkdir(parents=True, exist_ok=True)
-                st.status = "running"
-                st.attempts += 1
-                tries[id(st)] = tries.get(id(st), 0) + 1
-                _write_state(jd, st)
-                started[id(st)] = time.perf_counter()
-                running[submit(c, s, jd)] = (c, s, jd, st)
-            report()
-            done, _ = wait(list(running), timeout=1.0, return_when=FIRST_COMPLETED)
-            for fut in done:
-                c, s, jd, st = running.pop(fut)
-                st.wall_s = time.perf_counter() - started[id(st)]
-                free_gpus.extend(held.pop(id(fut), []))
-                try:
-                    a, blob = fut.result()
-                    if blob is not None:
-                        _unpack(blob, jd)
-                except Exception as e:  # the worker or its node died: the store in jd is what survived
-                    a = Attempt(
-                        returncode=-1,
-                        finished=finished(jd),
-                        run_id=None,
-                        node="?",
-                        error=f"worker lost: {type(e).__name__}: {e}",
-                    )
-                disk = _read_state(jd)
-                if disk is not None:  # the attempt's own record (pid, node, resumed count)
-                    st.pid, st.node, st.resumed = disk.pid, disk.node, disk.resumed
-                st.run_id, st.process_s = a.run_id or st.run_id, a.process_s
-                if a.finished:
-                    st.status = "done"
-                elif a.returncode == 2 or tries[id(st)] > spec.max_retries:
-                    # exit 2 is bad input: the same command would fail the same way, so it is not retried
-                    st.status = "failed"
-                    st.errors.append(a.error or "failed")
-                    say(f"cell {st.name} failed after {tries[id(st)]} attempt(s): {a.error}")
-                else:
-                    st.errors.append(a.error or "failed")
-                    say(f"cell {st.name}: {a.error}; retrying (attempt {st.attempts + 1})")
-                    st.status = "pending"
-                    queue.append((c, s, jd, st))
-                _write_state(jd, st)
-            report()
-    finally:
-        if pool is not None:
-            pool.shutdown(wait=True)
+        a, blob = fut.result()
+        if blob is not None:
+            _unpack(blob, jd)
+        return a
+    except Exception as e:  # the worker or its node died: the store in jd is what survived
+        return Attempt(
+            returncode=-1, finished=finished(jd), run_id=None, node="?", error=f"worker lost: {type(e).__name__}: {e}"
+        )
+
+
+def _record(job: Job, a: Attempt, tries: int, max_retries: int, say: Callable[[str], Any]) -> bool:
+    """An attempt's end in the job's state (and job.json); True when the job is to be tried again. ``tries``: its
+    attempts in this sweep run (a re-run gives a failed cell its retries afresh)."""
+    _c, _s, jd, st = job
+    disk = _read_state(jd)
+    if disk is not None:  # the attempt's own record (pid, node, resumed count)
+        st.pid, st.node, st.resumed = disk.pid, disk.node, disk.resumed
+    st.run_id, st.process_s = a.run_id or st.run_id, a.process_s
+    retry = False
+    if a.finished:
+        st.status = "done"
+    elif a.returncode == 2 or tries > max_retries:
+        # exit 2 is bad input: the same command would fail the same way, so it is not retried
+        st.status = "failed"
+        st.errors.append(a.error or "failed")
+        say(f"cell {st.name} failed after {tries} attempt(s): {a.error}")
+    else:
+        st.errors.append(a.error or "failed")
+        say(f"cell {st.name}: {a.error}; retrying (attempt {st.attempts + 1})")
+        st.status, retry = "pending", True
+    _write_state(jd, st)
+    return retry
+
+
+def _results(out: Path, cells: list[Cell], jobs: list[Job], shards: int) -> SweepResult:
+    """Each cell's run folder for the leaderboard (its shards merged into one), or None when a job failed."""
+    from rig.sweep.merge import merge_runs
+
     result_dirs: dict[str, str | None] = {}
     failed = []
     for c in cells:

@@ -6,18 +6,20 @@ named from a hash of everything that defines it, so re-running the same sweep fi
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import itertools
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, field_validator
 
 from rig.decoding.safe import load_yaml
 from rig.inputs import InputError, read_text
-from rig.records import DecodeMode, MaxTokens, ToolMode
-from rig.runfolder.spec import MAX_REPEATS, RunSpec
+from rig.runfolder.spec import RunSpec, axes, make_spec, setting
+
+M = TypeVar("M", bound=BaseModel)
 
 
 class SweepError(Exception):
@@ -43,16 +45,11 @@ class BenchmarkEntry(Strict):
 
 
 class SweepSpec(Strict):
+    """The sweep's own keys. The run settings a sweep file gives (decode, repeats, ...) are RunSpec's, read by
+    `sweep_settings`."""
+
     models: list[str] = Field(min_length=1)  # models.yaml entries, variants included ("name@label")
     benchmarks: list[BenchmarkEntry] = Field(min_length=1)
-    decode: list[DecodeMode] = Field(default_factory=lambda: list[DecodeMode](["none"]), min_length=1)
-    tool_mode: list[ToolMode] = Field(default_factory=lambda: list[ToolMode](["prompt"]), min_length=1)
-    repeats: int = Field(1, ge=1, le=MAX_REPEATS)
-    limit: int | None = Field(None, ge=1)
-    seed: int = 0
-    max_tokens: MaxTokens | None = None
-    temperature: float | None = Field(None, ge=0, allow_inf_nan=False)  # every cell would fail writing its manifest
-    models_file: Path | None = None  # relative to the sweep file
     shards: int = Field(1, ge=1)
     resources: Resources = Field(default_factory=lambda: Resources())
     max_retries: int = Field(2, ge=0)  # re-runs of a cell whose process died, each resuming from its store
@@ -64,22 +61,31 @@ class SweepSpec(Strict):
         return [{"name": b} if isinstance(b, str) else b for b in v] if isinstance(v, list) else v
 
 
-# What names a cell's folder: these settings as JSON, hashed. The same fields and values as the rigs before Cell was a
-# RunSpec, so their sweeps find their cells again.
-CELL_KEY = (
-    "model",
-    "benchmark",
-    "options",
-    "data",
-    "decode",
-    "tool_mode",
-    "repeats",
-    "limit",
-    "seed",
-    "max_tokens",
-    "temperature",
-    "models_file",
-)
+def _from_entries() -> set[str]:
+    """The settings a cell takes from its `models:` and `benchmarks:` entries: the model, and the benchmark with the
+    entry's other keys (options, data)."""
+    return {"model", "benchmark"} | set(BenchmarkEntry.model_fields) - {"name"}
+
+
+# The leaderboard pairs cells by episode: one seed for every cell unless the file gives one, as in compare and load.
+_SWEEP_DEFAULTS = {"seed": 0}
+
+
+@functools.cache
+def sweep_settings() -> type[BaseModel]:
+    """The run settings a sweep file may give, derived from RunSpec's fields: a choice (decode, tool mode) is an
+    axis, a list of values each cell takes one of (None: the spec's default, tool mode following decode); any other
+    setting is one value for every cell. A job's own settings (shard, GPU) are the sweep's to give."""
+    fields: dict[str, Any] = {}
+    for name, f in RunSpec.model_fields.items():
+        if name in _from_entries() or setting(f).per_job:
+            continue
+        if name in axes():
+            fields[name] = (list[f.annotation] | None, Field(default=None, min_length=1))  # type: ignore[name-defined]
+        else:
+            fields[name] = (f.annotation, f)
+    model: type[BaseModel] = create_model("SweepSettings", __base__=Strict, **fields)
+    return model
 
 
 class Cell(RunSpec):
@@ -89,15 +95,26 @@ class Cell(RunSpec):
     model: str  # a cell always names both
     benchmark: str
 
+    def _keyed(self) -> dict[str, Any]:
+        """What names a cell: its settings but a job's own, a setting added after cell keys existed only when it is
+        not at its default (`Setting.when_set`), so the sweeps of earlier rigs find their cells again."""
+        keyed = {}
+        for name, f in RunSpec.model_fields.items():
+            value = getattr(self, name)
+            role = setting(f)
+            if not role.per_job and not (role.when_set and value == f.get_default(call_default_factory=True)):
+                keyed[name] = value
+        return keyed
+
     @property
     def key(self) -> str:
-        blob = json.dumps(self.model_dump(mode="json", include=set(CELL_KEY)), sort_keys=True)
+        blob = json.dumps(self.model_dump(mode="json", include=set(self._keyed())), sort_keys=True)
         name = f"{self.model}-{self.benchmark}-{self.decode}-{self.tool_mode}".replace("/", "_").replace("@", "_")
         return f"{name}-{hashlib.sha256(blob.encode()).hexdigest()[:10]}"
 
     def spec(self, shard: str | None = None, gpu: int | None = None) -> RunSpec:
         """The cell's run (one shard of it), as the spec.json its `rig bench` process reads."""
-        fields = {**self.model_dump(include=set(CELL_KEY)), "shard": shard, "gpu": gpu}
+        fields = {**self._keyed(), "shard": shard, "gpu": gpu}
         return RunSpec.model_validate({k: v for k, v in fields.items() if v is not None})
 
 
@@ -125,41 +142,48 @@ def load_sweep(path: Path) -> tuple[SweepSpec, list[Cell]]:
         raise SweepError(f"{path}: not valid YAML: {err.removeprefix('invalid YAML: ')}")
     if not isinstance(raw, dict):
         raise SweepError(f"{path}: expected a mapping with models: and benchmarks:")
+    own = {k: v for k, v in raw.items() if k not in sweep_settings().model_fields}
+    spec = _validate(path, SweepSpec, own)
+    given = _validate(path, sweep_settings(), {k: v for k, v in raw.items() if k not in own}).model_dump(
+        exclude_unset=True
+    )
+    base = path.resolve().parent
+    if given.get("models_file") is not None:
+        given["models_file"] = base / given["models_file"]
+    _check(path, spec, given, base)
+    return spec, _cells(path, spec, given, base)
+
+
+def _validate(path: Path, model: type[M], raw: dict[str, Any]) -> M:
     try:
-        spec = SweepSpec.model_validate(raw)
+        return model.model_validate(raw)
     except ValidationError as e:
         lines = [f"{path}: {_where(err['loc'])}: {err['msg']}" for err in e.errors()]
         raise SweepError("\n".join(lines)) from None
-    base = path.resolve().parent
-    models_file = (base / spec.models_file) if spec.models_file else None
-    _check(path, spec, models_file, base)
-    cells = [
-        Cell(
-            model=m,
-            benchmark=b.name,
-            options=b.options,
-            data=base / b.data if b.data else None,
-            decode=d,
-            tool_mode=t,
-            repeats=spec.repeats,
-            limit=spec.limit,
-            seed=spec.seed,
-            max_tokens=spec.max_tokens,
-            temperature=spec.temperature,
-            models_file=models_file,
-        )
-        for m, b, d, t in itertools.product(spec.models, spec.benchmarks, spec.decode, spec.tool_mode)
-    ]
-    return spec, cells
 
 
-def _check(path: Path, spec: SweepSpec, models_file: Path | None, base: Path) -> None:
+def _cells(path: Path, spec: SweepSpec, given: dict[str, Any], base: Path) -> list[Cell]:
+    """The matrix: every model x benchmark x value of each axis, in the file's order; each cell through the spec's
+    one helper, so the decode -> tool mode rule is the one every command applies."""
+    shared = {k: v for k, v in given.items() if k not in axes()} | {
+        k: v for k, v in _SWEEP_DEFAULTS.items() if k not in given
+    }
+    lists = [[(name, v) for v in given.get(name) or [None]] for name in axes()]
+    cells = []
+    for m, b, *values in itertools.product(spec.models, spec.benchmarks, *lists):
+        entry = {"model": m, "benchmark": b.name, "options": b.options, "data": base / b.data if b.data else None}
+        fields = {k: v for k, v in {**shared, **entry, **dict(values)}.items() if v is not None}
+        cells.append(make_spec(fields, Cell, str(path)))
+    return cells
+
+
+def _check(path: Path, spec: SweepSpec, given: dict[str, Any], base: Path) -> None:
     from rig.benchmarks import BENCHMARKS, get_benchmark_class
     from rig.benchmarks.base import DataError
     from rig.registry import RegistryError, load_registry
 
     try:
-        reg = load_registry(models_file)
+        reg = load_registry(given.get("models_file"))
     except RegistryError as e:
         raise SweepError(f"{path}: models_file: {e}") from None
     resolved: dict[str, int] = {}
@@ -173,8 +197,8 @@ def _check(path: Path, spec: SweepSpec, models_file: Path | None, base: Path) ->
             what = "listed" if spec.models[j] == m else f"the model {name!r}, listed as {spec.models[j]!r}"
             raise SweepError(f"{path}: models[{i}]: {m!r} is {what} already at models[{j}]; list each model once")
         resolved[name] = i
-    for field in ("decode", "tool_mode"):
-        values: list[str] = getattr(spec, field)
+    for field in axes():
+        values: list[Any] = given.get(field) or []
         for i, v in enumerate(values):
             if values.index(v) != i:
                 raise SweepError(f"{path}: {field}[{i}]: {v!r} is already listed as {field}[{values.index(v)}]")

@@ -192,7 +192,9 @@ def test_a_cells_folder_name_is_the_hash_of_its_settings_as_earlier_rigs_wrote_t
     f = write(
         sweep_dir,
         "models: [fake-a]\nbenchmarks:\n  - {name: callnavi, data: cn, options: {domains: [maps], task: routing}}\n"
-        "decode: [json]\nrepeats: 2\nlimit: 3\nseed: 7\ntemperature: 0.5\nmodels_file: models.yaml\n",
+        # tool_mode given: without it decode json now runs tool mode json, as `rig bench --decode json` does
+        "decode: [json]\ntool_mode: [prompt]\nrepeats: 2\nlimit: 3\nseed: 7\ntemperature: 0.5\n"
+        "models_file: models.yaml\n",
     )
     data.mkdir()
     _, cells = load_sweep(f)
