@@ -10,13 +10,14 @@ first variant, per-sample flips, latency, tokens, memory, and Pareto plots.
 
 from __future__ import annotations
 
+import itertools
 import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field, field_validator, model_validator
 
 from rig.benchmarks.base import Table
 from rig.execution.bench import BenchError, BenchOptions
@@ -25,55 +26,76 @@ from rig.records import write_atomic
 from rig.render.plots import PlotsUnavailable, Point, pareto_plot, save_figure
 from rig.render.report import NM, table_md
 from rig.runfolder.folder import RunFolder
-from rig.runfolder.spec import DECODES, TOOL_MODES, RunSpec
+from rig.runfolder.spec import RunSpec, axes
 from rig.runfolder.summary import HeadlineScore, RunSummary
 from rig.scoring.stats import paired_diff_ci
 
 
+def _choices(axis: str) -> tuple[str, ...]:
+    return get_args(RunSpec.model_fields[axis].annotation)
+
+
 class Variant(BaseModel):
-    """One arm of a comparison: a model, and the decode / tool mode it runs under (None: the command's)."""
+    """One arm of a comparison: a model, and its own value of any of the run settings' axes (decode, tool mode;
+    `rig.runfolder.spec.axes`), the command's for those it leaves unset. ``Variant(model=m, decode="json")`` names
+    an axis as the command line does."""
 
     model: str
-    decode: str | None = None
-    tool_mode: str | None = None
+    modes: dict[str, str] = Field(default_factory=dict)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _axes_by_name(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        named = {k: data[k] for k in axes() if data.get(k) is not None}
+        rest = {k: v for k, v in data.items() if k not in axes()}
+        return {**rest, "modes": {**rest.get("modes", {}), **named}} if named else rest
+
+    @field_validator("modes")
+    @classmethod
+    def _known(cls, modes: dict[str, str]) -> dict[str, str]:
+        for key, value in modes.items():
+            if key not in axes() or value not in _choices(key):
+                raise ValueError(f"{key}={value!r}: not a setting a variant can have")
+        return modes
 
     @property
     def label(self) -> str:
-        modes = [f"{k}={v}" for k, v in (("decode", self.decode), ("tool_mode", self.tool_mode)) if v is not None]
+        modes = [f"{k}={self.modes[k]}" for k in axes() if k in self.modes]
         return self.model + ("@" + ",".join(modes) if modes else "")
 
 
 def parse_variant(spec: str) -> Variant:
     """`MODEL` or `MODEL@decode=json,tool_mode=native`; a bad key or value is a BenchError naming it."""
     model, _, rest = spec.partition("@")
-    fields: dict[str, str] = {}
+    modes: dict[str, str] = {}
     for item in filter(None, (x.strip() for x in rest.split(","))):
         key, eq, value = item.partition("=")
         key = key.strip().replace("-", "_")
-        allowed = {"decode": DECODES, "tool_mode": TOOL_MODES}.get(key)
-        if not eq or allowed is None:
-            raise BenchError(f"variant {spec!r}: expected MODEL@decode=...,tool_mode=... (got {item!r})")
-        if value.strip() not in allowed:
-            raise BenchError(f"variant {spec!r}: {key} {value.strip()!r}; choose {', '.join(allowed)}")
-        fields[key] = value.strip()
+        if not eq or key not in axes():
+            form = ",".join(f"{a}=..." for a in axes())
+            raise BenchError(f"variant {spec!r}: expected MODEL@{form} (got {item!r})")
+        if value.strip() not in _choices(key):
+            raise BenchError(f"variant {spec!r}: {key} {value.strip()!r}; choose {', '.join(_choices(key))}")
+        modes[key] = value.strip()
     if not model.strip():
         raise BenchError(f"variant {spec!r}: no model name before '@'")
-    return Variant(model=model.strip(), **fields)
+    return Variant(model=model.strip(), modes=modes)
 
 
-def expand_variants(
-    specs: list[str], decodes: list[str] | None = None, tool_modes: list[str] | None = None
-) -> list[Variant]:
-    """Every variant spec under every listed decode and tool mode (a spec's own `@...` settings win)."""
+def expand_variants(specs: list[str], *lists: list[str] | None) -> list[Variant]:
+    """Every variant spec under every listed value of each axis (``lists`` in the order of `axes`: decodes, tool
+    modes; None or empty: the command's one value); a spec's own `@...` settings win."""
+    per_axis: list[list[tuple[str, str | None]]] = [
+        [(axis, v) for v in values] if values else [(axis, None)] for axis, values in zip(axes(), lists, strict=False)
+    ]
     out: list[Variant] = []
     for spec in specs:
         v = parse_variant(spec)
-        ds: list[str | None] = list(decodes or []) or [None]
-        ts: list[str | None] = list(tool_modes or []) or [None]
-        for d in ds:
-            for t in ts:
-                upd = {k: x for k, x in (("decode", d), ("tool_mode", t)) if x is not None and getattr(v, k) is None}
-                out.append(v.model_copy(update=upd))
+        for combo in itertools.product(*per_axis):
+            extra = {k: x for k, x in combo if x is not None and k not in v.modes}
+            out.append(v.model_copy(update={"modes": {**v.modes, **extra}}))
     labels = [v.label for v in out]
     if len(set(labels)) != len(labels):
         raise BenchError(f"the same variant is listed twice: {', '.join(labels)}")
@@ -81,19 +103,16 @@ def expand_variants(
 
 
 def cell_spec(variant: Variant | str, o: RunSpec) -> RunSpec:
-    """The spec of one variant's run: the command's settings under the variant's model, decode and tool mode, with
-    one seed for all (so --limit samples the same questions and pairs line up)."""
+    """The spec of one variant's run: the command's settings under the variant's model and modes, with one seed for
+    all (so --limit samples the same questions and pairs line up)."""
     v = variant if isinstance(variant, Variant) else Variant(model=variant)
     fields = {k: val for k, val in o.model_dump(include=set(RunSpec.model_fields)).items() if val is not None}
     fields.update(model=v.model, seed=o.seed if o.seed is not None else 0)
-    if v.decode is not None:
-        # A variant's decode mode without a tool mode gets bench's own default for it (--decode json constrains
-        # the tool calls too), not the command's tool mode, which followed the command's decode.
-        fields["decode"] = v.decode
+    if "decode" in v.modes and "tool_mode" not in v.modes:
+        # A variant's decode mode without a tool mode gets bench's own rule for it (--decode json constrains the
+        # tool calls too), not the command's tool mode, which followed the command's decode.
         fields.pop("tool_mode", None)
-    if v.tool_mode is not None:
-        fields["tool_mode"] = v.tool_mode
-    return RunSpec.model_validate(fields)
+    return RunSpec.model_validate(fields | v.modes)
 
 
 def run_compare(
@@ -126,7 +145,7 @@ def _file_name(label: str) -> str:
 def variant_labels(run_dirs: list[Path]) -> list[str]:
     """Names for the runs in tables and plots: the model, plus the decode / tool mode where those differ."""
     cfgs = [RunFolder(d).manifest.config for d in run_dirs]
-    keys = [k for k in ("decode", "tool_mode") if len({getattr(c, k) for c in cfgs}) > 1]
+    keys = [k for k in axes() if len({getattr(c, k) for c in cfgs}) > 1]
     return [c.model.name + ("@" + ",".join(f"{k}={getattr(c, k)}" for k in keys) if keys else "") for c in cfgs]
 
 

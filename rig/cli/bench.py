@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import typer
 from rich import box
@@ -13,6 +14,11 @@ from rich.markup import escape
 from rich.table import Table as RichTable
 
 from rig.cli.common import DEFAULT_MODEL, app, bench_flags, err, fail, out, say, spec_option
+
+if TYPE_CHECKING:
+    from rich.progress import Progress
+
+    from rig.execution.bench import BenchOptions
 
 
 @app.command()
@@ -49,47 +55,16 @@ def bench(
     ),
 ) -> None:
     """Run a benchmark on a local model and print its report."""
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeElapsedColumn,
-        TimeRemainingColumn,
-    )
-
-    from rig.benchmarks.base import DataError
-    from rig.engines import MissingExtra
-    from rig.engines.base import EngineError
-    from rig.execution.bench import BenchError, bench_options, run_bench
-    from rig.registry import RegistryError
-    from rig.render.html import write_report_files
+    from rig.execution.bench import bench_options
     from rig.runfolder.folder import RunFolder
     from rig.runfolder.spec import SpecError
-    from rig.runformat import NewerFormatError, RunFileError
 
-    # Only the flags given on the command line are passed: --resume takes the others from the run's record, and
+    # The run flags reach the spec by their names in ctx.params (bench_flags), only those given on the command
+    # line: --resume takes the others from the run's record, and
     # compares the given ones with it (with or without --model). (By name: typer carries its own copy of click's
     # ParameterSource.)
     given = {p for p in ctx.params if getattr(ctx.get_parameter_source(p), "name", "DEFAULT") != "DEFAULT"}
-    values: dict[str, Any] = dict(
-        model=model,
-        benchmark=benchmark,
-        gpu=gpu,
-        limit=limit,
-        repeats=repeats,
-        data=data,
-        decode=decode,
-        tool_mode=tool_mode,
-        concurrency=concurrency,
-        order=order,
-        models_file=models_file,
-        temperature=temperature,
-        seed=seed,
-        max_tokens=max_tokens,
-        shard=shard,
-    )
-    flags = bench_flags(values, option, given=given)
+    flags = bench_flags(ctx.params, option, given=given)
     if fmt:  # a flag a benchmark declares as a shorthand for its option (its flag_options)
         from rig.benchmarks import flag_option
 
@@ -103,6 +78,64 @@ def bench(
         )
     except SpecError as e:
         fail(str(e))
+    run_dir = _run(bo)
+    err.print(f"results: {run_dir}", highlight=False, soft_wrap=True)
+    if RunFolder(run_dir).manifest.status == "interrupted":
+        raise typer.Exit(130)  # the shell's code for a stopped command: scripts must not take it as finished
+    if report:
+        # The full tables go to files; the terminal gets one screen (a newcomer cannot read 200 lines of tables).
+        from rig.render.html import write_report_files
+        from rig.runformat import RunFileError
+
+        try:
+            write_report_files(run_dir)
+        except RunFileError as e:
+            fail(str(e))
+        print_screen(run_dir)
+
+
+def _run(bo: BenchOptions) -> Path:
+    """The run, with a progress bar once the model is loaded; bad input exits 2 naming it."""
+    from rig.benchmarks.base import DataError
+    from rig.engines import MissingExtra
+    from rig.engines.base import EngineError
+    from rig.execution.bench import BenchError, run_bench
+    from rig.registry import RegistryError
+    from rig.runformat import NewerFormatError, RunFileError
+
+    prog, progress = _progress_bar()
+    try:
+        # soft_wrap: a printed --resume command must stay one line to be copied
+        return run_bench(
+            bo, progress=progress, on_event=lambda m: err.print(escape(m), highlight=False, soft_wrap=True)
+        )
+    except (
+        RegistryError,
+        DataError,
+        BenchError,
+        MissingExtra,
+        EngineError,
+        KeyError,
+        NewerFormatError,
+        RunFileError,
+    ) as e:
+        prog.stop()
+        fail(str(e).strip("'\""))
+    finally:
+        prog.stop()
+
+
+def _progress_bar() -> tuple[Progress, Callable[[int, int], None]]:
+    """An episodes bar (done / total, rate, elapsed, ETA) and the callback that starts and moves it."""
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+
     columns = [
         TextColumn("[bold]{task.description}"),
         BarColumn(),
@@ -124,34 +157,7 @@ def bench(
         rate = f"{n / el:.2f} ep/s" if el > 0 and n > 0 else ""
         prog.update(state["task"], completed=done, total=total, rate=rate)
 
-    try:
-        # soft_wrap: a printed --resume command must stay one line to be copied
-        run_dir = run_bench(
-            bo, progress=progress, on_event=lambda m: err.print(escape(m), highlight=False, soft_wrap=True)
-        )
-    except (
-        RegistryError,
-        DataError,
-        BenchError,
-        MissingExtra,
-        EngineError,
-        KeyError,
-        NewerFormatError,
-        RunFileError,
-    ) as e:
-        prog.stop()
-        fail(str(e).strip("'\""))
-    prog.stop()
-    err.print(f"results: {run_dir}", highlight=False, soft_wrap=True)
-    if RunFolder(run_dir).manifest.status == "interrupted":
-        raise typer.Exit(130)  # the shell's code for a stopped command: scripts must not take it as finished
-    if report:
-        # The full tables go to files; the terminal gets one screen (a newcomer cannot read 200 lines of tables).
-        try:
-            write_report_files(run_dir)
-        except RunFileError as e:
-            fail(str(e))
-        print_screen(run_dir)
+    return prog, progress
 
 
 def print_screen(run_dir: Path, console: Console | None = None) -> None:

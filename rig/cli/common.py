@@ -77,11 +77,14 @@ def spec_option(field: str, *aliases: str, default: Any = ..., help: str | None 
 def bench_flags(
     values: dict[str, Any], option: list[str], *, given: Iterable[str] | None = None, absolute_models: bool = False
 ) -> dict[str, Any]:
-    """What a command's flags ask of ``bench_options``: ``values`` (by RunSpec / BenchOptions field) that were given
-    on the command line (``given``; else those not None), the ``-O`` strings as options, and with
-    ``absolute_models`` the models file made absolute (cell processes read it from their own folder)."""
+    """What a command's parsed parameters (``ctx.params``) ask of ``bench_options``, the one helper every command
+    builds its RunSpec through: the parameters named as a RunSpec field, those given on the command line
+    (``given``; else those not None), the ``-O`` strings as options, and with ``absolute_models`` the models file
+    made absolute (cell processes read it from their own folder). A new setting's flag needs no edit here."""
+    from rig.runfolder.spec import RunSpec
+
     keep = set(given) if given is not None else {k for k, v in values.items() if v is not None}
-    flags = {k: v for k, v in values.items() if k in keep}
+    flags = {k: v for k, v in values.items() if k in keep and k in RunSpec.model_fields}
     if absolute_models and isinstance(flags.get("models_file"), Path):
         flags["models_file"] = flags["models_file"].resolve()
     if option:

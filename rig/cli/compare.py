@@ -17,6 +17,7 @@ from rig.runfolder.spec import DECODES
 
 @app.command()
 def compare(
+    ctx: typer.Context,
     models_: list[str] | None = typer.Argument(
         None,
         metavar="VARIANT...",
@@ -62,18 +63,9 @@ def compare(
     them, paired: `rig compare a b`, `rig compare gemma3-270m --decode none,json`."""
     from rig.analyses.compare import compare_folder, expand_variants, run_compare
     from rig.execution.bench import BenchError, bench_options
-    from rig.runfolder.spec import SpecError
+    from rig.runfolder.spec import SpecError, axes
 
-    if not divergence and (reference is not None or top_k is not None):
-        fail(f"{'--reference' if reference is not None else '--top-k'} only applies with --divergence")
-    top_k = DEFAULT_DIVERGENCE_TOP_K if top_k is None else top_k
-    if divergence:  # a bad --top-k is refused before any variant runs
-        from rig.analyses.divergence.records import DivergenceError, check_top_k
-
-        try:
-            check_top_k(top_k)
-        except DivergenceError as e:
-            fail(str(e))
+    top_k = _top_k(divergence, reference, top_k)
     if runs_:
         if models_:
             fail("give either VARIANT... to run or --run folders to compare, not both")
@@ -85,31 +77,34 @@ def compare(
         return
     if not models_:
         fail("name the variants to compare (VARIANT...), or existing run folders with --run")
-
-    decodes, tool_modes = spec_list("decode", decode), spec_list("tool_mode", tool_mode or "")
+    # Each axis (decode, tool mode) as a list: one value is the command's for every variant, more make it an axis
+    # of the comparison. The other run flags by their names in ctx.params, as `rig bench` takes them.
+    lists = {axis: spec_list(axis, ctx.params[axis] or "") for axis in axes()}
+    modes = {axis: values[0] for axis, values in lists.items() if len(values) == 1}
     try:
-        # One value is the command's mode for every variant; a list makes it an axis of the comparison.
-        variants = expand_variants(
-            models_, decodes if len(decodes) > 1 else None, tool_modes if len(tool_modes) > 1 else None
-        )
-        values = dict(
-            benchmark=benchmark,
-            limit=limit,
-            repeats=repeats,
-            data=data,
-            out=out_dir,
-            gpu=gpu,
-            decode=decodes[0] if len(decodes) == 1 else "none",
-            tool_mode=tool_modes[0] if len(tool_modes) == 1 else None,
-            seed=seed,
-            max_tokens=max_tokens,
-            models_file=models_file,
-        )
-        bo = bench_options(bench_flags(values, option, absolute_models=True))
+        variants = expand_variants(models_, *(values if len(values) > 1 else None for values in lists.values()))
+        params = {k: v for k, v in ctx.params.items() if k not in lists} | modes
+        bo = bench_options({**bench_flags(params, option, absolute_models=True), "out": out_dir})
         cdir, runs = run_compare(list(variants), bo, say=say)
     except (BenchError, SpecError) as e:
         fail(str(e))
     _finish(cdir, runs, divergence, reference, models_file, top_k)
+
+
+def _top_k(divergence: bool, reference: str | None, top_k: int | None) -> int:
+    """--top-k (its default when not given); it and --reference only with --divergence, checked before any variant
+    runs."""
+    if not divergence and (reference is not None or top_k is not None):
+        fail(f"{'--reference' if reference is not None else '--top-k'} only applies with --divergence")
+    top_k = DEFAULT_DIVERGENCE_TOP_K if top_k is None else top_k
+    if divergence:
+        from rig.analyses.divergence.records import DivergenceError, check_top_k
+
+        try:
+            check_top_k(top_k)
+        except DivergenceError as e:
+            fail(str(e))
+    return top_k
 
 
 def _finish(

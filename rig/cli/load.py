@@ -13,6 +13,7 @@ from rig.cli.common import DEFAULT_MODEL, app, bench_flags, fail, say, spec_opti
 
 @app.command()
 def load(
+    ctx: typer.Context,
     model: str = typer.Option(DEFAULT_MODEL, "--model", "-m", help="A model whose engine batches (vLLM, a server)."),
     concurrency: str = typer.Option(
         "1,4,16", "--concurrency", "-c", help="Levels, ascending from 1 (the reference): 1,2,4."
@@ -50,23 +51,12 @@ def load(
     from rig.execution.bench import BenchError, bench_options
     from rig.runfolder.spec import SpecError
 
-    values = dict(
-        model=model,
-        benchmark=benchmark,
-        limit=limit,
-        repeats=repeats,
-        data=data,
-        out=out_dir,
-        gpu=gpu,
-        decode=decode,
-        tool_mode=tool_mode,  # None: the spec's default for the decode mode
-        seed=seed,
-        max_tokens=max_tokens,
-        models_file=models_file,
-    )
+    # The run flags by their names in ctx.params, as `rig bench` takes them; --concurrency is the levels here.
+    params = {k: v for k, v in ctx.params.items() if k != "concurrency"}
+    values = {**bench_flags(params, option, absolute_models=True), "out": out_dir}
     try:
         # Validated as `rig bench` validates its flags (the same words for a bad value), --resume or not.
-        bench = bench_options(bench_flags(values, option, absolute_models=True))
+        bench = bench_options(values)
         if resume is not None:  # the load's recorded settings, as `rig bench --resume` takes the run's
             ldir, settings, runs = run_load(None, say=say, resume=resume, out=out_dir)
         else:
