@@ -7,11 +7,12 @@ from rig.engines.base import Engine
 from rig.records import ChatRequest, Episode, Generation, Sampling
 
 
-def repeat_sampling(base: Sampling, repeat: int, max_tokens: int | None = None) -> Sampling:
-    """Each repeat gets its own seed so repeated runs can differ when temperature > 0."""
+def repeat_sampling(base: Sampling, repeat: int, cap: int | None = None) -> Sampling:
+    """Each repeat gets its own seed so repeated runs can differ when temperature > 0. ``cap``: a benchmark's bound
+    on this call's reply; the model's own max_tokens applies when it is lower."""
     upd: dict = {"seed": base.seed + repeat}
-    if max_tokens is not None:
-        upd["max_tokens"] = max_tokens
+    if cap is not None:
+        upd["max_tokens"] = min(base.max_tokens, cap)
     return base.model_copy(update=upd)
 
 

@@ -148,7 +148,7 @@ class CallNavi(Benchmark):
         task = episode.tags["task"]
         if ctx.decode not in ("none", self.opts.format):
             raise DataError(f"--decode {ctx.decode} does not match callnavi --format {self.opts.format}")
-        sampling = repeat_sampling(ctx.sampling, repeat, min(ctx.sampling.max_tokens, MAX_TOKENS[task]))
+        sampling = repeat_sampling(ctx.sampling, repeat, cap=MAX_TOKENS[task])
         gen = await single_call(engine, episode, sampling, self.constraint_for(episode, ctx.decode))
         res = EpisodeResult(
             benchmark=self.name,

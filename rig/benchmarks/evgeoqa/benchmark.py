@@ -26,7 +26,10 @@ from rig.engines.base import Engine
 from rig.records import Episode, EpisodeResult
 
 GENERATED = Path("generated-from-pack")  # the recorded data path of generated queries (no machine path)
-DEFAULT_MAX_TOKENS = 512  # one JSON tool call per reply; a looping reply is cut here
+# The cap on one reply (its option's default; the model's max_tokens applies when lower): one JSON tool call per
+# reply, a looping reply is cut here. Not the model's default max_tokens (rig.records.DEFAULT_MAX_TOKENS), which it
+# only happens to equal: it is recorded in each run's options, so it keeps its value if that one changes.
+REPLY_CAP = 512
 
 
 class EVGeoQA(Benchmark):
@@ -53,7 +56,7 @@ class EVGeoQA(Benchmark):
         max_steps: int = Field(MAX_STEPS, ge=1, description="tool budget, the final answer included (the paper's)")
         max_format_errors: int = Field(MAX_FORMAT_ERRORS, ge=0, description="re-prompts after unreadable replies")
         max_tokens: int = Field(
-            DEFAULT_MAX_TOKENS, ge=16, description="cap per call (the model's max_tokens applies when lower)"
+            REPLY_CAP, ge=16, description="cap per call (the model's max_tokens applies when lower)"
         )
 
         @field_validator("intents")
@@ -184,7 +187,7 @@ class EVGeoQA(Benchmark):
 
     async def run_episode(self, episode: Episode, engine: Engine, ctx: RunContext, repeat: int) -> EpisodeResult:
         q = Query.model_validate(episode.ground_truth["query"])
-        sampling = repeat_sampling(ctx.sampling, repeat, min(ctx.sampling.max_tokens, self.opts.max_tokens))
+        sampling = repeat_sampling(ctx.sampling, repeat, cap=self.opts.max_tokens)
         run = await run_georover(
             engine,
             q,

@@ -209,7 +209,7 @@ class MobilityBench(Benchmark):
         from rig.benchmarks.mobilitybench.agents import run_plan_execute, run_react
 
         case = Case.model_validate(episode.ground_truth)
-        sampling = repeat_sampling(ctx.sampling, repeat, min(ctx.sampling.max_tokens, MAX_OUTPUT))
+        sampling = repeat_sampling(ctx.sampling, repeat, cap=MAX_OUTPUT)
         o = self.opts
         sampling = sampling.model_copy(update={"temperature": o.temperature})
         agent = run_react if o.framework == "react" else run_plan_execute

@@ -22,7 +22,9 @@ from rig.engines.base import Engine
 from rig.records import ChatRequest, Episode, EpisodeResult, ToolCall
 
 log = logging.getLogger(__name__)
-DEFAULT_MAX_TOKENS = 768  # 12 waypoints with two 120-character strings each fit; a looping reply is cut here
+# The cap on a reply (its option's default; the model's max_tokens, 512 unless models.yaml says more, applies when
+# lower): 12 waypoints with two 120-character strings each fit, a looping reply is cut here.
+REPLY_CAP = 768
 
 
 class RouteEval(Benchmark):
@@ -53,7 +55,7 @@ class RouteEval(Benchmark):
             "`skip` drops it",
         )
         max_tokens: int = Field(
-            DEFAULT_MAX_TOKENS,
+            REPLY_CAP,
             ge=1,
             description="cap on the reply (the model's own `max_tokens` applies when lower); 12 full waypoints fit",
         )
@@ -198,7 +200,7 @@ class RouteEval(Benchmark):
         target = float(gt["target_miles"])
         mode = effective_mode(ctx.tool_mode, engine)
         msgs, req_tools, constraint = prepare(episode.messages, [TOOL], mode)
-        sampling = repeat_sampling(ctx.sampling, repeat, min(ctx.sampling.max_tokens, self.opts.max_tokens))
+        sampling = repeat_sampling(ctx.sampling, repeat, cap=self.opts.max_tokens)
         gen = await engine.chat(
             ChatRequest(
                 messages=msgs,

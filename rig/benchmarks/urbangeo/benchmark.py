@@ -290,7 +290,7 @@ class UrbanGeoEval(Benchmark):
         letters = gt["letters"]
         constrain = self.opts.choice == "on" or (self.opts.choice == "auto" and ctx.decode != "none")
         constraint = Constraint(kind="choice", choices=list(letters)) if constrain else None
-        sampling = repeat_sampling(ctx.sampling, repeat, min(ctx.sampling.max_tokens, self.opts.knowledge_max_tokens))
+        sampling = repeat_sampling(ctx.sampling, repeat, cap=self.opts.knowledge_max_tokens)
         gen = await engine.chat(ChatRequest(messages=episode.messages, constraint=constraint, sampling=sampling))
         res = EpisodeResult(
             benchmark=self.name,
@@ -315,7 +315,7 @@ class UrbanGeoEval(Benchmark):
         gt = episode.ground_truth
         task = gt["task"]
         rmax = REASON_MAX[task]
-        sampling = repeat_sampling(ctx.sampling, repeat, min(ctx.sampling.max_tokens, self.opts.max_tokens))
+        sampling = repeat_sampling(ctx.sampling, repeat, cap=self.opts.max_tokens)
         gen = await engine.chat(ChatRequest(messages=episode.messages, sampling=sampling))
         judge_name = self.judge.model_name(engine)
         res = EpisodeResult(
