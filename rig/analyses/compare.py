@@ -25,6 +25,7 @@ from rig.execution.launch import bench_argv
 from rig.records import write_atomic
 from rig.render.plots import PlotsUnavailable, Point, pareto_plot, save_figure
 from rig.render.report import NM, table_md
+from rig.runfolder.config import RunConfig
 from rig.runfolder.folder import RunFolder
 from rig.runfolder.spec import RunSpec, axes
 from rig.runfolder.summary import HeadlineScore, RunSummary
@@ -192,7 +193,21 @@ def compare_report(run_dirs: list[Path]) -> tuple[str, dict[str, Any]]:
     if any(set(s) != set(base) for s in scores[1:]):
         warn = f"Runs cover different episodes; paired statistics use the {len(common)} common ones."
     keys = sorted(common)
-    rows, diff_rows = [], []
+    t1 = _variants_table(sums, labels, cfgs, warn)
+    t2 = Table(
+        title=f"Paired differences against {labels[0]}",
+        columns=["Model", "Paired samples", "Mean diff", "CI low", "CI high", "Flips to correct", "Flips to wrong"],
+        rows=[[label, *paired(base, sc, keys)] for sc, label in list(zip(scores, labels, strict=True))[1:]],
+        note="A flip compares per-episode scores at 0.5 (correct / wrong).",
+    )
+    t3 = efficiency_compare_table(sums, labels)
+    figs, plots_md = _figures(sums, labels)
+    md = "\n".join([f"# rig compare ({len(sums)} variants)", "", table_md(t1), table_md(t2), table_md(t3), *plots_md])
+    return md, figs
+
+
+def _variants_table(sums: list[RunSummary], labels: list[str], cfgs: list[RunConfig], warn: str) -> Table:
+    rows = []
     for s, label, cfg in zip(sums, labels, cfgs, strict=True):
         h = s.headline or HeadlineScore(samples=0)
         rows.append(
@@ -216,9 +231,7 @@ def compare_report(run_dirs: list[Path]) -> tuple[str, dict[str, Any]]:
                 cfg.tool_mode,
             ]
         )
-    for sc, label in list(zip(scores, labels, strict=True))[1:]:
-        diff_rows.append([label, *paired(base, sc, keys)])
-    t1 = Table(
+    return Table(
         title="Variants",
         columns=[
             "Model",
@@ -244,13 +257,10 @@ def compare_report(run_dirs: list[Path]) -> tuple[str, dict[str, Any]]:
         + judged_note(list(zip(labels, sums, strict=True)))
         + warn,
     )
-    t2 = Table(
-        title=f"Paired differences against {labels[0]}",
-        columns=["Model", "Paired samples", "Mean diff", "CI low", "CI high", "Flips to correct", "Flips to wrong"],
-        rows=diff_rows,
-        note="A flip compares per-episode scores at 0.5 (correct / wrong).",
-    )
-    t3 = efficiency_compare_table(sums, labels)
+
+
+def _figures(sums: list[RunSummary], labels: list[str]) -> tuple[dict[str, Any], list[str]]:
+    """The Pareto figures (score against latency, memory and, where measured, energy) and their markdown lines."""
     on_gpu = all(s.gpu_peak_bytes is not None for s in sums)
     mem_axis = "GPU peak (GiB)" if on_gpu else "process RSS peak (GiB)"
 
@@ -299,8 +309,7 @@ def compare_report(run_dirs: list[Path]) -> tuple[str, dict[str, Any]]:
         ]
     except PlotsUnavailable as e:
         plots_md = [f"_No figures: {e}._", ""]
-    md = "\n".join([f"# rig compare ({len(sums)} variants)", "", table_md(t1), table_md(t2), table_md(t3), *plots_md])
-    return md, figs
+    return figs, plots_md
 
 
 def efficiency_compare_table(sums: list[RunSummary], labels: list[str]) -> Table:
