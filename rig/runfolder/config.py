@@ -46,7 +46,9 @@ class RunConfig(RunSettings):
     models.yaml, each benchmark's data and options, and the run's settings as resolved (the sampling ones are the
     model's effective values). A new field of RunSettings is recorded and hashed here without an edit."""
 
-    model_config = ConfigDict(frozen=False)  # rig merge clears the shard of the run it joins
+    # A record, not a request: rig merge clears the shard of the run it joins, and a manifest from a rig with more
+    # settings reads without them, as it did before RunConfig was a RunSettings.
+    model_config = ConfigDict(frozen=False, extra="ignore")
 
     model: ModelSpec
     benchmarks: list[BenchmarkInfo]

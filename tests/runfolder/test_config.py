@@ -57,3 +57,9 @@ def test_a_record_no_run_spec_could_ask_for_reads_back(tmp_path: Path) -> None:
     RunManifest.begin("r", config).write(tmp_path)
     back = RunManifest.read(tmp_path).config
     assert back == config and back.digest() == config.digest()
+
+
+def test_a_record_with_a_setting_this_rig_does_not_know_reads() -> None:
+    """A later rig records its new settings in the configuration; this one reads the rest, as it always did."""
+    data = _config().model_dump(mode="json") | {"top_p": 0.5}
+    assert RunConfig.model_validate(data) == _config()
