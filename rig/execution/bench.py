@@ -228,6 +228,7 @@ def run_bench(
             manifest, run_dir = old, opts.out / str(opts.resume)
             manifest.status = "running"
         else:
+            bundle_id = _bundle_id(opts)  # before the run folder exists: a bad bundle leaves nothing behind
             run_dir = _new_run_dir(opts, spec.name, chosen)
             lock = RunLock(run_dir)
             manifest = RunManifest.begin(
@@ -236,7 +237,7 @@ def run_bench(
                 spec=RunSpec.model_validate(opts.model_dump(include=set(RunSpec.model_fields))),
                 concurrency=opts.concurrency,
                 order=opts.order,
-                bundle_id=_bundle_id(opts),
+                bundle_id=bundle_id,
             )
         _write_first_manifest(opts, manifest, run_dir, lock)
     except BaseException:
@@ -284,7 +285,7 @@ def _check_unchanged(opts: BenchOptions, old: RunManifest, cfg: RunConfig) -> No
 
 def _bundle_id(opts: BenchOptions) -> str | None:
     try:
-        # Computed from the MANIFEST.json read now, never the id it claims; before the run folder exists.
+        # Computed from the MANIFEST.json read now, never the id it claims.
         return bundle_id_for(opts.models_file or default_registry_path())
     except BundleError as e:
         raise BenchError(str(e)) from None
