@@ -93,6 +93,10 @@ class RunConfig(RunSettings):
             if setting(f).when_set and getattr(self, name) == f.get_default(call_default_factory=True)
         }
         fields = self.model_dump(mode="json", exclude=unset)
+        weights = fields["model"]["weights"]
+        if weights.get("parts") is None:
+            # weights.parts came after runs were hashed: left out while unset, so those runs still resume.
+            weights.pop("parts", None)
         for b in fields["benchmarks"]:
             # BenchmarkInfo had a `settings` field (always {} since typed options); runs recorded with it still
             # resume because the hash keeps it.

@@ -30,15 +30,15 @@ def _config(**settings: object) -> RunConfig:
     return RunConfig.model_validate({"model": model, "benchmarks": [info], **fields, **settings})
 
 
-# Computed on the rig before this change (main at 952fc05; weights.parts in ModelSpec changed every hash there) for
-# the same configurations.
+# Computed on the rig before this change (83b1d4d, before weights.parts existed; main at 952fc05 hashed an unset
+# weights.parts too, which changed every run's hash) for the same configurations.
 @pytest.mark.parametrize(
     "settings, digest",
     [
-        ({}, "96880405da63e1cb"),
-        ({"shard": "1/3"}, "7f04572dbfe1c01a"),
-        ({"gpu": 0, "limit": None, "tool_mode": "prompt"}, "e4eb3c2262839dbb"),
-        ({"tool_mode": "external", "max_tokens": 0, "limit": None}, "91819efb8cae3482"),  # rig rescore's record
+        ({}, "e17d82ff7ec474b9"),
+        ({"shard": "1/3"}, "a9e4c628658b49ce"),
+        ({"gpu": 0, "limit": None, "tool_mode": "prompt"}, "b09519935f2a2e22"),
+        ({"tool_mode": "external", "max_tokens": 0, "limit": None}, "1d87ce2b7741ea53"),  # rig rescore's record
     ],
 )
 def test_the_hash_of_a_known_configuration_is_unchanged(settings: dict[str, object], digest: str) -> None:
@@ -47,8 +47,8 @@ def test_the_hash_of_a_known_configuration_is_unchanged(settings: dict[str, obje
 
 def test_the_hash_of_a_recorded_run_is_unchanged() -> None:
     config = RunManifest.read(FIXTURE).config
-    assert config.digest() == "6ed1a6a58b2f50a9"
-    assert config.model_copy(update={"shard": "1/3"}).digest() == "f0fc47a189909a24"
+    assert config.digest() == "3ae601cf3cff7c0e"
+    assert config.model_copy(update={"shard": "1/3"}).digest() == "286b8124a0a8dffa"
 
 
 def test_a_record_no_run_spec_could_ask_for_reads_back(tmp_path: Path) -> None:
@@ -64,3 +64,14 @@ def test_a_record_with_a_setting_this_rig_does_not_know_reads() -> None:
     """A later rig records its new settings in the configuration; this one reads the rest, as it always did."""
     data = _config().model_dump(mode="json") | {"top_p": 0.5}
     assert RunConfig.model_validate(data) == _config()
+
+
+def test_a_parts_model_is_hashed_with_its_parts() -> None:
+    """An unset weights.parts is left out of the hash (runs from before it resume); a set one is in it."""
+    parts = {"packages": ["m-part-1", "m-part-2"], "version": "1.0", "size": 10, "sha256": "0" * 64, "file": "m.gguf"}
+    base = _config()
+    model = base.model.model_copy(update={"weights": Weights.model_validate({"parts": parts})})
+    with_parts = base.model_copy(update={"model": model})
+    assert with_parts.digest() != base.digest()
+    changed = model.model_copy(update={"weights": Weights.model_validate({"parts": {**parts, "version": "1.1"}})})
+    assert base.model_copy(update={"model": changed}).digest() != with_parts.digest()
