@@ -17,7 +17,9 @@ from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import BaseModel, Field, ValidationError, model_validator
 
+from rig import inputs
 from rig.decoding.constraint import Constraint
+from rig.inputs import validation_where
 
 Role = Literal["system", "user", "assistant", "tool"]
 ParseStatus = Literal["ok", "parse_error", "no_call", "not_parsed"]
@@ -45,7 +47,8 @@ Finite = Annotated[float, Field(allow_inf_nan=False)]
 
 
 # The one declaration of the max_tokens setting: a model's (models.yaml), a run's override (RunSpec) and a sweep's.
-MaxTokens = Annotated[int, Field(ge=1)]
+# Bounded: a reply past a million tokens is a typo (`1e12`), never a setting any engine serves.
+MaxTokens = Annotated[int, Field(ge=1, le=1 << 20)]
 DEFAULT_MAX_TOKENS = 512
 
 # The one declaration of the divergence pass's top-k (``DivergenceSettings.top_k``, the ``rig compare --top-k`` flag
@@ -242,27 +245,13 @@ def write_atomic(path: Path, data: str | bytes) -> None:
             tmp.write_bytes(data)
 
 
-def validation_where(e: ValidationError) -> str:
-    """The first failed field of a validation error as ``loc.path: message`` (how rig names a field in a file); an
-    error of the record itself (a JSON list where an object belongs, a check across fields) has no field path and is
-    named ``the whole file``, as a damaged run manifest is (``rig.runfolder.folder``)."""
-    first = e.errors()[0]
-    return (".".join(str(p) for p in first["loc"]) or "the whole file") + ": " + first["msg"]
-
-
 R = TypeVar("R", bound=BaseModel)
 
 
 def read_record(path: Path, cls: type[R]) -> R:
-    """A record another rig process wrote (a child's settings file); ValueError naming the file and the field."""
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as e:
-        raise ValueError(f"{path}: cannot read ({getattr(e, 'strerror', None) or e})") from None
-    try:
-        return cls.model_validate_json(text)
-    except ValidationError as e:
-        raise ValueError(f"{path}: {validation_where(e) if e.errors() else e}") from None
+    """A record another rig process wrote (a child's settings file), through the bounded reader: ValueError
+    (``rig.inputs.InputError``) naming the file and the field."""
+    return inputs.read_record(Path(path), cls)
 
 
 def write_record(path: Path, record: BaseModel) -> None:
