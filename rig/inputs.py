@@ -119,7 +119,9 @@ def read_yaml(path: Path, *, max_bytes: int, max_nodes: int, finite: bool = True
     """One YAML document of the regular file ``path`` through the bounded YAML loader; else InputError naming it."""
     from rig.decoding.safe import load_yaml
 
-    value, err = load_yaml(read_text(path, max_bytes=max_bytes), max_chars=max_bytes, max_nodes=max_nodes, finite=finite)
+    value, err = load_yaml(
+        read_text(path, max_bytes=max_bytes), max_chars=max_bytes, max_nodes=max_nodes, finite=finite
+    )
     if err:
         raise InputError(f"{path}: not valid YAML: {err.removeprefix('invalid YAML: ')}")
     return value

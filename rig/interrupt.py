@@ -11,6 +11,11 @@ from collections.abc import Iterator
 from typing import Any
 
 
+class Stopped(KeyboardInterrupt):
+    """A stop (Ctrl-C, SIGTERM) that the library has already handled; str() is what was kept and how to go on,
+    which the command prints instead of its own hint."""
+
+
 def _interrupt(_signum: int, _frame: Any) -> None:
     raise KeyboardInterrupt
 

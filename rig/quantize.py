@@ -12,8 +12,8 @@ from pathlib import Path
 
 import yaml
 
-from rig.records import atomic_path
 from rig.inputs import InputError, read_text
+from rig.records import atomic_path
 from rig.registry import MAX_REGISTRY_BYTES, ModelSpec, RegistryError, default_registry_path, load_registry
 
 

@@ -20,6 +20,7 @@ from pydantic import BaseModel, Field, ValidationError, model_validator
 from rig import inputs
 from rig.decoding.constraint import Constraint
 from rig.inputs import validation_where
+from rig.names import path_name
 
 Role = Literal["system", "user", "assistant", "tool"]
 ParseStatus = Literal["ok", "parse_error", "no_call", "not_parsed"]
@@ -243,6 +244,35 @@ def write_atomic(path: Path, data: str | bytes) -> None:
             tmp.write_text(data, encoding="utf-8")
         else:
             tmp.write_bytes(data)
+
+
+class OutputError(ValueError):
+    """An output folder that cannot be made; str() names the flag, the folder and why."""
+
+
+def claim_folder(parent: Path, name: str, flag: str = "--out") -> Path:
+    """A new folder ``parent/name`` that this call alone made: claimed with one mkdir, never checked then created,
+    so two commands never share one; a name taken (two commands started in the same second) is followed by
+    ``name-2``, ``name-3``. ``parent`` is created when missing; one that is a file or cannot be written is an
+    OutputError naming ``flag``."""
+    path_name(name, "folder name")
+    parent = Path(parent)
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        raise OutputError(f"{flag} {parent}: exists and is not a folder") from None
+    except OSError as e:
+        raise OutputError(f"{flag} {parent}: cannot create it ({e.strerror})") from None
+    for i in range(1, 100):
+        folder = parent / (name if i == 1 else f"{name}-{i}")
+        try:
+            folder.mkdir()
+            return folder
+        except FileExistsError:
+            continue
+        except OSError as e:
+            raise OutputError(f"{flag} {parent}: cannot create the folder {folder.name} ({e.strerror})") from None
+    raise OutputError(f"{flag} {parent}: {name} and the 98 names after it are taken")
 
 
 R = TypeVar("R", bound=BaseModel)

@@ -125,9 +125,7 @@ def bench(
 
     try:
         # soft_wrap: a printed --resume command must stay one line to be copied
-        run_dir = run_bench(
-            bo, progress=progress, on_event=say
-        )
+        run_dir = run_bench(bo, progress=progress, on_event=say)
     except (
         RegistryError,
         DataError,

@@ -49,8 +49,8 @@ def stops_cleanly(hint: str) -> Iterator[None]:
     with sigterm_as_interrupt():
         try:
             yield
-        except KeyboardInterrupt:
-            say(f"interrupted: {hint}")
+        except KeyboardInterrupt as e:
+            say(f"interrupted: {str(e) or hint}")  # a library's Stopped knows better what was kept
             raise typer.Exit(130) from None
 
 

@@ -21,9 +21,7 @@ def runs(root: Path = typer.Argument(Path("runs"), help="Folder holding run fold
     for c in ("run id", "model", "benchmarks", "status", "done / total", "started"):
         t.add_column(c)
     for r in list_runs(root):
-        t.add_row(
-            *(cell(c) for c in (r.run_id, r.model, r.benchmarks, r.status, f"{r.done} / {r.total}", r.started))
-        )
+        t.add_row(*(cell(c) for c in (r.run_id, r.model, r.benchmarks, r.status, f"{r.done} / {r.total}", r.started)))
     out.print(t)
 
 

@@ -25,7 +25,7 @@ from rig.benchmarks.base import Benchmark, DataError, RunContext
 from rig.bundle import BundleError, bundle_id_for
 from rig.engines import create_engine
 from rig.execution.runner import plan, run_items
-from rig.records import Episode, Sampling
+from rig.records import Episode, OutputError, Sampling, claim_folder
 from rig.registry import ModelSpec, default_registry_path, load_registry, resolve_weights
 from rig.runfolder.config import BenchmarkInfo, RunConfig
 from rig.runfolder.folder import RunFolder
@@ -285,11 +285,11 @@ def run_bench(
             except BundleError as e:
                 raise BenchError(str(e)) from None
             run_id = new_run_id(spec.name, "+".join(b.name for b, _ in chosen))
-            run_dir = opts.out / run_id
             try:
-                run_dir.mkdir(parents=True, exist_ok=False)
-            except OSError as e:
-                raise BenchError(f"--out {opts.out}: cannot create the run folder {run_dir} ({e.strerror})") from None
+                run_dir = claim_folder(opts.out, run_id)
+            except OutputError as e:
+                raise BenchError(str(e)) from None
+            run_id = run_dir.name
             lock = RunLock(run_dir)
             manifest = RunManifest.begin(
                 run_id,

@@ -172,18 +172,22 @@ def spec_error(exc: ValidationError, where: str = "") -> SpecError:
 
 def read_spec(path: Path, cls: type[RunSpec] = RunSpec) -> RunSpec:
     """A spec.json file; a missing, unreadable or invalid file is a SpecError naming the file and the field."""
-    from rig.benchmarks.base import DataError, read_json
+    from rig.inputs import InputError, read_json
 
     try:
-        raw = read_json(Path(path))
-    except DataError as e:
+        raw = read_json(Path(path), max_bytes=MAX_SPEC_BYTES)  # a FIFO or /dev/zero is refused, not waited on
+    except InputError as e:
         raise SpecError(str(e)) from None
     if not isinstance(raw, dict):
         raise SpecError(f"{path}: expected a JSON object of run settings")
     try:
-        return cls.model_validate(raw)
+        # strict, as every file rig reads (rig.inputs): `limit: true` is not 1, `"3"` not a number
+        return cls.model_validate_json(json.dumps(raw), strict=True)
     except ValidationError as e:
         raise spec_error(e, str(path)) from None
+
+
+MAX_SPEC_BYTES = 1 << 20
 
 
 def write_spec(path: Path, spec: RunSpec) -> Path:

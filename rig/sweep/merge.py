@@ -92,7 +92,12 @@ def merge_runs(shard_dirs: list[Path], out: Path) -> Path:
 
 
 def _write_merged(
-    run_dir: Path, results: list[EpisodeResult], first: RunManifest, mans: list[RunManifest], cfg: RunConfig, run_id: str
+    run_dir: Path,
+    results: list[EpisodeResult],
+    first: RunManifest,
+    mans: list[RunManifest],
+    cfg: RunConfig,
+    run_id: str,
 ) -> None:
     loads = [m.load_time_s for m in mans if m.load_time_s is not None]
     rss = [m.peak_rss_bytes for m in mans if m.peak_rss_bytes]

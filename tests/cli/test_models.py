@@ -23,17 +23,18 @@ TAKEN = "  g8:\n    engine: ollama\n    weights: {ollama: 'g:8'}\n    quantizati
 
 @pytest.fixture
 def quantize_calls(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str]]:
-    """llama.cpp's quantize stood in for: it writes a small GGUF where it is told to and returns 0."""
-    import llama_cpp
+    """llama.cpp's quantize (the child process it runs in) stood in for: it writes a small GGUF where it is told to
+    and returns 0."""
+    import rig.quantize
 
     calls: list[tuple[str, str]] = []
 
-    def fake(src: bytes, dst: bytes, params: Any) -> int:
-        calls.append((src.decode(), dst.decode()))
-        Path(dst.decode()).write_bytes(b"GGUF fake")
+    def fake(src: str, dst: Path, ftype: int, threads: int | None) -> int:
+        calls.append((src, str(dst)))
+        Path(dst).write_bytes(b"GGUF fake")
         return 0
 
-    monkeypatch.setattr(llama_cpp, "llama_model_quantize", fake)
+    monkeypatch.setattr(rig.quantize, "run_quantize", fake)
     monkeypatch.setenv("RIG_MODELS", str(REPO / "models.yaml"))  # rig's registry, wherever the tests run from
     return calls
 
@@ -113,13 +114,13 @@ def test_an_append_that_would_break_the_file_is_refused_whole(tmp_path: Path, qu
 
 
 def test_a_failed_quantize_leaves_no_short_gguf(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import llama_cpp
+    import rig.quantize
 
-    def stopped(src: bytes, dst: bytes, params: Any) -> int:
-        Path(dst.decode()).write_bytes(b"GG")  # cut short
+    def stopped(src: str, dst: Path, ftype: int, threads: int | None) -> int:
+        Path(dst).write_bytes(b"GG")  # cut short
         return 1
 
-    monkeypatch.setattr(llama_cpp, "llama_model_quantize", stopped)
+    monkeypatch.setattr(rig.quantize, "run_quantize", stopped)
     monkeypatch.setenv("RIG_MODELS", str(REPO / "models.yaml"))
     models = tmp_path / "models.yaml"
     models.write_text(RIG_MODELS)
