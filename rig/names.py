@@ -61,15 +61,24 @@ def name_path(folder: Path, name: str, suffix: str = "", what: str = "name") -> 
     return Path(folder) / (path_name(name, what) + suffix)
 
 
-def printable(text: object, max_chars: int = MAX_LINE_CHARS) -> str:
+def printable(text: object, max_chars: int | None = MAX_LINE_CHARS) -> str:
     """``text`` safe to print: controls, escape sequences and bidi controls shown as ``\\xNN`` / ``\\uNNNN``
-    (newlines and tabs kept), and each line over ``max_chars`` cut to its start and end with the count between."""
+    (newlines and tabs kept), and each line over ``max_chars`` (None: no limit) cut to its start and end with the
+    count between."""
     s = str(text)
     if any(_unsafe(c) and c not in "\n\t" for c in s):
         s = "".join(c if c in "\n\t" or not _unsafe(c) else _escape(c) for c in s)
-    if len(s) > max_chars:
+    if max_chars is not None and len(s) > max_chars:
         s = "\n".join(_cut(line, max_chars) for line in s.split("\n"))
     return s
+
+
+def escape(text: object, quote: bool = True) -> str:
+    """``text`` for HTML: ``html.escape`` of its ``printable`` form (whole), so a bidi control in a model name or a
+    reply cannot reorder what the page shows."""
+    import html
+
+    return html.escape(printable(text, None), quote=quote)
 
 
 def _escape(c: str) -> str:

@@ -9,13 +9,14 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import math
 import os
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any, Literal, TypeVar
 
-from pydantic import BaseModel, Field, ValidationError, model_validator
+from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
 
 from rig import inputs
 from rig.decoding.constraint import Constraint
@@ -210,6 +211,13 @@ class EpisodeResult(BaseModel):
     started_at: float | None = None
     finished_at: float | None = None
     energy: EnergyReading | None = None  # the sum of its generations'; None: stored before rig measured energy
+
+    @field_validator("scores")
+    @classmethod
+    def _finite_scores(cls, v: dict[str, float | None]) -> dict[str, float | None]:
+        """A NaN or infinite score is no score: what JSON stores for one (null), and what a results database that
+        was edited or damaged to hold one reads as, so the report's means and intervals still compute."""
+        return {k: x if x is None or math.isfinite(x) else None for k, x in v.items()}
 
 
 @contextlib.contextmanager

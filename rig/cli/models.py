@@ -108,6 +108,8 @@ def quantize(
         if register:
             append_entry(Path(path), new, variant_entry(spec, to, dst.resolve()))
             say(f"added models.{new} to {path}")
+    except typer.Exit:  # a RuntimeError to click: fail's and stops_cleanly's exits pass through as they are
+        raise
     except (RegistryError, RuntimeError, BadName) as e:
         fail(str(e))
     except OSError as e:
