@@ -175,7 +175,8 @@ def read_spec(path: Path, cls: type[RunSpec] = RunSpec) -> RunSpec:
     from rig.inputs import InputError, read_json
 
     try:
-        raw = read_json(Path(path), max_bytes=MAX_SPEC_BYTES)  # a FIFO or /dev/zero is refused, not waited on
+        # a FIFO or /dev/zero is refused, not waited on; NaN passes, so that validation names the field
+        raw = read_json(Path(path), max_bytes=MAX_SPEC_BYTES, finite=False)
     except InputError as e:
         raise SpecError(str(e)) from None
     if not isinstance(raw, dict):

@@ -79,6 +79,8 @@ def _open_plan(out: Path, load_id: str) -> tuple[Path, LoadPlan]:
     path = ldir / "plan.json"
     if not load_id or "/" in load_id or load_id in (".", ".."):
         raise BenchError(f"--resume {load_id!r}: give a load id (a folder name inside --out {out})")
+    if not path.exists():
+        raise BenchError(f"--resume {load_id}: {path}: cannot read (no such file; is it a load id in --out {out}?)")
     try:
         raw = read_json(path)  # bounded (rig.inputs): a FIFO, a huge or deeply nested plan is named, never waited on
         found = raw.get("format_version", 1) if isinstance(raw, dict) else 1
