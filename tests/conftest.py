@@ -42,6 +42,8 @@ def deadline() -> Iterator[None]:
     finally:
         signal.alarm(0)
         signal.signal(signal.SIGALRM, prev)
+
+
 SHARED_CALLNAVI = REPO.parent / "shared" / "data" / "callnavi"
 
 
