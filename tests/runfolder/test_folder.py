@@ -174,7 +174,7 @@ def test_missing_results_are_named_when_read_and_never_created(tmp_path: Path) -
 def test_no_sql_on_a_run_folder_outside_the_store_and_runformat() -> None:
     """A reader queries results.sqlite only through runformat (RunFolder, read_results), the writer through Store."""
     root = Path(__file__).resolve().parents[2] / "rig"
-    owners = {root / "runformat.py", root / "runs" / "store.py"}
+    owners = {root / "runformat.py", root / "runfolder" / "store.py"}
     sql = re.compile(r"\b(FROM|INTO|UPDATE)\s+(results|generations|gpu_samples)\b", re.IGNORECASE)
     found = [
         f"{p.relative_to(root.parent)}:{n}"
