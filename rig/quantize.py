@@ -5,12 +5,16 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import yaml
 
+from rig.inputs import InputError, read_text
 from rig.records import atomic_path
-from rig.registry import ModelSpec, RegistryError, default_registry_path, load_registry
+from rig.registry import MAX_REGISTRY_BYTES, ModelSpec, RegistryError, default_registry_path, load_registry
 
 
 def ftype_for(label: str) -> int:
@@ -26,21 +30,45 @@ def ftype_for(label: str) -> int:
 
 
 def quantize_gguf(src: str, dst: Path, label: str, threads: int | None = None) -> Path:
-    import llama_cpp
-
+    """Quantize ``src`` to ``dst`` (written under a temporary name and renamed when whole: a failed or stopped
+    quantize leaves no short GGUF). llama.cpp runs in a child process: a signal reaching this process while llama.cpp
+    logs through llama-cpp-python's Python callback would be raised inside the callback, where ctypes prints and
+    drops it, and the quantize would go on to report success; the child is stopped instead and the interrupt
+    raised here."""
     ftype = ftype_for(label)
     dst.parent.mkdir(parents=True, exist_ok=True)
-    p = llama_cpp.llama_model_quantize_default_params()
-    p.ftype = ftype
-    p.allow_requantize = True  # the source may already be quantized (the embedded model is Q4_K_M)
-    if threads:
-        p.nthread = threads
-    # Written under a temporary name and renamed when whole: a failed or stopped quantize leaves no short GGUF.
     with atomic_path(dst) as tmp:
-        rc = llama_cpp.llama_model_quantize(str(src).encode(), str(tmp).encode(), ctypes.byref(p))
+        rc = run_quantize(str(src), tmp, ftype, threads)
         if rc != 0 or not tmp.exists():
             raise RuntimeError(f"llama.cpp quantize failed (code {rc}) for {src} -> {dst}")
     return dst
+
+
+def run_quantize(src: str, out: Path, ftype: int, threads: int | None) -> int:
+    """llama.cpp's quantize in a child process (``_quantize_main``); its return code (negative: the signal that
+    ended it). Ctrl-C or SIGTERM here stops the child before the KeyboardInterrupt goes on."""
+    argv = [sys.executable, "-c", "from rig.quantize import _quantize_main; _quantize_main()"]
+    proc = subprocess.Popen([*argv, src, str(out), str(ftype), str(threads or 0)])
+    try:
+        return proc.wait()
+    except BaseException:
+        proc.kill()
+        proc.wait()
+        raise
+
+
+def _quantize_main() -> None:
+    """The child's side of ``run_quantize``: ``SRC OUT FTYPE THREADS``; exit 0 when llama.cpp returned 0."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)  # a terminal's Ctrl-C ends the child at once, callback or not
+    import llama_cpp
+
+    src, out, ftype, threads = sys.argv[1:5]
+    p = llama_cpp.llama_model_quantize_default_params()
+    p.ftype = int(ftype)
+    p.allow_requantize = True  # the source may already be quantized (the embedded model is Q4_K_M)
+    if int(threads):
+        p.nthread = int(threads)
+    raise SystemExit(1 if llama_cpp.llama_model_quantize(src.encode(), out.encode(), ctypes.byref(p)) != 0 else 0)
 
 
 def find_source(model: str, models_file: Path | None) -> tuple[ModelSpec, str]:
@@ -96,7 +124,11 @@ def append_entry(models_file: Path, name: str, entry: dict) -> None:
     with contextlib.suppress(ValueError):  # keep the registry relocatable when the weights sit beside it
         entry["weights"][kind] = str(w.relative_to(models_file.resolve().parent))
     check_new_name(models_file, name)
-    text = models_file.read_text(encoding="utf-8").rstrip("\n") + "\n\n" if models_file.exists() else "models:\n"
+    try:
+        old = read_text(models_file, max_bytes=MAX_REGISTRY_BYTES) if models_file.exists() else None
+    except InputError as e:
+        raise RegistryError(str(e)) from None
+    text = old.rstrip("\n") + "\n\n" if old is not None else "models:\n"
     block = yaml.safe_dump({name: entry}, sort_keys=False)
     indented = "".join(f"  {line}\n" for line in block.splitlines())
     models_file.parent.mkdir(parents=True, exist_ok=True)

@@ -9,15 +9,19 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import math
 import os
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any, Literal, TypeVar
 
-from pydantic import BaseModel, Field, ValidationError, model_validator
+from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
 
+from rig import inputs
 from rig.decoding.constraint import Constraint
+from rig.inputs import validation_where
+from rig.names import path_name
 
 Role = Literal["system", "user", "assistant", "tool"]
 ParseStatus = Literal["ok", "parse_error", "no_call", "not_parsed"]
@@ -45,7 +49,8 @@ Finite = Annotated[float, Field(allow_inf_nan=False)]
 
 
 # The one declaration of the max_tokens setting: a model's (models.yaml), a run's override (RunSpec) and a sweep's.
-MaxTokens = Annotated[int, Field(ge=1)]
+# Bounded: a reply past a million tokens is a typo (`1e12`), never a setting any engine serves.
+MaxTokens = Annotated[int, Field(ge=1, le=1 << 20)]
 DEFAULT_MAX_TOKENS = 512
 
 # The one declaration of the divergence pass's top-k (``DivergenceSettings.top_k``, the ``rig compare --top-k`` flag
@@ -207,6 +212,13 @@ class EpisodeResult(BaseModel):
     finished_at: float | None = None
     energy: EnergyReading | None = None  # the sum of its generations'; None: stored before rig measured energy
 
+    @field_validator("scores")
+    @classmethod
+    def _finite_scores(cls, v: dict[str, float | None]) -> dict[str, float | None]:
+        """A NaN or infinite score is no score: what JSON stores for one (null), and what a results database that
+        was edited or damaged to hold one reads as, so the report's means and intervals still compute."""
+        return {k: x if x is None or math.isfinite(x) else None for k, x in v.items()}
+
 
 @contextlib.contextmanager
 def atomic_path(path: Path) -> Iterator[Path]:
@@ -242,27 +254,42 @@ def write_atomic(path: Path, data: str | bytes) -> None:
             tmp.write_bytes(data)
 
 
-def validation_where(e: ValidationError) -> str:
-    """The first failed field of a validation error as ``loc.path: message`` (how rig names a field in a file); an
-    error of the record itself (a JSON list where an object belongs, a check across fields) has no field path and is
-    named ``the whole file``, as a damaged run manifest is (``rig.runfolder.folder``)."""
-    first = e.errors()[0]
-    return (".".join(str(p) for p in first["loc"]) or "the whole file") + ": " + first["msg"]
+class OutputError(ValueError):
+    """An output folder that cannot be made; str() names the flag, the folder and why."""
+
+
+def claim_folder(parent: Path, name: str, flag: str = "--out") -> Path:
+    """A new folder ``parent/name`` that this call alone made: claimed with one mkdir, never checked then created,
+    so two commands never share one; a name taken (two commands started in the same second) is followed by
+    ``name-2``, ``name-3``. ``parent`` is created when missing; one that is a file or cannot be written is an
+    OutputError naming ``flag``."""
+    path_name(name, "folder name")
+    parent = Path(parent)
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        raise OutputError(f"{flag} {parent}: exists and is not a folder") from None
+    except OSError as e:
+        raise OutputError(f"{flag} {parent}: cannot create it ({e.strerror})") from None
+    for i in range(1, 100):
+        folder = parent / (name if i == 1 else f"{name}-{i}")
+        try:
+            folder.mkdir()
+            return folder
+        except FileExistsError:
+            continue
+        except OSError as e:
+            raise OutputError(f"{flag} {parent}: cannot create the folder {folder.name} ({e.strerror})") from None
+    raise OutputError(f"{flag} {parent}: {name} and the 98 names after it are taken")
 
 
 R = TypeVar("R", bound=BaseModel)
 
 
 def read_record(path: Path, cls: type[R]) -> R:
-    """A record another rig process wrote (a child's settings file); ValueError naming the file and the field."""
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as e:
-        raise ValueError(f"{path}: cannot read ({getattr(e, 'strerror', None) or e})") from None
-    try:
-        return cls.model_validate_json(text)
-    except ValidationError as e:
-        raise ValueError(f"{path}: {validation_where(e) if e.errors() else e}") from None
+    """A record another rig process wrote (a child's settings file), through the bounded reader: ValueError
+    (``rig.inputs.InputError``) naming the file and the field."""
+    return inputs.read_record(Path(path), cls)
 
 
 def write_record(path: Path, record: BaseModel) -> None:

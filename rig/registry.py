@@ -15,8 +15,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from rig.decoding.safe import load_yaml
-from rig.inputs import InputError, file_kind, read_text
+from rig.inputs import InputError, file_kind, read_yaml
+from rig.names import name_error, printable
 from rig.records import Sampling
 from rig.weight_parts import Parts
 
@@ -153,18 +153,17 @@ MAX_REGISTRY_VALUES = 200_000
 def load_registry(path: str | Path | None = None) -> Registry:
     path = Path(path) if path else default_registry_path()
     try:
-        text = read_text(path, max_bytes=MAX_REGISTRY_BYTES)
+        raw = read_yaml(path, max_bytes=MAX_REGISTRY_BYTES, max_nodes=MAX_REGISTRY_VALUES, finite=False)
     except InputError as e:
         raise RegistryError(str(e)) from None
-    raw, err = load_yaml(text, max_chars=MAX_REGISTRY_BYTES, max_nodes=MAX_REGISTRY_VALUES, finite=False)
-    if err:
-        raise RegistryError(f"{path}: not valid YAML: {err.removeprefix('invalid YAML: ')}")
     if not isinstance(raw, dict) or not isinstance(raw.get("models"), dict):
         raise RegistryError(f"{path}: expected a top-level mapping 'models:' of name -> entry")
     models: dict[str, ModelSpec] = {}
     defaults: dict[str, str] = {}
     for base_name, entry in raw["models"].items():
-        where = f"{path}: models.{base_name}"
+        where = f"{path}: models.{printable(base_name, 80)}"
+        if not isinstance(base_name, str) or name_error(base_name):  # a model's name becomes file and folder names
+            raise RegistryError(f"{where}: not a model name: it {name_error(str(base_name)) or 'is not text'}")
         if not isinstance(entry, dict):
             raise RegistryError(f"{where}: entry must be a mapping")
         unknown = set(entry) - _ENTRY_KEYS
@@ -186,6 +185,8 @@ def load_registry(path: str | Path | None = None) -> Registry:
             if bad:
                 raise RegistryError(f"{vwhere}: unknown field(s) {sorted(bad)}")
             full = f"{base_name}-{label}" if label else base_name
+            if label is not None and (not isinstance(label, str) or name_error(full)):
+                raise RegistryError(f"{vwhere}: not a variant label: it {name_error(full) or 'is not text'}")
             data = _merge(entry, override) | {"name": full, "base": base_name, "variant": label}
             engines = engine_names()
             if data.get("engine") is None:
@@ -195,7 +196,8 @@ def load_registry(path: str | Path | None = None) -> Registry:
                     f"{vwhere}.engine: unknown engine {data.get('engine')!r}; choose one of {', '.join(engines)}"
                 )
             try:
-                models[full] = ModelSpec.model_validate(data)
+                # strict, as every file rig reads (rig.inputs): `context_length: true` is no number
+                models[full] = ModelSpec.model_validate(data, strict=True)
             except ValidationError as e:
                 first = e.errors()[0]
                 raise RegistryError(f"{vwhere}.{_fmt_loc(first['loc'])}: {first['msg']}") from None

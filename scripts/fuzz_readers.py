@@ -1,14 +1,16 @@
 """Fuzz every reader of model output, and of the files a lab feeds rig, with N random inputs each; print a markdown
 table.
 
-    python3 scripts/fuzz_readers.py [--n 10000] [--seed 0] [--bound 1.0] [--reader NAME] [--files]
+    python3 scripts/fuzz_readers.py [--n 10000] [--seed 0] [--bound 1.0] [--reader NAME] [--files | --inputs]
 
 Replies are drawn from a seeded mix: random Unicode, concatenations of JSON/YAML/tag fragments, one fragment
 repeated up to 40,000 times, and the issue-18 regression replies. A reply fails when the reader raises (it
 would be recorded as an engine crash) or takes longer than --bound seconds. ``--files`` fuzzes the readers of
 `rig rescore`'s prediction files and the dataset loaders instead (``DATA_READERS``: the same inputs, after the
 issue-30 ones, as whole files and in each field); there a RescoreError or DataError is the bad-input message
-(exit 2 naming file and field), any other exception a failure. Exit 1 on any failure."""
+(exit 2 naming file and field), any other exception a failure. ``--inputs`` fuzzes the users of the bounded reader
+(``FILE_READERS``: run manifests, spec files, load plans, bundle manifests, models.yaml, sweep files, divergence
+reports, sweep job states, public keys; issue 37) the same way, after the issue-37 inputs. Exit 1 on any failure."""
 
 from __future__ import annotations
 
@@ -22,7 +24,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tests.decoding.test_readers_fuzz import _PIECES
-from tests.readers import DATA_READERS, DATA_REGRESSIONS, READERS, REGRESSIONS
+from tests.readers import DATA_READERS, DATA_REGRESSIONS, FILE_READERS, FILE_REGRESSIONS, READERS, REGRESSIONS
 
 
 def replies(n: int, seed: int) -> list[str]:
@@ -50,16 +52,19 @@ def main() -> int:
     ap.add_argument("--n", type=int, default=10_000)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--bound", type=float, default=1.0, help="seconds one reply may take")
-    ap.add_argument("--reader", choices=sorted({**READERS, **DATA_READERS}), action="append")
+    ap.add_argument("--reader", choices=sorted({**READERS, **DATA_READERS, **FILE_READERS}), action="append")
     ap.add_argument("--files", action="store_true", help="the prediction-file readers and dataset loaders")
+    ap.add_argument("--inputs", action="store_true", help="the users of the bounded reader (rig/inputs.py)")
     a = ap.parse_args()
     base = replies(a.n, a.seed)
-    names = a.reader or list(DATA_READERS if a.files else READERS)
+    names = a.reader or list(FILE_READERS if a.inputs else DATA_READERS if a.files else READERS)
+    every = {**READERS, **DATA_READERS, **FILE_READERS}
+    firsts = {**dict.fromkeys(DATA_READERS, DATA_REGRESSIONS), **dict.fromkeys(FILE_READERS, FILE_REGRESSIONS)}
     rows, bad = [], 0
     for name in names:
-        read = {**READERS, **DATA_READERS}[name]
-        texts = (DATA_REGRESSIONS + base)[: a.n] if name in DATA_READERS else base
-        for warm in ("warm-up", *(DATA_REGRESSIONS if name in DATA_READERS else ())):
+        read = every[name]
+        texts = (firsts[name] + base)[: a.n] if name in firsts else base
+        for warm in ("warm-up", *firsts.get(name, ())):
             read(warm)  # imports happen on first use (the file readers' deeper paths import more)
         failures, raised, format_errors, worst, total, first = 0, 0, 0, 0.0, 0.0, ""
         for i, text in enumerate(texts):
@@ -82,7 +87,7 @@ def main() -> int:
         bad += failures
         if first:
             print(f"{name}: first failure:\n{first}", file=sys.stderr)
-    errors = "bad input" if a.files else "format errors"
+    errors = "bad input" if a.files or a.inputs else "format errors"
     print(f"| reader | inputs | failures | of them raised | {errors} | max ms | mean ms |")
     print("|---|---:|---:|---:|---:|---:|---:|")
     for name, n, f, r, fe, mx, mean in rows:

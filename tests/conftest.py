@@ -6,6 +6,7 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -24,6 +25,25 @@ else:
     settings.load_profile(os.environ.get("RIG_HYPOTHESIS_PROFILE", "ci"))
 
 REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def deadline() -> Iterator[None]:
+    """Fails the test (TimeoutError) if it runs past 30 s: for a test of a read that must not block (a FIFO)."""
+    import signal
+
+    def expired(_signum: int, _frame: object) -> None:
+        raise TimeoutError("the test ran past its 30 s deadline (a read blocked?)")
+
+    prev = signal.signal(signal.SIGALRM, expired)
+    signal.alarm(30)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, prev)
+
+
 SHARED_CALLNAVI = REPO.parent / "shared" / "data" / "callnavi"
 
 

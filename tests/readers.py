@@ -473,3 +473,179 @@ DATA_REGRESSIONS: list[str] = [
     '[{"case_id": "case_1", "token_usage": {"planner": "100 tokens"}}]',
     '[{"case_id": "case_1", "worker_output": [{"tool_calls": 3}]}]',
 ]
+
+
+# -- the bounded reader's users (issue 37): every file rig reads that a user, another process or a crash can damage.
+# ``read`` writes the text as the file (whole, and as the value of one field in an otherwise plausible file) and calls
+# the reader; None when it was read, else the reader's own named error (exit 2 naming the file); any other exception
+# is a bug (a traceback), and so is a read that does not return.
+
+
+def _file(name: str, text: str) -> Path:
+    path = _tmp() / "files" / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8", errors="surrogatepass")
+    return path
+
+
+def _bodies(text: str, skeleton: dict[str, Any], fields: tuple[str, ...]) -> list[str]:
+    """The text as the whole file, and its JSON value (or the text) in one field of ``skeleton`` (picked by length)."""
+    field = fields[len(text) % len(fields)]
+    return [text, json.dumps({**skeleton, field: _value(text)}, ensure_ascii=False)]
+
+
+def _named(read: Callable[[str], None], errors: tuple[type[BaseException], ...]) -> Callable[[str], str | None]:
+    def run(text: str) -> str | None:
+        try:
+            read(text)
+        except errors as e:
+            return str(e)[:80] or type(e).__name__
+        return None
+
+    return run
+
+
+_MANIFEST = {"format_version": 2, "run_id": "r1", "config_hash": "x", "status": "finished", "started_at": 0.0}
+
+
+def _run_manifest(text: str) -> None:
+    from rig.runfolder.folder import read_manifest
+    from rig.runformat import NewerFormatError, RunFileError
+
+    errors = []
+    for body in _bodies(text, _MANIFEST, ("format_version", "run_id", "config", "host", "status", "spec")):
+        path = _file("run/manifest.json", body)
+        try:
+            read_manifest(path.parent)
+        except (RunFileError, NewerFormatError) as e:
+            errors.append(str(e))
+    if errors:
+        raise RunFileError("; ".join(errors))
+
+
+def _run_spec(text: str) -> None:
+    from rig.runfolder.spec import SpecError, read_spec
+
+    errors = []
+    for body in _bodies(text, {"model": "m", "benchmark": "callnavi"}, ("limit", "max_tokens", "options", "data")):
+        try:
+            read_spec(_file("spec.json", body))
+        except SpecError as e:
+            errors.append(str(e))
+    if errors:
+        raise SpecError("; ".join(errors))
+
+
+def _load_plan(text: str) -> None:
+    from rig.analyses.load.run import _open_plan
+
+    skeleton = {"format_version": 1, "settings": {"bench": {"model": "m"}, "levels": [1, 2]}, "runs": {}}
+    for body in _bodies(text, skeleton, ("format_version", "settings", "runs")):
+        _file("load-1/plan.json", body)
+        _open_plan(_tmp() / "files", "load-1")
+
+
+def _bundle_manifest(text: str) -> None:
+    from rig.bundle.manifest import parse_manifest
+
+    for body in _bodies(text, {"format_version": 2, "bundle_id": "x", "files": []}, ("format_version", "files")):
+        parse_manifest(Path("MANIFEST.json"), body.encode("utf-8", "surrogatepass"))
+
+
+def _registry(text: str) -> None:
+    from rig.registry import load_registry
+
+    entry = "models:\n  m:\n    engine: ollama\n    weights: {ollama: 'm:1'}\n    quantization: q4\n"
+    load_registry(_file("models.yaml", text))
+    value = json.dumps(_value(text), ensure_ascii=False)
+    field = ("context_length", "quantization", "sampling", "engine_args")[len(text) % 4]
+    load_registry(_file("models.yaml", entry + f"    context_length: 8\n    {field}: {value}\n"))
+
+
+def _sweep_spec(text: str) -> None:
+    from rig.sweep.spec import load_sweep
+
+    load_sweep(_file("sweep.yaml", text))
+    value = json.dumps(_value(text), ensure_ascii=False)
+    field = ("limit", "repeats", "seed", "max_tokens")[len(text) % 4]
+    load_sweep(_file("sweep.yaml", f"models: [gemma3-270m]\nbenchmarks: [callnavi]\n{field}: {value}\n"))
+
+
+def _divergence_report(text: str) -> None:
+    from rig.analyses.divergence.output import read_report
+
+    for body in _bodies(text, {"format_version": 1}, ("format_version", "rows", "variants")):
+        read_report(_file("cmp/divergence.json", body).parent)
+
+
+def _job_state(text: str) -> None:
+    from rig.sweep.run import _read_state
+
+    for body in _bodies(text, {"attempts": []}, ("attempts", "status")):
+        _read_state(_file("job/job.json", body).parent)
+
+
+def _public_key(text: str) -> None:
+    from rig.bundle.sign import load_public
+
+    load_public(_file("key.pub", text))
+    load_public(_file("key.pub", "ssh-ed25519 " + text))
+
+
+def _errors() -> dict[str, tuple[type[BaseException], ...]]:
+    from rig.analyses.load.run import BenchError
+    from rig.bundle.manifest import BundleError
+    from rig.inputs import InputError
+    from rig.registry import RegistryError
+    from rig.runfolder.spec import SpecError
+    from rig.runformat import NewerFormatError, RunFileError
+    from rig.sweep.spec import SweepError
+
+    return {
+        "bench": (BenchError,),
+        "bundle": (BundleError,),
+        "registry": (RegistryError,),
+        "sweep": (SweepError,),
+        "run": (RunFileError, NewerFormatError),
+        "spec": (SpecError,),
+        "input": (InputError, NewerFormatError),
+    }
+
+
+def _lazy(read: Callable[[str], None], kind: str) -> Callable[[str], str | None]:
+    """``_named`` with the error classes imported on first use (no work at import)."""
+
+    def run(text: str) -> str | None:
+        return _named(read, _errors()[kind])(text)
+
+    return run
+
+
+FILE_READERS: dict[str, Callable[[str], str | None]] = {
+    "run_manifest": _lazy(_run_manifest, "run"),
+    "run_spec": _lazy(_run_spec, "spec"),
+    "load_plan": _lazy(_load_plan, "bench"),
+    "bundle_manifest": _lazy(_bundle_manifest, "bundle"),
+    "models_yaml": _lazy(_registry, "registry"),
+    "sweep_spec": _lazy(_sweep_spec, "sweep"),
+    "divergence_report": _lazy(_divergence_report, "input"),
+    "sweep_job_state": _lazy(_job_state, "input"),
+    "public_key": _lazy(_public_key, "bundle"),
+}
+
+# Inputs named in issue 37 for these readers, and the shapes of issue 30 that apply to any file.
+FILE_REGRESSIONS: list[str] = [
+    *DATA_REGRESSIONS,
+    '{"format_version": "99"}',
+    '{"format_version": true}',
+    '{"format_version": 1e400}',
+    '{"limit": true, "max_tokens": 1e12}',
+    '{"runs": {"x": "../../escape"}}',
+    '{"runs": {"1": "\\u001b[2J"}}',
+    "[" * 100_000,
+    '{"a": ' * 100_000,
+    "models:\n  a/b:\n    engine: ollama\n",
+    "models:\n  ../escape: {}\n",
+    "ssh-dss AAAAB3NzaC1kc3MAAACBAP1",
+    "\x00" * 1000,
+]

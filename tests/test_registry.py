@@ -442,3 +442,26 @@ def test_parts_entry_resolves_to_the_joined_file_or_names_the_missing_part(
     text = " ".join(r.output.split())
     assert r.exit_code == 2 and str(path) in text and "(truncated or altered)" in text and "rm '" in text, r.output
     assert not (tmp_path / "runs").exists() or not list((tmp_path / "runs").iterdir())
+
+
+@pytest.mark.parametrize(
+    ("text", "needle"),
+    [
+        (GOOD.replace("  m:", "  a/b:"), "models.a/b: not a model name: it has a path separator"),
+        (GOOD.replace("  m:", "  ../escape:"), "not a model name: it has a path separator"),
+        (GOOD.replace("  m:", '  "x\\ny":'), "not a model name: it has a control character (U+000A)"),
+        (GOOD.replace("  m:", '  "\\e[2Jm":'), "models.\\x1b[2Jm: not a model name"),  # the message is printable
+        (GOOD + "    variants: {'q/8': {quantization: q8_0}}\n", "models.m.variants.q/8: not a variant label"),
+        (GOOD.replace("4096", "true"), "models.m.context_length: Input should be a valid integer"),  # not 1
+        (GOOD + "    sampling: {max_tokens: 1.0e12}\n", "models.m.sampling.max_tokens"),  # not 10**12
+        (GOOD + "    sampling: {max_tokens: true}\n", "models.m.sampling.max_tokens: Input should be a valid integer"),
+    ],
+    ids=["slash", "dotdot", "newline", "ansi", "variant-slash", "bool-int", "1e12", "bool-max-tokens"],
+)
+def test_names_that_are_no_file_name_and_lenient_values_are_refused(tmp_path: Path, text: str, needle: str) -> None:
+    """A model's name becomes file and folder names (quantize's GGUF, a converted folder, run ids) and a value of
+    the wrong type was coerced (`true` read as 1): both refused, naming file, entry and field (issue 37)."""
+    p = write(tmp_path, text)
+    with pytest.raises(RegistryError) as e:
+        load_registry(p)
+    assert str(e.value).startswith(str(p)) and needle in str(e.value), str(e.value)

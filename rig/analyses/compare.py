@@ -22,7 +22,8 @@ from pydantic import BaseModel, Field, field_validator, model_validator
 from rig.benchmarks.base import Table
 from rig.execution.bench import BenchError, BenchOptions
 from rig.execution.launch import bench_argv
-from rig.records import write_atomic
+from rig.names import BadName
+from rig.records import OutputError, claim_folder, write_atomic
 from rig.render.plots import PlotsUnavailable, Point, pareto_plot, save_figure
 from rig.render.report import NM, table_md
 from rig.runfolder.config import RunConfig
@@ -124,8 +125,7 @@ def run_compare(
         raise BenchError("rig compare needs at least two variants (models, or one model with --decode none,json)")
     if opts.benchmark is None:
         raise BenchError("rig compare runs one benchmark: name it with --benchmark")
-    cdir = opts.out / f"compare-{time.strftime('%Y%m%d-%H%M%S')}-{opts.benchmark}"
-    cdir.mkdir(parents=True, exist_ok=False)
+    cdir = _claim(opts.out, f"compare-{time.strftime('%Y%m%d-%H%M%S')}-{opts.benchmark}")
     run_dirs = []
     for i, v in enumerate(vs):
         say(f"== {v.label} (own process)")
@@ -369,9 +369,14 @@ def compare_folder(out: Path, run_dirs: list[Path]) -> Path:
         names.add(man.config.benchmarks[0].name if man.config.benchmarks else "")
     if len(names) != 1:
         raise BenchError(f"the runs are of different benchmarks ({', '.join(sorted(names))}); compare one at a time")
-    cdir = out / f"compare-{time.strftime('%Y%m%d-%H%M%S')}-{names.pop()}"
-    cdir.mkdir(parents=True, exist_ok=False)
-    return cdir
+    return _claim(out, f"compare-{time.strftime('%Y%m%d-%H%M%S')}-{names.pop()}")
+
+
+def _claim(out: Path, name: str) -> Path:
+    try:
+        return claim_folder(out, name)
+    except (OutputError, BadName) as e:
+        raise BenchError(str(e)) from None
 
 
 def write_compare(cdir: Path, run_dirs: list[Path], extra: str | None = None, extra_html: str = "") -> str:

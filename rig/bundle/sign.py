@@ -13,10 +13,13 @@ import os
 from pathlib import Path
 from typing import Any
 
-from rig.bundle.manifest import MANIFEST, SIGNATURE, BundleError, open_regular
+from rig.bundle.manifest import MANIFEST, SIGNATURE, BundleError, read_manifest_bytes
+from rig.inputs import InputError, read_bytes
+from rig.records import write_atomic
 
 _HEADER = "rig-bundle-signature ed25519"
 _MAX_KEY = 64 << 10
+_UNSUPPORTED = "a key type rig cannot read; bundle signatures are Ed25519 (ssh-keygen -t ed25519, or rig bundle keygen)"
 
 
 def _crypto(flag: str) -> Any:
@@ -28,13 +31,12 @@ def _crypto(flag: str) -> Any:
 
 
 def _read_small(path: Path, flag: str) -> bytes:
+    if not os.path.lexists(path):
+        raise BundleError(f"{flag} {path}: not found")
     try:
-        with os.fdopen(open_regular(path), "rb") as f:
-            return f.read(_MAX_KEY)
-    except FileNotFoundError:
-        raise BundleError(f"{flag} {path}: not found") from None
-    except OSError as e:
-        raise BundleError(f"{flag} {path}: cannot be read ({e.strerror})") from None
+        return read_bytes(path, max_bytes=_MAX_KEY, follow_symlinks=False)
+    except InputError as e:
+        raise BundleError(f"{flag} {e}") from None
 
 
 def fingerprint(public: Any) -> str:
@@ -69,6 +71,7 @@ def keygen(private: Path) -> tuple[Path, str]:
 
 def load_private(path: Path) -> Any:
     serialization = _crypto("--sign")
+    from cryptography.exceptions import UnsupportedAlgorithm
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
     data = _read_small(path, "--sign")
@@ -77,6 +80,8 @@ def load_private(path: Path) -> Any:
             key = serialization.load_ssh_private_key(data, password=None)
         else:
             key = serialization.load_pem_private_key(data, password=None)
+    except UnsupportedAlgorithm as e:
+        raise BundleError(f"--sign {path}: {_UNSUPPORTED} ({e})") from None
     except (ValueError, TypeError) as e:
         raise BundleError(f"--sign {path}: not an unencrypted private key ({e})") from None
     if not isinstance(key, Ed25519PrivateKey):
@@ -86,6 +91,7 @@ def load_private(path: Path) -> Any:
 
 def load_public(path: Path) -> Any:
     serialization = _crypto("--key")
+    from cryptography.exceptions import UnsupportedAlgorithm
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
     data = _read_small(path, "--key")
@@ -94,6 +100,8 @@ def load_public(path: Path) -> Any:
             key = serialization.load_ssh_public_key(b" ".join(data.split()[:2]))
         else:
             key = serialization.load_pem_public_key(data)
+    except UnsupportedAlgorithm as e:
+        raise BundleError(f"--key {path}: {_UNSUPPORTED} ({e})") from None
     except (ValueError, TypeError, IndexError) as e:
         raise BundleError(f"--key {path}: not a public key ({e})") from None
     if not isinstance(key, Ed25519PublicKey):
@@ -104,9 +112,9 @@ def load_public(path: Path) -> Any:
 def sign_manifest(bundle: Path, private: Path) -> str:
     """Sign the bundle's MANIFEST.json as it is on disk into MANIFEST.json.sig; returns the key's fingerprint."""
     key = load_private(private)
-    data = (bundle / MANIFEST).read_bytes()
+    data = read_manifest_bytes(bundle)
     text = f"{_HEADER} {base64.b64encode(key.sign(data)).decode()}\n"
-    (bundle / SIGNATURE).write_text(text)
+    write_atomic(bundle / SIGNATURE, text)
     return fingerprint(key.public_key())
 
 

@@ -10,10 +10,9 @@ from typing import TYPE_CHECKING
 import typer
 from rich import box
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table as RichTable
 
-from rig.cli.common import DEFAULT_MODEL, app, bench_flags, err, fail, out, say, spec_option
+from rig.cli.common import DEFAULT_MODEL, app, bench_flags, cell, err, fail, out, say, spec_option
 
 if TYPE_CHECKING:
     from rich.progress import Progress
@@ -106,9 +105,7 @@ def _run(bo: BenchOptions) -> Path:
     prog, progress = _progress_bar()
     try:
         # soft_wrap: a printed --resume command must stay one line to be copied
-        return run_bench(
-            bo, progress=progress, on_event=lambda m: err.print(escape(m), highlight=False, soft_wrap=True)
-        )
+        return run_bench(bo, progress=progress, on_event=say)
     except (
         RegistryError,
         DataError,
@@ -166,8 +163,8 @@ def print_screen(run_dir: Path, console: Console | None = None) -> None:
 
     table, lines = final_screen(run_dir)
     t = RichTable(
-        title=escape(table.title),
-        caption=escape(table.note),
+        title=cell(table.title, 2000),
+        caption=cell(table.note, 2000),
         title_justify="left",
         caption_justify="left",
         box=box.SIMPLE_HEAD,
@@ -177,9 +174,9 @@ def print_screen(run_dir: Path, console: Console | None = None) -> None:
     # Benchmark names are never cut; on a narrow terminal the wordy cells wrap at spaces, and a word longer than
     # its column folds rather than hiding behind an ellipsis.
     for i, c in enumerate(table.columns):
-        t.add_column(escape(c), no_wrap=i == 0, overflow="fold" if i else "ellipsis")
+        t.add_column(cell(c), no_wrap=i == 0, overflow="fold" if i else "ellipsis")
     for row in table.rows:
-        t.add_row(*(escape(str(c)) for c in row))
+        t.add_row(*(cell(c) for c in row))
     console = console or out
     console.print(t)
     for line in lines:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from rig.cli.common import DEFAULT_MODEL, app, csv_list, err, fail, out, say
+from rig.cli.common import DEFAULT_MODEL, app, csv_list, err, fail, out, say, stops_cleanly
 
 bundle_app = typer.Typer(
     help="Carry rig, weights, data and map packs to a machine with no network, verified.", no_args_is_help=True
@@ -77,7 +77,8 @@ def bundle_create(
         sign=sign,
     )
     try:
-        man = create(opts)
+        with stops_cleanly(f"no bundle written to {out_dir}; run the command again"):
+            man = create(opts)
     except BundleError as e:
         fail(str(e))
     for note in man.not_copied:

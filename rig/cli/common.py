@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import contextlib
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any, NoReturn
 
 import typer
 from rich.console import Console
 from rich.markup import escape
+
+from rig.interrupt import sigterm_as_interrupt
+from rig.names import printable
 
 app = typer.Typer(
     help="Offline evaluation rig for open LLMs on geospatial and tool-calling benchmarks.",
@@ -22,14 +26,32 @@ out = Console()
 
 def say(msg: object, console: Console | None = None) -> None:
     """Print plain text through rich: brackets in it (`pip install 'rig[mobility]'`, `x[0]`) are text, not markup
-    that rich would swallow. Every message that carries data (paths, errors, the library's `say` callbacks) goes
-    through here."""
-    (console or err).print(escape(str(msg)), highlight=False, soft_wrap=True)
+    that rich would swallow, and text from files (a model name, an error quoting a value) is made printable
+    (``rig.names.printable``: no escape sequences or bidi controls, no 50 MB line). Every message that carries data
+    (paths, errors, the library's `say` callbacks) goes through here."""
+    (console or err).print(escape(printable(msg)), highlight=False, soft_wrap=True)
 
 
 def fail(msg: str, code: int = 2) -> NoReturn:
-    err.print(f"[bold red]error:[/] {escape(msg)}", highlight=False, soft_wrap=True)
+    err.print(f"[bold red]error:[/] {escape(printable(msg))}", highlight=False, soft_wrap=True)
     raise typer.Exit(code)
+
+
+def cell(value: object, max_chars: int = 200) -> str:
+    """A table cell or title holding data (a run id, a model name from a manifest): printable, rich markup escaped."""
+    return escape(printable(value, max_chars))
+
+
+@contextlib.contextmanager
+def stops_cleanly(hint: str) -> Iterator[None]:
+    """A long command's body: Ctrl-C or SIGTERM stops it with ``hint`` (what was kept, how to go on) and exit 130,
+    the shell's code for a stopped command, so a script never takes it as finished; never a traceback."""
+    with sigterm_as_interrupt():
+        try:
+            yield
+        except KeyboardInterrupt as e:
+            say(f"interrupted: {str(e) or hint}")  # a library's Stopped knows better what was kept
+            raise typer.Exit(130) from None
 
 
 def parse_options(items: list[str]) -> dict[str, str]:

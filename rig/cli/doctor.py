@@ -5,11 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
-from rich.markup import escape
 from rich.table import Table as RichTable
 
 from rig.benchmarks import DEFAULT_BENCHMARK
-from rig.cli.common import app, fail, out
+from rig.cli.common import app, cell, fail, out
 
 
 @app.command()
@@ -41,7 +40,7 @@ def doctor(
         t.add_column(c)
     for name, status, detail in rows:
         color = {"ok": "green", "warn": "yellow", "fail": "red", "skip": "dim"}[status]
-        t.add_row(escape(name), f"[{color}]{status}[/]", escape(detail))
+        t.add_row(cell(name), f"[{color}]{status}[/]", cell(detail, 2000))
     out.print(t)
     if any(s == "fail" for _, s, _ in rows):
         raise typer.Exit(1)

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
 import typer
 
 from rig.benchmarks import DEFAULT_BENCHMARK
-from rig.cli.common import DEFAULT_MODEL, app, bench_flags, fail, say, spec_option
+from rig.cli.common import DEFAULT_MODEL, app, bench_flags, fail, say, spec_option, stops_cleanly
 
 
 @app.command()
@@ -54,14 +55,28 @@ def load(
     # The run flags by their names in ctx.params, as `rig bench` takes them; --concurrency is the levels here.
     params = {k: v for k, v in ctx.params.items() if k != "concurrency"}
     values = {**bench_flags(params, option, absolute_models=True), "out": out_dir}
+    # The flags given on the command line (by name: typer carries its own copy of click's ParameterSource)
+    given = {p for p in ctx.params if getattr(ctx.get_parameter_source(p), "name", "DEFAULT") != "DEFAULT"}
     try:
         # Validated as `rig bench` validates its flags (the same words for a bad value), --resume or not.
         bench = bench_options(values)
-        if resume is not None:  # the load's recorded settings, as `rig bench --resume` takes the run's
-            ldir, settings, runs = run_load(None, say=say, resume=resume, out=out_dir)
-        else:
-            asked = LoadSettings(bench=bench, levels=parse_levels(concurrency), slos=parse_slos(slo), margin=margin)
-            ldir, settings, runs = run_load(asked, say=say)
+        with stops_cleanly("no level was started; run the command again"):
+            if resume is not None:  # the load's recorded settings, as `rig bench --resume` takes the run's
+                again = set(values) & given - {"out", "models_file", "options"}
+                asked_again: dict[str, Any] = {k: getattr(bench, k) for k in again}
+                if "option" in given:
+                    asked_again["options"] = bench.options
+                if "concurrency" in given:
+                    asked_again["levels"] = parse_levels(concurrency)
+                if "slo" in given:
+                    asked_again["slos"] = parse_slos(slo)
+                if "margin" in given:
+                    asked_again["margin"] = margin
+                ldir, settings, runs = run_load(None, say=say, resume=resume, out=out_dir, given=asked_again)
+            else:
+                levels, slos = parse_levels(concurrency), parse_slos(slo)
+                asked = LoadSettings(bench=bench, levels=levels, slos=slos, margin=margin)
+                ldir, settings, runs = run_load(asked, say=say)
     except (BenchError, SpecError) as e:
         fail(str(e))
     md = write_load(ldir, analyse(settings, runs))

@@ -6,10 +6,9 @@ import time
 from pathlib import Path
 
 import typer
-from rich.markup import escape
 from rich.table import Table as RichTable
 
-from rig.cli.common import app, err, fail, out, say
+from rig.cli.common import app, cell, fail, out, say, stops_cleanly
 
 models_app = typer.Typer(help="The model registry (models.yaml).", invoke_without_command=True)
 app.add_typer(models_app, name="models")
@@ -30,7 +29,7 @@ def models(
         fail(str(e))
     from rig.weight_parts import status
 
-    t = RichTable(title=escape(f"models ({reg.path})"))
+    t = RichTable(title=cell(f"models ({reg.path})", 2000))
     for c in ("name", "engine", "quant", "ctx", "weights", "present"):
         t.add_column(c)
     notes: list[str] = []
@@ -46,7 +45,7 @@ def models(
         default = " (default)" if reg.defaults.get(spec.base) == name else ""
         t.add_row(
             *(
-                escape(str(c))
+                cell(c)
                 for c in (
                     name + default,
                     spec.engine,
@@ -55,7 +54,7 @@ def models(
                     f"{spec.weights.kind}: {spec.weights.ref}",
                 )
             ),
-            escape(present) if ok else f"[red]{escape(present)}[/]",
+            cell(present) if ok else f"[red]{cell(present)}[/]",
         )
     out.print(t)
     for note in notes:
@@ -86,6 +85,7 @@ def quantize(
     register: bool = typer.Option(True, "--register/--no-register", help="Append the new entry to models.yaml."),
 ) -> None:
     """Make a new GGUF variant with llama.cpp's quantize API and register it."""
+    from rig.names import BadName, name_path
     from rig.quantize import append_entry, check_new_name, find_source, ftype_for, quantize_gguf, variant_entry
     from rig.registry import RegistryError, default_registry_path, resolve_weights
 
@@ -96,18 +96,24 @@ def quantize(
             fail(f"{model}: quantize works on llama.cpp GGUF models, this one uses {spec.engine}")
         new = name or f"{spec.base}-{to.lower()}"
         ftype_for(to)  # every refusal before the source is read or anything is written
+        default_dst = name_path(Path("weights"), new, ".gguf", "--name")  # a model name, and a file name
         if register:
             check_new_name(Path(path), new)
         src = resolve_weights(spec, source_registry)
-        dst = out_path or Path("weights") / f"{new}.gguf"
+        dst = out_path or default_dst
         t = time.perf_counter()
-        quantize_gguf(src, dst.resolve(), to)
+        with stops_cleanly(f"nothing written under {dst} or to {path}; run the command again"):
+            quantize_gguf(src, dst.resolve(), to)
         say(f"wrote {dst} ({dst.stat().st_size / 2**20:.1f} MiB) in {time.perf_counter() - t:.1f}s")
         if register:
             append_entry(Path(path), new, variant_entry(spec, to, dst.resolve()))
             say(f"added models.{new} to {path}")
-    except (RegistryError, RuntimeError) as e:
+    except typer.Exit:  # a RuntimeError to click: fail's and stops_cleanly's exits pass through as they are
+        raise
+    except (RegistryError, RuntimeError, BadName) as e:
         fail(str(e))
+    except OSError as e:
+        fail(f"{e.filename or dst}: cannot write the quantized file ({e.strerror})")
 
 
 @models_app.command("convert")
@@ -120,27 +126,32 @@ def convert(
     register: bool = typer.Option(True, "--register/--no-register", help="Append the new entry to models.yaml."),
 ) -> None:
     """Dequantize a GGUF into a bf16 Hugging Face folder and register it as a vLLM entry. Offline."""
-    from rig.convert import ConvertError, convert_gguf_to_hf, default_out_dir, hf_entry
+    from rig.convert import ConvertError, check_extra, convert_gguf_to_hf, default_out_dir, hf_entry
+    from rig.names import BadName, path_name
     from rig.quantize import append_entry, check_new_name, find_source
     from rig.registry import RegistryError, default_registry_path, resolve_weights
 
     if to != "hf":
         fail(f"--to {to!r}: only 'hf' is supported")
     try:
+        check_extra()
         path = models_file or default_registry_path()
         spec, source_registry = find_source(model, models_file)
         if spec.engine != "llamacpp":
             fail(f"{model}: convert reads llama.cpp GGUF models, this one uses {spec.engine}")
-        new = name or f"{spec.base}-hf"
+        new = path_name(name or f"{spec.base}-hf", "--name")
         if register:
             check_new_name(Path(path), new)
         src = Path(resolve_weights(spec, source_registry))
         dst = (out_path or default_out_dir(new, src)).resolve()
         t = time.perf_counter()
-        convert_gguf_to_hf(src, dst, model=model)
-        err.print(f"wrote {dst} in {time.perf_counter() - t:.1f}s")
+        with stops_cleanly(f"nothing written under {dst} or to {path}; run the command again"):
+            convert_gguf_to_hf(src, dst, model=model)
+        say(f"wrote {dst} in {time.perf_counter() - t:.1f}s")
         if register:
             append_entry(Path(path), new, hf_entry(spec, dst))
-            err.print(f"added models.{new} to {path}")
-    except (RegistryError, ConvertError) as e:
+            say(f"added models.{new} to {path}")
+    except (RegistryError, ConvertError, BadName) as e:
         fail(str(e))
+    except OSError as e:
+        fail(f"{e.filename or dst}: cannot write the converted folder ({e.strerror})")

@@ -5,10 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
-from rich.markup import escape
 from rich.table import Table as RichTable
 
-from rig.cli.common import app, fail, out, say
+from rig.cli.common import app, cell, fail, out, say
 
 
 @app.command()
@@ -16,13 +15,13 @@ def runs(root: Path = typer.Argument(Path("runs"), help="Folder holding run fold
     """List runs: id, model, benchmarks, status, episodes done / total, when."""
     from rig.render.export import list_runs
 
-    t = RichTable(title=escape(f"runs in {root}"))
+    if not root.is_dir():  # an empty table would read as "no runs yet" for a mistyped folder
+        fail(f"{root}: {'not a folder' if root.exists() else 'no such folder'} (rig runs lists the run folders in one)")
+    t = RichTable(title=cell(f"runs in {root}", 2000))
     for c in ("run id", "model", "benchmarks", "status", "done / total", "started"):
         t.add_column(c)
     for r in list_runs(root):
-        t.add_row(
-            *(escape(str(c)) for c in (r.run_id, r.model, r.benchmarks, r.status, f"{r.done} / {r.total}", r.started))
-        )
+        t.add_row(*(cell(c) for c in (r.run_id, r.model, r.benchmarks, r.status, f"{r.done} / {r.total}", r.started)))
     out.print(t)
 
 

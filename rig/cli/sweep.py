@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from rig.cli.common import app, err, fail
+from rig.cli.common import app, err, fail, stops_cleanly
 
 
 @app.command()
@@ -87,7 +87,8 @@ def merge(
     from rig.sweep.merge import merge_runs
 
     try:
-        run_dir = merge_runs(shard_runs, out_dir)
+        with stops_cleanly(f"nothing merged under {out_dir}; run the command again"):
+            run_dir = merge_runs(shard_runs, out_dir)
     except (BenchError, NewerFormatError, FileNotFoundError) as e:
         fail(str(e))
     err.print(f"merged: {run_dir}", highlight=False)

@@ -116,18 +116,21 @@ def _text_error(s: str) -> str | None:
     return None
 
 
-def load_json(text: str) -> Result:
-    """``(value, None)`` or ``(None, reason)``; JSON text only (no NaN/Infinity), bounded as the module says."""
-    err = too_long(text)
+def load_json(text: str, *, max_chars: int = MAX_CHARS, max_nodes: int = MAX_NODES, finite: bool = True) -> Result:
+    """``(value, None)`` or ``(None, reason)``; JSON text only (no NaN/Infinity unless ``finite=False``), bounded as
+    the module says. A file rig reads (``rig.inputs``) may be larger than a reply (``max_chars``, ``max_nodes``)."""
+    err = too_long(text, max_chars) or _flow_depth_error(text, "JSON")
     if err:
         return None, err
     try:
-        value = json.loads(text, parse_int=_int, parse_float=_float, parse_constant=_constant)
+        value = json.loads(
+            text, parse_int=_int, parse_float=_float if finite else float, parse_constant=_constant if finite else None
+        )
     except Refused as e:
         return None, f"invalid JSON: {e}"
     except (ValueError, RecursionError) as e:  # JSONDecodeError is a ValueError
         return None, f"invalid JSON: {str(e)[:200]}"
-    err = check_value(value)
+    err = check_value(value, max_nodes=max_nodes, finite=finite)
     return (None, f"invalid JSON: {err}") if err else (value, None)
 
 
@@ -235,14 +238,15 @@ _QUOTED = re.compile(r'"(?:[^"\\]|\\.)*+"|\'(?:[^\']|\'\')*+\'')
 _BRACKET = re.compile(r"[\[\]{}]")
 
 
-def _flow_depth_error(text: str) -> str | None:
-    """PyYAML's scanner rechecks every open flow level at each token (quadratic in depth), so deep ``[[[`` is
-    refused before it runs. Brackets inside quoted strings do not count; the count can only over-estimate."""
+def _flow_depth_error(text: str, kind: str = "YAML") -> str | None:
+    """PyYAML's scanner rechecks every open flow level at each token (quadratic in depth), and the JSON parser
+    recurses once per level, so deep ``[[[`` is refused before either runs. Brackets inside quoted strings do not
+    count; the count can only over-estimate."""
     depth = 0
     for m in _BRACKET.finditer(_QUOTED.sub("", text)):
         depth = depth + 1 if m.group() in "[{" else max(0, depth - 1)
         if depth > MAX_DEPTH:
-            return f"invalid YAML: nested more than {MAX_DEPTH} deep"
+            return f"invalid {kind}: nested more than {MAX_DEPTH} deep"
     return None
 
 

@@ -21,7 +21,7 @@ from rig.bundle import BundleError, bundle_id_for
 from rig.engines import create_engine
 from rig.execution.runner import plan
 from rig.execution.turn import Turn, close_engine_log, engine_log
-from rig.records import Episode, Sampling
+from rig.records import Episode, OutputError, Sampling, claim_folder
 from rig.registry import ModelSpec, default_registry_path, load_registry, resolve_weights
 from rig.runfolder.config import BenchmarkInfo, RunConfig
 from rig.runfolder.folder import RunFolder
@@ -292,12 +292,11 @@ def _bundle_id(opts: BenchOptions) -> str | None:
 
 
 def _new_run_dir(opts: BenchOptions, model: str, chosen: list[tuple[Benchmark, list[Episode]]]) -> Path:
-    run_dir = opts.out / new_run_id(model, "+".join(b.name for b, _ in chosen))
+    # Claimed with one mkdir (a name taken by a concurrent run gets a suffix), so two runs never share a folder.
     try:
-        run_dir.mkdir(parents=True, exist_ok=False)
-    except OSError as e:
-        raise BenchError(f"--out {opts.out}: cannot create the run folder {run_dir} ({e.strerror})") from None
-    return run_dir
+        return claim_folder(opts.out, new_run_id(model, "+".join(b.name for b, _ in chosen)))
+    except OutputError as e:
+        raise BenchError(str(e)) from None
 
 
 def _write_first_manifest(opts: BenchOptions, manifest: RunManifest, run_dir: Path, lock: RunLock | None) -> None:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from html import escape
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +19,7 @@ from pydantic import BaseModel
 
 from rig.benchmarks import benchmark_tables, recorded_prompts
 from rig.benchmarks.base import Table
+from rig.names import escape
 from rig.records import EpisodeResult, write_atomic
 from rig.render.plots import (
     PlotsUnavailable,

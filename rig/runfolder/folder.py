@@ -40,8 +40,8 @@ def read_manifest(run_dir: Path) -> RunManifest:
         err = e.errors()[0]
         where = ".".join(str(x) for x in err["loc"]) or "the whole file"
         raise RunFileError(f"{path}: damaged manifest ({where}: {err['msg']})") from None
-    except (ValueError, OSError) as e:
-        raise RunFileError(f"{path}: damaged manifest ({str(e).splitlines()[0]})") from None
+    except (ValueError, OSError) as e:  # an InputError names the file itself
+        raise RunFileError(f"{path}: damaged manifest ({str(e).splitlines()[0].removeprefix(f'{path}: ')})") from None
 
 
 class RunFolder:

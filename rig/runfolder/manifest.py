@@ -16,6 +16,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field, ValidationInfo, model_validator
 
 import rig
+from rig.inputs import read_json
 from rig.records import write_record
 from rig.runfolder.config import RunConfig
 from rig.runfolder.spec import RunSettings, RunSpec
@@ -129,12 +130,12 @@ class RunManifest(BaseModel):
     def read(cls, run_dir: Path) -> RunManifest:
         """Raises NewerFormatError for a manifest from a newer rig; one without format_version is format 1."""
         path = run_dir / "manifest.json"
-        text = path.read_text()
-        found = json.loads(text)
-        found = found.get("format_version", 1) if isinstance(found, dict) else 1
+        raw = read_json(path)  # bounded (rig.inputs): a FIFO, a huge or deeply nested file is an InputError
+        found = raw.get("format_version", 1) if isinstance(raw, dict) else 1
         if isinstance(found, int):  # anything else is left to validation to refuse
             check_version(path, found, MANIFEST_FORMAT)
-        return cls.model_validate_json(text, context={"stored": True})
+        # strict: a format_version "3" is refused, not read as 3 past the check above
+        return cls.model_validate_json(json.dumps(raw), strict=True, context={"stored": True})
 
 
 def host_info() -> HostInfo:

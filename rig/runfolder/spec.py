@@ -189,10 +189,13 @@ def axes() -> tuple[str, ...]:
 S = TypeVar("S", bound=RunSpec)
 
 
-def make_spec(fields: dict[str, Any], cls: type[S], where: str = "") -> S:
+def make_spec(fields: dict[str, Any], cls: type[S], where: str = "", strict: bool = False) -> S:
     """The one way a command's parsed parameters (flags, a spec file, a sweep cell) become its spec: validated, a
-    bad value a SpecError naming the flag, or the file (``where``) and the field."""
+    bad value a SpecError naming the flag, or the file (``where``) and the field. ``strict``: JSON values read from
+    a file, taken as JSON types (no bool for an int, no string for a number)."""
     try:
+        if strict:
+            return cls.model_validate_json(json.dumps(fields), strict=True)
         return cls.model_validate(fields)
     except ValidationError as e:
         raise spec_error(e, where, cls) from None
@@ -222,15 +225,20 @@ def spec_error(exc: ValidationError, where: str = "", cls: type[BaseModel] | Non
 
 def read_spec(path: Path, cls: type[RunSpec] = RunSpec) -> RunSpec:
     """A spec.json file; a missing, unreadable or invalid file is a SpecError naming the file and the field."""
-    from rig.benchmarks.base import DataError, read_json
+    from rig.inputs import InputError, read_json
 
     try:
-        raw = read_json(Path(path))
-    except DataError as e:
+        # a FIFO or /dev/zero is refused, not waited on; NaN passes, so that validation names the field
+        raw = read_json(Path(path), max_bytes=MAX_SPEC_BYTES, finite=False)
+    except InputError as e:
         raise SpecError(str(e)) from None
     if not isinstance(raw, dict):
         raise SpecError(f"{path}: expected a JSON object of run settings")
-    return make_spec(raw, cls, str(path))
+    # strict, as every file rig reads (rig.inputs): `limit: true` is not 1, `"3"` not a number
+    return make_spec(raw, cls, str(path), strict=True)
+
+
+MAX_SPEC_BYTES = 1 << 20
 
 
 def write_spec(path: Path, spec: RunSpec) -> Path:

@@ -3,11 +3,11 @@ paired differences against the baseline model's cell on the same benchmark and m
 
 from __future__ import annotations
 
-from html import escape
 from pathlib import Path
 
 from rig.analyses.compare import efficiency_compare_table, gib, judged_note, paired, run_summary
 from rig.benchmarks.base import Table
+from rig.names import escape
 from rig.records import write_atomic
 from rig.render.html import CSP, table_html
 from rig.render.plots import Point, figure_svg, pareto_plot

@@ -25,7 +25,7 @@ from pydantic import BaseModel, Field
 
 from rig.execution.bench import BenchError, RunLock
 from rig.execution.launch import bench_argv
-from rig.records import write_record
+from rig.records import read_record, write_record
 from rig.runfolder.folder import RunFolder
 from rig.runfolder.spec import default_tool_mode
 from rig.sweep.spec import Cell, SweepSpec
@@ -114,7 +114,7 @@ def wait_for_run(run: Path, timeout: float = LOCK_WAIT_S) -> None:
 
 def _read_state(jdir: Path) -> JobState | None:
     p = jdir / STATE
-    return JobState.model_validate_json(p.read_text()) if p.exists() else None
+    return read_record(p, JobState) if p.exists() else None
 
 
 def _write_state(jdir: Path, st: JobState) -> None:

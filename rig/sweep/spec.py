@@ -15,8 +15,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, field_validator
 
-from rig.decoding.safe import load_yaml
-from rig.inputs import InputError, read_text
+from rig.inputs import InputError, read_yaml
 from rig.runfolder.spec import RunSpec, axes, make_spec, setting
 
 M = TypeVar("M", bound=BaseModel)
@@ -134,12 +133,9 @@ MAX_SPEC_VALUES = 200_000
 def load_sweep(path: Path) -> tuple[SweepSpec, list[Cell]]:
     """Read and check a sweep file: keys, models, benchmarks and their options; errors name the file and field."""
     try:
-        text = read_text(path, max_bytes=MAX_SPEC_BYTES)
+        raw = read_yaml(path, max_bytes=MAX_SPEC_BYTES, max_nodes=MAX_SPEC_VALUES, finite=False)
     except InputError as e:
         raise SweepError(str(e)) from None
-    raw, err = load_yaml(text, max_chars=MAX_SPEC_BYTES, max_nodes=MAX_SPEC_VALUES, finite=False)
-    if err:
-        raise SweepError(f"{path}: not valid YAML: {err.removeprefix('invalid YAML: ')}")
     if not isinstance(raw, dict):
         raise SweepError(f"{path}: expected a mapping with models: and benchmarks:")
     own = {k: v for k, v in raw.items() if k not in sweep_settings().model_fields}
@@ -156,7 +152,9 @@ def load_sweep(path: Path) -> tuple[SweepSpec, list[Cell]]:
 
 def _validate(path: Path, model: type[M], raw: dict[str, Any]) -> M:
     try:
-        return model.model_validate(raw)
+        # strict, as every file rig reads (rig.inputs): `limit: true` is not 1; through JSON, where a path or a
+        # literal is still read from its string
+        return model.model_validate_json(json.dumps(raw), strict=True)
     except ValidationError as e:
         lines = [f"{path}: {_where(err['loc'])}: {err['msg']}" for err in e.errors()]
         raise SweepError("\n".join(lines)) from None

@@ -245,6 +245,49 @@ def test_bad_keys_are_named(registry: Path, tmp_path: Path, bundle: Path) -> Non
     assert not (tmp_path / "b2").exists()  # refused before anything was copied
 
 
+def test_a_key_of_a_type_rig_cannot_read_is_named(tmp_path: Path, bundle: Path, deadline: None) -> None:
+    """A key type cryptography does not know raised UnsupportedAlgorithm, which was not caught: a traceback (issue
+    37). A FIFO as --key is refused without waiting for a writer."""
+    import base64
+    import os
+    import struct
+
+    odd = tmp_path / "odd.pub"
+    blob = struct.pack(">I", 7) + b"ssh-foo"
+    odd.write_bytes(b"ssh-foo " + base64.b64encode(blob) + b" someone\n")
+    with pytest.raises(BundleError, match=f"--key {odd}: a key type rig cannot read; bundle signatures are Ed25519"):
+        verify(bundle, key=odd)
+    code, text = _cli_verify(bundle, "--key", str(odd))
+    assert code == 2 and "a key type rig cannot read" in text and "Traceback" not in text
+    fifo = tmp_path / "fifo.pub"
+    os.mkfifo(fifo)
+    with pytest.raises(BundleError, match=f"--key {fifo}: is a FIFO"):
+        verify(bundle, key=fifo)
+
+
+def test_a_bundle_folder_taken_while_it_is_made_is_not_shared(
+    registry: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two `rig bundle create` into one folder both checked it empty, then filled it together; now a bundle is made
+    beside its folder and renamed onto it, so the second is refused and the first's files are left alone."""
+    import rig.bundle.make as make
+
+    out = tmp_path / "b"
+    real = make._fill
+
+    def other_command_meanwhile(opts, stage):  # type: ignore[no-untyped-def]
+        man = real(opts, stage)
+        out.mkdir()
+        (out / "theirs.txt").write_text("another command's bundle")
+        return man
+
+    monkeypatch.setattr(make, "_fill", other_command_meanwhile)
+    with pytest.raises(BundleError, match=f"{out}: taken while the bundle was made"):
+        create(CreateOptions(out=out, models=["tiny-q4"], benchmarks=["callnavi"], models_file=registry, wheels=False))
+    assert [p.name for p in out.iterdir()] == ["theirs.txt"]
+    assert not [p for p in tmp_path.iterdir() if p.name.endswith(".partial")]  # the half-made one removed
+
+
 def test_cli_names_each_offender_and_the_manifest_problems(bundle: Path, tmp_path: Path) -> None:
     made = verify(bundle).bundle_id
     code, text = _cli_verify(bundle, "--expect", made)

@@ -67,3 +67,37 @@ def test_top_k_reaches_the_divergence_settings(tmp_path: Path, monkeypatch: pyte
     r = CliRunner().invoke(app, [*args, "--out", str(tmp_path / "out")])
     assert r.exit_code == 2 and "divergence: stood-in pass stopped" in r.output, r.output
     assert [s.top_k for s in handed] == [7]
+
+
+@pytest.mark.parametrize("out", ["a-file", "under-a-file", "taken"])
+def test_an_out_folder_that_cannot_be_had_is_named(tmp_path: Path, out: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`rig compare --run` with --out a file, or a comparison folder another `rig compare --run` took the same
+    second: before, a traceback (FileExistsError); now a named error, or for a name taken the next free one, claimed
+    with one mkdir so that two commands never write into one folder (issue 37)."""
+    import time
+
+    runs = [tmp_path / "a", tmp_path / "b"]
+    for r in runs:
+        shutil.copytree(OLD_RUN, r)
+    where = tmp_path / "out"
+    if out == "a-file":
+        where.write_text("not a folder")
+    elif out == "under-a-file":
+        (tmp_path / "file").write_text("x")
+        where = tmp_path / "file" / "out"
+    else:
+        monkeypatch.setattr(time, "strftime", lambda *_: "20250101-000000")  # both commands in the same second
+        (where / "compare-20250101-000000-callnavi").mkdir(parents=True)
+    r = CliRunner().invoke(app, ["compare", "--run", str(runs[0]), "--run", str(runs[1]), "--out", str(where)])
+    assert "Traceback" not in r.output and not isinstance(r.exception, OSError), r.output
+    if out == "taken":
+        assert r.exit_code == 0, r.output
+        assert sorted(p.name for p in where.iterdir()) == [
+            "compare-20250101-000000-callnavi",
+            "compare-20250101-000000-callnavi-2",
+        ]
+        assert not any((where / "compare-20250101-000000-callnavi").iterdir())  # the other command's: untouched
+        assert (where / "compare-20250101-000000-callnavi-2" / "compare.md").is_file()
+    else:
+        says = "exists and is not a folder" if out == "a-file" else "cannot create it (Not a directory)"
+        assert r.exit_code == 2 and f"--out {where}: {says}" in " ".join(r.output.split()), r.output

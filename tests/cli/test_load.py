@@ -27,6 +27,12 @@ REPO = Path(__file__).resolve().parents[2]
         ),
         # the embedded model's in-process llama.cpp serves one request at a time: level 2 could not be reached
         (["-c", "1,2"], "--concurrency 2: model 'gemma3-270m' (engine llamacpp) serves at most 1 request(s)"),
+        # out of range: refused here, not by the level's own process after the levels before it ran (issue 37)
+        (["-c", "1,2,2000"], "--concurrency '1,2,2000': 2000 is above 1024"),
+        (["-c", "1," + "9" * 5000], "is not a whole number"),
+        (["--slo", "e2e_p95=" + "9" * 400 + "m"], "the limit must be at most 86400 s"),
+        (["--slo", "e2e_p95=99999999s"], "the limit must be at most 86400 s"),
+        (["-c", "1,2", "--max-tokens", "1000000000000"], "--max-tokens 1000000000000: Input should be less than"),
     ],
 )
 def test_bad_flags_exit_2_with_one_line(flags: list[str], words: str, tmp_path: Path) -> None:

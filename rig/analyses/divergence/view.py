@@ -4,12 +4,12 @@ mean KLD per token class and variant with its CI, each episode's KLD against its
 
 from __future__ import annotations
 
-from html import escape
 from pathlib import Path
 from typing import Any
 
 from rig.analyses.divergence.output import read_report
 from rig.analyses.divergence.records import DivergenceReport
+from rig.names import escape
 from rig.render.plots import PlotsUnavailable, bar_plot, figure_svg, save_figure, scatter_plot
 
 

@@ -95,8 +95,7 @@ def load_markdown(rep: LoadReport, figure: str) -> str:
 def load_html(rep: LoadReport, figure: str) -> str:
     """The self-contained page (the run report's CSP and styles): the verdict, the table, then `figure` (inline SVG,
     or a note saying why there is none)."""
-    from html import escape
-
+    from rig.names import escape
     from rig.render.html import CSP, CSS, table_html
 
     v = rep.verdict
@@ -115,8 +114,7 @@ def load_html(rep: LoadReport, figure: str) -> str:
 def write_load(ldir: Path, rep: LoadReport) -> str:
     """load.json (the typed report), load.md, load.html and the figure (SVG, PDF, PNG) in the load folder, each
     written whole (`write_atomic`)."""
-    from html import escape
-
+    from rig.names import escape
     from rig.render.plots import PlotsUnavailable, figure_svg, save_figure
 
     write_record(ldir / "load.json", rep)

@@ -2,18 +2,23 @@
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, Field, ValidationError
 
 from rig.analyses.load.records import LoadSettings
 from rig.analyses.load.slo import LOAD_FORMAT
 from rig.execution.bench import BenchError, BenchOptions
-from rig.records import write_record
-from rig.runfolder.spec import RunSpec
+from rig.inputs import InputError, read_json, validate_record
+from rig.interrupt import Stopped
+from rig.names import printable
+from rig.records import OutputError, claim_folder, write_record
+from rig.runfolder.spec import FLAGS, RunSpec, spec_error
 
 
 def engine_max_concurrency(o: BenchOptions) -> tuple[str, int] | None:
@@ -37,6 +42,11 @@ def _check(settings: LoadSettings) -> None:
         raise BenchError("--model is required (see `rig models`)")
     if o.benchmark is None:
         raise BenchError("rig load runs one benchmark: name it with --benchmark")
+    for level in settings.levels:  # every level's run settings, before the first level runs
+        try:
+            RunSpec.model_validate({**o.spec_fields(), "concurrency": level})
+        except ValidationError as e:
+            raise BenchError(str(spec_error(e))) from None
     top = settings.levels[-1]
     cap = engine_max_concurrency(o)
     if cap is not None and cap[1] < top:
@@ -69,13 +79,16 @@ def _open_plan(out: Path, load_id: str) -> tuple[Path, LoadPlan]:
     path = ldir / "plan.json"
     if not load_id or "/" in load_id or load_id in (".", ".."):
         raise BenchError(f"--resume {load_id!r}: give a load id (a folder name inside --out {out})")
+    if not path.exists():
+        raise BenchError(f"--resume {load_id}: {path}: cannot read (no such file; is it a load id in --out {out}?)")
     try:
-        plan = LoadPlan.model_validate_json(path.read_text())
-    except OSError as e:
-        raise BenchError(f"--resume {load_id}: {path}: cannot read ({e.strerror})") from None
-    except ValidationError as e:
-        err = e.errors()[0]
-        raise BenchError(f"{path}: {'.'.join(map(str, err['loc']))}: {err['msg']}") from None
+        raw = read_json(path)  # bounded (rig.inputs): a FIFO, a huge or deeply nested plan is named, never waited on
+        found = raw.get("format_version", 1) if isinstance(raw, dict) else 1
+        if isinstance(found, int) and found > LOAD_FORMAT:
+            raise BenchError(f"{path}: format {found} is newer than this rig reads ({LOAD_FORMAT})")
+        plan = validate_record(path, raw, LoadPlan)
+    except InputError as e:
+        raise BenchError(f"--resume {load_id}: {e}") from None
     if plan.format_version > LOAD_FORMAT:
         raise BenchError(f"{path}: format {plan.format_version} is newer than this rig reads ({LOAD_FORMAT})")
     return ldir, plan
@@ -90,28 +103,63 @@ def _finished(run_dir: Path) -> bool:
         return False
 
 
+# The flags of `rig load` that are the load's own settings (the others are its run's, named by spec.FLAGS).
+LOAD_FLAGS = {"levels": "--concurrency", "slos": "--slo", "margin": "--margin"}
+
+
+def resume_changes(recorded: LoadSettings, given: dict[str, Any]) -> list[str]:
+    """The flags in ``given`` (LoadSettings fields, and the run's BenchOptions fields, as validated) whose value
+    differs from the load's recorded settings, each as ``--flag: recorded -> given``: `rig load --resume` refuses
+    them, as `rig bench --resume` refuses a changed run setting, instead of going on with the recorded ones."""
+    changed = []
+    for key, value in given.items():
+        if key == "options":
+            for k, v in value.items():
+                if recorded.bench.options.get(k) != v:
+                    changed.append(f"-O {k}: {recorded.bench.options.get(k)!r} -> {v!r}")
+            continue
+        old = getattr(recorded, key) if key in LOAD_FLAGS else getattr(recorded.bench, key)
+        if key == "data" and old is not None and value is not None:
+            old, value = Path(old).resolve(), Path(value).resolve()
+        if old != value:
+            show = [",".join(s.key + f"={s.limit_s:g}s" for s in v) if key == "slos" else v for v in (old, value)]
+            changed.append(
+                f"{LOAD_FLAGS.get(key) or FLAGS.get(key, key)}: {printable(show[0], 80)} -> {printable(show[1], 80)}"
+            )
+    return changed
+
+
 def run_load(
     settings: LoadSettings | None,
     say: Callable[[str], object] = print,
     *,
     resume: str | None = None,
     out: Path = Path("runs"),
+    given: dict[str, Any] | None = None,
 ) -> tuple[Path, LoadSettings, list[Path]]:
     """Run every level, each in its own process, into a new load folder (or the load folder `resume` inside `out`,
-    whose recorded settings are used); return the folder, the settings and the levels' run folders."""
+    whose recorded settings are used: a setting ``given`` again must be the recorded one); return the folder, the
+    settings and the levels' run folders. A stop (Ctrl-C, SIGTERM) waits for the level's process to stop, records
+    its run so that `--resume` resumes it, and raises ``Stopped`` with the command that resumes."""
     if resume is not None:
         ldir, plan = _open_plan(out, resume)
         settings = plan.settings
+        changed = resume_changes(settings, given or {})
+        if changed:
+            raise BenchError(
+                f"--resume {resume}: refusing, these settings differ from the load's ({ldir / 'plan.json'}): "
+                + "; ".join(changed)
+                + ". Drop them to resume it as recorded, or start a new load."
+            )
     else:
         if settings is None:
             raise ValueError("settings or resume")
         _check(settings)
         o = settings.bench
-        ldir = o.out / f"load-{time.strftime('%Y%m%d-%H%M%S')}-{o.benchmark}"
         try:
-            ldir.mkdir(parents=True, exist_ok=False)
-        except OSError as e:
-            raise BenchError(f"--out {o.out}: cannot create the load folder {ldir} ({e.strerror})") from None
+            ldir = claim_folder(o.out, f"load-{time.strftime('%Y%m%d-%H%M%S')}-{o.benchmark}")
+        except OutputError as e:
+            raise BenchError(str(e)) from None
         o = o.model_copy(update={"seed": o.seed if o.seed is not None else 0, "resume": None})
         settings = settings.model_copy(update={"bench": o})
         plan = LoadPlan(settings=settings)
@@ -127,16 +175,35 @@ def run_load(
             continue
         say(f"== concurrency {level} (own process)" + (f", resuming {known}" if known else ""))
         before = set(runs.glob("*")) if runs.exists() else set()
-        r = subprocess.run(level_argv(ldir, level, o, known), stdout=None, stderr=None)
+        returncode, stopped = _run_level(level_argv(ldir, level, o, known))
         new = set(runs.glob("*")) - before if runs.exists() else set()
-        if known is None and len(new) == 1:
+        if known is None and len(new) == 1:  # recorded even when stopped: --resume resumes this run, not a new one
             plan.runs[level] = new.pop().name
             write_record(ldir / "plan.json", plan)
-        if r.returncode != 0 or level not in plan.runs:
-            hint = f"; resume with: rig load --resume {ldir.name} --out {ldir.parent}" if level in plan.runs else ""
-            raise BenchError(f"level {level}: rig bench failed (exit {r.returncode}); see its output above{hint}")
+        hint = f"rig load --resume {ldir.name} --out {ldir.parent}"
+        if stopped:
+            raise Stopped(f"level {level} stopped; finished levels are kept; resume with: {hint}")
+        if returncode != 0 or level not in plan.runs:
+            more = f"; resume with: {hint}" if level in plan.runs else ""
+            raise BenchError(f"level {level}: rig bench failed (exit {returncode}); see its output above{more}")
         run_dirs.append(runs / plan.runs[level])
     return ldir, settings, run_dirs
+
+
+def _run_level(argv: list[str]) -> tuple[int, bool]:
+    """Run one level's `rig bench` process; its exit code, and whether this process was stopped meanwhile. On a
+    stop the child is stopped too (a terminal's Ctrl-C reaches it already; a SIGTERM to this process alone does
+    not) and waited for, so that it marks its run interrupted and the run is recorded before this one ends."""
+    proc = subprocess.Popen(argv, stdout=None, stderr=None)
+    try:
+        return proc.wait(), False
+    except KeyboardInterrupt:
+        proc.send_signal(signal.SIGINT)
+        while True:
+            try:
+                return proc.wait(), True
+            except KeyboardInterrupt:  # a second Ctrl-C: the child is already stopping; wait for it still
+                continue
 
 
 # -- the report --------------------------------------------------------------------------------------------------

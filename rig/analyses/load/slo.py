@@ -8,10 +8,13 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from rig.execution.bench import BenchError
+from rig.names import printable
+from rig.runfolder.spec import MAX_CONCURRENCY
 
 QUANTILES = {"p50": 50.0, "p95": 95.0, "p99": 99.0}
 METRICS = ("ttft", "e2e")
 LOAD_FORMAT = 1  # load.json's format; bump and read the old one when it changes
+MAX_SLO_S = 86_400.0  # a latency objective past a day is a typo (`--slo e2e_p95=99999999m`)
 
 
 class Slo(BaseModel):
@@ -19,7 +22,7 @@ class Slo(BaseModel):
 
     metric: Literal["ttft", "e2e"]
     quantile: Literal["p50", "p95", "p99"]
-    limit_s: float = Field(gt=0)
+    limit_s: float = Field(gt=0, le=MAX_SLO_S, allow_inf_nan=False)
 
     @property
     def key(self) -> str:
@@ -52,6 +55,8 @@ def parse_slos(text: str | None) -> list[Slo]:
             raise BenchError(f"--slo {item!r}: {e}") from None
         if limit <= 0:
             raise BenchError(f"--slo {item!r}: the limit must be above 0")
+        if not limit <= MAX_SLO_S:  # also an overflow to infinity
+            raise BenchError(f"--slo {item!r}: the limit must be at most {MAX_SLO_S:g} s (a day)")
         slo = Slo(metric=metric, quantile=q, limit_s=limit)  # type: ignore[arg-type]
         if any(s.key == slo.key for s in slos):
             raise BenchError(f"--slo {item!r}: {slo.key} is given twice")
@@ -69,6 +74,8 @@ def parse_levels(text: str) -> list[int]:
             raise BenchError(f"--concurrency {text!r}: {item!r} is not a whole number") from None
         if n < 1:
             raise BenchError(f"--concurrency {text!r}: {n} is below 1")
+        if n > MAX_CONCURRENCY:  # refused here, before any level runs, not when its process is started
+            raise BenchError(f"--concurrency {text!r}: {printable(item, 40)} is above {MAX_CONCURRENCY}")
         levels.append(n)
     if len(set(levels)) != len(levels):
         raise BenchError(f"--concurrency {text!r}: a level is listed twice")

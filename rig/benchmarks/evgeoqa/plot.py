@@ -11,11 +11,11 @@ from __future__ import annotations
 import argparse
 import math
 import sys
-from html import escape
 from pathlib import Path
 from typing import Any
 
 from rig.benchmarks.evgeoqa.data import Query, Setting
+from rig.names import escape
 from rig.records import EpisodeResult, write_atomic
 
 _C = {

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import argparse
 import sys
-from html import escape
 from pathlib import Path
 
+from rig.names import escape
 from rig.records import EpisodeResult, write_atomic
 
 

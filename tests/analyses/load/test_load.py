@@ -9,6 +9,8 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import os
+import time
 from pathlib import Path
 
 import pytest
@@ -298,62 +300,69 @@ def test_slo_model_refuses_a_non_positive_limit() -> None:
         Slo(metric="ttft", quantile="p95", limit_s=0)
 
 
+def _stand_in_levels(tmp_path: Path, ends: dict[int, tuple[int, bool]]):  # type: ignore[no-untyped-def]
+    """A level process stand-in (the fake engine cannot cross a process) that makes its level's run folder, or
+    resumes the one it is given, and finishes it; a level in ``ends`` ends the first time with that (exit code,
+    stopped) and its run unfinished. Returns the calls, each (the level's RunSpec, the run it was to resume)."""
+    import shutil
+
+    from rig.runfolder.manifest import RunManifest
+    from rig.runfolder.spec import RunSpec, read_spec
+
+    calls: list[tuple[RunSpec, str | None]] = []
+
+    def child(argv: list[str]) -> tuple[int, bool]:
+        flag = {k: v for k, v in itertools.pairwise(argv) if k.startswith("--")}
+        ran = read_spec(Path(flag["--spec"]))
+        out, resume = Path(flag["--out"]), flag.get("--resume")
+        calls.append((ran, resume))
+        run_id = resume or f"run-c{ran.concurrency}"
+        if resume is None:
+            made = level_run(tmp_path / f"scratch-{len(calls)}", ran.concurrency, cutting_engine(0), 6)
+            out.mkdir(parents=True, exist_ok=True)
+            shutil.move(made, out / run_id)
+        man = RunManifest.read(out / run_id)
+        man.run_id, man.concurrency = run_id, ran.concurrency
+        end = ends.pop(ran.concurrency, (0, False))
+        man.status = "finished" if end == (0, False) else "interrupted"
+        man.write(out / run_id)
+        return end
+
+    return calls, child
+
+
+def _stood_in_load(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, ends: dict[int, tuple[int, bool]], levels=(1, 2, 4)
+):  # type: ignore[no-untyped-def]
+    """A load's settings whose level processes are ``_stand_in_levels``; the calls they get, and the settings."""
+    import rig.analyses.load.run as load
+
+    calls, child = _stand_in_levels(tmp_path, ends)
+    monkeypatch.setattr(load, "_run_level", child)
+    monkeypatch.setattr(load, "_check", lambda _s: None)  # no registry model behind the stand-in
+    bench = BenchOptions(model="m", benchmark="callnavi", out=tmp_path / "out")
+    return calls, LoadSettings(bench=bench, levels=list(levels))
+
+
 def test_resume_keeps_finished_levels_and_resumes_the_unfinished_run(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The level processes are stood in for (the fake engine cannot cross a process): each makes its level's run
     folder; level 2 dies the first time with its run unfinished."""
-    import shutil
-    import subprocess
-    from dataclasses import dataclass
-
-    import rig.analyses.load.run as load
     from rig.analyses.load.run import LoadPlan
-    from rig.runfolder.manifest import RunManifest
-    from rig.runfolder.spec import read_spec
 
-    @dataclass
-    class Level:  # what a level's `rig bench --spec FILE --out DIR [--resume ID]` process is asked
-        level: int
-        bench: BenchOptions
-
-    calls: list[Level] = []
-    die = {2}
-
-    def child(argv: list[str], **_: object) -> subprocess.CompletedProcess[str]:
-        flag = {k: v for k, v in itertools.pairwise(argv) if k.startswith("--")}
-        ran = read_spec(Path(flag["--spec"]))
-        o = BenchOptions(**ran.spec_fields(), out=Path(flag["--out"]), resume=flag.get("--resume"))
-        spec = Level(level=ran.concurrency, bench=o)
-        calls.append(spec)
-        o = spec.bench
-        run_id = o.resume or f"run-c{spec.level}"
-        if o.resume is None:
-            made = level_run(tmp_path / f"scratch-{spec.level}-{len(calls)}", spec.level, cutting_engine(0), 6)
-            o.out.mkdir(parents=True, exist_ok=True)
-            shutil.move(made, o.out / run_id)
-        man = RunManifest.read(o.out / run_id)
-        man.run_id, man.concurrency = run_id, spec.level
-        man.status = "interrupted" if spec.level in die else "finished"
-        man.write(o.out / run_id)
-        rc = 1 if spec.level in die else 0
-        die.discard(spec.level)
-        return subprocess.CompletedProcess(argv, rc)
-
-    monkeypatch.setattr(load.subprocess, "run", child)
-    monkeypatch.setattr(load, "_check", lambda _s: None)  # no registry model behind the stand-in
-    settings = LoadSettings(bench=BenchOptions(model="m", benchmark="callnavi", out=tmp_path / "out"), levels=[1, 2, 4])
+    calls, settings = _stood_in_load(tmp_path, monkeypatch, ends={2: (1, False)})
     with pytest.raises(BenchError, match=r"level 2: rig bench failed \(exit 1\).*resume with: rig load --resume load-"):
         run_load(settings)
     ldir = next((tmp_path / "out").glob("load-*"))
     assert LoadPlan.model_validate_json((ldir / "plan.json").read_text()).runs == {1: "run-c1", 2: "run-c2"}
-    assert [c.level for c in calls] == [1, 2]
-    assert all(c.bench.seed == 0 and c.bench.concurrency == c.level for c in calls)
+    assert [c.concurrency for c, _ in calls] == [1, 2]
+    assert all(c.seed == 0 for c, _ in calls)
 
     calls.clear()
     got_dir, got, runs = run_load(None, resume=ldir.name, out=tmp_path / "out")
     assert got_dir == ldir and got.levels == [1, 2, 4]
-    assert [(c.level, c.bench.resume) for c in calls] == [(2, "run-c2"), (4, None)]  # level 1 was finished
+    assert [(c.concurrency, r) for c, r in calls] == [(2, "run-c2"), (4, None)]  # level 1 was finished
     assert [r.name for r in runs] == ["run-c1", "run-c2", "run-c4"]
     assert analyse(got, runs).verdict.level == 4
 
@@ -377,3 +386,76 @@ def test_without_matplotlib_the_report_says_why_there_is_no_figure(
     md = write_load(tmp_path, rep)
     assert "_No figure: figures need matplotlib: pip install 'rig[plots]'._" in md
     assert not (tmp_path / "load.svg").exists() and (tmp_path / "load.json").is_file()
+
+
+def test_a_stopped_level_is_recorded_and_resumed_not_orphaned(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ctrl-C during a level used to end `rig load` before the level's run was written to plan.json, so --resume
+    started the level again as a new run and the interrupted one was orphaned (issue 37)."""
+    import rig.analyses.load.run as load
+    from rig.interrupt import Stopped
+
+    calls, settings = _stood_in_load(tmp_path, monkeypatch, ends={2: (130, True)})
+    with pytest.raises(Stopped, match=r"level 2 stopped; .*resume with: rig load --resume load-"):
+        run_load(settings)
+    ldir = next((tmp_path / "out").glob("load-*"))
+    assert load.LoadPlan.model_validate_json((ldir / "plan.json").read_text()).runs == {1: "run-c1", 2: "run-c2"}
+    calls.clear()
+    _, _, runs = run_load(None, resume=ldir.name, out=tmp_path / "out")
+    assert [(c.concurrency, r) for c, r in calls] == [(2, "run-c2"), (4, None)]  # resumed, no second run of level 2
+    assert sorted(p.name for p in (ldir / "runs").iterdir()) == ["run-c1", "run-c2", "run-c4"]
+    assert [r.name for r in runs] == ["run-c1", "run-c2", "run-c4"]
+
+
+def test_resume_refuses_changed_settings_naming_them(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`rig load --resume` went on with the recorded settings whatever was given; now, as `rig bench --resume`, a
+    changed one is refused, naming each (issue 37)."""
+    from rig.analyses.load.slo import parse_slos
+    from rig.interrupt import Stopped
+
+    _, settings = _stood_in_load(tmp_path, monkeypatch, ends={2: (130, True)}, levels=[1, 2])
+    with pytest.raises(Stopped):
+        run_load(settings)
+    ldir = next((tmp_path / "out").glob("load-*"))
+    given = {"seed": 3, "levels": [1, 4], "model": "m", "slos": parse_slos("e2e_p95=2s"), "options": {"x": "1"}}
+    with pytest.raises(BenchError) as e:
+        run_load(None, resume=ldir.name, out=tmp_path / "out", given=given)
+    msg = str(e.value)
+    for words in ("--seed: 0 -> 3", "--concurrency: [1, 2] -> [1, 4]", "--slo:  -> e2e_p95=2s", "-O x: None -> '1'"):
+        assert words in msg, msg
+    assert "--model" not in msg  # given as recorded: fine
+    # the same settings given again resume
+    run_load(None, resume=ldir.name, out=tmp_path / "out", given={"seed": 0, "levels": [1, 2]})
+
+
+def test_a_level_process_is_stopped_and_waited_for(tmp_path: Path) -> None:
+    """The real `_run_level`: a stop here (a SIGTERM to this process alone, taken as Ctrl-C) is passed on to the
+    level's process, which is waited for while it stops, so its run is marked interrupted before `rig load` ends."""
+    import signal
+    import sys
+    import threading
+
+    from rig.analyses.load.run import _run_level
+    from rig.interrupt import sigterm_as_interrupt
+
+    ready, done = tmp_path / "ready", tmp_path / "done"
+    code = (
+        "import pathlib, signal, sys, time\n"
+        f"def stop(*_):\n    time.sleep(0.5); pathlib.Path({str(done)!r}).write_text('x'); sys.exit(130)\n"
+        "signal.signal(signal.SIGINT, stop)\n"
+        f"pathlib.Path({str(ready)!r}).write_text('x')\n"
+        "time.sleep(60)\n"
+    )
+
+    def stop_when_ready() -> None:
+        for _ in range(600):
+            if ready.exists():
+                os.kill(os.getpid(), signal.SIGTERM)
+                return
+            time.sleep(0.05)
+
+    threading.Thread(target=stop_when_ready, daemon=True).start()
+    t0 = time.monotonic()
+    with sigterm_as_interrupt():
+        rc, stopped = _run_level([sys.executable, "-c", code])
+    assert (rc, stopped) == (130, True) and done.exists()  # the child finished its stop before this returned
+    assert time.monotonic() - t0 < 30
