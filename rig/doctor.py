@@ -174,7 +174,11 @@ def bandwidth_rows(gpu: int | None = None, refresh: bool = False) -> list[Row]:
     m = o.measured
     marked = m.conditions is not None and m.conditions.contended
     rows: list[Row] = [
-        (label, "ok", f"{m.bytes_per_s / 1e9:.2f} GB/s: {m.method} on {m.device_name} (measured, {utc(m.measured_at)})"),
+        (
+            label,
+            "ok",
+            f"{m.bytes_per_s / 1e9:.2f} GB/s: {m.method} on {m.device_name} (measured, {utc(m.measured_at)})",
+        ),
         ("probe conditions", "warn" if marked else "ok", describe(m)),
         (
             f"matmul {dev}",

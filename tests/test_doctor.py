@@ -72,14 +72,14 @@ def test_doctor_suggests_refresh_for_a_marked_or_old_peak(tmp_path, monkeypatch)
         "no bandwidth probe for this host: run `rig doctor --bandwidth` once on this host",
     )
     bandwidth.save_probe(probe_record(bps=31e9))
-    name, status, detail = _bandwidth_row()
+    _, status, detail = _bandwidth_row()
     assert status == "ok" and detail.startswith("31.00 GB/s (CPU probe of ") and "quiet" in detail
     for doubtful, words in (
         (probe_record(bps=31e9, contended=True), "in doubt: it was taken under load: other processes used 60%"),
         (probe_record(bps=31e9, at=time.time() - 45 * 86400), "in doubt: it is 45 days old (over 30)"),
     ):
         bandwidth.save_probe(doubtful)
-        name, status, detail = _bandwidth_row()
+        _, status, detail = _bandwidth_row()
         assert status == "warn" and words in detail, detail
         assert detail.endswith("run `rig doctor --bandwidth --refresh` on a quiet host")
         # a lower probe keeps the doubtful peak: --bandwidth says so and suggests --refresh too
@@ -89,7 +89,7 @@ def test_doctor_suggests_refresh_for_a_marked_or_old_peak(tmp_path, monkeypatch)
         assert status == "warn" and "is kept" in detail and words in detail
         assert detail.endswith("run `rig doctor --bandwidth --refresh` on a quiet host")
     bandwidth.cache_path().write_text("[")
-    name, status, detail = _bandwidth_row()
+    _, status, detail = _bandwidth_row()
     assert status == "warn" and detail.startswith(f"damaged bandwidth cache ignored ({bandwidth.cache_path()}: ")
     rows = {(n, s): d for n, s, d in bandwidth_rows()}
     assert rows[("bandwidth cache", "warn")].endswith("; rewritten with this probe")

@@ -33,7 +33,7 @@ from rig.runfolder.manifest import RunManifest, new_run_id, package_versions
 from rig.runfolder.spec import RunSpec, read_spec, spec_error
 from rig.runfolder.store import Store
 from rig.runformat import storage_error
-from rig.telemetry.bandwidth import cached_probe
+from rig.telemetry.bandwidth import REFRESH_HINT, cached_probe, peak_doubts
 from rig.telemetry.energy import EnergyMeter, open_counter
 from rig.telemetry.gpu import GpuSampler
 from rig.telemetry.mbu import weights_profile
@@ -361,6 +361,10 @@ def _run(
         energy.sessions = manifest.energy.sessions
     meter.measure_idle(opts.idle_window_s)
     manifest.bandwidth, manifest.bandwidth_reason = cached_probe(opts.gpu)
+    if manifest.bandwidth is None and (manifest.bandwidth_reason or "").startswith("damaged"):
+        say(f"warning: {manifest.bandwidth_reason}; this run's MBU is not measured")
+    elif manifest.bandwidth is not None and (doubts := peak_doubts(manifest.bandwidth)):
+        say(f"note: the bandwidth peak this run's MBU is set against is in doubt ({'; '.join(doubts)}): {REFRESH_HINT}")
     manifest.weights_profile, manifest.weights_reason = weights_profile(weights)
     items = plan(chosen, opts.repeats, order=opts.order, seed=spec.sampling.seed)
     ctx = RunContext(sampling=spec.sampling, decode=opts.decode, tool_mode=opts.tool_mode)

@@ -46,6 +46,7 @@ CACHE_MAX_BYTES = 256 * 1024  # a few devices' probes are a few KiB
 MAX_BYTES_PER_S = 1e15  # 1 PB/s: far above any memory (HBM3e is about 5e12); more is a damaged figure
 MAX_FLOPS_PER_S = 1e18
 
+
 class ProbeConditions(BaseModel):
     """What else the device was doing while a probe ran; ``contended`` marks a probe whose peak may read low."""
 
@@ -379,12 +380,24 @@ def read_cache(path: Path) -> tuple[dict[str, BandwidthProbe | str], str | None]
     return out, None
 
 
+def _present(path: Path) -> bool:
+    """Whether there is anything under the name (a dangling link or an unreadable folder counts: the reader names
+    what is wrong with it)."""
+    try:
+        os.lstat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return False
+    except OSError:
+        return True
+    return True
+
+
 def cached_probe(gpu: int | None) -> tuple[BandwidthProbe | None, str | None]:
     """This host's cached probe of the device, or None and why (never probed, probed on other hardware, or a damaged
     cache: ignored, named, and measured again by the next `rig doctor --bandwidth`). Never raises."""
     path = cache_path()
     key = device_key(gpu)
-    if not path.exists() and not path.is_symlink():
+    if not _present(path):
         return None, f"no bandwidth probe for this host: {_how(gpu)}"
     probes, err = read_cache(path)
     found = probes.get(key)
@@ -405,7 +418,7 @@ def save_probe(probe: BandwidthProbe) -> Path:
 
     path = cache_path()
     path.parent.mkdir(parents=True, exist_ok=True)
-    probes, _ = read_cache(path) if path.exists() else ({}, None)
+    probes, _ = read_cache(path) if _present(path) else ({}, None)
     data = {k: v.model_dump(mode="json") for k, v in probes.items() if isinstance(v, BandwidthProbe)}
     data[probe.device] = probe.model_dump(mode="json")
     write_atomic(path, json.dumps(data, indent=2))

@@ -243,6 +243,19 @@ class Efficiency(BaseModel):
     prefill_reason: str | None = None
 
     @property
+    def peak_wrong(self) -> bool:
+        """The run decoded faster than the peak: no MBU is given, the peak is wrong."""
+        return self.mbu is None and (self.mbu_reason or "").startswith("over 100%")
+
+    @property
+    def peak_note(self) -> str:
+        """The peak's source and its doubts with what to run, in words: what every report shows beside the MBU."""
+        parts = [f"peak: {self.peak_source}"] if self.peak_source else []
+        if self.peak_doubts:
+            parts.append(f"peak in doubt: {'; '.join(self.peak_doubts)}; {REFRESH_HINT}")
+        return "; ".join(parts)
+
+    @property
     def prefill_share(self) -> float | None:
         if self.prefill_flops_per_s is None or not self.peak_flops_per_s:
             return None

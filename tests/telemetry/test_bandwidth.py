@@ -152,9 +152,7 @@ def test_nvml_data_sheet_bandwidth_is_memory_clock_times_bus_width() -> None:
 
 def test_a_probe_while_busy_processes_run_on_the_cores_is_marked_as_under_load(no_hang: None) -> None:
     """Real busy loops, one per usable core, compete with the probe: the CPU time they used shows in its record."""
-    busy = [
-        subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(bandwidth.usable_cores())
-    ]
+    busy = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(bandwidth.usable_cores())]
     try:
         time.sleep(0.5)  # started and spinning
         p = bandwidth.probe_cpu(buffer_bytes=64 * 2**20, passes=3)
