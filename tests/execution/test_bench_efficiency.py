@@ -6,9 +6,8 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-import signal
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -251,18 +250,6 @@ def test_a_peak_below_what_the_run_achieved_never_gives_mbu_over_100(
     table, lines = final_screen(run_dir)
     assert dict(zip(table.columns, table.rows[0], strict=True))["J/ep, MBU"] == "J not measured, MBU: peak wrong*"
     assert any(x.startswith("* callnavi: MBU over 100% of the cached peak") for x in lines), lines
-
-
-@pytest.fixture
-def no_hang() -> Iterator[None]:
-    def hung(*_: object) -> None:
-        raise TimeoutError("rig bench hung on the bandwidth cache")
-
-    old = signal.signal(signal.SIGALRM, hung)
-    signal.alarm(120)
-    yield
-    signal.alarm(0)
-    signal.signal(signal.SIGALRM, old)
 
 
 @pytest.mark.parametrize(("shape", "make", "words"), DAMAGED, ids=[d[0] for d in DAMAGED])

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -34,20 +33,6 @@ from rig.telemetry.bandwidth import (
     save_probe,
     stream_read,
 )
-
-
-@pytest.fixture
-def no_hang() -> Iterator[None]:
-    """A FIFO opened for reading waits for a writer forever: fail instead of hanging the suite."""
-
-    def hung(*_: object) -> None:
-        raise TimeoutError("hung")
-
-    old = signal.signal(signal.SIGALRM, hung)
-    signal.alarm(60)
-    yield
-    signal.alarm(0)
-    signal.signal(signal.SIGALRM, old)
 
 
 def test_probe_read_is_within_20_percent_of_a_plain_numpy_read() -> None:
