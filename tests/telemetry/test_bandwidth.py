@@ -347,3 +347,75 @@ def test_a_cache_that_cannot_be_written_is_named(tmp_path: Path, monkeypatch: py
     monkeypatch.setattr(bandwidth, "probe_cpu", lambda: probe_record())
     with pytest.raises(CacheError, match=f"^{cache_path()}: cannot write the bandwidth cache"):
         probe(None)
+
+
+class _Tensor:
+    def __init__(self, log: list[str]) -> None:
+        self.log = log
+
+    def copy_(self, other: object) -> None:
+        self.log.append("copy")
+
+    def __matmul__(self, other: object) -> _Tensor:
+        self.log.append("matmul")
+        time.sleep(0.01)  # an 8192^3 product at 110 TFLOP/s: a plausible figure, as a GPU's would be
+        return self
+
+
+def _fake_torch(log: list[str]) -> SimpleNamespace:
+    """What probe_gpu calls of torch, each call logged: the order shows NVML was read before the GPU was used."""
+    return SimpleNamespace(
+        uint8="u8",
+        bfloat16="bf16",
+        device=lambda kind, index: (kind, index),
+        empty=lambda n, dtype, device: log.append("alloc") or _Tensor(log),
+        empty_like=lambda t: _Tensor(log),
+        ones=lambda shape, dtype, device: _Tensor(log),
+        cuda=SimpleNamespace(synchronize=lambda dev: None, get_device_name=lambda dev: "NVIDIA H100"),
+    )
+
+
+@pytest.mark.contract
+@pytest.mark.parametrize(("util", "marked"), [(0, False), (85, True)])
+def test_a_gpu_probe_reads_nvml_before_using_the_gpu_and_records_it(
+    util: int, marked: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    log: list[str] = []
+    monkeypatch.setitem(sys.modules, "torch", _fake_torch(log))
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+
+    def utilisation(handle: object) -> SimpleNamespace:
+        log.append("nvml utilisation")
+        return SimpleNamespace(gpu=util, memory=0)
+
+    nvml = SimpleNamespace(
+        NVML_CLOCK_MEM=2,
+        nvmlInit=lambda: None,
+        nvmlDeviceGetHandleByIndex=lambda i: f"handle {i}",
+        nvmlDeviceGetUtilizationRates=utilisation,
+        nvmlDeviceGetComputeRunningProcesses=lambda h: [SimpleNamespace(pid=9, usedGpuMemory=3 * 10**9)],
+        nvmlDeviceGetMaxClockInfo=lambda h, kind: 2619,
+        nvmlDeviceGetMemoryBusWidth=lambda h: 5120,
+    )
+    p = bandwidth.probe_gpu(0, buffer_bytes=1024, passes=2, nvml=nvml)
+    assert log.index("nvml utilisation") < log.index("alloc")  # another process's kernels, not this probe's
+    c = p.conditions
+    assert c is not None and c.gpu_utilisation == util and c.gpu_other_processes == 1
+    assert c.gpu_other_memory_bytes == 3 * 10**9 and c.contended is marked
+    assert p.nvml_bytes_per_s == pytest.approx(3.352e12, rel=1e-3) and p.nvml_reason is None
+    assert p.device == "gpu:0" and p.bytes_per_s > 0 and p.flops_per_s
+    words = describe(p)
+    assert f"GPU {util}% busy before it; 1 other process (3.0 GB)" in words
+    assert ("under load" in words) is marked
+
+
+@pytest.mark.contract
+def test_a_gpu_probe_without_nvml_says_why(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "torch", _fake_torch([]))
+
+    def no_nvml() -> None:
+        raise RuntimeError("NVML Shared Library Not Found")
+
+    p = bandwidth.probe_gpu(0, buffer_bytes=1024, passes=1, nvml=SimpleNamespace(nvmlInit=no_nvml))
+    assert p.nvml_bytes_per_s is None and p.nvml_reason == "NVML unavailable: NVML Shared Library Not Found"
+    assert p.conditions is not None and p.conditions.gpu_reason == p.nvml_reason and not p.conditions.contended
