@@ -12,6 +12,7 @@ from rig import offline
 from rig.engines import ENGINES
 
 if TYPE_CHECKING:
+    from rig.telemetry.bandwidth import BandwidthProbe
     from rig.weight_parts import Parts
 
 Row = tuple[str, str, str]
@@ -42,6 +43,7 @@ def run_checks(data: Path | None = None, models_file: Path | None = None, benchm
     rows.append(_llamacpp_row(models_file))
     rows.append(_gpu_row())
     rows.append(_offline_row())
+    rows.append(_bandwidth_row())
     from rig.registry import RegistryError, load_registry, weights_present
 
     try:
@@ -155,36 +157,80 @@ def _offline_row() -> Row:
 
 
 def bandwidth_rows(gpu: int | None = None, refresh: bool = False) -> list[Row]:
-    """`rig doctor --bandwidth`: the device's peak read bandwidth and matmul FLOP/s, cached per host for MBU."""
-    import time
+    """`rig doctor --bandwidth`: measure the device's peak read bandwidth and matmul FLOP/s now, with the conditions;
+    the per-host cache (what runs set their MBU against) keeps the best peak seen, or this one with ``refresh``."""
+    from rig.telemetry.bandwidth import CacheError, cache_path, describe, probe, utc
 
-    from rig.telemetry.bandwidth import cache_path, probe
-
-    label = f"bandwidth {'cpu' if gpu is None else f'gpu:{gpu}'}"
+    dev = "cpu" if gpu is None else f"gpu:{gpu}"
+    label = f"bandwidth {dev}"
     try:
-        p, how = probe(gpu, refresh=refresh)
+        o = probe(gpu, refresh=refresh)
     except ImportError as e:
         return [(label, "fail", f"the GPU probe needs torch ({e})")]
+    except CacheError as e:
+        return [("bandwidth cache", "fail", str(e))]
     except Exception as e:  # no CUDA device, out of memory: the probe's failure, not rig's
         return [(label, "fail", f"probe failed: {type(e).__name__}: {e}")]
-    when = time.strftime("%Y-%m-%d %H:%M", time.localtime(p.measured_at))
+    m = o.measured
+    marked = m.conditions is not None and m.conditions.contended
     rows: list[Row] = [
-        (label, "ok", f"{p.bytes_per_s / 1e9:.2f} GB/s: {p.method} on {p.device_name} ({how}, {when})"),
         (
-            f"matmul {'cpu' if gpu is None else f'gpu:{gpu}'}",
-            "ok" if p.flops_per_s else "warn",
-            f"{p.flops_per_s / 1e9:.1f} GFLOP/s: {p.flops_method}" if p.flops_per_s else "not measured",
+            label,
+            "ok",
+            f"{m.bytes_per_s / 1e9:.2f} GB/s: {m.method} on {m.device_name} (measured, {utc(m.measured_at)})",
+        ),
+        ("probe conditions", "warn" if marked else "ok", describe(m)),
+        (
+            f"matmul {dev}",
+            "ok" if m.flops_per_s else "warn",
+            f"{m.flops_per_s / 1e9:.1f} GFLOP/s: {m.flops_method}" if m.flops_per_s else "not measured",
         ),
     ]
     if gpu is not None:
         rows.append(
             (
                 "NVML data-sheet bandwidth",
-                "ok" if p.nvml_bytes_per_s else "warn",
-                f"{p.nvml_bytes_per_s / 1e9:.0f} GB/s (max memory clock x bus width)"
-                if p.nvml_bytes_per_s
-                else f"not measured ({p.nvml_reason})",
+                "ok" if m.nvml_bytes_per_s else "warn",
+                f"{m.nvml_bytes_per_s / 1e9:.0f} GB/s (max memory clock x bus width)"
+                if m.nvml_bytes_per_s
+                else f"not measured ({m.nvml_reason})",
             )
         )
+    if o.cache_problem:
+        rows.append(("bandwidth cache", "warn", f"{o.cache_problem}; rewritten with this probe"))
+    rows.append(_peak_row(o.action, o.peak, o.previous))
     rows.append(("bandwidth cache", "ok", f"{cache_path()}: runs on this host set their MBU against it"))
     return rows
+
+
+def _peak_row(action: str, peak: BandwidthProbe, previous: BandwidthProbe | None) -> Row:
+    """What the cache holds after a probe, and whether that peak is in doubt (then how to replace it)."""
+    from rig.telemetry.bandwidth import REFRESH_HINT, describe, peak_doubts
+
+    gbs = f"{peak.bytes_per_s / 1e9:.2f} GB/s"
+    before = "" if previous is None else f"{previous.bytes_per_s / 1e9:.2f} GB/s ({describe(previous)})"
+    text = {
+        "first": f"{gbs}, this probe's, cached for this host's runs",
+        "replaced": f"{gbs}, this probe's, replaces the cached {before}: a peak is the best seen",
+        "refreshed": f"{gbs}, this probe's, replaces the cached {before} (--refresh)",
+        "kept": f"the cached {before} is kept: a peak is the best seen and this probe was lower (--refresh replaces "
+        "it)",
+    }[action]
+    doubts = peak_doubts(peak)
+    if doubts:
+        return ("bandwidth peak", "warn", f"{text}; in doubt: {'; '.join(doubts)}; {REFRESH_HINT}")
+    return ("bandwidth peak", "ok", text)
+
+
+def _bandwidth_row() -> Row:
+    """The CPU's cached peak as runs will use it, without probing: missing, damaged, or in doubt says what to run."""
+    from rig.telemetry.bandwidth import REFRESH_HINT, cached_probe, describe, peak_doubts
+
+    peak, why = cached_probe(None)
+    if peak is None:
+        return ("bandwidth peak cpu", "skip" if (why or "").startswith("no bandwidth probe") else "warn", why or "")
+    text = f"{peak.bytes_per_s / 1e9:.2f} GB/s ({describe(peak)})"
+    doubts = peak_doubts(peak)
+    if doubts:
+        return ("bandwidth peak cpu", "warn", f"{text}; in doubt: {'; '.join(doubts)}; {REFRESH_HINT}")
+    return ("bandwidth peak cpu", "ok", text)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -149,3 +150,17 @@ def gemma_engine(embedded_weights: str):  # type: ignore[no-untyped-def]
     asyncio.run(eng.load())
     yield eng
     asyncio.run(eng.close())
+
+
+@pytest.fixture
+def no_hang() -> Iterator[None]:
+    """Fail after 60 s instead of hanging the suite: a FIFO opened for reading waits for a writer forever."""
+
+    def hung(*_: object) -> None:
+        raise TimeoutError("hung: over 60 s")
+
+    old = signal.signal(signal.SIGALRM, hung)
+    signal.alarm(60)
+    yield
+    signal.alarm(0)
+    signal.signal(signal.SIGALRM, old)

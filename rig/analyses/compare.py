@@ -330,6 +330,7 @@ def efficiency_compare_table(sums: list[RunSummary], labels: list[str]) -> Table
                 NM if f.decode_bytes_per_s is None else f.decode_bytes_per_s / 1e9,
                 NM if f.bytes_per_token is None else f.bytes_per_token / 1e6,
                 NM if f.prefill_flops_per_s is None else f.prefill_flops_per_s / 1e9,
+                f.peak_note if f.mbu is not None or f.peak_wrong else "",
                 "; ".join(dict.fromkeys(why)) or "",
             ]
         )
@@ -346,12 +347,14 @@ def efficiency_compare_table(sums: list[RunSummary], labels: list[str]) -> Table
             "Decode GB/s",
             "MB/token",
             "Prefill GFLOP/s",
+            "MBU peak (source; doubts)",
             "Not measured because",
         ],
         rows=rows,
         note="Energy net of the idle baseline; J/correct = energy over the sum of headline scores, 95% bootstrap CI. "
         "Decode MBU = bytes read per token (weights touched + KV cache) x decode tokens/s / the probed peak read "
-        "bandwidth: near 1, decoding is memory-bound; far below, the kernel (not the memory) limits it.",
+        "bandwidth: near 1, decoding is memory-bound; far below, the kernel (not the memory) limits it. A peak probed "
+        "under load reads low and every MBU against it high: its source and doubts are shown beside it.",
     )
 
 

@@ -19,10 +19,15 @@ def doctor(
     data: Path | None = typer.Option(None, "--data", help="That benchmark's data folder to check."),
     models_file: Path | None = typer.Option(None, "--models"),
     bandwidth: bool = typer.Option(
-        False, "--bandwidth", help="Measure the peak memory bandwidth and matmul FLOP/s (cached per host, for MBU)."
+        False,
+        "--bandwidth",
+        help="Measure the peak memory bandwidth and matmul FLOP/s now, with the conditions; the host's cache keeps the "
+        "best peak seen (for MBU).",
     ),
     gpu: int | None = typer.Option(None, "--gpu", help="With --bandwidth: probe this GPU instead of the CPU."),
-    refresh: bool = typer.Option(False, "--refresh", help="With --bandwidth: measure again, replacing the cache."),
+    refresh: bool = typer.Option(
+        False, "--refresh", help="With --bandwidth: this probe replaces the cached peak even if lower."
+    ),
 ) -> None:
     """Check engines, GPUs, the offline guard, data and weights; with --bandwidth, probe the memory bandwidth."""
     from rig.doctor import bandwidth_rows, run_checks

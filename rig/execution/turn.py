@@ -21,7 +21,7 @@ from rig.execution.runner import run_items
 from rig.registry import ModelSpec
 from rig.runfolder.manifest import RunManifest, package_versions
 from rig.runfolder.store import Store
-from rig.telemetry.bandwidth import cached_probe
+from rig.telemetry.bandwidth import REFRESH_HINT, cached_probe, peak_doubts
 from rig.telemetry.energy import EnergyMeter, RunEnergy, open_counter
 from rig.telemetry.gpu import GpuSampler
 from rig.telemetry.mbu import weights_profile
@@ -74,6 +74,12 @@ class Turn:
             energy.sessions = manifest.energy.sessions
         self.meter.measure_idle(opts.idle_window_s)
         manifest.bandwidth, manifest.bandwidth_reason = cached_probe(opts.gpu)
+        if manifest.bandwidth is None and (manifest.bandwidth_reason or "").startswith("damaged"):
+            self.say(f"warning: {manifest.bandwidth_reason}; this run's MBU is not measured")
+        elif manifest.bandwidth is not None and (doubts := peak_doubts(manifest.bandwidth)):
+            self.say(
+                f"note: the bandwidth peak this run's MBU is set against is in doubt ({'; '.join(doubts)}): {REFRESH_HINT}"
+            )
         manifest.weights_profile, manifest.weights_reason = weights_profile(self.weights)
         return energy
 

@@ -109,6 +109,12 @@ def efficiency_table(s: RunSummary) -> Table:
         mbu += f" ({_gbs(f.decode_bytes_per_s)} of {_gbs(f.peak_bytes_per_s)}; {per_token:.1f} MB per token)"
     elif f.decode_bytes_per_s is not None:
         mbu += f"; achieved {_gbs(f.decode_bytes_per_s)}"
+    if f.peak_note:  # beside the MBU: where the peak came from, and whether it is in doubt
+        mbu += f"; {f.peak_note}"
+    if f.mbu_nvml is not None:
+        nvml = f"{100 * f.mbu_nvml:.1f}% (of {_gbs(f.peak_nvml_bytes_per_s)}, NVML's data sheet)"
+    else:
+        nvml = f"{NM} ({f.mbu_nvml_reason})" if f.mbu_nvml_reason else NM
     if f.prefill_flops_per_s is None:
         prefill = f"{NM} ({f.prefill_reason})" if f.prefill_reason else NM
     else:
@@ -126,7 +132,7 @@ def efficiency_table(s: RunSummary) -> Table:
         ["Energy per correct episode (J, 95% CI)", correct_energy_text(s)],
         ["Energy per processed token (J)", NM if e.per_token_j is None else f"{e.per_token_j:.3g}"],
         ["Decode memory-bandwidth utilisation", mbu],
-        ["Decode MBU against NVML's data-sheet bandwidth", NM if f.mbu_nvml is None else f"{100 * f.mbu_nvml:.1f}%"],
+        ["Decode MBU against NVML's data-sheet bandwidth", nvml],
         ["Prefill achieved FLOP/s", prefill],
     ]
     return Table(title="Energy and memory bandwidth", columns=["Measure", "Value"], rows=rows)

@@ -10,6 +10,7 @@ from rig.benchmarks.base import Table
 from rig.runfolder.folder import RunFolder
 from rig.runfolder.manifest import RunManifest
 from rig.runfolder.summary import RunSummary
+from rig.telemetry.bandwidth import REFRESH_HINT
 
 NM = "not measured"
 COLUMNS = [
@@ -60,10 +61,31 @@ def summary_row(s: RunSummary) -> list[str]:
 def efficiency_text(s: RunSummary) -> str:
     """Joules per episode and decode MBU in one cell (the screen fits 80 columns); one "not measured" for both."""
     joules = None if s.energy.per_episode_j is None else f"{s.energy.per_episode_j:.3g} J"
-    mbu = None if s.efficiency.mbu is None else f"MBU {100 * s.efficiency.mbu:.1f}%"
+    f = s.efficiency
+    mbu = None if f.mbu is None else f"MBU {100 * f.mbu:.1f}%"
+    if f.peak_wrong:
+        mbu = "MBU: peak wrong"
+    if mbu and (f.peak_doubts or f.peak_wrong):
+        mbu += "*"  # the line under the table says why
     if joules is None and mbu is None:
         return NM
     return f"{joules or 'J ' + NM}, {mbu or 'MBU ' + NM}"
+
+
+def peak_lines(sums: list[RunSummary]) -> list[str]:
+    """Under the table, for the MBU figures shown: the peak's source, and after "*" why it is in doubt or wrong."""
+    sources, marks = [], []
+    for s in sums:
+        f, name = s.efficiency, s.benchmark or "all"
+        if f.mbu is None and not f.peak_wrong:
+            continue
+        if f.peak_source:
+            sources.append(f"MBU peak: {f.peak_source}")
+        if f.peak_wrong:
+            marks.append(f"* {name}: MBU {f.mbu_reason}")
+        elif f.peak_doubts:
+            marks.append(f"* {name}: peak in doubt: {'; '.join(f.peak_doubts)}; {REFRESH_HINT}")
+    return list(dict.fromkeys(sources + marks))
 
 
 def final_screen(run_dir: Path) -> tuple[Table, list[str]]:
@@ -86,7 +108,8 @@ def final_screen(run_dir: Path) -> tuple[Table, list[str]]:
     else:
         note += "; J/ep: energy per episode net of idle; MBU: decode memory-bandwidth utilisation"
     table = Table(title=title, columns=columns, rows=rows, note=note)
-    lines = [f"full tables: {run_dir / 'report.md'} (again with `rig report {run_dir}`)"]
+    lines = peak_lines(sums)
+    lines.append(f"full tables: {run_dir / 'report.md'} (again with `rig report {run_dir}`)")
     html = run_dir / "report.html"
     lines.append(f"dashboard: {html}" if html.exists() else f"dashboard: rig report {run_dir} --html")
     return table, lines

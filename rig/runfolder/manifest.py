@@ -13,11 +13,11 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, ValidationInfo, model_validator
+from pydantic import BaseModel, Field, ValidationError, ValidationInfo, model_validator
 
 import rig
 from rig.inputs import read_json
-from rig.records import write_record
+from rig.records import validation_where, write_record
 from rig.runfolder.config import RunConfig
 from rig.runfolder.spec import RunSettings, RunSpec
 from rig.runformat import MANIFEST_FORMAT, check_version
@@ -95,7 +95,9 @@ class RunManifest(BaseModel):
     def _upgrade(cls, data: Any, info: ValidationInfo) -> Any:
         """A stored manifest read in this rig's shape. One without a version was written before formats were
         versioned: format 1. Its benchmarks' ``settings`` (what runs wrote before typed options, read by nothing
-        since) are dropped. (A manifest without a RunSpec: ``run_spec()``.)"""
+        since) are dropped. (A manifest without a RunSpec: ``run_spec()``.) A bandwidth probe that fails today's
+        checks (an earlier rig copied a damaged cache's negative or NaN peak) is dropped with the reason, so the run
+        still reads and its MBU says why it is not given."""
         if not (info.context or {}).get("stored") or not isinstance(data, dict):
             return data
         if "format_version" not in data:
@@ -107,6 +109,12 @@ class RunManifest(BaseModel):
                 for b in config["benchmarks"]
             ]
             data = {**data, "config": {**config, "benchmarks": benchmarks}}
+        if data.get("bandwidth") is not None:
+            try:
+                BandwidthProbe.model_validate(data["bandwidth"])
+            except ValidationError as e:
+                why = f"the run's recorded bandwidth probe is unusable ({validation_where(e) if e.errors() else e})"
+                data = {**data, "bandwidth": None, "bandwidth_reason": why}
         return data
 
     @classmethod

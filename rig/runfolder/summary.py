@@ -18,6 +18,7 @@ from rig.records import EpisodeResult
 from rig.runfolder.config import BenchmarkInfo
 from rig.runfolder.manifest import RunManifest
 from rig.scoring.stats import mean_ci, percentile, ratio_ci
+from rig.telemetry.bandwidth import describe, peak_doubts
 from rig.telemetry.energy import processed_tokens
 from rig.telemetry.mbu import Efficiency, GenerationCost, efficiency
 
@@ -211,10 +212,16 @@ def run_efficiency(manifest: RunManifest, results: list[EpisodeResult]) -> Effic
         for g in r.generations
     ]
     probe = manifest.bandwidth
+    source, doubts = None, None
     if probe is None:
         peak_reason = manifest.bandwidth_reason or "recorded before rig measured MBU"
     else:
         peak_reason = None
+        source = describe(probe)
+        if probe.nvml_bytes_per_s:
+            source += f"; NVML's data sheet: {probe.nvml_bytes_per_s / 1e9:.0f} GB/s"
+        # old or another rig's as of the run, not of the reading
+        doubts = peak_doubts(probe, at=manifest.started_at, version=manifest.rig_version)
     profile_reason = manifest.weights_reason
     if manifest.weights_profile is None and profile_reason is None:
         profile_reason = "recorded before rig measured MBU"
@@ -227,6 +234,8 @@ def run_efficiency(manifest: RunManifest, results: list[EpisodeResult]) -> Effic
         peak_reason,
         nvml_bps=probe.nvml_bytes_per_s if probe else None,
         overlapping=_overlapping(results),
+        peak_source=source,
+        peak_doubts=doubts,
     )
 
 

@@ -13,11 +13,14 @@ small at these context lengths).
 from __future__ import annotations
 
 import json
+import math
 import struct
 from pathlib import Path
 from typing import BinaryIO
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
+
+from rig.telemetry.bandwidth import NEAR_PEAK, REFRESH_HINT
 
 KV_BYTES = 2  # f16 cache elements
 
@@ -231,9 +234,26 @@ class Efficiency(BaseModel):
     peak_bytes_per_s: float | None = None
     peak_nvml_bytes_per_s: float | None = None
     mbu_nvml: float | None = None  # against NVML's data-sheet figure (GPU)
+    mbu_nvml_reason: str | None = None
+    # where the peak came from (a probe's time and conditions), and why it may read low: shown beside every MBU
+    peak_source: str | None = None
+    peak_doubts: list[str] = Field(default_factory=list)
     prefill_flops_per_s: float | None = None
     peak_flops_per_s: float | None = None
     prefill_reason: str | None = None
+
+    @property
+    def peak_wrong(self) -> bool:
+        """The run decoded faster than the peak: no MBU is given, the peak is wrong."""
+        return self.mbu is None and (self.mbu_reason or "").startswith("over 100%")
+
+    @property
+    def peak_note(self) -> str:
+        """The peak's source and its doubts with what to run, in words: what every report shows beside the MBU."""
+        parts = [f"peak: {self.peak_source}"] if self.peak_source else []
+        if self.peak_doubts:
+            parts.append(f"peak in doubt: {'; '.join(self.peak_doubts)}; {REFRESH_HINT}")
+        return "; ".join(parts)
 
     @property
     def prefill_share(self) -> float | None:
@@ -252,6 +272,10 @@ class GenerationCost(BaseModel):
     prefill_s: float | None
 
 
+def _positive(v: float | None) -> float | None:
+    return v if v is not None and math.isfinite(v) and v > 0 else None
+
+
 def efficiency(
     gens: list[GenerationCost],
     profile: WeightsProfile | None,
@@ -261,9 +285,21 @@ def efficiency(
     peak_reason: str | None,
     nvml_bps: float | None = None,
     overlapping: bool = False,
+    peak_source: str | None = None,
+    peak_doubts: list[str] | None = None,
 ) -> Efficiency:
-    """Decode MBU over the generations (decode time-weighted: all bytes over all decode seconds) and prefill FLOP/s."""
-    out = Efficiency(peak_bytes_per_s=peak_bps, peak_nvml_bytes_per_s=nvml_bps, peak_flops_per_s=peak_flops)
+    """Decode MBU over the generations (decode time-weighted: all bytes over all decode seconds) and prefill FLOP/s.
+    An MBU over 100% is never given: decoding cannot read faster than the memory, so the peak is wrong (probed under
+    load, or on other hardware) and the reason says so; a run at `NEAR_PEAK` of it or more adds a doubt about the
+    peak. A peak that is not a positive finite number counts as none."""
+    peak_bps, peak_flops, nvml_bps = (_positive(v) for v in (peak_bps, peak_flops, nvml_bps))
+    out = Efficiency(
+        peak_bytes_per_s=peak_bps,
+        peak_nvml_bytes_per_s=nvml_bps,
+        peak_flops_per_s=peak_flops,
+        peak_source=peak_source,
+        peak_doubts=list(peak_doubts or []),
+    )
     if profile is None:
         out.mbu_reason = out.prefill_reason = profile_reason or "weights not profiled"
         return out
@@ -283,12 +319,30 @@ def efficiency(
     if secs > 0:
         out.decode_bytes_per_s = nbytes / secs
         out.bytes_per_token = nbytes / tokens
+        achieved = out.decode_bytes_per_s
         if peak_bps:
-            out.mbu = out.decode_bytes_per_s / peak_bps
+            share = achieved / peak_bps
+            if share > 1:
+                out.mbu_reason = (
+                    f"over 100% of the cached peak ({achieved / 1e9:.2f} GB/s decoded against a peak of "
+                    f"{peak_bps / 1e9:.2f} GB/s): the peak is wrong; {REFRESH_HINT}"
+                )
+            else:
+                out.mbu = share
+                if share >= NEAR_PEAK:
+                    out.peak_doubts.append(
+                        f"this run decoded at {100 * share:.0f}% of it (a peak probed under load reads low)"
+                    )
         else:
             out.mbu_reason = peak_reason or "no peak bandwidth"
         if nvml_bps:
-            out.mbu_nvml = out.decode_bytes_per_s / nvml_bps
+            if achieved > nvml_bps:
+                out.mbu_nvml_reason = (
+                    f"over 100% of NVML's data-sheet {nvml_bps / 1e9:.0f} GB/s: the bytes per token or the "
+                    "data-sheet figure is wrong"
+                )
+            else:
+                out.mbu_nvml = achieved / nvml_bps
     else:
         out.mbu_reason = "no generation reported a decode speed"
     flops = pf_secs = 0.0

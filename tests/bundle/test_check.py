@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -26,17 +24,8 @@ def bundle(registry: Path, tmp_path: Path) -> Path:
 
 
 @pytest.fixture(autouse=True)
-def no_hang() -> Iterator[None]:
-    """A FIFO opened for reading waits for a writer forever: fail instead of hanging the suite."""
-
-    def hung(*_: object) -> None:
-        raise TimeoutError("verify hung")
-
-    old = signal.signal(signal.SIGALRM, hung)
-    signal.alarm(60)
-    yield
-    signal.alarm(0)
-    signal.signal(signal.SIGALRM, old)
+def _no_hang(no_hang: None) -> None:
+    """Every test here: a FIFO opened for reading waits for a writer forever (conftest's ``no_hang``)."""
 
 
 def _cli_verify(bundle: Path, *flags: str) -> tuple[int, str]:

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +23,8 @@ from rig.render.screen import final_screen
 from rig.runfolder.manifest import RunManifest
 from rig.runformat import read_results
 from rig.telemetry import energy
-from rig.telemetry.bandwidth import BandwidthProbe, cpu_name, save_probe
+from rig.telemetry.bandwidth import cache_path, describe, save_probe
+from tests.telemetry.test_bandwidth import DAMAGED, probe_record
 from tests.telemetry.test_mbu import LLAMA, write_gguf
 
 
@@ -90,19 +93,8 @@ def row_energy(run_dir: Path) -> float:
 
 def test_a_run_with_a_counter_and_a_probe_stores_energy_and_mbu(tiny: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(turn, "open_counter", lambda gpu: (WallCounter(), None))
-    save_probe(
-        BandwidthProbe(
-            device="cpu",
-            device_name=cpu_name(),
-            host="h",
-            method="test",
-            bytes_per_s=1e9,
-            buffer_bytes=1,
-            passes=1,
-            flops_per_s=1e11,
-            measured_at=0.0,
-        )
-    )
+    probe = probe_record(bps=1e9).model_copy(update={"flops_per_s": 1e11})
+    save_probe(probe)
     run_dir = run_bench(opts(tiny))
     results = read_results(run_dir / "results.sqlite")
     gens = [g for r in results for g in r.generations]
@@ -123,11 +115,14 @@ def test_a_run_with_a_counter_and_a_probe_stores_energy_and_mbu(tiny: Path, monk
     mbu_line = next(line for line in md.splitlines() if line.startswith("| Decode memory-bandwidth utilisation"))
     assert f"| {100 * per_token * 500 / 1e9:.1f}% (" in mbu_line
     assert "not measured" not in mbu_line
-    table, _ = final_screen(run_dir)
+    # beside the MBU, where its peak came from: the probe's time, rig version and conditions
+    assert f"MB per token); peak: {describe(probe)} |" in mbu_line and "in doubt" not in mbu_line
+    table, lines = final_screen(run_dir)
     row = dict(zip(table.columns, table.rows[0], strict=True))
     joules, mbu = row["J/ep, MBU"].split(", ")
     assert joules.endswith(" J") and float(joules[:-2]) == pytest.approx(row_energy(run_dir), rel=0.01)
     assert mbu == f"MBU {100 * per_token * 500 / 1e9:.1f}%"
+    assert lines[0] == f"MBU peak: {describe(probe)}"
     rows = episode_rows(run_dir)
     assert all(r["energy_j"] is not None and r["energy_not_measured"] is None for r in rows)
 
@@ -202,3 +197,122 @@ def test_compare_and_the_dashboard_plot_score_against_energy(tiny: Path, monkeyp
     assert not (tiny / "figs2" / "pareto_energy.svg").exists()
     md, figs = compare_report([unmeasured, unmeasured])
     assert "pareto_energy" not in figs and "Score against energy: not measured in any variant" in md
+
+
+def _mbu_line(md: str) -> str:
+    return next(line for line in md.splitlines() if line.startswith("| Decode memory-bandwidth utilisation"))
+
+
+@pytest.mark.parametrize(
+    ("doubtful", "words"),
+    [
+        (dict(contended=True), "it was taken under load: other processes used 60% of 2 cores during the probe"),
+        (dict(at=time.time() - 60 * 86400), "it is 60 days old (over 30)"),
+        (dict(version="0.0.1"), "it was taken by rig 0.0.1, not"),
+    ],
+    ids=["marked", "old", "another rig"],
+)
+def test_a_report_over_a_marked_or_old_peak_says_so_beside_the_mbu(
+    doubtful: dict[str, Any], words: str, tiny: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(turn, "open_counter", lambda gpu: (None, "no counter in this test"))
+    save_probe(probe_record(bps=1e9, **doubtful))
+    said: list[str] = []
+    run_dir = run_bench(opts(tiny), on_event=said.append)
+    note = next(m for m in said if m.startswith("note: the bandwidth peak this run's MBU is set against is in doubt"))
+    assert words in note and note.endswith("run `rig doctor --bandwidth --refresh` on a quiet host")
+    line = _mbu_line(report_markdown(run_dir))
+    mbu, rest = line.split(" | ")[1].removesuffix(" |").split(" (", 1)
+    assert 0 < float(mbu.rstrip("%")) < 100  # the MBU is still given, and beside it why its peak is in doubt
+    assert f"; peak in doubt: {words}" in rest and rest.endswith(
+        "run `rig doctor --bandwidth --refresh` on a quiet host"
+    )
+    table, lines = final_screen(run_dir)
+    cell = dict(zip(table.columns, table.rows[0], strict=True))["J/ep, MBU"]
+    assert cell.startswith("J not measured, MBU ") and cell.endswith("%*")
+    assert any(x.startswith("* callnavi: peak in doubt: ") and words in x for x in lines), lines
+    assert next(x for x in lines if x.startswith("MBU peak: ")).startswith("MBU peak: CPU probe of ")
+
+
+def test_a_peak_below_what_the_run_achieved_never_gives_mbu_over_100(
+    tiny: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run decodes at about 35 MB/s here (68 KB a token at 500 tokens/s); a cached peak of 10 MB/s is wrong."""
+    monkeypatch.setattr(turn, "open_counter", lambda gpu: (None, "no counter in this test"))
+    save_probe(probe_record(bps=1e7, contended=True))
+    run_dir = run_bench(opts(tiny))
+    line = _mbu_line(report_markdown(run_dir))
+    assert (
+        "| not measured (over 100% of the cached peak (" in line
+        and "against a peak of 0.01 GB/s): the peak is wrong" in line
+    )
+    assert "; achieved " in line and "; peak: CPU probe of " in line
+    table, lines = final_screen(run_dir)
+    assert dict(zip(table.columns, table.rows[0], strict=True))["J/ep, MBU"] == "J not measured, MBU: peak wrong*"
+    assert any(x.startswith("* callnavi: MBU over 100% of the cached peak") for x in lines), lines
+
+
+@pytest.mark.parametrize(("shape", "make", "words"), DAMAGED, ids=[d[0] for d in DAMAGED])
+def test_a_damaged_bandwidth_cache_leaves_rig_bench_working(
+    shape: str,
+    make: Callable[[Path], None],
+    words: str,
+    tiny: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    no_hang: None,
+) -> None:
+    monkeypatch.setattr(turn, "open_counter", lambda gpu: (None, "no counter in this test"))
+    cache_path().parent.mkdir(parents=True)
+    make(cache_path())
+    said: list[str] = []
+    run_dir = run_bench(opts(tiny), on_event=said.append)
+    man = RunManifest.read(run_dir)
+    assert man.status == "finished" and man.bandwidth is None
+    assert man.bandwidth_reason is not None and words in man.bandwidth_reason
+    assert man.bandwidth_reason.startswith(f"damaged bandwidth cache ignored ({cache_path()}: ")
+    assert f"warning: {man.bandwidth_reason}; this run's MBU is not measured" in said
+    assert read_results(run_dir / "results.sqlite")  # every episode ran and was stored
+    line = _mbu_line(report_markdown(run_dir))
+    assert f"| not measured (damaged bandwidth cache ignored ({cache_path()}: " in line and not re.search(
+        r"-[\d.]+%", line
+    )
+
+
+def test_a_manifest_holding_a_damaged_probe_still_reads_and_never_shows_a_negative_mbu(
+    tiny: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What an earlier rig wrote from a damaged cache (MBU -291%): the run reads, its MBU says why it is not given."""
+    monkeypatch.setattr(turn, "open_counter", lambda gpu: (None, "no counter in this test"))
+    save_probe(probe_record(bps=1e9))
+    run_dir = run_bench(opts(tiny))
+    man = json.loads((run_dir / "manifest.json").read_text())
+    man["bandwidth"]["bytes_per_s"] = -1.2e7
+    (run_dir / "manifest.json").write_text(json.dumps(man))
+    read = RunManifest.read(run_dir)
+    assert read.bandwidth is None and read.bandwidth_reason == (
+        "the run's recorded bandwidth probe is unusable (bytes_per_s: Input should be greater than 0)"
+    )
+    line = _mbu_line(report_markdown(run_dir))
+    assert "| not measured (the run's recorded bandwidth probe is unusable (bytes_per_s: " in line and not re.search(
+        r"-\d", line
+    )
+
+
+def test_compare_and_the_html_report_show_a_marked_peak_beside_the_mbu(
+    tiny: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytest.importorskip("matplotlib")
+    from rig.analyses.compare import compare_report
+    from rig.render.html import html_report
+
+    monkeypatch.setattr(turn, "open_counter", lambda gpu: (None, "no counter in this test"))
+    save_probe(probe_record(bps=1e9, contended=True))
+    runs = [run_bench(opts(tiny)), run_bench(opts(tiny))]
+    md, _ = compare_report(runs)
+    table = md.split("### Energy and memory bandwidth")[1]
+    header = next(line for line in table.splitlines() if line.startswith("| Model"))
+    assert "| Decode MBU |" in header and "| MBU peak (source; doubts) |" in header
+    rows = [line for line in table.splitlines() if line.startswith("| tiny")]
+    assert len(rows) == 2 and all("peak in doubt: it was taken under load: other processes used 60%" in r for r in rows)
+    html = html_report(runs[:1], figures_dir=tiny / "figs")
+    assert "peak in doubt: it was taken under load" in html and "CPU probe of " in html

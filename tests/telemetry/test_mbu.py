@@ -161,3 +161,32 @@ def test_unmeasured_mbu_is_none_with_the_reason_never_zero() -> None:
     assert e.prefill_flops_per_s is None and e.prefill_reason == "no generation reported its prefill time"
     e = efficiency([cost(10, 5, 10.0)], PROFILE, None, 1e9, 1e12, None, overlapping=True)
     assert e.mbu is None and "concurrency > 1" in (e.mbu_reason or "")
+
+
+def test_a_peak_below_what_a_run_achieved_never_gives_mbu_over_100_percent() -> None:
+    per_token = 100_000_000 + 4_000 * 105.5
+    achieved = per_token * 20  # about 2.0 GB/s
+    e = efficiency([cost(100, 11, 20.0)], PROFILE, None, 1.5e9, 1e12, None)
+    assert e.mbu is None and e.decode_bytes_per_s == pytest.approx(achieved)
+    assert e.mbu_reason == (
+        f"over 100% of the cached peak ({achieved / 1e9:.2f} GB/s decoded against a peak of 1.50 GB/s): the peak is "
+        "wrong; run `rig doctor --bandwidth --refresh` on a quiet host"
+    )
+    e = efficiency([cost(100, 11, 20.0)], PROFILE, None, 1.5e9, 1e12, None, nvml_bps=1.9e9)
+    assert e.mbu_nvml is None and e.mbu_nvml_reason is not None and "over 100% of NVML" in e.mbu_nvml_reason
+
+
+def test_a_run_near_the_peak_puts_the_peak_in_doubt() -> None:
+    achieved = (100_000_000 + 4_000 * 105.5) * 20
+    e = efficiency([cost(100, 11, 20.0)], PROFILE, None, achieved / 0.95, 1e12, None, peak_doubts=["old"])
+    assert e.mbu == pytest.approx(0.95)
+    assert e.peak_doubts == ["old", "this run decoded at 95% of it (a peak probed under load reads low)"]
+    e = efficiency([cost(100, 11, 20.0)], PROFILE, None, achieved / 0.8, 1e12, None, peak_source="CPU probe of x")
+    assert e.mbu == pytest.approx(0.8) and e.peak_doubts == [] and e.peak_source == "CPU probe of x"
+
+
+@pytest.mark.parametrize("peak", [-2.5e9, 0.0, float("nan"), float("inf")])
+def test_a_peak_that_is_not_a_positive_number_is_no_peak_never_a_negative_mbu(peak: float) -> None:
+    e = efficiency([cost(100, 11, 20.0)], PROFILE, None, peak, peak, "no usable peak", nvml_bps=peak)
+    assert e.mbu is None and e.mbu_reason == "no usable peak" and e.mbu_nvml is None
+    assert e.peak_bytes_per_s is None and e.peak_flops_per_s is None and e.prefill_share is None
