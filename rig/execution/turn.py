@@ -77,9 +77,8 @@ class Turn:
         if manifest.bandwidth is None and (manifest.bandwidth_reason or "").startswith("damaged"):
             self.say(f"warning: {manifest.bandwidth_reason}; this run's MBU is not measured")
         elif manifest.bandwidth is not None and (doubts := peak_doubts(manifest.bandwidth)):
-            self.say(
-                f"note: the bandwidth peak this run's MBU is set against is in doubt ({'; '.join(doubts)}): {REFRESH_HINT}"
-            )
+            why = "; ".join(doubts)
+            self.say(f"note: the bandwidth peak this run's MBU is set against is in doubt ({why}): {REFRESH_HINT}")
         manifest.weights_profile, manifest.weights_reason = weights_profile(self.weights)
         return energy
 
