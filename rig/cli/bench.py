@@ -12,7 +12,21 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table as RichTable
 
-from rig.cli.common import DEFAULT_MODEL, app, bench_flags, err, fail, out, say, spec_option
+from rig.cli.common import (
+    DEFAULT_MODEL,
+    allow_host_option,
+    app,
+    bench_flags,
+    err,
+    experiment_option,
+    fail,
+    mlflow_option,
+    mlflow_ready,
+    out,
+    say,
+    spec_option,
+    to_mlflow,
+)
 
 
 @app.command()
@@ -47,6 +61,9 @@ def bench(
     spec_file: Path | None = typer.Option(
         None, "--spec", help="A spec.json of run settings (what rig compare and rig sweep hand each cell); flags win."
     ),
+    mlflow: str | None = mlflow_option(),
+    experiment: str = experiment_option(),
+    allow_host: list[str] = allow_host_option(),
 ) -> None:
     """Run a benchmark on a local model and print its report."""
     from rich.progress import (
@@ -68,6 +85,7 @@ def bench(
     from rig.runfolder.spec import SpecError
     from rig.runformat import NewerFormatError, RunFileError
 
+    mlflow_ready(mlflow, allow_host)
     # Only the flags given on the command line are passed: --resume takes the others from the run's record, and
     # compares the given ones with it (with or without --model). (By name: typer carries its own copy of click's
     # ParameterSource.)
@@ -152,6 +170,8 @@ def bench(
         except RunFileError as e:
             fail(str(e))
         print_screen(run_dir)
+    if mlflow is not None:
+        to_mlflow(mlflow, experiment, allow_host, run_dir=run_dir)
 
 
 def print_screen(run_dir: Path, console: Console | None = None) -> None:

@@ -8,7 +8,19 @@ from pathlib import Path
 import typer
 
 from rig.benchmarks import DEFAULT_BENCHMARK
-from rig.cli.common import DEFAULT_MODEL, app, bench_flags, fail, say, spec_option
+from rig.cli.common import (
+    DEFAULT_MODEL,
+    allow_host_option,
+    app,
+    bench_flags,
+    experiment_option,
+    fail,
+    mlflow_option,
+    mlflow_ready,
+    say,
+    spec_option,
+    to_mlflow,
+)
 
 
 @app.command()
@@ -38,6 +50,9 @@ def load(
     seed: int = spec_option("seed", default=0, help="One seed for every level, so episodes and sampling match."),
     max_tokens: int | None = spec_option("max_tokens"),
     models_file: Path | None = spec_option("models_file"),
+    mlflow: str | None = mlflow_option(),
+    experiment: str = experiment_option(),
+    allow_host: list[str] = allow_host_option(),
 ) -> None:
     """Run the same seeded episodes at each concurrency level (each level its own `rig bench` process) and report
     per level the score with its CI, paired flips against level 1, TTFT and end-to-end p50/p95/p99, tokens/s and
@@ -50,6 +65,7 @@ def load(
     from rig.execution.bench import BenchError, bench_options
     from rig.runfolder.spec import SpecError
 
+    mlflow_ready(mlflow, allow_host)
     values = dict(
         model=model,
         benchmark=benchmark,
@@ -77,3 +93,7 @@ def load(
     md = write_load(ldir, analyse(settings, runs))
     say(f"load test: {ldir} (load.md, load.html, load.json; the figure as SVG, PDF and PNG)")
     sys.stdout.write(md + "\n")
+    if mlflow is not None:
+        from rig.integrations.mlflow import load_group
+
+        to_mlflow(mlflow, experiment, allow_host, group=load_group(ldir))

@@ -249,7 +249,10 @@ def run_bench(
     opts: BenchOptions, progress: Callable[[int, int], Any] | None = None, on_event: Callable[[str], None] | None = None
 ) -> Path:
     """Run (or resume) benchmarks on one model, in one run with one manifest; return the run directory."""
-    offline.install()
+    try:
+        offline.install()
+    except offline.AllowListError as e:
+        raise BenchError(str(e)) from None
     say = on_event or (lambda _m: None)
     _check_flags(opts)
     lock = None
@@ -278,6 +281,7 @@ def run_bench(
                 )
             manifest = old
             manifest.status = "running"
+            manifest.allowed_hosts = list(dict.fromkeys([*manifest.allowed_hosts, *offline.allowed_entries()]))
         else:
             try:
                 # Computed from the MANIFEST.json read now, never the id it claims; before the run folder exists.
@@ -298,6 +302,7 @@ def run_bench(
                 concurrency=opts.concurrency,
                 order=opts.order,
                 bundle_id=bundle_id,
+                allowed_hosts=offline.allowed_entries(),
             )
         try:
             manifest.write(run_dir)

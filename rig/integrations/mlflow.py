@@ -35,8 +35,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from rig import offline
-from rig.runs.folder import RunFolder
-from rig.runs.summary import RunSummary
+from rig.runfolder.folder import RunFolder
+from rig.runfolder.summary import RunSummary
 
 DEFAULT_EXPERIMENT = "rig"
 EXPORT_KEY = "rig.export_key"  # the tag an export finds its MLflow run by
@@ -255,7 +255,7 @@ def run_record(folder: RunFolder, files: Path, key: str | None = None, name: str
     `--no-report` run, such as a comparison's variants) and episodes.csv are rendered into ``files``, never into
     the run folder."""
     from rig.benchmarks import benchmark_tables
-    from rig.runs.export import episode_rows, write_rows
+    from rig.render.export import episode_rows, write_rows
 
     man = folder.manifest
     rec = ExportRecord(key=key or man.run_id, name=name or man.run_id, params=run_params(folder))
@@ -295,8 +295,8 @@ def run_record(folder: RunFolder, files: Path, key: str | None = None, name: str
 
 def _rendered_report(run_dir: Path, files: Path) -> dict[str, Path]:
     from rig.records import write_atomic
-    from rig.runs.html import html_report
-    from rig.runs.report import report_markdown
+    from rig.render.html import html_report
+    from rig.render.report import report_markdown
 
     write_atomic(files / "report.md", report_markdown(run_dir))
     write_atomic(files / "report.html", html_report([run_dir]))
@@ -330,15 +330,15 @@ def _own_files(folder: Path, names: Iterable[str]) -> dict[str, Path]:
 def compare_group(cdir: Path, runs: list[Path] | None = None) -> Group:
     """A comparison folder: its variants' runs (given, or those under its runs/ in the order they ran, or those its
     divergence pass read), compare.md, compare.html, the figures and the divergence tables."""
-    from rig.runs.compare import variant_labels
+    from rig.analyses.compare import variant_labels
 
     if runs is None:
         runs = sorted(p.parent for p in (cdir / "runs").glob("*/manifest.json"))
         if not runs and (cdir / "divergence.json").is_file():
-            from rig.runs.divergence import read_report
+            from rig.analyses.divergence.output import read_report
 
             rep = read_report(cdir)
-            runs = [Path(rep.settings.reference_run), *(Path(v.run) for v in rep.settings.variants)]
+            runs = [Path(rep.settings.reference_run), *(Path(v.run) for v in rep.settings.variants if v.run)]
     if not runs:
         raise MlflowExportError(
             f"{cdir}: a comparison of existing runs (rig compare --run) does not record its runs; export it with "
@@ -354,7 +354,8 @@ def compare_group(cdir: Path, runs: list[Path] | None = None) -> Group:
 
 def load_group(ldir: Path) -> Group:
     """A load folder: each level's run (plan.json), load.md, load.html, load.json, the figure; the verdict."""
-    from rig.runs.load import LoadPlan, LoadReport
+    from rig.analyses.load.records import LoadReport
+    from rig.analyses.load.run import LoadPlan
 
     plan = LoadPlan.model_validate_json((ldir / "plan.json").read_text())
     runs = [(f"concurrency {level}", ldir / "runs" / rid) for level, rid in sorted(plan.runs.items())]
