@@ -27,7 +27,7 @@ from rig.runfolder.folder import RunFolder
 
 if TYPE_CHECKING:
     from inspect_ai.log import EvalLog, EvalSample
-    from inspect_ai.model import ChatMessage, ModelUsage, StopReason
+    from inspect_ai.model import ChatMessage, GenerateConfig, ModelUsage, StopReason
 
 # rig's finish reasons in Inspect's words (anything else: "unknown")
 STOP_REASONS: dict[str, StopReason] = {
@@ -85,10 +85,15 @@ def _usage(gens: Iterable[Generation]) -> ModelUsage | None:
     )
 
 
-def _turns(r: EpisodeResult, model: str) -> list[ChatMessage]:
-    """Each model turn as an assistant message with its tool calls, then each call's answer as a tool message. Calls
-    are matched to the turn that made them (their step); calls without a step follow the last turn."""
-    from inspect_ai.model import ChatMessageAssistant, ChatMessageTool
+def _turns(
+    r: EpisodeResult, model: str, inputs: list[ChatMessage], config: GenerateConfig
+) -> tuple[list[ChatMessage], list[Any]]:
+    """Each model turn as an assistant message with its tool calls, then each call's answer as a tool message; and
+    the same as Inspect events (a model event per turn with the conversation it saw, a tool event per call), which
+    is what `inspect view` draws the conversation from. Calls are matched to the turn that made them (their step);
+    calls without a step follow the last turn."""
+    from inspect_ai.event import ModelEvent, ToolEvent
+    from inspect_ai.model import ChatCompletionChoice, ChatMessageAssistant, ChatMessageTool, ModelOutput
     from inspect_ai.tool import ToolCall as InspectCall
     from inspect_ai.tool import ToolCallError
 
@@ -97,7 +102,10 @@ def _turns(r: EpisodeResult, model: str) -> list[ChatMessage]:
     for j, c in enumerate(r.tool_calls):
         step = c.step if c.step is not None and c.step <= last else last
         by_step.setdefault(step, []).append((j, c))
+    when = datetime.fromtimestamp(r.started_at or 0.0, tz=timezone.utc)
     out: list[ChatMessage] = []
+    events: list[Any] = []
+    clock = 0.0
     for i, g in enumerate(r.generations or [Generation(request_hash="")]):
         executed = by_step.get(i, [])
         calls = [
@@ -112,7 +120,33 @@ def _turns(r: EpisodeResult, model: str) -> list[ChatMessage]:
         meta = {"finish_reason": g.finish_reason, "parse_status": g.parse_status}
         if g.error:
             meta["error"] = g.error
-        out.append(ChatMessageAssistant(content=g.text, tool_calls=calls or None, model=model, metadata=meta))
+        reply = ChatMessageAssistant(content=g.text, tool_calls=calls or None, model=model, metadata=meta)
+        seen = [*inputs, *out]
+        out.append(reply)
+        turn = ModelOutput(
+            model=model,
+            choices=[
+                ChatCompletionChoice(message=reply, stop_reason=STOP_REASONS.get(g.finish_reason or "", "unknown"))
+            ],
+            usage=_usage([g]),
+            time=g.timings.e2e_s,
+            error=g.error,
+        )
+        events.append(
+            ModelEvent(
+                model=model,
+                input=seen,
+                tools=[],
+                tool_choice="auto",
+                config=config,
+                output=turn,
+                error=g.error,
+                timestamp=when,
+                working_start=clock,
+                working_time=g.timings.e2e_s,
+            )
+        )
+        clock += g.timings.e2e_s or 0.0
         for j, c in executed:
             error = None
             if c.error is not None or c.verdict == "invalid":
@@ -120,16 +154,25 @@ def _turns(r: EpisodeResult, model: str) -> list[ChatMessage]:
                 error = ToolCallError(
                     "parsing" if parsing else "unknown", f"{c.error_category or 'error'}: {c.error or 'invalid call'}"
                 )
+            content = _json(c.answer) if c.error is None else (c.error or "")
             out.append(
                 ChatMessageTool(
-                    content=_json(c.answer) if c.error is None else (c.error or ""),
-                    tool_call_id=f"call-{i}-{j}",
+                    content=content, tool_call_id=f"call-{i}-{j}", function=c.name, error=error, metadata=c.meta or None
+                )
+            )
+            events.append(
+                ToolEvent(
+                    id=f"call-{i}-{j}",
                     function=c.name,
+                    arguments=c.arguments,
+                    result=content,
                     error=error,
+                    timestamp=when,
+                    working_start=clock,
                     metadata=c.meta or None,
                 )
             )
-    return out
+    return out, events
 
 
 def _invalid(c: ToolCall) -> str | None:
@@ -137,14 +180,19 @@ def _invalid(c: ToolCall) -> str | None:
 
 
 def _sample(
-    r: EpisodeResult, episode: Episode | None, info: BenchmarkInfo, model: str, headline: float | None
+    r: EpisodeResult,
+    episode: Episode | None,
+    info: BenchmarkInfo,
+    model: str,
+    headline: float | None,
+    config: GenerateConfig,
 ) -> EvalSample:
     from inspect_ai.log import EvalError, EvalSample
     from inspect_ai.model import ChatCompletionChoice, ChatMessageAssistant, ModelOutput
     from inspect_ai.scorer import Score
 
     inputs = _input(episode, info)
-    turns = _turns(r, model)
+    turns, events = _turns(r, model, inputs, config)
     final = ChatMessageAssistant(content="")
     for m in turns:
         if isinstance(m, ChatMessageAssistant):
@@ -181,6 +229,7 @@ def _sample(
         input=inputs,
         target=_json(episode.ground_truth) if episode is not None and episode.ground_truth is not None else "",
         messages=[*inputs, *turns],
+        events=events,
         output=output,
         scores=scores or None,
         metadata=metadata,
@@ -224,9 +273,6 @@ def eval_log(folder: RunFolder, benchmark: str) -> EvalLog:
     results = folder.results(benchmark)
     episodes = recorded_episodes(info)
     headlines = summary.headline.by_episode() if summary.headline else {}
-    samples = [
-        _sample(r, episodes.get(r.episode_id), info, model, headlines.get((r.episode_id, r.repeat))) for r in results
-    ]
     sampling = cfg.model.sampling
     generate = GenerateConfig(
         temperature=cfg.temperature,
@@ -236,6 +282,10 @@ def eval_log(folder: RunFolder, benchmark: str) -> EvalLog:
         seed=cfg.seed,
         stop_seqs=sampling.stop or None,
     )
+    samples = [
+        _sample(r, episodes.get(r.episode_id), info, model, headlines.get((r.episode_id, r.repeat)), generate)
+        for r in results
+    ]
     h = summary.headline
     metrics: dict[str, EvalMetric] = {}
     if h is not None and h.mean is not None:
