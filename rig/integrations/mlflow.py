@@ -155,7 +155,13 @@ def run_params(folder: RunFolder) -> dict[str, str]:
     return {metric_key(k): _cut(_value(v), MAX_PARAM_VALUE, "manifest.json") for k, v in out.items()}
 
 
+_NUMBER = re.compile(r"-?\d+(\.\d+)?")
+
+
 def _finite(v: Any) -> float | None:
+    """A finite number, or a table cell holding one as text (a count a table formatted itself); else None."""
+    if isinstance(v, str) and _NUMBER.fullmatch(v.strip()):
+        v = float(v)
     if isinstance(v, bool) or not isinstance(v, (int, float)):
         return None
     return float(v) if math.isfinite(v) else None
@@ -330,9 +336,11 @@ def _own_files(folder: Path, names: Iterable[str]) -> dict[str, Path]:
 def compare_group(cdir: Path, runs: list[Path] | None = None) -> Group:
     """A comparison folder: its variants' runs (given, or those under its runs/ in the order they ran, or those its
     divergence pass read), compare.md, compare.html, the figures and the divergence tables."""
-    from rig.analyses.compare import variant_labels
+    from rig.analyses.compare import read_compare_runs, variant_labels
 
     if runs is None:
+        runs = read_compare_runs(cdir)
+    if runs is None:  # written before runs.json: the variants' runs under runs/, in the order they ran
         runs = sorted(p.parent for p in (cdir / "runs").glob("*/manifest.json"))
         if not runs and (cdir / "divergence.json").is_file():
             from rig.analyses.divergence.output import read_report
