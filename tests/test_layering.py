@@ -15,7 +15,15 @@ ROOT = Path(__file__).resolve().parents[1]
 
 # What a run is made of, bottom to top: a run folder's records and readers, rendering, executing a run, analyses over
 # several runs, the sweep. Each layer imports only the layers below it.
-RUN_LAYERS = ["rig.runfolder", "rig.render", "rig.execution", "rig.analyses", "rig.sweep", "rig.cli"]
+RUN_LAYERS = [
+    "rig.runfolder",
+    "rig.render",
+    "rig.execution",
+    "rig.analyses",
+    "rig.sweep",
+    "rig.integrations",
+    "rig.cli",
+]
 
 # (importer prefix, imported prefix): modules under the first never import modules under the second.
 FORBIDDEN = [

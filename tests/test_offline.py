@@ -1,5 +1,8 @@
+import os
+import re
 import socket
 import threading
+from pathlib import Path
 
 import pytest
 
@@ -257,3 +260,128 @@ def test_ordinary_local_sockets_still_open() -> None:
         (socket.AF_NETLINK, socket.SOCK_RAW),
     ):
         socket.socket(family, type_).close()
+
+
+# A lab's own hosts: an explicit allowlist of HOST:PORT entries (--allow-host, RIG_ALLOW_HOSTS).
+@pytest.fixture
+def fresh_allowlist(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An empty allowlist for one test (the process-wide one is left as the suite had it)."""
+    monkeypatch.setattr(offline, "_allow", {"entries": [], "names": set(), "endpoints": set()})
+    monkeypatch.delenv(offline.ALLOW_ENV, raising=False)
+
+
+@pytest.mark.parametrize(
+    ("entry", "parsed"),
+    [("mlflow.lab:5000", ("mlflow.lab", 5000)), ("10.0.0.5:443", ("10.0.0.5", 443)), ("[fd00::5]:80", ("fd00::5", 80))],
+)
+def test_allowlist_entries_parse(entry: str, parsed: tuple[str, int]) -> None:
+    assert offline.parse_allowed(entry, "--allow-host") == parsed
+
+
+@pytest.mark.parametrize(
+    ("entry", "why"),
+    [
+        ("mlflow.lab", "expected HOST:PORT"),
+        ("fd00::5:80", "expected HOST:PORT"),
+        ("http://mlflow.lab:5000", "expected HOST:PORT"),
+        (":5000", "expected HOST:PORT"),
+        ("mlflow.lab:0", "the port must be a number from 1 to 65535"),
+        ("mlflow.lab:65536", "the port must be a number from 1 to 65535"),
+        ("mlflow.lab:http", "the port must be a number from 1 to 65535"),
+    ],
+)
+def test_allowlist_refuses_what_is_not_host_port(entry: str, why: str) -> None:
+    with pytest.raises(offline.AllowListError, match=f"RIG_ALLOW_HOSTS '{re.escape(entry)}': {why}"):
+        offline.parse_allowed(entry, "RIG_ALLOW_HOSTS")
+
+
+def test_allowed_host_passes_on_its_port_only(fresh_allowlist: None) -> None:
+    offline.install(["192.0.2.7:5000"])
+    assert offline.allowed_entries() == ["192.0.2.7:5000"]
+    offline.check_address(("192.0.2.7", 5000))
+    with pytest.raises(offline.NetworkRefused, match=r"'192.0.2.7' port 5001.*now: 192.0.2.7:5000"):
+        offline.check_address(("192.0.2.7", 5001))
+    with pytest.raises(offline.NetworkRefused, match=r"'192\.0\.2\.8' port 5000"):
+        offline.check_address(("192.0.2.8", 5000))
+
+
+def test_environment_allowlist_is_read_and_a_bad_entry_named(
+    fresh_allowlist: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(offline.ALLOW_ENV, " 192.0.2.9:8080 , ")
+    offline.install()
+    assert offline.allowed_entries() == ["192.0.2.9:8080"]
+    monkeypatch.setenv(offline.ALLOW_ENV, "192.0.2.9")
+    with pytest.raises(offline.AllowListError, match=r"RIG_ALLOW_HOSTS '192\.0\.2\.9'"):
+        offline.install()
+
+
+def test_urls_checked_before_connecting(fresh_allowlist: None, tmp_path: Path) -> None:
+    offline.install()
+    for local in (str(tmp_path), tmp_path.as_uri(), f"sqlite:///{tmp_path}/m.db", "http://127.0.0.1:5000"):
+        offline.check_url(local)
+    offline.check_url("http://localhost:5000/")
+    with pytest.raises(
+        offline.NetworkRefused, match=r"tracking URI 'http://mlflow.lab:5000': .*'mlflow.lab' port 5000"
+    ):
+        offline.check_url("http://mlflow.lab:5000", "tracking URI")
+    with pytest.raises(offline.NetworkRefused, match="scheme 'postgresql' is not supported offline"):
+        offline.check_url("postgresql://db.lab/mlflow")
+    offline.allow_hosts(["mlflow.lab:5000"])  # not resolvable here: allowed by name
+    offline.check_url("http://mlflow.lab:5000")
+    offline.check_url("http://MLFLOW.lab.:5000/api")
+    with pytest.raises(offline.NetworkRefused, match=r"'mlflow\.lab' port 443"):
+        offline.check_url("https://mlflow.lab/")  # the default port is not the allowed one
+
+
+_LAB_PROBE = """
+import json, socket, subprocess, sys, threading
+from rig import offline
+# A lab host stand-in inside the namespace: a non-loopback address on lo, a TCP server on it.
+subprocess.run(["ip", "link", "set", "lo", "up"], check=True)
+subprocess.run(["ip", "addr", "add", "198.51.100.7/32", "dev", "lo"], check=True)
+srv = socket.socket()
+srv.bind(("198.51.100.7", 0))
+srv.listen(4)
+port = srv.getsockname()[1]
+threading.Thread(target=lambda: [srv.accept()[0].close() for _ in range(4)], daemon=True).start()
+offline.install(sys.argv[1:] and [a.replace("PORT", str(port)) for a in sys.argv[1:]])
+out = {}
+for name, addr in (("allowed", ("198.51.100.7", port)), ("other_port", ("198.51.100.7", port + 1))):
+    try:
+        socket.create_connection(addr, timeout=5).close()
+        out[name] = "connected"
+    except offline.NetworkRefused as e:
+        out[name] = "guard: " + str(e)
+    except OSError as e:
+        out[name] = type(e).__name__
+print(json.dumps(out))
+"""
+
+
+def _lab_probe(*allow: str) -> dict[str, str]:
+    import json
+    import shutil
+    import subprocess
+    import sys
+
+    from tests.conftest import REPO
+
+    if not shutil.which("unshare") or subprocess.run(["unshare", "-n", "true"], capture_output=True).returncode:
+        pytest.skip("unshare -n is not allowed on this machine")
+    cmd = ["unshare", "-n", sys.executable, "-c", _LAB_PROBE, *allow]
+    out = subprocess.run(
+        cmd, cwd=REPO, capture_output=True, text=True, timeout=120, env={**os.environ, "RIG_ALLOW_HOSTS": ""}
+    )
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)
+
+
+def test_a_lab_host_is_reached_only_when_allowed_inside_unshare() -> None:
+    """Inside `unshare -n` a non-loopback address serves on a real socket: allowed as HOST:PORT, the guard lets the
+    connection through; on another port, or not allowed at all, the guard refuses it naming the host."""
+    allowed = _lab_probe("198.51.100.7:PORT")
+    assert allowed["allowed"] == "connected"
+    assert allowed["other_port"].startswith("guard: rig is offline: refused outbound traffic to '198.51.100.7' port")
+    bare = _lab_probe()
+    assert bare["allowed"].startswith("guard: rig is offline") and "(now: none)" in bare["allowed"]

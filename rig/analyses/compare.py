@@ -11,6 +11,7 @@ first variant, per-sample flips, latency, tokens, memory, and Pareto plots.
 from __future__ import annotations
 
 import itertools
+import json
 import subprocess
 import time
 from collections.abc import Callable
@@ -382,13 +383,28 @@ def _claim(out: Path, name: str) -> Path:
         raise BenchError(str(e)) from None
 
 
+RUNS_FILE = "runs.json"  # a comparison folder's run folders, in the order compared
+
+
+def read_compare_runs(cdir: Path) -> list[Path] | None:
+    """The run folders a comparison compared (its runs.json), or None for a folder written before it existed."""
+    path = cdir / RUNS_FILE
+    if not path.is_file():
+        return None
+    found = json.loads(path.read_text())
+    if not isinstance(found, list) or not all(isinstance(x, str) for x in found):
+        raise ValueError(f"{path}: expected a list of run folder paths")
+    return [Path(x) for x in found]
+
+
 def write_compare(cdir: Path, run_dirs: list[Path], extra: str | None = None, extra_html: str = "") -> str:
     """compare.md (with ``extra``, a further section such as the divergence tables, at its end), compare.html (with
-    ``extra_html`` after its dashboard: the divergence section) and each figure as SVG, PDF and PNG in the
-    comparison folder."""
+    ``extra_html`` after its dashboard: the divergence section), each figure as SVG, PDF and PNG, and ``runs.json``
+    (the compared run folders, in order: what `rig export CDIR --mlflow` reads) in the comparison folder."""
     from rig.render.html import html_report
 
     md, figs = compare_report(run_dirs)
+    write_atomic(cdir / RUNS_FILE, json.dumps([str(Path(d).resolve()) for d in run_dirs], indent=1) + "\n")
     if extra:
         md = md.rstrip("\n") + "\n\n" + extra
     for stem, fig in figs.items():

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from rig.benchmarks.base import Benchmark, Table
-    from rig.records import EpisodeResult
+    from rig.records import Episode, EpisodeResult
     from rig.runfolder.config import BenchmarkInfo
 
 BENCHMARKS: dict[str, str] = {
@@ -68,16 +68,21 @@ def headline(name: str, result: EpisodeResult) -> float | None:
     return get_benchmark_class(name).headline(result)
 
 
-def recorded_prompts(info: BenchmarkInfo) -> dict[str, str]:
-    """Episode id -> prompt text, rebuilt from the recorded data (prompts are large and deterministic, so results do
-    not store them); {} when that data is no longer readable."""
+def recorded_episodes(info: BenchmarkInfo) -> dict[str, Episode]:
+    """Episode id -> episode (its prompt messages, tools and ground truth), rebuilt from the recorded data (results
+    do not store prompts: they are large and deterministic); {} when that data is no longer readable."""
     from pathlib import Path
 
     try:
         bench = get_benchmark_class(info.name)(Path(info.data_path), info.options)
-        return {e.id: "\n\n".join(m.content for m in e.messages) for e in bench.episodes()}
-    except Exception:  # data moved since the run: the report says so rather than fail
+        return {e.id: e for e in bench.episodes()}
+    except Exception:  # data moved since the run: the reports say so rather than fail
         return {}
+
+
+def recorded_prompts(info: BenchmarkInfo) -> dict[str, str]:
+    """Episode id -> prompt text (the episode's messages joined), rebuilt from the recorded data; {} without it."""
+    return {i: "\n\n".join(m.content for m in e.messages) for i, e in recorded_episodes(info).items()}
 
 
 def options_markdown(name: str) -> str:

@@ -12,7 +12,22 @@ from rich import box
 from rich.console import Console
 from rich.table import Table as RichTable
 
-from rig.cli.common import DEFAULT_MODEL, app, bench_flags, cell, err, fail, out, say, spec_option
+from rig.cli.common import (
+    DEFAULT_MODEL,
+    allow_host_option,
+    app,
+    bench_flags,
+    cell,
+    err,
+    experiment_option,
+    fail,
+    mlflow_option,
+    mlflow_ready,
+    out,
+    say,
+    spec_option,
+    to_mlflow,
+)
 
 if TYPE_CHECKING:
     from rich.progress import Progress
@@ -52,12 +67,16 @@ def bench(
     spec_file: Path | None = typer.Option(
         None, "--spec", help="A spec.json of run settings (what rig compare and rig sweep hand each cell); flags win."
     ),
+    mlflow: str | None = mlflow_option(),
+    experiment: str = experiment_option(),
+    allow_host: list[str] = allow_host_option(),
 ) -> None:
     """Run a benchmark on a local model and print its report."""
     from rig.execution.bench import bench_options
     from rig.runfolder.folder import RunFolder
     from rig.runfolder.spec import SpecError
 
+    mlflow_ready(mlflow, allow_host)
     # The run flags reach the spec by their names in ctx.params (bench_flags), only those given on the command
     # line: --resume takes the others from the run's record, and
     # compares the given ones with it (with or without --model). (By name: typer carries its own copy of click's
@@ -91,6 +110,8 @@ def bench(
         except RunFileError as e:
             fail(str(e))
         print_screen(run_dir)
+    if mlflow is not None:
+        to_mlflow(mlflow, experiment, allow_host, run_dir=run_dir)
 
 
 def _run(bo: BenchOptions) -> Path:

@@ -112,3 +112,59 @@ def bench_flags(
     if option:
         flags["options"] = parse_options(option)
     return flags
+
+
+# -- where results go besides the run folder: an MLflow tracking server (rig.integrations.mlflow) --------------------
+
+
+def mlflow_option() -> Any:
+    return typer.Option(
+        None,
+        "--mlflow",
+        help="MLflow tracking URI (http://127.0.0.1:5000, a lab host allowed with --allow-host, or file:PATH): "
+        "the results are logged there when done (again: the same MLflow run is updated).",
+    )
+
+
+def experiment_option() -> Any:
+    return typer.Option("rig", "--mlflow-experiment", help="MLflow experiment the runs go to (created if missing).")
+
+
+def allow_host_option() -> Any:
+    return typer.Option(
+        [],
+        "--allow-host",
+        help="HOST:PORT of a lab server the offline guard lets through (repeat it; also RIG_ALLOW_HOSTS, comma "
+        "separated); everything else but loopback stays refused.",
+    )
+
+
+def mlflow_ready(uri: str | None, allow: list[str]) -> None:
+    """Before any work: the guard with the lab's hosts, and the tracking URI checked against it (exit 2, naming the
+    host, if refused), so a long run never ends in an export the guard would refuse."""
+    from rig import offline
+
+    try:
+        offline.install(allow)
+        if uri is not None:
+            offline.check_url(uri, "--mlflow")
+    except (offline.AllowListError, offline.NetworkRefused) as e:
+        fail(str(e))
+
+
+def to_mlflow(uri: str, experiment: str, allow: list[str], run_dir: Path | None = None, group: Any = None) -> None:
+    """Log one run folder (or a comparison, load test or sweep: ``group``) to MLflow; a failure exits 2 naming the
+    server, with the run folder untouched."""
+    from rig.integrations.mlflow import MlflowExportError, export_group, export_run, run_url
+
+    try:
+        if group is not None:
+            result = export_group(group, uri, experiment, allow, say=say)
+        else:
+            assert run_dir is not None
+            result = export_run(run_dir, uri, experiment, allow)
+    except MlflowExportError as e:
+        fail(str(e))
+    what = "logged to" if result.changed or any(c.changed for c in result.children) else "already up to date in"
+    nested = f" with {len(result.children)} nested runs" if result.children else ""
+    say(f"mlflow: {what} {run_url(uri, result)}{nested}")

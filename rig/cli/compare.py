@@ -10,7 +10,19 @@ from typing import get_args
 import typer
 
 from rig.benchmarks import DEFAULT_BENCHMARK
-from rig.cli.common import app, bench_flags, fail, say, spec_list, spec_option
+from rig.cli.common import (
+    allow_host_option,
+    app,
+    bench_flags,
+    experiment_option,
+    fail,
+    mlflow_option,
+    mlflow_ready,
+    say,
+    spec_list,
+    spec_option,
+    to_mlflow,
+)
 from rig.records import DEFAULT_DIVERGENCE_TOP_K, DivergenceTopK
 from rig.runfolder.spec import DECODES
 
@@ -58,6 +70,9 @@ def compare(
         help=get_args(DivergenceTopK)[1].description + f" Default {DEFAULT_DIVERGENCE_TOP_K}.",
         show_default=False,
     ),
+    mlflow: str | None = mlflow_option(),
+    experiment: str = experiment_option(),
+    allow_host: list[str] = allow_host_option(),
 ) -> None:
     """Run the same episodes on each variant (a model under a decode and tool mode) in its own process and compare
     them, paired: `rig compare a b`, `rig compare gemma3-270m --decode none,json`."""
@@ -65,6 +80,8 @@ def compare(
     from rig.execution.bench import BenchError, bench_options
     from rig.runfolder.spec import SpecError, axes
 
+    mlflow_ready(mlflow, allow_host)
+    sink = (mlflow, experiment, allow_host)
     top_k = _top_k(divergence, reference, top_k)
     if runs_:
         if models_:
@@ -73,7 +90,7 @@ def compare(
             cdir = compare_folder(out_dir, runs_)
         except BenchError as e:
             fail(str(e))
-        _finish(cdir, runs_, divergence, reference, models_file, top_k, fresh=True)
+        _finish(cdir, runs_, divergence, reference, models_file, top_k, sink, fresh=True)
         return
     if not models_:
         fail("name the variants to compare (VARIANT...), or existing run folders with --run")
@@ -88,7 +105,7 @@ def compare(
         cdir, runs = run_compare(list(variants), bo, say=say)
     except (BenchError, SpecError) as e:
         fail(str(e))
-    _finish(cdir, runs, divergence, reference, models_file, top_k)
+    _finish(cdir, runs, divergence, reference, models_file, top_k, sink)
 
 
 def _top_k(divergence: bool, reference: str | None, top_k: int | None) -> int:
@@ -114,6 +131,7 @@ def _finish(
     reference: str | None,
     models_file: Path | None,
     top_k: int,
+    sink: tuple[str | None, str, list[str]],
     fresh: bool = False,
 ) -> None:
     """compare.md and compare.html; with --divergence the divergence pass first, in a process of its own. A failed
@@ -140,5 +158,10 @@ def _finish(
         fail(str(e))
     say(f"comparison: {cdir} (compare.md, compare.html; figures as SVG, PDF and PNG)")
     sys.stdout.write(md + "\n")
+    mlflow, experiment, allow = sink
+    if mlflow is not None:
+        from rig.integrations.mlflow import compare_group
+
+        to_mlflow(mlflow, experiment, allow, group=compare_group(cdir, runs))
     if problem:
         fail(f"divergence: {problem}")

@@ -9,7 +9,20 @@ from typing import Any
 import typer
 
 from rig.benchmarks import DEFAULT_BENCHMARK
-from rig.cli.common import DEFAULT_MODEL, app, bench_flags, fail, say, spec_option, stops_cleanly
+from rig.cli.common import (
+    DEFAULT_MODEL,
+    allow_host_option,
+    app,
+    bench_flags,
+    experiment_option,
+    fail,
+    mlflow_option,
+    mlflow_ready,
+    say,
+    spec_option,
+    stops_cleanly,
+    to_mlflow,
+)
 
 
 @app.command()
@@ -40,6 +53,9 @@ def load(
     seed: int = spec_option("seed", default=0, help="One seed for every level, so episodes and sampling match."),
     max_tokens: int | None = spec_option("max_tokens"),
     models_file: Path | None = spec_option("models_file"),
+    mlflow: str | None = mlflow_option(),
+    experiment: str = experiment_option(),
+    allow_host: list[str] = allow_host_option(),
 ) -> None:
     """Run the same seeded episodes at each concurrency level (each level its own `rig bench` process) and report
     per level the score with its CI, paired flips against level 1, TTFT and end-to-end p50/p95/p99, tokens/s and
@@ -52,6 +68,7 @@ def load(
     from rig.execution.bench import BenchError, bench_options
     from rig.runfolder.spec import SpecError
 
+    mlflow_ready(mlflow, allow_host)
     # The run flags by their names in ctx.params, as `rig bench` takes them; --concurrency is the levels here.
     params = {k: v for k, v in ctx.params.items() if k != "concurrency"}
     values = {**bench_flags(params, option, absolute_models=True), "out": out_dir}
@@ -82,3 +99,7 @@ def load(
     md = write_load(ldir, analyse(settings, runs))
     say(f"load test: {ldir} (load.md, load.html, load.json; the figure as SVG, PDF and PNG)")
     sys.stdout.write(md + "\n")
+    if mlflow is not None:
+        from rig.integrations.mlflow import load_group
+
+        to_mlflow(mlflow, experiment, allow_host, group=load_group(ldir))

@@ -7,7 +7,17 @@ from pathlib import Path
 
 import typer
 
-from rig.cli.common import app, err, fail, stops_cleanly
+from rig.cli.common import (
+    allow_host_option,
+    app,
+    err,
+    experiment_option,
+    fail,
+    mlflow_option,
+    mlflow_ready,
+    stops_cleanly,
+    to_mlflow,
+)
 
 
 @app.command()
@@ -31,6 +41,9 @@ def sweep(
         "--ship/--shared",
         help="With --ray: ship run folders back to the driver instead of writing to a shared --out path.",
     ),
+    mlflow: str | None = mlflow_option(),
+    experiment: str = experiment_option(),
+    allow_host: list[str] = allow_host_option(),
 ) -> None:
     """Run every cell of a sweep as its own `rig bench` process; skip finished cells, resume partial ones, retry
     dead ones; end with a leaderboard."""
@@ -41,6 +54,7 @@ def sweep(
     from rig.sweep.run import JobState, episode_counts, job_dir, run_sweep
     from rig.sweep.spec import SweepError, load_sweep
 
+    mlflow_ready(mlflow, allow_host)
     try:
         spec, cells = load_sweep(sweep_file)
     except SweepError as e:
@@ -71,6 +85,10 @@ def sweep(
     md = write_leaderboard(out, cells, result.cells, spec.baseline or spec.models[0])
     err.print(f"sweep: {out} (leaderboard.md, leaderboard.html)", highlight=False)
     sys.stdout.write(md + "\n")
+    if mlflow is not None:
+        from rig.integrations.mlflow import sweep_group
+
+        to_mlflow(mlflow, experiment, allow_host, group=sweep_group(out, result.cells))
     if result.failed:
         err.print(f"{len(result.failed)} cell(s) failed: " + ", ".join(result.failed), highlight=False)
         raise typer.Exit(1)

@@ -213,7 +213,10 @@ def run_bench(
     opts: BenchOptions, progress: Callable[[int, int], Any] | None = None, on_event: Callable[[str], None] | None = None
 ) -> Path:
     """Run (or resume) benchmarks on one model, in one run with one manifest; return the run directory."""
-    offline.install()
+    try:
+        offline.install()
+    except offline.AllowListError as e:
+        raise BenchError(str(e)) from None
     say = on_event or (lambda _m: None)
     _check_flags(opts)
     old, lock = None, None
@@ -227,6 +230,7 @@ def run_bench(
             _check_unchanged(opts, old, cfg)
             manifest, run_dir = old, opts.out / str(opts.resume)
             manifest.status = "running"
+            manifest.allowed_hosts = list(dict.fromkeys([*manifest.allowed_hosts, *offline.allowed_entries()]))
         else:
             bundle_id = _bundle_id(opts)  # before the run folder exists: a bad bundle leaves nothing behind
             run_dir = _new_run_dir(opts, spec.name, chosen)
@@ -238,6 +242,7 @@ def run_bench(
                 concurrency=opts.concurrency,
                 order=opts.order,
                 bundle_id=bundle_id,
+                allowed_hosts=offline.allowed_entries(),
             )
         _write_first_manifest(opts, manifest, run_dir, lock)
     except BaseException:

@@ -8,6 +8,7 @@ frame. matplotlib is the `plots` extra: it is imported when a figure is drawn, n
 
 from __future__ import annotations
 
+import hashlib
 import io
 import re
 from collections.abc import Iterable
@@ -225,12 +226,15 @@ def histogram_plot(
 
 
 def figure_bytes(fig: Figure, fmt: str) -> bytes:
+    import matplotlib as mpl
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 
     FigureCanvasAgg(fig)  # attaches the Agg canvas; pdf and svg writers are picked by format
     buf = io.BytesIO()
     meta: dict[str, Any] = {"svg": {"Date": None}, "pdf": {"CreationDate": None}}.get(fmt, {})
-    fig.savefig(buf, format=fmt, dpi=150, metadata=meta)
+    # Without a salt, SVG clip-path ids are random: the same figure would give different bytes each time.
+    with mpl.rc_context({"svg.hashsalt": "rig"}):
+        fig.savefig(buf, format=fmt, dpi=150, metadata=meta)
     return buf.getvalue()
 
 
@@ -239,8 +243,10 @@ def figure_svg(fig: Figure) -> str:
     svg = figure_bytes(fig, "svg").decode("utf-8")
     svg = svg[svg.index("<svg") :]
     svg = re.sub(r"<metadata>.*?</metadata>", "", svg, flags=re.S)  # RDF creator block: bytes, no picture
-    # matplotlib names clip paths and glyphs with ids that repeat across figures; one page holds many figures.
-    tag = f"f{id(fig):x}"
+    # matplotlib names clip paths and glyphs with ids that repeat across figures; one page holds many figures. The
+    # prefix comes from the figure's own bytes, so the same run renders the same page (an export re-sends nothing);
+    # two identical figures on one page share ids that point at identical elements.
+    tag = "f" + hashlib.sha256(svg.encode()).hexdigest()[:12]
     return re.sub(r'(id="|url\(#|href="#)([A-Za-z_][\w.-]*)', lambda m: f"{m.group(1)}{tag}-{m.group(2)}", svg)
 
 

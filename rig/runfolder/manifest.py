@@ -63,6 +63,8 @@ class RunManifest(BaseModel):
     concurrency: int = 1
     order: str = "grouped"
     bundle_id: str | None = None  # the `rig bundle` whose models.yaml the run used: traces its weights and data files
+    # The lab hosts the offline guard let through besides loopback (--allow-host, RIG_ALLOW_HOSTS), as HOST:PORT
+    allowed_hosts: list[str] = Field(default_factory=list)
     # The run's settings as asked for (flags, a spec file or the library call); manifests written before it existed
     # have none, and run_spec() rebuilds it from their configuration.
     spec: RunSpec | None = None

@@ -85,3 +85,17 @@ def test_bench_flags_keeps_what_was_given() -> None:
     assert bench_flags(values, ["a=1"], given={"limit"}) == {"limit": 2, "options": {"a": "1"}}
     got = bench_flags(values, [], absolute_models=True)
     assert got == {"limit": 2, "repeats": 1, "models_file": Path("m.yaml").resolve()}
+
+
+def test_an_export_format_or_allowlist_entry_that_is_wrong_exits_2_naming_it(tmp_path: Path) -> None:
+    import shutil
+
+    run = tmp_path / "run"
+    shutil.copytree(Path(__file__).parents[1] / "fixtures" / "run_before_issue17", run)
+    r = CliRunner().invoke(app, ["export", str(run), "--format", "insp"])
+    assert r.exit_code == 2 and "--format 'insp': choose csv, jsonl, parquet or inspect" in r.output
+    r = CliRunner().invoke(app, ["export", str(run), "--mlflow", "http://127.0.0.1:1", "--allow-host", "lab"])
+    assert r.exit_code == 2 and "--allow-host 'lab': expected HOST:PORT" in " ".join(r.output.split())
+    r = CliRunner().invoke(app, ["export", str(run), "--mlflow", "http://192.0.2.5:5000"])
+    assert r.exit_code == 2
+    assert "refused outbound traffic to '192.0.2.5' port 5000" in " ".join(r.output.split())

@@ -173,3 +173,16 @@ def test_load_plot_leaves_unmeasured_levels_out_and_names_them() -> None:
     ttft = next(line for line in latency.lines if line.get_label() == "TTFT p95")
     assert list(ttft.get_xdata()) == [1, 4]
     assert "not measured: score at 4, TTFT p95 at 16" in " ".join(t.get_text() for t in fig.texts)
+
+
+def test_the_same_figure_renders_the_same_bytes() -> None:
+    """Two figures of the same numbers give the same SVG (ids from the content, a fixed clip-path salt), so a run's
+    report.html is the same file each time it is rendered and an export need not send it again."""
+    pytest.importorskip("matplotlib")
+    from rig.render.plots import figure_bytes, figure_svg, line_plot
+
+    a = line_plot([1.0, 2.0, 3.0], [0.5, 0.25, 0.125], "t", "x", "y")
+    b = line_plot([1.0, 2.0, 3.0], [0.5, 0.25, 0.125], "t", "x", "y")
+    assert figure_svg(a) == figure_svg(b)
+    assert figure_bytes(a, "svg") == figure_bytes(b, "svg")
+    assert figure_svg(line_plot([1.0, 2.0], [0.5, 0.5], "t", "x", "y")) != figure_svg(a)
