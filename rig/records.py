@@ -14,7 +14,7 @@ import os
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Annotated, Any, Literal, TypeVar
+from typing import Annotated, Any, Literal, TypeVar, get_args
 
 from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
 
@@ -26,6 +26,10 @@ from rig.names import path_name
 Role = Literal["system", "user", "assistant", "tool"]
 ParseStatus = Literal["ok", "parse_error", "no_call", "not_parsed"]
 ToolMode = Literal["native", "prompt", "json", "yaml"]
+# How a model wrote the tool call that was read (rig/engines/textcalls.py): the backend's structured field
+# ("native"), <tool_call> tags, a bare JSON reply, a code fence, JSON inside prose, or the YAML of the yaml tool mode.
+CallForm = Literal["native", "tagged", "bare", "fenced", "prose", "yaml"]
+CALL_FORMS: tuple[CallForm, ...] = get_args(CallForm)
 DecodeMode = Literal["none", "json", "yaml"]
 
 
@@ -132,6 +136,7 @@ class Generation(BaseModel):
     text: str = ""
     tool_calls: list[ParsedCall] = Field(default_factory=list)
     parse_status: ParseStatus = "not_parsed"
+    call_form: CallForm | None = None  # None: no call was read, or stored before rig recorded the form
     finish_reason: str | None = None
     prompt_tokens: int | None = None
     completion_tokens: int | None = None

@@ -55,7 +55,7 @@ def _textcalls(text: str) -> str | None:
     found = calls_from_text(text)
     if found is None:
         return "no call"
-    calls, status = found
+    calls, status, _ = found
     _encodable([c.model_dump() for c in calls])
     return None if status == "ok" else status
 
@@ -71,7 +71,7 @@ def _toolmode(mode: str) -> Callable[[str], str | None]:
     def read(text: str) -> str | None:
         from rig.agents.toolmode import extract_calls
 
-        calls, _, why = extract_calls(Generation(request_hash="fuzz", text=text), [_TOOL], mode)
+        calls, _, why, _ = extract_calls(Generation(request_hash="fuzz", text=text), [_TOOL], mode)
         _encodable([c.model_dump() for c in calls])
         return why
 
@@ -254,6 +254,17 @@ REGRESSIONS: list[str] = [
     "reason:[[" + "9" * 5000 + "]], answer:[[1]]",
     "\x08",
     "a: \x00",  # control characters the YAML reader refuses
+    # tool calls in the forms real models write, made hostile (issue 35): many fences, stray braces before a call,
+    # unclosed tags and quotes, deep nesting inside prose, many calls
+    '```json\n{"name": "f", "arguments": {}}\n```\n' * 4000,
+    "```" * 20000,
+    "{" * 50000 + '{"name": "f", "arguments": {"x": 1}}',
+    '{"' * 50000 + '{"name": "f", "arguments": {"x": 1}}',
+    "call " + "{" * 5000 + "}" * 5000 + " now",
+    "<tool_call>{" * 15000,
+    '<tool_call>{"name": "f", "arguments": {"x": 1}}' * 4000,
+    'I call {"name": "f", "arguments": {}} ' * 4000,
+    '{"tool_calls": [' + ",".join(['{"name": "f", "arguments": {}}'] * 3000) + "]}",
 ]
 
 

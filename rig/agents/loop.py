@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from rig.agents.toolmode import assistant_turn, effective_mode, extract_calls, observation, prepare
+from rig.agents.toolmode import assistant_turn, effective_mode, observation, prepare, read_calls
 from rig.decoding.validate import validate
 from rig.engines.base import Engine
 from rig.records import ChatRequest, Generation, Message, Sampling, ToolCall, ToolResult, ToolSpec
@@ -83,9 +83,7 @@ async def run_tool_loop(
         if gen.error:
             out.stop, out.error = "engine_error", gen.error
             break
-        calls, status, why = extract_calls(gen, tools, mode)
-        gen.parse_status = status
-        gen.tool_calls = calls
+        calls, _, why, _ = read_calls(gen, tools, mode)
         if not calls:
             out.format_errors += 1
             history.append(assistant_turn(gen, calls))

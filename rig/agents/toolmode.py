@@ -14,13 +14,13 @@ the like are left to the tool executor, which validates every call and answers a
 from __future__ import annotations
 
 import json
-from typing import Any, get_args
+from typing import Any, NamedTuple, get_args
 
 from rig.decoding.constraint import Constraint
 from rig.decoding.output import parse_output
 from rig.decoding.schema import UNENFORCEABLE
 from rig.engines.textcalls import calls_from_text
-from rig.records import Generation, Message, ParsedCall, ParseStatus, ToolMode, ToolSpec
+from rig.records import CallForm, Generation, Message, ParsedCall, ParseStatus, ToolMode, ToolSpec
 
 TOOL_MODES: tuple[str, ...] = get_args(ToolMode)
 
@@ -126,26 +126,39 @@ def prepare(
     return msgs, [], constraint_for(tools, mode)
 
 
-def extract_calls(
-    gen: Generation, tools: list[ToolSpec], mode: str
-) -> tuple[list[ParsedCall], ParseStatus, str | None]:
-    """The calls in a generation, a parse status and, when there are none, why."""
+class Extracted(NamedTuple):
+    calls: list[ParsedCall]
+    status: ParseStatus
+    why: str | None  # why there is no call; None when there is one
+    form: CallForm | None  # how the model wrote the calls (None: no call read)
+
+
+def extract_calls(gen: Generation, tools: list[ToolSpec], mode: str) -> Extracted:
+    """The calls in a generation, a parse status, when there are none why, and the form they were written in."""
     envelope = constraint_for(tools, mode)  # set for the json and yaml modes
     if envelope is not None:
         value, err = parse_output(gen.text.strip(), envelope)
         if err is not None:
-            return [], "parse_error", err
+            return Extracted([], "parse_error", err, None)
         assert value is not None  # the envelope schema admits only objects
-        return [ParsedCall(name=value["name"], arguments=value.get("arguments") or {})], "ok", None
+        call = ParsedCall(name=value["name"], arguments=value.get("arguments") or {})
+        return Extracted([call], "ok", None, "yaml" if mode == "yaml" else "bare")
     if mode == "native" and gen.tool_calls:
-        return list(gen.tool_calls), "ok", None
+        return Extracted(list(gen.tool_calls), "ok", None, gen.call_form or "native")
     found = calls_from_text(gen.text)
     if found is None:
-        return [], "no_call", "no tool call in the reply"
-    calls, status = found
+        return Extracted([], "no_call", "no tool call in the reply", None)
+    calls, status, form = found
     if status != "ok" or not calls:
-        return calls, status if status != "ok" else "no_call", "a tool call could not be parsed"
-    return calls, "ok", None
+        return Extracted(calls, status if status != "ok" else "no_call", "a tool call could not be parsed", form)
+    return Extracted(calls, "ok", None, form)
+
+
+def read_calls(gen: Generation, tools: list[ToolSpec], mode: str) -> Extracted:
+    """``extract_calls``, recorded on the generation: its calls, parse status and call form."""
+    found = extract_calls(gen, tools, mode)
+    gen.tool_calls, gen.parse_status, gen.call_form = found.calls, found.status, found.form if found.calls else None
+    return found
 
 
 def assistant_turn(gen: Generation, calls: list[ParsedCall]) -> Message:

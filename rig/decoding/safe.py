@@ -284,6 +284,39 @@ def blocks(text: str, start: str, end: str, *, fold: bool = False) -> list[tuple
         pos = j + len(end)
 
 
+# What moves the object scanner: an escape (a backslash and the character after it), a brace or a double quote.
+_OBJECT_MARK = re.compile(r'\\.|[{}"]', re.DOTALL)
+MAX_RESCANS = 4  # an unclosed "{" or quote in prose starts the scan again after it at most this often
+
+
+def object_spans(text: str) -> list[tuple[int, int]]:
+    """The outermost balanced ``{...}`` spans of ``text`` as (start, end), leftmost first, braces inside JSON strings
+    not counted: where prose carries a JSON object. Quotes outside braces are prose. An opening brace that never
+    closes (a ``{`` in prose, a cut reply) restarts the scan just after it, at most ``MAX_RESCANS`` times, so the
+    cost stays linear in the text."""
+    out: list[tuple[int, int]] = []
+    pos = 0
+    for _ in range(MAX_RESCANS + 1):
+        depth, start, quoted = 0, -1, False
+        for m in _OBJECT_MARK.finditer(text, pos):
+            c = m.group()
+            if len(c) == 2 or (quoted and c != '"'):  # an escape, or a brace inside a string
+                continue
+            if c == '"':
+                quoted = depth > 0 and not quoted
+            elif c == "{":
+                depth += 1
+                start = m.start() if depth == 1 else start
+            elif depth:  # "}"
+                depth -= 1
+                if not depth:
+                    out.append((start, m.end()))
+        if not depth:
+            return out
+        pos = start + 1
+    return out
+
+
 _UPPER = {c: c + 32 for c in range(65, 91)}
 
 

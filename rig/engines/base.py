@@ -162,10 +162,11 @@ class Engine(abc.ABC):
                 continue
             gen.tool_calls.append(ParsedCall(name=name, arguments=args))
             status = "ok" if status != "parse_error" else status
+            gen.call_form = "native"
         if not calls:
             found = calls_from_text(gen.text)
             if found is not None:  # the backend did not parse the call; the model still made one
-                gen.tool_calls, status = found
+                gen.tool_calls, status, gen.call_form = found
                 self.counters["tool_calls_from_text"] += 1
         gen.parse_status = status
 

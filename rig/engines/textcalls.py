@@ -1,12 +1,35 @@
-"""Tool calls written into message text instead of a structured field: ``<tool_call>{json}</tool_call>``
-(Hermes / Qwen), a fenced or bare JSON object, or a list of them, each with ``name`` and ``arguments``."""
+"""Tool calls written into message text instead of a structured field, in the forms real models write them.
+
+Forms, tried in this order (``CallForm``, recorded on each generation):
+
+- ``tagged``: ``<tool_call>{json}</tool_call>`` (Hermes / Qwen), one block per call; the last block may be left
+  unclosed when the model stopped right after its JSON, and a block may wrap its JSON in a code fence;
+- ``bare``: the whole reply is one JSON call, or a list of them;
+- ``fenced``: calls in Markdown code fences (```json ... ```), with or without prose around them;
+- ``prose``: a JSON call object inside other text ("I will call ... {"name": ...}").
+
+A call is an object with a name and its arguments: ``{"name", "arguments"}`` (also ``parameters``), OpenAI's
+``{"type": "function", "function": {"name", "arguments"}}``, and ``{"tool_calls": [...]}`` around several; the
+arguments an object or JSON text. An object with a name and nothing else is a call without arguments.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
-from rig.decoding.safe import blocks, check_value, load_json, too_long
-from rig.records import ParsedCall, ParseStatus
+from rig.decoding.safe import blocks, check_value, load_json, object_spans, strip_fences, too_long
+from rig.records import CallForm, ParsedCall, ParseStatus
+
+MAX_CALLS = 32  # calls read from one reply; the loop runs one per turn, so more are only recorded as skipped
+_ARGUMENT_KEYS = ("arguments", "parameters")
+
+
+class TextCalls(NamedTuple):
+    """The calls found in a reply's text, whether they all parsed, and the form they were written in."""
+
+    calls: list[ParsedCall]
+    status: ParseStatus
+    form: CallForm | None  # None: a reply refused before any form was read
 
 
 def parse_arguments(value: Any) -> dict[str, Any] | None:
@@ -19,37 +42,85 @@ def parse_arguments(value: Any) -> dict[str, Any] | None:
 
 
 def _call_from_obj(obj: Any) -> ParsedCall | None:
-    if not isinstance(obj, dict) or not isinstance(obj.get("name"), str):
+    if isinstance(obj, dict) and isinstance(obj.get("function"), dict):  # OpenAI's {"type": "function", ...}
+        obj = obj["function"]
+    if not isinstance(obj, dict) or not isinstance(obj.get("name"), str) or not obj["name"].strip():
         return None
-    args = parse_arguments(obj.get("arguments", obj.get("parameters")))
-    return None if args is None else ParsedCall(name=obj["name"], arguments=args)
+    key = next((k for k in _ARGUMENT_KEYS if k in obj), None)
+    if key is None:  # a name alone is a call without arguments; a name among other fields is data, not a call
+        return ParsedCall(name=obj["name"].strip(), arguments={}) if len(obj) == 1 else None
+    args = parse_arguments(obj[key])
+    return None if args is None else ParsedCall(name=obj["name"].strip(), arguments=args)
 
 
-def calls_from_text(text: str) -> tuple[list[ParsedCall], ParseStatus] | None:
-    """Tool calls a server left in the message text: ``<tool_call>{json}</tool_call>`` (Hermes/Qwen) or a bare JSON
-    object / list of objects with ``name`` and ``arguments``. None when the text does not look like a call."""
-    if too_long(text):
-        return [], "parse_error"
-    tagged = [text[a:b].strip() for a, b, _ in blocks(text, "<tool_call>", "</tool_call>")]
-    if tagged:
-        calls: list[ParsedCall] = []
-        for body in tagged:
-            value, err = load_json(body)
-            call = None if err else _call_from_obj(value)
-            if call is None:
-                return calls, "parse_error"
-            calls.append(call)
-        return calls, "ok"
-    stripped = text.strip()
-    if stripped.startswith("```") and stripped.endswith("```") and len(stripped) >= 6:
-        stripped = stripped[3:-3].removeprefix("json").strip()
-    if not stripped.startswith(("{", "[")):
-        return None
-    value, err = load_json(stripped)
-    if err:
-        return None
+def calls_in_value(value: Any) -> list[ParsedCall] | None:
+    """The calls a loaded JSON value holds: one call, a list of calls, or ``{"tool_calls": [...]}``; None when it is
+    not (only) calls, so a final answer that is a list of places is never mistaken for calls."""
+    if isinstance(value, dict) and set(value) <= {"tool_calls", "role", "content"} and "tool_calls" in value:
+        value = value["tool_calls"]
     items = value if isinstance(value, list) else [value]
-    parsed = [_call_from_obj(x) for x in items]
-    if not items or any(p is None for p in parsed):
+    calls = [_call_from_obj(x) for x in items[:MAX_CALLS]]
+    if not calls or any(c is None for c in calls):
         return None
-    return [p for p in parsed if p is not None], "ok"
+    return [c for c in calls if c is not None]
+
+
+def _load_calls(text: str) -> list[ParsedCall] | None:
+    value, err = load_json(text)
+    return None if err else calls_in_value(value)
+
+
+def _tagged(text: str) -> TextCalls | None:
+    found = blocks(text, "<tool_call>", "</tool_call>")
+    if not found:
+        return None
+    calls: list[ParsedCall] = []
+    for a, b, _closed in found:
+        got = _load_calls(strip_fences(text[a:b]))
+        if got is None:  # a block that is not a call (or was cut): the model meant a call and wrote it wrong
+            return TextCalls(calls, "parse_error", "tagged")
+        calls.extend(got)
+        if len(calls) >= MAX_CALLS:
+            break
+    return TextCalls(calls[:MAX_CALLS], "ok", "tagged")
+
+
+def _fenced(text: str) -> list[ParsedCall]:
+    calls: list[ParsedCall] = []
+    for a, b, _closed in blocks(text, "```", "```"):
+        body = text[a:b]
+        lang = len(body) - len(body.lstrip("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"))
+        calls.extend(_load_calls(body[lang:]) or [])  # a fence of code or data that is no call is skipped
+        if len(calls) >= MAX_CALLS:
+            break
+    return calls[:MAX_CALLS]
+
+
+def _prose(text: str) -> list[ParsedCall]:
+    calls: list[ParsedCall] = []
+    for a, b in object_spans(text):
+        calls.extend(_load_calls(text[a:b]) or [])
+        if len(calls) >= MAX_CALLS:
+            break
+    return calls[:MAX_CALLS]
+
+
+def calls_from_text(text: str) -> TextCalls | None:
+    """Tool calls a model left in its message text (module docstring: forms and shapes). None when the text holds
+    no call; a ``parse_error`` status when a tagged block does not hold one."""
+    if too_long(text):
+        return TextCalls([], "parse_error", None)
+    tagged = _tagged(text)
+    if tagged is not None:
+        return tagged
+    stripped = text.strip()
+    if stripped.startswith(("{", "[")):
+        calls = _load_calls(stripped)
+        if calls is not None:
+            return TextCalls(calls, "ok", "bare")
+    if "```" in text:
+        calls = _fenced(text)
+        if calls:
+            return TextCalls(calls, "ok", "fenced")
+    calls = _prose(text)
+    return TextCalls(calls, "ok", "prose") if calls else None

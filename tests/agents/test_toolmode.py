@@ -85,12 +85,12 @@ def test_prepare_appends_tools_to_the_system_prompt_except_in_native_mode() -> N
     ],
 )
 def test_extract_calls_reads_each_mode(mode: str, text: str, expected: tuple) -> None:
-    calls, status, why = extract_calls(gen(text), [ROUTE, FINISH], mode)
+    calls, status, why, _ = extract_calls(gen(text), [ROUTE, FINISH], mode)
     assert status == "ok" and why is None and [(c.name, c.arguments) for c in calls] == [expected]
 
 
 def test_extract_calls_prefers_engine_parsed_calls_in_native_mode() -> None:
-    calls, status, _ = extract_calls(
+    calls, status, _, _ = extract_calls(
         gen("", [ParsedCall(name="route", arguments={"lat": 1, "lon": 2})]), [ROUTE], "native"
     )
     assert status == "ok" and calls[0].name == "route"
@@ -106,7 +106,7 @@ def test_extract_calls_prefers_engine_parsed_calls_in_native_mode() -> None:
     ],
 )
 def test_extract_calls_classifies_failures(mode: str, text: str, status: str) -> None:
-    _calls, got, why = extract_calls(gen(text), [ROUTE, FINISH], mode)
+    _calls, got, why, _ = extract_calls(gen(text), [ROUTE, FINISH], mode)
     assert got == status and why
 
 

@@ -10,7 +10,7 @@ from typing import Any, Literal
 from pydantic import Field, field_validator
 
 from rig.agents.single import repeat_sampling
-from rig.agents.toolmode import effective_mode, extract_calls, prepare
+from rig.agents.toolmode import effective_mode, prepare, read_calls
 from rig.benchmarks.base import Benchmark, BenchmarkOptions, CommaList, DataError, RunContext, Table, embedded_data
 from rig.benchmarks.datahash import hash_paths
 from rig.benchmarks.routeeval import data as D
@@ -239,8 +239,7 @@ class RouteEval(Benchmark):
         if gen.error:  # the engine did not answer: the local counterpart of an API error or timeout
             res.status = "failed"
             return fail("timeout", f"engine error: {gen.error}")
-        calls, status, why = extract_calls(gen, [TOOL], mode)
-        gen.parse_status, gen.tool_calls = status, calls
+        calls, _, why, _ = read_calls(gen, [TOOL], mode)
         if not calls:
             if gen.finish_reason == "length":
                 return fail("timeout", f"reply cut at max_tokens ({sampling.max_tokens}) before a complete call")
