@@ -20,7 +20,7 @@ from typing import Annotated, Any, ClassVar
 from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationError
 
 from rig.engines.base import Engine
-from rig.records import DecodeMode, Episode, EpisodeResult, Sampling, ToolMode
+from rig.records import CallForm, DecodeMode, Episode, EpisodeResult, Sampling, ToolMode
 
 
 class DataError(Exception):
@@ -193,6 +193,10 @@ class Benchmark(abc.ABC):
 
     # `rig rescore`: the reference harness's prediction files this benchmark reads ("": none), for messages.
     predictions: ClassVar[str] = ""
+    # The forms of a tool call (records.CallForm) the benchmark's reference harness reads as one, and where that
+    # is said. rig reads every form; the report counts the forms and names the episodes only rig would have read.
+    reference_call_forms: ClassVar[tuple[CallForm, ...]] = ()
+    reference_call_note: ClassVar[str] = ""
 
     @classmethod
     def rescore_options(cls, options: dict[str, Any], mode: str) -> dict[str, Any]:

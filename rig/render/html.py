@@ -31,7 +31,15 @@ from rig.render.plots import (
     pareto_plot,
     save_figure,
 )
-from rig.render.report import NM, ci_table, efficiency_table, fmt, report_markdown, telemetry_table
+from rig.render.report import (
+    NM,
+    call_form_table,
+    ci_table,
+    efficiency_table,
+    fmt,
+    report_markdown,
+    telemetry_table,
+)
 from rig.runfolder.folder import RunFolder
 from rig.runfolder.summary import HeadlineScore, RunSummary, benchmark_of
 from rig.runformat import RunFileError, storage_error
@@ -69,7 +77,8 @@ ${badge}${sim!=null?' similarity '+(+sim).toFixed(2):''} ${c.verdict==='invalid'
 ${out}</div>`}
 function trace(e){const used=new Set();let h=`<b>Prompt</b><pre>${esc(DATA.prompts[e.prompt])}</pre>`;
  e.gens.forEach((g,i)=>{h+=`<div class="turn"><b>Model, turn ${i+1}</b> (${g.pt??'–'} prompt / ${g.ct??'–'} \
-completion tokens, ${g.e2e??'–'} s${g.fr?', stopped: '+esc(g.fr):''})<pre>${esc(g.text)}</pre></div>`;
+completion tokens, ${g.e2e??'–'} s${g.fr?', stopped: '+esc(g.fr):''}\
+${g.cf?', call read: '+esc(g.cf):''})<pre>${esc(g.text)}</pre></div>`;
   e.calls.forEach((c,j)=>{if(c.step===i&&!used.has(j)){used.add(j);h+=call(c)}})});
  e.calls.forEach((c,j)=>{if(!used.has(j))h+=call(c)});
  h+=`<b>Scores</b><ul>${Object.entries(e.scores).map(([k,v])=>`<li>${esc(k)}: ${esc(v??'–')}</li>`).join('')}\
@@ -322,6 +331,9 @@ def html_report(run_dirs: list[Path], figures_dir: Path | None = None, extra: st
             if ci:
                 parts.append(table_html(ci))
                 best = summary.headline
+            forms = call_form_table(summary, bench.reference_call_note)
+            if forms:
+                parts.append(table_html(forms))
             headline = summary.headline.by_episode() if summary.headline else {}
             reasons: dict[str, int] = {}
             for r in results:
@@ -374,6 +386,7 @@ def html_report(run_dirs: list[Path], figures_dir: Path | None = None, extra: st
                                 "ct": g.completion_tokens,
                                 "e2e": None if g.timings.e2e_s is None else round(g.timings.e2e_s, 3),
                                 "fr": g.finish_reason,
+                                "cf": g.call_form,
                             }
                             for g in r.generations
                         ],

@@ -10,8 +10,9 @@ from typing import Any
 
 from rig.benchmarks import benchmark_tables
 from rig.benchmarks.base import Table
+from rig.records import CALL_FORMS
 from rig.runfolder.folder import RunFolder
-from rig.runfolder.summary import RunSummary
+from rig.runfolder.summary import RunSummary, benchmark_of
 
 NM = "not measured"
 
@@ -138,6 +139,36 @@ def efficiency_table(s: RunSummary) -> Table:
     return Table(title="Energy and memory bandwidth", columns=["Measure", "Value"], rows=rows)
 
 
+def call_form_table(s: RunSummary, note: str) -> Table | None:
+    """How the model wrote the calls that were read, and which forms only rig's loop reads (``note``: where the
+    benchmark's reference reads calls, ``Benchmark.reference_call_note``)."""
+    c = s.call_forms
+    if c is None:
+        return None
+    rows: list[list[Any]] = [
+        [form, n, c.episodes.get(form, 0), "yes" if form in c.reference else "—" if form not in CALL_FORMS else "no"]
+        for form, n in sorted(c.generations.items(), key=lambda kv: (kv[0] not in CALL_FORMS, -kv[1], kv[0]))
+    ]
+    text = f"Reference: {note}." if note else "The reference harness reads no call from the text."
+    if c.rig_only:
+        text += (
+            f" Read only by rig's loop: {', '.join(c.rig_only)}; {c.rig_only_episodes} of {s.episodes} episodes "
+            "had such a call"
+        )
+        if c.rig_only_headline is not None and s.headline is not None and s.headline.samples:
+            total = sum(x.score for x in s.headline.scores) / s.headline.samples
+            text += f", contributing {c.rig_only_headline:.3f} of the headline mean {total:.3f}"
+        text += " (the reference would have re-prompted or failed them)."
+    else:
+        text += " Every call read was in a form the reference reads."
+    return Table(
+        title="Tool-call forms",
+        columns=["Form", "Generations", "Episodes", "Read by the reference"],
+        rows=rows,
+        note=text,
+    )
+
+
 def ci_table(s: RunSummary, label: str) -> Table | None:
     h = s.headline
     if h is None or h.mean is None:
@@ -185,6 +216,9 @@ def report_markdown(run_dir: Path) -> str:
         ci = ci_table(summary, spec.name)
         if ci:
             out.append(table_md(ci))
+        forms = call_form_table(summary, benchmark_of(b).reference_call_note)
+        if forms:
+            out.append(table_md(forms))
         out.append(table_md(telemetry_table(summary)))
         out.append(table_md(efficiency_table(summary)))
     return "\n".join(out)

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from pydantic import BaseModel, Field
 
 from rig.benchmarks import get_benchmark_class, recorded_options
-from rig.records import EpisodeResult
+from rig.records import CALL_FORMS, EpisodeResult
 from rig.runfolder.config import BenchmarkInfo
 from rig.runfolder.manifest import RunManifest
 from rig.scoring.stats import mean_ci, percentile, ratio_ci
@@ -64,6 +64,55 @@ class EnergySummary(BaseModel):
     reason: str | None = None
 
 
+NOT_RECORDED = "not recorded"  # a call read before rig recorded its form
+NO_CALL = "no call read"
+
+
+class CallForms(BaseModel):
+    """How the model wrote the calls rig read (``Generation.call_form``), per form, and the episodes that had a call
+    read in a form the benchmark's reference harness does not read (``Benchmark.reference_call_forms``)."""
+
+    generations: dict[str, int] = Field(default_factory=dict)  # per form, NOT_RECORDED and NO_CALL included
+    episodes: dict[str, int] = Field(default_factory=dict)  # episodes with at least one generation in the form
+    reference: list[str] = Field(default_factory=list)  # the forms the reference harness reads
+    rig_only_episodes: int = 0  # episodes with a call read in a form the reference does not read
+    rig_only_headline: float | None = None  # their headline scores' share of the headline mean (sum over samples)
+
+    @property
+    def rig_only(self) -> list[str]:
+        return [f for f in self.generations if f in CALL_FORMS and f not in self.reference]
+
+
+def call_forms(
+    results: list[EpisodeResult], reference: tuple[str, ...], headline: EpisodeHeadline | None
+) -> CallForms | None:
+    """The forms of the calls read in ``results``; None when no generation was read for a call (a benchmark
+    without tool calls, or only engine errors)."""
+    out = CallForms(reference=list(reference))
+    only_rig: list[EpisodeResult] = []
+    for r in results:
+        forms = set()
+        for g in r.generations:
+            form = g.call_form or (NOT_RECORDED if g.tool_calls else None)
+            if form is None and g.parse_status in ("no_call", "parse_error"):
+                form = NO_CALL
+            if form is not None:
+                out.generations[form] = out.generations.get(form, 0) + 1
+                forms.add(form)
+        for form in forms:
+            out.episodes[form] = out.episodes.get(form, 0) + 1
+        if any(f in CALL_FORMS and f not in reference for f in forms):
+            only_rig.append(r)
+    if not out.generations:
+        return None
+    out.rig_only_episodes = len(only_rig)
+    if headline is not None:
+        scored = [v for r in results if (v := headline(r)) is not None]
+        mine = [v for r in only_rig if (v := headline(r)) is not None]
+        out.rig_only_headline = sum(mine) / len(scored) if scored else None
+    return out
+
+
 class RunSummary(BaseModel):
     """A run's measures over the results of one benchmark (or of all its benchmarks: `benchmark` None)."""
 
@@ -94,6 +143,7 @@ class RunSummary(BaseModel):
     headline: HeadlineScore | None  # None when summarised without the benchmark's headline score
     energy: EnergySummary = Field(default_factory=lambda: EnergySummary(reason="not summarised"))
     efficiency: Efficiency = Field(default_factory=lambda: Efficiency(mbu_reason="not summarised"))
+    call_forms: CallForms | None = None  # None: no call was read (or summarised over all benchmarks)
 
     @property
     def cut_share(self) -> float | None:
@@ -157,6 +207,7 @@ def summarize(
         headline=_headline(results, benchmark, headline) if headline else None,
         energy=energy_summary(manifest, results, headline),
         efficiency=run_efficiency(manifest, results),
+        call_forms=call_forms(results, benchmark_of(benchmark).reference_call_forms, headline) if benchmark else None,
     )
 
 

@@ -154,3 +154,21 @@ def test_native_mode_falls_back_to_prompt_when_the_engine_cannot_show_tools() ->
 
     out, _ = run(FakeEngine(answer), mode="native")  # FakeEngine declares no native tool support
     assert out.mode_used == "prompt" and seen[0].tools == [] and "finish" in seen[0].messages[0].content
+
+
+def test_calls_in_the_forms_real_models_write_are_run_and_their_form_recorded() -> None:
+    """Qwen2.5-Coder wraps calls in fences and prose; each turn's form is stored with its generation."""
+    replies = [
+        "I'll look up the route first.\n\n```json\n" + call("route", lat=60.1, lon=24.9) + "\n```",
+        "<tool_call>\n" + call("route", lat=60.2, lon=24.8),  # the closing tag never written
+        "The route is 1200 m. Final: " + call("finish", answer="1.2 km") + " Done.",
+    ]
+    out, calls = run(FakeEngine(script(*replies)))
+    assert out.stop == "final" and out.format_errors == 0 and out.final == {"answer": "1.2 km"}
+    assert calls == [("route", {"lat": 60.1, "lon": 24.9}), ("route", {"lat": 60.2, "lon": 24.8})]
+    assert [g.call_form for g in out.generations] == ["fenced", "tagged", "prose"]
+
+
+def test_a_reply_without_a_call_records_no_form() -> None:
+    out, _ = run(FakeEngine(script("I would walk.", call("finish", answer="ok"))))
+    assert [(g.parse_status, g.call_form) for g in out.generations] == [("no_call", None), ("ok", "bare")]

@@ -6,7 +6,15 @@ import json
 
 import pytest
 
-from rig.agents.toolmode import constraint_for, envelope_schema, extract_calls, grammar_safe, observation, prepare
+from rig.agents.toolmode import (
+    constraint_for,
+    envelope_schema,
+    extract_calls,
+    grammar_safe,
+    observation,
+    prepare,
+    read_calls,
+)
 from rig.decoding import to_gbnf, validate
 from rig.records import Generation, Message, ParsedCall, ToolSpec
 
@@ -108,6 +116,36 @@ def test_extract_calls_prefers_engine_parsed_calls_in_native_mode() -> None:
 def test_extract_calls_classifies_failures(mode: str, text: str, status: str) -> None:
     _calls, got, why, _ = extract_calls(gen(text), [ROUTE, FINISH], mode)
     assert got == status and why
+
+
+@pytest.mark.parametrize(
+    "mode,text,calls,form",
+    [
+        ("prompt", 'Checking.\n```json\n{"name": "finish", "arguments": {"answer": "A"}}\n```', [], "fenced"),
+        ("prompt", 'I call {"name": "finish", "arguments": {"answer": "A"}} now.', [], "prose"),
+        ("prompt", '<tool_call>{"name": "finish", "arguments": {"answer": "A"}}</tool_call>', [], "tagged"),
+        ("native", "", [ParsedCall(name="finish", arguments={"answer": "A"})], "native"),
+        ("json", '{"name": "finish", "arguments": {"answer": "A"}}', [], "bare"),
+        ("yaml", 'name: finish\narguments:\n  answer: "A"\n', [], "yaml"),
+    ],
+)
+def test_read_calls_records_calls_status_and_form(mode: str, text: str, calls: list, form: str) -> None:
+    g = gen(text, calls)
+    if calls:
+        g.call_form = "native"  # as the engine's finalize records a backend's calls
+    found = read_calls(g, [ROUTE, FINISH], mode)
+    assert found.form == form and found.why is None
+    assert (g.parse_status, g.call_form, [(c.name, c.arguments) for c in g.tool_calls]) == (
+        "ok",
+        form,
+        [("finish", {"answer": "A"})],
+    )
+
+
+def test_read_calls_records_no_form_without_a_call() -> None:
+    g = gen("<tool_call>{not json}</tool_call>")
+    assert read_calls(g, [FINISH], "prompt").form == "tagged"  # what the model tried, for the message
+    assert g.parse_status == "parse_error" and g.call_form is None and g.tool_calls == []
 
 
 def test_observation_roles_and_cut() -> None:

@@ -185,6 +185,22 @@ def test_native_call_arguments_parsed_as_json(calls: list, status: str, parsed: 
     assert eng.counters["tool_calls_from_text"] == 0  # the backend's calls win over the text
 
 
+@pytest.mark.parametrize(
+    ("reply", "form"),
+    [
+        (Reply(gen("x"), calls=[("getWeather", '{"city": "Turku"}')]), "native"),
+        (Reply(gen('<tool_call>{"name": "getWeather", "arguments": {"city": "Turku"}}</tool_call>')), "tagged"),
+        (Reply(gen('Let me check.\n```json\n{"name": "getWeather", "arguments": {"city": "Turku"}}\n```')), "fenced"),
+        (Reply(gen("x"), calls=[("getWeather", "{oops")]), None),
+        (Reply(gen("It is sunny.")), None),
+    ],
+    ids=["backend", "tagged", "fenced", "broken", "none"],
+)
+def test_the_form_of_the_calls_read_is_recorded(reply: Reply, form: str | None) -> None:
+    g, _ = chat(reply, tools=TOOLS, tool_mode="native")
+    assert g.call_form == form and bool(g.tool_calls) == (form is not None)
+
+
 def test_tool_calls_read_only_for_native_tools_and_only_without_error() -> None:
     call = '{"name": "getWeather", "arguments": {"city": "Oulu"}}'
     prompt_mode, _ = chat(Reply(gen(call)), tools=TOOLS)  # tools offered in the prompt: the agent reads them

@@ -64,6 +64,8 @@ def _build_fake(n_eps):  # type: ignore[no-untyped-def]
 
 def test_report_has_table4_and_says_not_measured(tmp_path: Path) -> None:
     md = report_markdown(make_run(tmp_path))
+    assert "### Tool-call forms" in md and "| bare |" in md  # the oracle answers in bare JSON (issue 35)
+    assert "Every call read was in a form the reference reads." in md
     assert "CallNavi (layout of the paper's Table 4)" in md
     assert "| gemma3-270m | 1.000 | 1.000 | 1.000 | 1.000 |" in md
     assert "GPU memory peak (device used) | not measured (no --gpu given (CPU run))" in md

@@ -160,3 +160,46 @@ def test_a_judged_headline_names_its_judge_wherever_it_is_shown() -> None:
     assert summarize(manifest(), [knowledge, knowledge], info, UrbanGeoEval.headline).headline.source is None  # type: ignore[union-attr]
     # a program-scored benchmark names no source
     assert summarize(manifest(), [result("a"), result("b")], None, headline).headline.source is None  # type: ignore[union-attr]
+
+
+def test_call_forms_counted_and_the_episodes_only_rig_reads_named() -> None:
+    """Issue 35: per form the generations and episodes; an episode with a call in a form the reference harness does
+    not read (EVGeoQA's reads bare JSON only) is counted, with its share of the headline."""
+    from rig.benchmarks.evgeoqa.benchmark import EVGeoQA
+    from rig.render.report import call_form_table
+    from rig.runfolder.config import BenchmarkInfo
+
+    def g(form: str | None, status: str = "ok", calls: bool = True) -> Generation:
+        from rig.records import ParsedCall
+
+        tc = [ParsedCall(name="f", arguments={})] if calls and status == "ok" else []
+        return Generation(request_hash="h", call_form=form, parse_status=status, tool_calls=tc)  # type: ignore[arg-type]
+
+    def ep(eid: str, hit: float, *gens: Generation) -> EpisodeResult:
+        return EpisodeResult(
+            benchmark="evgeoqa", episode_id=eid, repeat=0, generations=list(gens), scores={"hits@1": hit}
+        )
+
+    results = [
+        ep("a", 1.0, g("bare"), g("bare")),
+        ep("b", 1.0, g("fenced"), g("bare")),
+        ep("c", 0.0, g(None, "no_call"), g("prose")),
+        ep("d", 0.0, g(None, "no_call", calls=False), g(None, "parse_error")),
+        ep("e", 0.0, g(None)),  # a call stored before rig recorded forms
+    ]
+    info = BenchmarkInfo(name="evgeoqa", version="1", data_path="x", data_hash="h", options={}, episodes=5)
+    s = summarize(manifest(), results, info, EVGeoQA.headline)
+    c = s.call_forms
+    assert c is not None and c.reference == ["bare"]
+    assert c.generations == {"bare": 3, "fenced": 1, "prose": 1, "no call read": 3, "not recorded": 1}
+    assert c.episodes == {"bare": 2, "fenced": 1, "prose": 1, "no call read": 2, "not recorded": 1}
+    assert c.rig_only == ["fenced", "prose"] and c.rig_only_episodes == 2
+    assert c.rig_only_headline == pytest.approx(1.0 / 5)  # episode b's hit, over the five scored episodes
+    t = call_form_table(s, EVGeoQA.reference_call_note)
+    assert t is not None and t.rows[0] == ["bare", 3, 2, "yes"] and ["fenced", 1, 1, "no"] in t.rows
+    assert ["not recorded", 1, 1, "—"] in t.rows
+    assert t.note is not None and "Read only by rig's loop: fenced, prose; 2 of 5 episodes" in t.note
+    assert "contributing 0.200 of the headline mean 0.200" in t.note and "Wrong_Json" in t.note
+    # a benchmark without calls (or the whole run) has no forms to count
+    assert summarize(manifest(), [result("a", gen())], info, EVGeoQA.headline).call_forms is None
+    assert summarize(manifest(), results).call_forms is None

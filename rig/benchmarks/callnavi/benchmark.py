@@ -33,6 +33,11 @@ class CallNavi(Benchmark):
     name = "callnavi"
     headline_name = "AST match"
     version = "1"
+    reference_call_forms = ("bare", "fenced", "yaml")
+    reference_call_note = (
+        "CallNavi's judge scripts strip the ```json fences and parse what is left (its YAML scripts read YAML "
+        "answers); rig parses the same, so no answer is read only by rig"
+    )
     flag_options: ClassVar[dict[str, tuple[str, str]]] = {
         "format": ("format", "CallNavi's answer format: json or yaml")
     }
@@ -170,6 +175,9 @@ class CallNavi(Benchmark):
             # scored as the model's failure within the run's budget, but named, so the report says why
             reason = f"cut: at max_tokens ({sampling.max_tokens}), {reason}"
         gen.parse_status = "ok" if reason is None or reason.startswith("ast:") else "parse_error"
+        if res.output is not None:  # the answer parsed: how it was written, counted beside the agents' calls
+            fenced = gen.text.lstrip().startswith("```")
+            gen.call_form = "yaml" if self.opts.format == "yaml" else "fenced" if fenced else "bare"
         res.error_category = None if reason is None else reason.split(":")[0]
         res.error = reason
         return res

@@ -36,6 +36,11 @@ class EVGeoQA(Benchmark):
     name = "evgeoqa"
     headline_name = "Hits@1"
     version = "1"
+    reference_call_forms = ("bare",)
+    reference_call_note = (
+        "GeoRover's framework prompt has each reply parsed as raw JSON; a code fence or any other text gets its "
+        "Wrong_Json re-prompt, and it offers no tools through an API (EVGeoQA notes C4)"
+    )
 
     class Options(BenchmarkOptions):
         pack: str | None = Field(None, description="map pack directory (default: the embedded Helsinki pack)")

@@ -35,6 +35,12 @@ class MobilityBench(Benchmark):
     name = "mobilitybench"
     headline_name = "final pass rate"
     version = "1"
+    reference_call_forms = ("native", "tagged")
+    reference_call_note = (
+        "MobilityBench's agents bind the tools through LangChain to an OpenAI-style server, so a call is what the "
+        "server returns as one (a server's Hermes parser makes <tool_call> tags one); JSON written in the text is "
+        "no call and fails the worker's task (only its planner also reads a ```json block from the text)"
+    )
 
     class Options(BenchmarkOptions):
         framework: Literal["react", "plan"] = Field("react", description="`react`, or `plan` (Plan-and-Execute)")

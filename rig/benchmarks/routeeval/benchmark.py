@@ -31,6 +31,12 @@ class RouteEval(Benchmark):
     name = "routeeval"
     headline_name = "route accuracy"
     version = "1"
+    reference_call_forms = ("native", "tagged")
+    reference_call_note = (
+        "RouteEval calls the tool through OpenRouter's tool calling, and a reply of plain text instead of a tool "
+        "call is a tool-calling failure (paper, sec. 3.1 and 3.7; a provider's Hermes parser makes "
+        "<tool_call> tags a call)"
+    )
 
     class Options(BenchmarkOptions):
         prompts: str | None = Field(

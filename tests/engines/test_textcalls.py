@@ -1,0 +1,188 @@
+"""Tool calls left in message text, in the forms real models write them (issue 35), with the form recorded.
+
+``REAL`` holds replies rig's own runs recorded from Qwen2.5-Coder 1.5B and 0.5B (llama.cpp, temperature 0) on the
+agentic benchmarks; the other cases are the shapes and the hostile inputs around them."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from rig.decoding.safe import MAX_CHARS
+from rig.engines.textcalls import MAX_CALLS, calls_from_text, parse_arguments
+
+ROUTE_ARGS = {
+    "estimated_distance": 1.25,
+    "route_type": "point-to-point",
+    "waypoints": [
+        {"address": "Kiasma", "description": "Start of the run"},
+        {"address": "Vanha Kauppahalli", "description": "End of the run"},
+    ],
+}
+
+# (benchmark, model, reply, form, [(name, arguments), ...])
+REAL: list[tuple[str, str, str, str, list[tuple[str, dict]]]] = [
+    (
+        "routeeval",
+        "qwen2.5-coder-1.5b",
+        json.dumps({"name": "generate_running_route", "arguments": ROUTE_ARGS}),
+        "bare",
+        [("generate_running_route", ROUTE_ARGS)],
+    ),
+]
+
+
+@pytest.mark.parametrize("bench,model,text,form,calls", REAL, ids=[f"{b}-{m}-{f}" for b, m, _, f, _ in REAL])
+def test_real_replies(bench: str, model: str, text: str, form: str, calls: list) -> None:
+    found = calls_from_text(text)
+    assert found is not None and found.status == "ok" and found.form == form
+    assert [(c.name, c.arguments) for c in found.calls] == calls
+
+
+CALL = '{"name": "weather_query", "arguments": {"city": "Helsinki", "need_forecast": true}}'
+WEATHER = [("weather_query", {"city": "Helsinki", "need_forecast": True})]
+
+
+@pytest.mark.parametrize(
+    "text,form",
+    [
+        (f"<tool_call>\n{CALL}\n</tool_call>", "tagged"),
+        (f"<tool_call>\n{CALL}", "tagged"),  # stopped at the end-of-turn token before closing the tag
+        (f"<tool_call>\n```json\n{CALL}\n```\n</tool_call>", "tagged"),
+        (f"I will look it up.\n<tool_call>{CALL}</tool_call>", "tagged"),
+        (CALL, "bare"),
+        (f"  [{CALL}]  ", "bare"),
+        (f"```json\n{CALL}\n```", "fenced"),
+        (f"```\n{CALL}\n```", "fenced"),
+        (f"To answer, I call the weather tool:\n\n```json\n{CALL}\n```\n\nThis returns the forecast.", "fenced"),
+        (f"```python\nprint(1)\n```\nthen\n```JSON\n{CALL}\n```", "fenced"),  # a code fence before the call's
+        (f"I will call {CALL} to get the weather.", "prose"),
+        (f"{CALL}\nThis checks the forecast for Helsinki.", "prose"),
+        (f"{CALL}}}", "prose"),  # one closing brace too many
+    ],
+)
+def test_forms(text: str, form: str) -> None:
+    found = calls_from_text(text)
+    assert found is not None and found.status == "ok" and found.form == form, found
+    assert [(c.name, c.arguments) for c in found.calls] == WEATHER
+
+
+@pytest.mark.parametrize(
+    "obj",
+    [
+        {"name": "weather_query", "arguments": {"city": "Helsinki", "need_forecast": True}},
+        {"name": "weather_query", "parameters": {"city": "Helsinki", "need_forecast": True}},
+        {"name": "weather_query", "arguments": '{"city": "Helsinki", "need_forecast": true}'},
+        {
+            "type": "function",
+            "function": {"name": "weather_query", "arguments": {"city": "Helsinki", "need_forecast": True}},
+        },
+        {
+            "tool_calls": [
+                {"function": {"name": "weather_query", "arguments": {"city": "Helsinki", "need_forecast": True}}}
+            ]
+        },
+    ],
+)
+def test_call_shapes(obj: dict) -> None:
+    found = calls_from_text(json.dumps(obj))
+    assert found is not None and [(c.name, c.arguments) for c in found.calls] == WEATHER
+
+
+def test_a_name_alone_is_a_call_without_arguments() -> None:
+    found = calls_from_text('{"name": "list_tools"}')
+    assert found is not None and [(c.name, c.arguments) for c in found.calls] == [("list_tools", {})]
+
+
+def test_several_calls_in_one_reply_keep_their_order() -> None:
+    two = '<tool_call>{"name": "a", "arguments": {}}</tool_call>\n<tool_call>{"name": "b", "arguments": {}}</tool_call>'
+    fenced = '```json\n{"name": "a", "arguments": {}}\n```\nand\n```json\n{"name": "b", "arguments": {}}\n```'
+    listed = '[{"name": "a", "arguments": {}}, {"name": "b", "arguments": {}}]'
+    for text in (two, fenced, listed):
+        found = calls_from_text(text)
+        assert found is not None and [c.name for c in found.calls] == ["a", "b"], text
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "The weather in Helsinki is sunny.",
+        '[{"station_id": "s1"}, {"station_id": "s2"}]',  # a final answer, not calls
+        '{"name": "Kiasma", "lat": 60.17, "lon": 24.94}',  # a place with a name, not a call
+        '```json\n{"route_index": 0, "content": "Take the tram"}\n```',
+        'Use the format {"name": <tool>, "arguments": {...}}.',
+        '{"name": "", "arguments": {}}',
+        '{"name": "f", "arguments": [1, 2]}',
+        "",
+    ],
+)
+def test_what_is_not_a_call(text: str) -> None:
+    assert calls_from_text(text) is None
+
+
+def test_a_tag_that_holds_no_call_is_a_parse_error_of_the_tagged_form() -> None:
+    found = calls_from_text('<tool_call>{"name": "weather_query", "arguments": {"city": ')  # cut at max_tokens
+    assert found is not None and found.status == "parse_error" and found.form == "tagged" and not found.calls
+    found = calls_from_text(f"<tool_call>{CALL}</tool_call><tool_call>not json</tool_call>")
+    assert found is not None and found.status == "parse_error" and [c.name for c in found.calls] == ["weather_query"]
+
+
+def test_calls_per_reply_are_capped() -> None:
+    for text in (
+        f"<tool_call>{CALL}</tool_call>" * (MAX_CALLS + 10),
+        f"```json\n{CALL}\n```\n" * (MAX_CALLS + 10),
+        f"call {CALL} " * (MAX_CALLS + 10),
+        "[" + ",".join([CALL] * (MAX_CALLS + 10)) + "]",
+    ):
+        found = calls_from_text(text)
+        assert found is not None and found.status == "ok" and len(found.calls) == MAX_CALLS
+
+
+def test_a_reply_over_the_reader_cap_is_refused_without_a_form() -> None:
+    big = '{"name": "f", "arguments": {"x": "' + "a" * MAX_CHARS + '"}}'  # a 200 KB JSON call
+    found = calls_from_text(big)
+    assert found is not None and found.status == "parse_error" and found.form is None and not found.calls
+
+
+HOSTILE = [
+    "```json\n{}\n```\n" * 10_000,  # 10,000 fenced blocks
+    "```" * 30_000,
+    "{" * 60_000,
+    '{"' * 40_000,
+    "[" * 60_000,
+    "<tool_call>" * 15_000,
+    "<tool_call>{" * 15_000,
+    "call " + "{" * 30_000 + "}" * 30_000,
+    'x {"name": "f", "arguments": ' + "{" * 30_000,
+]
+
+
+@pytest.mark.parametrize("text", HOSTILE, ids=range(len(HOSTILE)))
+def test_hostile_replies_are_read_quickly(text: str) -> None:
+    assert len(text) <= MAX_CHARS
+    t0 = time.perf_counter()
+    found = calls_from_text(text)
+    assert time.perf_counter() - t0 < 2.0  # generous under a loaded host; a quadratic scan takes minutes
+    assert found is None or found.status == "parse_error" or not found.calls
+
+
+def test_reading_time_is_linear() -> None:
+    def cost(n: int) -> float:
+        t0 = time.perf_counter()
+        calls_from_text("```json\n{}\n```\n" * (n // 12))
+        calls_from_text("say {" * (n // 5))
+        calls_from_text('{"' * (n // 2))
+        return time.perf_counter() - t0
+
+    cost(1_000)
+    small = min(cost(15_000) for _ in range(3))
+    big = min(cost(150_000) for _ in range(3))
+    assert big < 30 * small + 0.05  # quadratic would be about 100 times
+
+
+def test_parse_arguments() -> None:
+    assert parse_arguments('{"a": 1}') == {"a": 1}
+    assert parse_arguments({"a": 1}) == {"a": 1}
+    assert parse_arguments("[1]") is None and parse_arguments(float("nan")) is None
