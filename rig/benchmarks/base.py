@@ -15,7 +15,7 @@ import abc
 import json
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any, ClassVar
+from typing import Annotated, Any, ClassVar, NamedTuple
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationError
 
@@ -147,6 +147,11 @@ class Table(BaseModel):
     note: str = ""
 
 
+class ReferenceCalls(NamedTuple):
+    forms: tuple[CallForm, ...]  # the call forms the reference harness reads
+    note: str  # where that is said, for the report
+
+
 class RunContext(BaseModel):
     """What a benchmark needs to know about the run to build requests."""
 
@@ -193,10 +198,6 @@ class Benchmark(abc.ABC):
 
     # `rig rescore`: the reference harness's prediction files this benchmark reads ("": none), for messages.
     predictions: ClassVar[str] = ""
-    # The forms of a tool call (records.CallForm) the benchmark's reference harness reads as one, and where that
-    # is said. rig reads every form; the report counts the forms and names the episodes only rig would have read.
-    reference_call_forms: ClassVar[tuple[CallForm, ...]] = ()
-    reference_call_note: ClassVar[str] = ""
 
     @classmethod
     def rescore_options(cls, options: dict[str, Any], mode: str) -> dict[str, Any]:
@@ -240,6 +241,13 @@ class Benchmark(abc.ABC):
     def headline(cls, result: EpisodeResult) -> float | None:
         """The one per-episode score used for confidence intervals and comparisons."""
         return None
+
+    @classmethod
+    def reference_calls(cls, options: Any) -> ReferenceCalls:
+        """The forms of a tool call (``records.CallForm``) this benchmark's reference harness reads as one under
+        these options, and where that is said. rig's loop reads every form; the report counts the forms and the
+        episodes only rig read. A benchmark without tool calls reads none."""
+        return ReferenceCalls((), "")
 
     @classmethod
     def headline_source(cls, results: list[EpisodeResult], options: Any) -> str | None:

@@ -331,7 +331,7 @@ def html_report(run_dirs: list[Path], figures_dir: Path | None = None, extra: st
             if ci:
                 parts.append(table_html(ci))
                 best = summary.headline
-            forms = call_form_table(summary, bench.reference_call_note)
+            forms = call_form_table(summary)
             if forms:
                 parts.append(table_html(forms))
             headline = summary.headline.by_episode() if summary.headline else {}

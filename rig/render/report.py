@@ -12,7 +12,7 @@ from rig.benchmarks import benchmark_tables
 from rig.benchmarks.base import Table
 from rig.records import CALL_FORMS
 from rig.runfolder.folder import RunFolder
-from rig.runfolder.summary import RunSummary, benchmark_of
+from rig.runfolder.summary import RunSummary
 
 NM = "not measured"
 
@@ -139,9 +139,8 @@ def efficiency_table(s: RunSummary) -> Table:
     return Table(title="Energy and memory bandwidth", columns=["Measure", "Value"], rows=rows)
 
 
-def call_form_table(s: RunSummary, note: str) -> Table | None:
-    """How the model wrote the calls that were read, and which forms only rig's loop reads (``note``: where the
-    benchmark's reference reads calls, ``Benchmark.reference_call_note``)."""
+def call_form_table(s: RunSummary) -> Table | None:
+    """How the model wrote the calls that were read, and which forms only rig's loop reads."""
     c = s.call_forms
     if c is None:
         return None
@@ -149,7 +148,7 @@ def call_form_table(s: RunSummary, note: str) -> Table | None:
         [form, n, c.episodes.get(form, 0), "yes" if form in c.reference else "—" if form not in CALL_FORMS else "no"]
         for form, n in sorted(c.generations.items(), key=lambda kv: (kv[0] not in CALL_FORMS, -kv[1], kv[0]))
     ]
-    text = f"Reference: {note}." if note else "The reference harness reads no call from the text."
+    text = f"Reference: {c.reference_note}." if c.reference_note else "The reference harness reads no call."
     if c.rig_only:
         text += (
             f" Read only by rig's loop: {', '.join(c.rig_only)}; {c.rig_only_episodes} of {s.episodes} episodes "
@@ -216,7 +215,7 @@ def report_markdown(run_dir: Path) -> str:
         ci = ci_table(summary, spec.name)
         if ci:
             out.append(table_md(ci))
-        forms = call_form_table(summary, benchmark_of(b).reference_call_note)
+        forms = call_form_table(summary)
         if forms:
             out.append(table_md(forms))
         out.append(table_md(telemetry_table(summary)))

@@ -23,7 +23,7 @@ from rig.telemetry.energy import processed_tokens
 from rig.telemetry.mbu import Efficiency, GenerationCost, efficiency
 
 if TYPE_CHECKING:
-    from rig.benchmarks.base import Benchmark
+    from rig.benchmarks.base import Benchmark, ReferenceCalls
 
 EpisodeHeadline = Callable[[EpisodeResult], "float | None"]  # a benchmark's headline score of one episode
 
@@ -70,11 +70,12 @@ NO_CALL = "no call read"
 
 class CallForms(BaseModel):
     """How the model wrote the calls rig read (``Generation.call_form``), per form, and the episodes that had a call
-    read in a form the benchmark's reference harness does not read (``Benchmark.reference_call_forms``)."""
+    read in a form the benchmark's reference harness does not read (``Benchmark.reference_calls``)."""
 
     generations: dict[str, int] = Field(default_factory=dict)  # per form, NOT_RECORDED and NO_CALL included
     episodes: dict[str, int] = Field(default_factory=dict)  # episodes with at least one generation in the form
     reference: list[str] = Field(default_factory=list)  # the forms the reference harness reads
+    reference_note: str = ""  # where that is said
     rig_only_episodes: int = 0  # episodes with a call read in a form the reference does not read
     rig_only_headline: float | None = None  # their headline scores' share of the headline mean (sum over samples)
 
@@ -84,11 +85,11 @@ class CallForms(BaseModel):
 
 
 def call_forms(
-    results: list[EpisodeResult], reference: tuple[str, ...], headline: EpisodeHeadline | None
+    results: list[EpisodeResult], reference: ReferenceCalls, headline: EpisodeHeadline | None
 ) -> CallForms | None:
     """The forms of the calls read in ``results``; None when no generation was read for a call (a benchmark
     without tool calls, or only engine errors)."""
-    out = CallForms(reference=list(reference))
+    out = CallForms(reference=list(reference.forms), reference_note=reference.note)
     only_rig: list[EpisodeResult] = []
     for r in results:
         forms = set()
@@ -101,7 +102,7 @@ def call_forms(
                 forms.add(form)
         for form in forms:
             out.episodes[form] = out.episodes.get(form, 0) + 1
-        if any(f in CALL_FORMS and f not in reference for f in forms):
+        if any(f in CALL_FORMS and f not in reference.forms for f in forms):
             only_rig.append(r)
     if not out.generations:
         return None
@@ -207,7 +208,7 @@ def summarize(
         headline=_headline(results, benchmark, headline) if headline else None,
         energy=energy_summary(manifest, results, headline),
         efficiency=run_efficiency(manifest, results),
-        call_forms=call_forms(results, benchmark_of(benchmark).reference_call_forms, headline) if benchmark else None,
+        call_forms=_call_forms(results, benchmark, headline),
     )
 
 
@@ -288,6 +289,14 @@ def run_efficiency(manifest: RunManifest, results: list[EpisodeResult]) -> Effic
         peak_source=source,
         peak_doubts=doubts,
     )
+
+
+def _call_forms(
+    results: list[EpisodeResult], info: BenchmarkInfo | None, headline: EpisodeHeadline | None
+) -> CallForms | None:
+    if info is None:
+        return None
+    return call_forms(results, benchmark_of(info).reference_calls(recorded_options(info)), headline)
 
 
 def _overlapping(results: list[EpisodeResult]) -> bool:

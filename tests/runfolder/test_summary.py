@@ -195,11 +195,11 @@ def test_call_forms_counted_and_the_episodes_only_rig_reads_named() -> None:
     assert c.episodes == {"bare": 2, "fenced": 1, "prose": 1, "no call read": 2, "not recorded": 1}
     assert c.rig_only == ["fenced", "prose"] and c.rig_only_episodes == 2
     assert c.rig_only_headline == pytest.approx(1.0 / 5)  # episode b's hit, over the five scored episodes
-    t = call_form_table(s, EVGeoQA.reference_call_note)
+    t = call_form_table(s)
     assert t is not None and t.rows[0] == ["bare", 3, 2, "yes"] and ["fenced", 1, 1, "no"] in t.rows
     assert ["not recorded", 1, 1, "—"] in t.rows
     assert t.note is not None and "Read only by rig's loop: fenced, prose; 2 of 5 episodes" in t.note
-    assert "contributing 0.200 of the headline mean 0.200" in t.note and "Wrong_Json" in t.note
+    assert "contributing 0.200 of the headline mean 0.400" in t.note and "Wrong_Json" in t.note
     # a benchmark without calls (or the whole run) has no forms to count
     assert summarize(manifest(), [result("a", gen())], info, EVGeoQA.headline).call_forms is None
     assert summarize(manifest(), results).call_forms is None

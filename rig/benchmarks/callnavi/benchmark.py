@@ -10,7 +10,16 @@ from typing import Any, ClassVar, Literal, get_args
 from pydantic import Field
 
 from rig.agents.single import repeat_sampling, single_call
-from rig.benchmarks.base import Benchmark, BenchmarkOptions, CommaList, DataError, RunContext, Table, embedded_data
+from rig.benchmarks.base import (
+    Benchmark,
+    BenchmarkOptions,
+    CommaList,
+    DataError,
+    ReferenceCalls,
+    RunContext,
+    Table,
+    embedded_data,
+)
 from rig.benchmarks.callnavi import data as D
 from rig.benchmarks.callnavi.parse import parse_answer
 from rig.benchmarks.callnavi.prompts import answer_schema, build_prompt
@@ -33,11 +42,6 @@ class CallNavi(Benchmark):
     name = "callnavi"
     headline_name = "AST match"
     version = "1"
-    reference_call_forms = ("bare", "fenced", "yaml")
-    reference_call_note = (
-        "CallNavi's judge scripts strip the ```json fences and parse what is left (its YAML scripts read YAML "
-        "answers); rig parses the same, so no answer is read only by rig"
-    )
     flag_options: ClassVar[dict[str, tuple[str, str]]] = {
         "format": ("format", "CallNavi's answer format: json or yaml")
     }
@@ -187,6 +191,14 @@ class CallNavi(Benchmark):
         if task == "routing":
             return {"routing": 0.0}
         return {"syntax": 0.0, "structure": 0.0, "ast": 0.0, "order": 0.0}
+
+    @classmethod
+    def reference_calls(cls, options: Any) -> ReferenceCalls:
+        return ReferenceCalls(
+            ("bare", "fenced", "yaml"),
+            "CallNavi's judge scripts strip the ```json fences and parse what is left (its YAML scripts read YAML "
+            "answers); rig parses the same, so no answer is read only by rig",
+        )
 
     @classmethod
     def headline(cls, result: EpisodeResult) -> float | None:

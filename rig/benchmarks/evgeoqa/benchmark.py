@@ -16,7 +16,7 @@ from typing import Any, Literal
 from pydantic import Field, field_validator
 
 from rig.agents.single import repeat_sampling
-from rig.benchmarks.base import Benchmark, BenchmarkOptions, CommaList, DataError, RunContext, Table
+from rig.benchmarks.base import Benchmark, BenchmarkOptions, CommaList, DataError, ReferenceCalls, RunContext, Table
 from rig.benchmarks.evgeoqa.agents import MAX_FORMAT_ERRORS, MAX_STEPS, messages_for, run_georover
 from rig.benchmarks.evgeoqa.data import Dataset, Query, Setting
 from rig.benchmarks.evgeoqa.scoring import ARGUMENT_ERRORS, CAUSES, KS, StationIndex, classify, hits
@@ -36,11 +36,6 @@ class EVGeoQA(Benchmark):
     name = "evgeoqa"
     headline_name = "Hits@1"
     version = "1"
-    reference_call_forms = ("bare",)
-    reference_call_note = (
-        "GeoRover's framework prompt has each reply parsed as raw JSON; a code fence or any other text gets its "
-        "Wrong_Json re-prompt, and it offers no tools through an API (EVGeoQA notes C4)"
-    )
 
     class Options(BenchmarkOptions):
         pack: str | None = Field(None, description="map pack directory (default: the embedded Helsinki pack)")
@@ -265,6 +260,14 @@ class EVGeoQA(Benchmark):
         if res.error_category:
             res.error = f"{res.error_category}: stop {out.stop}, answer {preds[:3]}"
         return res
+
+    @classmethod
+    def reference_calls(cls, options: Any) -> ReferenceCalls:
+        return ReferenceCalls(
+            ("bare",),
+            "GeoRover's framework prompt has each reply parsed as raw JSON; a code fence or any other text gets its "
+            "Wrong_Json re-prompt, and it offers no tools through an API (EVGeoQA notes C4)",
+        )
 
     @classmethod
     def headline(cls, result: EpisodeResult) -> float | None:

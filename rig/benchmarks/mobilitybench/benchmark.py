@@ -18,7 +18,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from rig.agents.single import repeat_sampling
-from rig.benchmarks.base import Benchmark, BenchmarkOptions, DataError, RunContext, Table, embedded_data
+from rig.benchmarks.base import Benchmark, BenchmarkOptions, DataError, ReferenceCalls, RunContext, Table, embedded_data
 from rig.benchmarks.mobilitybench import scoring as M
 from rig.benchmarks.mobilitybench.data import Case
 from rig.benchmarks.mobilitybench.lexicon import FAMILIES, SCENARIOS
@@ -35,12 +35,6 @@ class MobilityBench(Benchmark):
     name = "mobilitybench"
     headline_name = "final pass rate"
     version = "1"
-    reference_call_forms = ("native", "tagged")
-    reference_call_note = (
-        "MobilityBench's agents bind the tools through LangChain to an OpenAI-style server, so a call is what the "
-        "server returns as one (a server's Hermes parser makes <tool_call> tags one); JSON written in the text is "
-        "no call and fails the worker's task (only its planner also reads a ```json block from the text)"
-    )
 
     class Options(BenchmarkOptions):
         framework: Literal["react", "plan"] = Field("react", description="`react`, or `plan` (Plan-and-Execute)")
@@ -269,6 +263,22 @@ class MobilityBench(Benchmark):
         else:
             res.error_category = M.classify(run.stop, scores)
         return res
+
+    @classmethod
+    def reference_calls(cls, options: Any) -> ReferenceCalls:
+        if options.framework == "react":
+            return ReferenceCalls(
+                ("tagged", "bare", "fenced", "prose"),
+                "MobilityBench's ReAct takes its step from a ```json block, else from the first {...} of the text, "
+                "and binds no tools (notes A4.2; as shipped it never runs one, and its step is a "
+                "thought/action/tool_name/tool_args object)",
+            )
+        return ReferenceCalls(
+            ("native", "tagged"),
+            "MobilityBench's Plan-and-Execute binds the tools through LangChain to an OpenAI-style server, so a call "
+            "is what the server returns as one (a server's Hermes parser makes <tool_call> tags one); JSON written in "
+            "the text is no call and fails the worker's task (only its planner also reads a ```json block)",
+        )
 
     @classmethod
     def headline(cls, result: EpisodeResult) -> float | None:

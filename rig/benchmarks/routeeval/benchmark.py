@@ -11,7 +11,16 @@ from pydantic import Field, field_validator
 
 from rig.agents.single import repeat_sampling
 from rig.agents.toolmode import effective_mode, prepare, read_calls
-from rig.benchmarks.base import Benchmark, BenchmarkOptions, CommaList, DataError, RunContext, Table, embedded_data
+from rig.benchmarks.base import (
+    Benchmark,
+    BenchmarkOptions,
+    CommaList,
+    DataError,
+    ReferenceCalls,
+    RunContext,
+    Table,
+    embedded_data,
+)
 from rig.benchmarks.datahash import hash_paths
 from rig.benchmarks.routeeval import data as D
 from rig.benchmarks.routeeval.prompts import ADDRESS_MAX, MAX_WAYPOINTS, TOOL, TOOL_NAME, messages
@@ -31,12 +40,6 @@ class RouteEval(Benchmark):
     name = "routeeval"
     headline_name = "route accuracy"
     version = "1"
-    reference_call_forms = ("native", "tagged")
-    reference_call_note = (
-        "RouteEval calls the tool through OpenRouter's tool calling, and a reply of plain text instead of a tool "
-        "call is a tool-calling failure (paper, sec. 3.1 and 3.7; a provider's Hermes parser makes "
-        "<tool_call> tags a call)"
-    )
 
     class Options(BenchmarkOptions):
         prompts: str | None = Field(
@@ -292,6 +295,15 @@ class RouteEval(Benchmark):
             return fail("distance_mismatch", f"route is {d:.2f} mi for a {target:g} mi target (more than 50% off)")
         res.scores["success"] = 1.0
         return res
+
+    @classmethod
+    def reference_calls(cls, options: Any) -> ReferenceCalls:
+        return ReferenceCalls(
+            ("native", "tagged"),
+            "RouteEval calls the tool through OpenRouter's tool calling, and a reply of plain text instead of a tool "
+            "call is a tool-calling failure (paper, sec. 3.1 and 3.7; a provider's Hermes parser makes <tool_call> "
+            "tags a call)",
+        )
 
     @classmethod
     def headline(cls, result: EpisodeResult) -> float | None:
