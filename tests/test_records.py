@@ -64,3 +64,13 @@ def test_atomic_path_keeps_the_old_file_on_error(tmp_path: Path) -> None:
     assert path.read_text() == "whole" and [p.name for p in tmp_path.iterdir()] == ["out.txt"]
     write_atomic(path, b"bytes")
     assert path.read_bytes() == b"bytes"
+
+
+def test_call_form_is_additive() -> None:
+    """Generations stored before rig recorded the call form read as None; a recorded one round-trips."""
+    from rig.records import Generation
+
+    old = {"request_hash": "h", "text": "x", "parse_status": "ok", "tool_calls": [{"name": "f", "arguments": {}}]}
+    assert Generation.model_validate(old).call_form is None
+    g = Generation(request_hash="h", call_form="fenced")
+    assert Generation.model_validate_json(g.model_dump_json()).call_form == "fenced"

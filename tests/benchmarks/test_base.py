@@ -91,3 +91,20 @@ def test_readme_options_table_is_generated_from_the_model(name: str) -> None:
         assert f"| `{key}` |" in md
     readme = (REPO / "benchmarks" / name / "README.md").read_text(encoding="utf-8")
     assert md in readme, f"benchmarks/{name}/README.md: options table out of date"
+
+
+def test_each_agentic_benchmark_names_the_call_forms_its_reference_reads() -> None:
+    """Issue 35: the report's tool-call forms table reads these; a benchmark without calls names none."""
+    from rig.records import CALL_FORMS
+
+    def ref(name: str, **options: str) -> tuple[tuple[str, ...], str]:
+        cls = get_benchmark_class(name)
+        return cls.reference_calls(cls.parse_options(options))
+
+    for name in ("callnavi", "evgeoqa", "mobilitybench", "routeeval"):
+        forms, note = ref(name)
+        assert forms and set(forms) <= set(CALL_FORMS) and note, name
+    assert ref("evgeoqa")[0] == ("bare",) and ref("routeeval")[0] == ("native", "tagged")
+    assert "fenced" in ref("mobilitybench", framework="react")[0]  # ReAct reads a ```json block or the first {...}
+    assert ref("mobilitybench", framework="plan")[0] == ("native", "tagged")
+    assert ref("urbangeo") == ((), "")
