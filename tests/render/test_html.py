@@ -35,6 +35,7 @@ def test_html_is_self_contained(tmp_path: Path) -> None:
     assert "Question start" in next(iter(data["prompts"].values()))  # prompts rebuilt from the benchmark data
     assert "CallNavi (layout of the paper&#x27;s Table 4)" in html or "CallNavi (layout of the paper's Table 4)" in html
     assert "not measured" in html  # CPU run: GPU memory plot and rows say so
+    assert "Tool-call forms" in html and '"cf": "bare"' in html  # the table, and each turn's form in the trace
 
 
 def test_dashboard_histograms_are_matplotlib_figures_of_the_stored_numbers(tmp_path: Path) -> None:
