@@ -107,20 +107,26 @@ def _prose(text: str) -> list[ParsedCall]:
 
 def calls_from_text(text: str) -> TextCalls | None:
     """Tool calls a model left in its message text (module docstring: forms and shapes). None when the text holds
-    no call; a ``parse_error`` status when a tagged block does not hold one."""
+    no call; a ``parse_error`` status when a tagged block does not hold one, or a reply that opens a JSON call
+    does not parse."""
     if too_long(text):
         return TextCalls([], "parse_error", None)
     tagged = _tagged(text)
     if tagged is not None:
         return tagged
     stripped = text.strip()
+    broken = False  # a reply that opens a JSON call and does not parse (unclosed, cut)
     if stripped.startswith(("{", "[")):
-        calls = _load_calls(stripped)
+        value, err = load_json(stripped)
+        calls = None if err else calls_in_value(value)
         if calls is not None:
             return TextCalls(calls, "ok", "bare")
+        broken = err is not None and '"name"' in stripped
     if "```" in text:
         calls = _fenced(text)
         if calls:
             return TextCalls(calls, "ok", "fenced")
     calls = _prose(text)
-    return TextCalls(calls, "ok", "prose") if calls else None
+    if calls:
+        return TextCalls(calls, "ok", "prose")
+    return TextCalls([], "parse_error", "bare") if broken else None

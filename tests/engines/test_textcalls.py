@@ -31,6 +31,21 @@ REAL: list[tuple[str, str, str, str, list[tuple[str, dict]]]] = [
         "bare",
         [("generate_running_route", ROUTE_ARGS)],
     ),
+    (
+        "evgeoqa",
+        "qwen2.5-coder-1.5b",
+        '{"name": "Search_Nearby_POI", "arguments": {"coord": [24.942184, 60.167576]}}',
+        "bare",
+        [("Search_Nearby_POI", {"coord": [24.942184, 60.167576]})],
+    ),
+    (
+        "evgeoqa",
+        "qwen2.5-coder-0.5b",
+        '{"name": "Search_Nearby_POI", "arguments": {"coord": [24.945892, 60.168900], "distance": 78, '
+        '"direction": "N"}}',
+        "bare",
+        [("Search_Nearby_POI", {"coord": [24.945892, 60.1689], "distance": 78, "direction": "N"})],
+    ),
 ]
 
 
@@ -127,6 +142,17 @@ def test_a_tag_that_holds_no_call_is_a_parse_error_of_the_tagged_form() -> None:
     assert found is not None and found.status == "parse_error" and found.form == "tagged" and not found.calls
     found = calls_from_text(f"<tool_call>{CALL}</tool_call><tool_call>not json</tool_call>")
     assert found is not None and found.status == "parse_error" and [c.name for c in found.calls] == ["weather_query"]
+
+
+def test_a_reply_that_opens_a_call_but_does_not_close_it_is_a_parse_error() -> None:
+    # Recorded from the 0.5B on EVGeoQA: the previous tool error echoed into the arguments, the last brace missing.
+    text = (
+        '{"name": "Search_Nearby_POI", "arguments": {"coord": [24.950140, 60.177879], "distance": 78, "direction": '
+        '"N", "error": "unknown argument(s) [\'direction\', \'distance\']; this tool takes coord"}'
+    )
+    found = calls_from_text(text)
+    assert found is not None and found.status == "parse_error" and not found.calls
+    assert calls_from_text('{"station_id": "s1", "rank": ') is None  # broken JSON that is no call at all
 
 
 def test_calls_per_reply_are_capped() -> None:
