@@ -22,8 +22,49 @@ ROUTE_ARGS = {
     ],
 }
 
+NATIVE_FENCED = (  # the 0.5B in native mode: the template asks for <tool_call> tags, the model writes a fence
+    "```json\n"
+    "{\n"
+    '  "name": "generate_running_route",\n'
+    '  "arguments": {\n'
+    '    "estimated_distance": 1.5,\n'
+    '    "route_type": "loop",\n'
+    '    "waypoints": [\n'
+    "      {\n"
+    '        "address": "Ateneum",\n'
+    '        "description": "The starting point of the loop"\n'
+    "      },\n"
+    "      {\n"
+    '        "address": "Central Helsinki",\n'
+    '        "description": "The destination point of the loop"\n'
+    "      }\n"
+    "    ]\n"
+    "  }\n"
+    "}\n"
+    "```"
+)
+
 # (benchmark, model, reply, form, [(name, arguments), ...])
 REAL: list[tuple[str, str, str, str, list[tuple[str, dict]]]] = [
+    (
+        "routeeval",
+        "qwen2.5-coder-0.5b",
+        NATIVE_FENCED,
+        "fenced",
+        [
+            (
+                "generate_running_route",
+                {
+                    "estimated_distance": 1.5,
+                    "route_type": "loop",
+                    "waypoints": [
+                        {"address": "Ateneum", "description": "The starting point of the loop"},
+                        {"address": "Central Helsinki", "description": "The destination point of the loop"},
+                    ],
+                },
+            )
+        ],
+    ),
     (
         "routeeval",
         "qwen2.5-coder-1.5b",
