@@ -27,8 +27,9 @@ Role = Literal["system", "user", "assistant", "tool"]
 ParseStatus = Literal["ok", "parse_error", "no_call", "not_parsed"]
 ToolMode = Literal["native", "prompt", "json", "yaml"]
 # How a model wrote the tool call that was read (rig/engines/textcalls.py): the backend's structured field
-# ("native"), <tool_call> tags, a bare JSON reply, a code fence, JSON inside prose, or the YAML of the yaml tool mode.
-CallForm = Literal["native", "tagged", "bare", "fenced", "prose", "yaml"]
+# ("native"), <tool_call> tags, another tag (<tools>), a bare JSON reply, a code fence, JSON inside prose, or the YAML
+# of the yaml tool mode.
+CallForm = Literal["native", "tagged", "other_tag", "bare", "fenced", "prose", "yaml"]
 CALL_FORMS: tuple[CallForm, ...] = get_args(CallForm)
 DecodeMode = Literal["none", "json", "yaml"]
 

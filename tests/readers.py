@@ -262,6 +262,7 @@ REGRESSIONS: list[str] = [
     '{"' * 50000 + '{"name": "f", "arguments": {"x": 1}}',
     "call " + "{" * 5000 + "}" * 5000 + " now",
     "<tool_call>{" * 15000,
+    "<tools>{" * 20000,
     '<tool_call>{"name": "f", "arguments": {"x": 1}}' * 4000,
     'I call {"name": "f", "arguments": {}} ' * 4000,
     '{"tool_calls": [' + ",".join(['{"name": "f", "arguments": {}}'] * 3000) + "]}",

@@ -4,6 +4,8 @@ Forms, tried in this order (``CallForm``, recorded on each generation):
 
 - ``tagged``: ``<tool_call>{json}</tool_call>`` (Hermes / Qwen), one block per call; the last block may be left
   unclosed when the model stopped right after its JSON, and a block may wrap its JSON in a code fence;
+- ``other_tag``: the same inside another tag a model borrows from its template (Qwen2.5-Coder 1.5B writes each call
+  in ``<tools>`` blocks, the tag its template lists the tool definitions in), which a Hermes parser does not read;
 - ``bare``: the whole reply is one JSON call, or a list of them;
 - ``fenced``: calls in Markdown code fences (```json ... ```), with or without prose around them;
 - ``prose``: a JSON call object inside other text ("I will call ... {"name": ...}").
@@ -20,6 +22,8 @@ from typing import Any, NamedTuple
 from rig.decoding.safe import blocks, check_value, load_json, object_spans, strip_fences, too_long
 from rig.records import CallForm, ParsedCall, ParseStatus
 
+# Tags other than <tool_call> that models were seen to wrap calls in.
+OTHER_TAGS = (("<tools>", "</tools>"),)
 MAX_CALLS = 32  # calls read from one reply; the loop runs one per turn, so more are only recorded as skipped
 _ARGUMENT_KEYS = ("arguments", "parameters")
 
@@ -70,19 +74,19 @@ def _load_calls(text: str) -> list[ParsedCall] | None:
     return None if err else calls_in_value(value)
 
 
-def _tagged(text: str) -> TextCalls | None:
-    found = blocks(text, "<tool_call>", "</tool_call>")
+def _tagged(text: str, start: str, end: str, form: CallForm) -> TextCalls | None:
+    found = blocks(text, start, end)
     if not found:
         return None
     calls: list[ParsedCall] = []
     for a, b, _closed in found:
         got = _load_calls(strip_fences(text[a:b]))
         if got is None:  # a block that is not a call (or was cut): the model meant a call and wrote it wrong
-            return TextCalls(calls, "parse_error", "tagged")
+            return TextCalls(calls, "parse_error", form)
         calls.extend(got)
         if len(calls) >= MAX_CALLS:
             break
-    return TextCalls(calls[:MAX_CALLS], "ok", "tagged")
+    return TextCalls(calls[:MAX_CALLS], "ok", form)
 
 
 def _fenced(text: str) -> list[ParsedCall]:
@@ -111,7 +115,9 @@ def calls_from_text(text: str) -> TextCalls | None:
     does not parse."""
     if too_long(text):
         return TextCalls([], "parse_error", None)
-    tagged = _tagged(text)
+    tagged = _tagged(text, "<tool_call>", "</tool_call>", "tagged")
+    for start, end in OTHER_TAGS:
+        tagged = tagged or (_tagged(text, start, end, "other_tag") if start in text else None)
     if tagged is not None:
         return tagged
     stripped = text.strip()

@@ -44,8 +44,41 @@ NATIVE_FENCED = (  # the 0.5B in native mode: the template asks for <tool_call> 
     "```"
 )
 
+NATIVE_TOOLS_TAGS = (  # the 1.5B in native mode: each call in the tag its template lists the tools in, three at once
+    "<tools>\n"
+    '{"name": "query_poi", "arguments": {"keywords": "Kiasma museum", "city": "Helsinki"}}\n'
+    "</tools>\n"
+    "<tools>\n"
+    '{"name": "reverse_geocoding", "arguments": {"longitude": "24.944100", "latitude": "60.170300"}}\n'
+    "</tools>\n"
+    "<tools>\n"
+    '{"name": "final_answer", "arguments": {"answer": "The Kiasma museum is located at Kiasma, Helsinki, Finland.", '
+    '"intent": "Point-to-Point Planning", "constraints": {"place": "Kiasma museum", "city": "Helsinki"}, '
+    '"route_index": -1}}\n'
+    "</tools>"
+)
+
 # (benchmark, model, reply, form, [(name, arguments), ...])
 REAL: list[tuple[str, str, str, str, list[tuple[str, dict]]]] = [
+    (
+        "mobilitybench",
+        "qwen2.5-coder-1.5b",
+        NATIVE_TOOLS_TAGS,
+        "other_tag",
+        [
+            ("query_poi", {"keywords": "Kiasma museum", "city": "Helsinki"}),
+            ("reverse_geocoding", {"longitude": "24.944100", "latitude": "60.170300"}),
+            (
+                "final_answer",
+                {
+                    "answer": "The Kiasma museum is located at Kiasma, Helsinki, Finland.",
+                    "intent": "Point-to-Point Planning",
+                    "constraints": {"place": "Kiasma museum", "city": "Helsinki"},
+                    "route_index": -1,
+                },
+            ),
+        ],
+    ),
     (
         "routeeval",
         "qwen2.5-coder-0.5b",
@@ -107,6 +140,7 @@ WEATHER = [("weather_query", {"city": "Helsinki", "need_forecast": True})]
         (f"<tool_call>\n{CALL}\n</tool_call>", "tagged"),
         (f"<tool_call>\n{CALL}", "tagged"),  # stopped at the end-of-turn token before closing the tag
         (f"<tool_call>\n```json\n{CALL}\n```\n</tool_call>", "tagged"),
+        (f"<tools>\n{CALL}\n</tools>", "other_tag"),
         (f"I will look it up.\n<tool_call>{CALL}</tool_call>", "tagged"),
         (CALL, "bare"),
         (f"  [{CALL}]  ", "bare"),
@@ -221,6 +255,7 @@ HOSTILE = [
     "[" * 60_000,
     "<tool_call>" * 15_000,
     "<tool_call>{" * 15_000,
+    "<tools>{" * 20_000,
     "call " + "{" * 30_000 + "}" * 30_000,
     'x {"name": "f", "arguments": ' + "{" * 30_000,
 ]

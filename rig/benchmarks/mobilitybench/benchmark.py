@@ -268,7 +268,7 @@ class MobilityBench(Benchmark):
     def reference_calls(cls, options: Any) -> ReferenceCalls:
         if options.framework == "react":
             return ReferenceCalls(
-                ("tagged", "bare", "fenced", "prose"),
+                ("tagged", "other_tag", "bare", "fenced", "prose"),
                 "MobilityBench's ReAct takes its step from a ```json block, else from the first {...} of the text, "
                 "and binds no tools (notes A4.2; as shipped it never runs one, and its step is a "
                 "thought/action/tool_name/tool_args object)",
