@@ -5,7 +5,8 @@ Forms, tried in this order (``CallForm``, recorded on each generation):
 - ``tagged``: ``<tool_call>{json}</tool_call>`` (Hermes / Qwen), one block per call; the last block may be left
   unclosed when the model stopped right after its JSON, and a block may wrap its JSON in a code fence;
 - ``other_tag``: the same inside another tag a model borrows from its template (Qwen2.5-Coder 1.5B writes each call
-  in ``<tools>`` blocks, the tag its template lists the tool definitions in), which a Hermes parser does not read;
+  in ``<tools>`` blocks, the tag its template lists the tool definitions in, or one block with a call per line),
+  which a Hermes parser does not read;
 - ``bare``: the whole reply is one JSON call, or a list of them;
 - ``fenced``: calls in Markdown code fences (```json ... ```), with or without prose around them;
 - ``prose``: a JSON call object inside other text ("I will call ... {"name": ...}").
@@ -81,6 +82,8 @@ def _tagged(text: str, start: str, end: str, form: CallForm) -> TextCalls | None
     calls: list[ParsedCall] = []
     for a, b, _closed in found:
         got = _load_calls(strip_fences(text[a:b]))
+        if got is None and form == "other_tag":  # one block of calls a line each (the 1.5B's, cut at max_tokens)
+            got = _prose(text[a:b]) or None
         if got is None:  # a block that is not a call (or was cut): the model meant a call and wrote it wrong
             return TextCalls(calls, "parse_error", form)
         calls.extend(got)
@@ -121,13 +124,14 @@ def calls_from_text(text: str) -> TextCalls | None:
     if tagged is not None:
         return tagged
     stripped = text.strip()
-    broken = False  # a reply that opens a JSON call and does not parse (unclosed, cut)
     if stripped.startswith(("{", "[")):
         value, err = load_json(stripped)
         calls = None if err else calls_in_value(value)
         if calls is not None:
             return TextCalls(calls, "ok", "bare")
-        broken = err is not None and '"name"' in stripped
+    # a reply that is one JSON call that does not parse (unclosed, cut at max_tokens), bare or in a fence
+    body = strip_fences(stripped)
+    broken = body.startswith("{") and '"name"' in body and load_json(body)[1] is not None
     if "```" in text:
         calls = _fenced(text)
         if calls:
@@ -135,4 +139,4 @@ def calls_from_text(text: str) -> TextCalls | None:
     calls = _prose(text)
     if calls:
         return TextCalls(calls, "ok", "prose")
-    return TextCalls([], "parse_error", "bare") if broken else None
+    return TextCalls([], "parse_error", "fenced" if stripped.startswith("```") else "bare") if broken else None

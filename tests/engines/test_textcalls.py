@@ -230,6 +230,26 @@ def test_a_reply_that_opens_a_call_but_does_not_close_it_is_a_parse_error() -> N
     assert calls_from_text('{"station_id": "s1", "rank": ') is None  # broken JSON that is no call at all
 
 
+def test_one_tools_block_of_calls_a_line_each_cut_at_max_tokens() -> None:
+    # The 1.5B on EVGeoQA in native mode (recorded, shortened): a <tools> block never closed, a call per line.
+    text = (
+        '<tools>\n{"name": "Search_Stations", "arguments": {"coord": [24.945892, 60.168900]}}\n'
+        '{"name": "Search_Nearby_POI", "arguments": {"coord": [24.945892, 60.168900]}}\n'
+        '{"name": "Change_Current_Location", "arguments": {"distance": "100", "direction": "N"}}\n'
+        '{"name": "Search_Nearby_POI", "arguments": {"coord": [2'
+    )
+    found = calls_from_text(text)
+    assert found is not None and found.status == "ok" and found.form == "other_tag"
+    assert [c.name for c in found.calls] == ["Search_Stations", "Search_Nearby_POI", "Change_Current_Location"]
+
+
+def test_a_fenced_call_cut_at_max_tokens_is_a_parse_error() -> None:
+    # The 0.5B on MobilityBench in native mode (recorded, shortened): waypoints repeated until max_tokens.
+    text = '```json\n{\n  "name": "walking_route",\n  "arguments": {\n    "waypoints": ["24.941000,60.170000", "24.94'
+    found = calls_from_text(text)
+    assert found is not None and found.status == "parse_error" and found.form == "fenced" and not found.calls
+
+
 def test_calls_per_reply_are_capped() -> None:
     for text in (
         f"<tool_call>{CALL}</tool_call>" * (MAX_CALLS + 10),
