@@ -136,8 +136,8 @@ def test_divergence_export_cli(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     "content,says",
     [
-        (b'{"format_version": 1, "classes": [', "divergence.json: not readable JSON"),
-        (b"\x00\xff", "divergence.json: not readable JSON"),
+        (b'{"format_version": 1, "classes": [', "divergence.json: not valid JSON"),
+        (b"\x00\xff", "divergence.json: not UTF-8 text"),
         (b'{"format_version": 1}', "divergence.json: settings: Field required"),
         (b"[]", "divergence.json: the whole file: Input should be an object"),  # no field to name
     ],
