@@ -61,6 +61,7 @@ def test_a_real_model_answers_a_question_and_the_score_is_shown(weather_question
         assert res.scores["routing"] == 1.0, (res.scores, res.generations[0].text)
     # The headline (a routing episode's routing score): 1.00 with its interval, in report.md and on the screen's row.
     report = (run / "report.md").read_text(encoding="utf-8")
-    assert re.search(r"1\.00 \[1\.00, 1\.00\]", report), report[-2000:]
+    headline = report.split("### Headline score with 95% bootstrap CI", 1)[1]
+    assert re.search(rf"\| {re.escape(MODEL)} \| 2 \| 1\.000 \| 1\.000 \| 1\.000 \|", headline), headline[:400]
     row = next(line for line in r.stdout.splitlines() if line.split()[:1] == ["callnavi"])
     assert "1.00" in row, r.stdout
