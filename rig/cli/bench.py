@@ -180,25 +180,30 @@ def _progress_bar() -> tuple[Progress, Callable[[int, int], None]]:
 
 def print_screen(run_dir: Path, console: Console | None = None) -> None:
     """The run's one-screen summary: a row per benchmark from its RunSummary, then where the full report is."""
-    from rig.render.screen import final_screen
+    from rig.render.screen import GAP, column_widths, final_screen
 
-    table, lines = final_screen(run_dir)
+    console = console or out
+    table, lines = final_screen(run_dir, console.width)
     t = RichTable(
         title=cell(table.title, 2000),
         caption=cell(table.note, 2000),
         title_justify="left",
         caption_justify="left",
         box=box.SIMPLE_HEAD,
+        show_edge=False,
+        padding=(0, 0, 0, GAP - 1),  # with the box's blank column separator, the gap between two columns
         pad_edge=False,
-        collapse_padding=True,
     )
-    # Benchmark names are never cut; on a narrow terminal the wordy cells wrap at spaces, and a word longer than
-    # its column folds rather than hiding behind an ellipsis.
-    for i, c in enumerate(table.columns):
-        t.add_column(cell(c), no_wrap=i == 0, overflow="fold" if i else "ellipsis")
+    # Widths that split no word; on a terminal too narrow for even that, rich folds a word rather than hide it.
+    fitted = column_widths(table, console.width)
+    widths: list[int | None] = [None] * len(table.columns) if fitted is None else [*fitted]
+    for c, w in zip(table.columns, widths, strict=True):
+        t.add_column(cell(c), width=w, overflow="fold")
     for row in table.rows:
         t.add_row(*(cell(c) for c in row))
-    console = console or out
     console.print(t)
-    for line in lines:
-        say(line, console)
+    for line in lines:  # a path is printed whole, to be copied; prose wraps at spaces
+        if str(run_dir) in line:
+            say(line, console)
+        else:
+            console.print(cell(line, 2000), highlight=False)
