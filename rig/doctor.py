@@ -28,7 +28,7 @@ print(len(list(zip(range(2), llm.generate(llm.tokenize(b"Hello"), temp=0.0)))))
 
 
 def run_checks(data: Path | None = None, models_file: Path | None = None, benchmark: str | None = None) -> list[Row]:
-    """Engines, llama.cpp, GPUs, the guard, models.yaml and weights; then one benchmark's data (``benchmark``,
+    """Engines, plugins, llama.cpp, GPUs, the guard, models.yaml and weights; then one benchmark's data (``benchmark``,
     default ``DEFAULT_BENCHMARK``): its embedded sample and, with ``data``, that folder."""
     rows: list[Row] = []
     for name, (_t, module, extra) in ENGINES.items():
@@ -40,6 +40,7 @@ def run_checks(data: Path | None = None, models_file: Path | None = None, benchm
                 f"module {module} importable" if found else f"not installed: pip install 'rig[{extra}]'",
             )
         )
+    rows += _plugin_rows()
     rows.append(_llamacpp_row(models_file))
     rows.append(_gpu_row())
     rows.append(_offline_row())
@@ -76,6 +77,18 @@ def _parts_row(label: str, parts: Parts) -> Row:
     except PartsError as e:
         return (label, "fail", str(e))
     return (label, "warn" if st.state == "missing" else "ok", st.detail)
+
+
+def _plugin_rows() -> list[Row]:
+    """Engines and benchmarks of installed packages: each imported and checked, each one left out with why."""
+    from rig import plugins
+    from rig.benchmarks import BENCHMARKS
+    from rig.benchmarks.base import Benchmark
+    from rig.engines.base import Engine
+
+    return plugins.listing(plugins.ENGINE_GROUP, ENGINES, Engine) + plugins.listing(
+        plugins.BENCHMARK_GROUP, BENCHMARKS, Benchmark
+    )
 
 
 def _data_rows(benchmark: str | None, data: Path | None) -> list[Row]:

@@ -21,15 +21,15 @@ from rig.records import Sampling
 from rig.weight_parts import Parts
 
 # "external": predictions made outside rig and re-scored by `rig rescore`, in their run's manifest only; not an engine
-# of rig.engines.ENGINES (the one table of engines), so models.yaml refuses it.
+# rig.engines knows, so models.yaml refuses it.
 EXTERNAL = "external"
 
 
 def engine_names() -> tuple[str, ...]:
-    """The engines a models.yaml entry may name: the keys of the engine table (no engine is imported)."""
-    from rig.engines import ENGINES
+    """The engines a models.yaml entry may name: rig's engine table and installed plugins (none is imported)."""
+    from rig.engines.table import engine_names as names
 
-    return tuple(ENGINES)
+    return names()
 
 
 class RegistryError(Exception):
@@ -75,7 +75,7 @@ class ModelSpec(BaseModel):
     name: str
     base: str
     variant: str | None = None
-    engine: str  # a key of rig.engines.ENGINES, or EXTERNAL in a rescored run's manifest
+    engine: str  # one of engine_names(), or EXTERNAL in a rescored run's manifest
     weights: Weights
     quantization: str
     context_length: int = Field(gt=0)

@@ -1,10 +1,16 @@
 """Benchmark registry: name -> "module:Class", imported only when asked for; and what a report needs from a
-benchmark without its data: recorded options, tables, headline scores, option help."""
+benchmark without its data: recorded options, tables, headline scores, option help.
+
+`BENCHMARKS` is rig's own; installed packages add theirs through the `rig.benchmarks` entry point group
+(`rig.plugins`). `benchmark_names` is both, and what every command that takes a benchmark name reads."""
 
 from __future__ import annotations
 
 import importlib
+import logging
 from typing import TYPE_CHECKING, Any
+
+from rig import plugins
 
 if TYPE_CHECKING:
     from rig.benchmarks.base import Benchmark, Table
@@ -23,11 +29,44 @@ BENCHMARKS: dict[str, str] = {
 DEFAULT_BENCHMARK = "callnavi"
 
 
+log = logging.getLogger(__name__)
+
+
+def benchmark_plugins() -> dict[str, plugins.Plugin]:
+    """Benchmarks of installed packages (entry points of `rig.benchmarks`) whose names are free; metadata only."""
+    return plugins.discover(plugins.BENCHMARK_GROUP, tuple(BENCHMARKS)).plugins
+
+
+def benchmark_names() -> list[str]:
+    """Every benchmark a run may name, rig's own and installed plugins', sorted (the order of a run of all)."""
+    return sorted([*BENCHMARKS, *benchmark_plugins()])
+
+
 def get_benchmark_class(name: str) -> type[Benchmark]:
-    if name not in BENCHMARKS:
-        raise KeyError(f"unknown benchmark {name!r}; available: {', '.join(sorted(BENCHMARKS))}")
-    module, cls = BENCHMARKS[name].split(":")
-    return getattr(importlib.import_module(module), cls)
+    """The benchmark's class, imported; a plugin that cannot be used is a `plugins.PluginError` naming its
+    distribution, an unknown name a KeyError listing the known ones."""
+    if name in BENCHMARKS:
+        module, cls = BENCHMARKS[name].split(":")
+        return getattr(importlib.import_module(module), cls)
+    found = benchmark_plugins()
+    if name not in found:
+        raise KeyError(f"unknown benchmark {name!r}; available: {', '.join(benchmark_names())}")
+    from rig.benchmarks.base import Benchmark
+
+    bench: type[Benchmark] = plugins.load(found[name], Benchmark)
+    return bench
+
+
+def benchmark_classes() -> dict[str, type[Benchmark]]:
+    """Every benchmark that loads, by name; a plugin that does not is a warning and left out, so a broken package
+    never stops rig's own benchmarks."""
+    classes = {}
+    for name in benchmark_names():
+        try:
+            classes[name] = get_benchmark_class(name)
+        except plugins.PluginError as e:
+            log.warning("warning: %s (left out)", e)
+    return classes
 
 
 def flag_option(flag: str, value: Any, benchmark: str | None) -> dict[str, Any]:
@@ -38,18 +77,9 @@ def flag_option(flag: str, value: Any, benchmark: str | None) -> dict[str, Any]:
         cls = get_benchmark_class(benchmark)
         if flag in cls.flag_options:
             return {cls.flag_options[flag][0]: value}
-        owners = [
-            what
-            for n in sorted(BENCHMARKS)
-            for f, (_k, what) in get_benchmark_class(n).flag_options.items()
-            if f == flag
-        ]
+        owners = [what for c in benchmark_classes().values() for f, (_k, what) in c.flag_options.items() if f == flag]
         raise KeyError(f"--{flag} is {' / '.join(owners) or 'no benchmark option'}; benchmark {benchmark} has none")
-    return {
-        f"{n}.{get_benchmark_class(n).flag_options[flag][0]}": value
-        for n in sorted(BENCHMARKS)
-        if flag in get_benchmark_class(n).flag_options
-    }
+    return {f"{n}.{c.flag_options[flag][0]}": value for n, c in benchmark_classes().items() if flag in c.flag_options}
 
 
 def recorded_options(info: BenchmarkInfo) -> Any:

@@ -26,12 +26,12 @@ def check_benchmarks(opts: CreateOptions) -> None:
     """Before anything is copied: the benchmarks exist, and each ``--data NAME=PATH`` names one of them and data it
     reads. The data is loaded as ``rig bench -b NAME --data PATH`` loads it, so a corrupt file is refused here, named
     with its field by the benchmark's loader, not found out in the lab."""
-    from rig.benchmarks import BENCHMARKS, get_benchmark_class
+    from rig.benchmarks import benchmark_names, get_benchmark_class
     from rig.benchmarks.base import DataError
 
-    unknown = [n for n in opts.benchmarks if n not in BENCHMARKS]
+    unknown = [n for n in opts.benchmarks if n not in benchmark_names()]
     if unknown:
-        raise BundleError(f"--benchmarks: unknown {', '.join(unknown)}; available: {', '.join(sorted(BENCHMARKS))}")
+        raise BundleError(f"--benchmarks: unknown {', '.join(unknown)}; available: {', '.join(benchmark_names())}")
     out = opts.out.resolve()
     for name, path in opts.data.items():
         flag = f"--data {name}={path}"

@@ -120,6 +120,7 @@ def _run(bo: BenchOptions) -> Path:
     from rig.engines import MissingExtra
     from rig.engines.base import EngineError
     from rig.execution.bench import BenchError, run_bench
+    from rig.plugins import PluginError
     from rig.registry import RegistryError
     from rig.runformat import NewerFormatError, RunFileError
 
@@ -139,6 +140,9 @@ def _run(bo: BenchOptions) -> Path:
     ) as e:
         prog.stop()
         fail(str(e).strip("'\""))
+    except PluginError as e:  # its text may end in a quote of the plugin's own error
+        prog.stop()
+        fail(str(e))
     finally:
         prog.stop()
 

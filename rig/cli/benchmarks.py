@@ -21,16 +21,19 @@ def benchmarks_cmd(
 ) -> None:
     """List the benchmarks and their -O options (type, default, meaning), generated from each Options model."""
     import rig
-    from rig.benchmarks import BENCHMARKS, get_benchmark_class, options_markdown, with_options_table
+    from rig.benchmarks import BENCHMARKS, benchmark_names, get_benchmark_class, options_markdown, with_options_table
+    from rig.plugins import PluginError
 
-    names = [name] if name else sorted(BENCHMARKS)
+    names = [name] if name else benchmark_names()
     for n in names:
-        if n not in BENCHMARKS:
-            fail(f"unknown benchmark {n!r}; available: {', '.join(sorted(BENCHMARKS))}")
+        if n not in benchmark_names():
+            fail(f"unknown benchmark {n!r}; available: {', '.join(benchmark_names())}")
     if write_readmes:
         from rig.records import write_atomic
 
-        for n in names:
+        if name is not None and name not in BENCHMARKS:
+            fail(f"{name}: a plugin's README belongs to its own package, not to this source tree")
+        for n in [n for n in names if n in BENCHMARKS]:
             readme = Path(rig.__file__).resolve().parents[1] / "benchmarks" / n / "README.md"
             if not readme.is_file():
                 fail(f"{readme}: not found (--write-readmes works in a source checkout)")
@@ -38,7 +41,13 @@ def benchmarks_cmd(
             say(f"wrote {readme}")
         return
     for n in names:
-        about = (sys.modules[get_benchmark_class(n).__module__].__doc__ or "").strip().split("\n\n")[0]
+        try:
+            about = (sys.modules[get_benchmark_class(n).__module__].__doc__ or "").strip().split("\n\n")[0]
+        except PluginError as e:
+            if name is not None:
+                fail(str(e))
+            say(f"warning: {e} (left out)")
+            continue
         sys.stdout.write(
             f"## {n} (-O {n}.KEY=VALUE, or -O KEY=VALUE with -b {n})\n\n{about}\n\n{options_markdown(n)}\n\n"
         )

@@ -1,7 +1,5 @@
-"""Engine registry: name -> "module:Class" plus the extra that provides it; imported lazily.
-
-The one table of engines: models.yaml validation (rig.registry) reads its keys, so a new engine is its file plus
-one line here. Nothing from rig is imported at module level (the registry sits below the engines)."""
+"""Engines by name, imported lazily: rig's own from the table in `rig.engines.table` (a new engine is its file plus
+one line there), and those of installed packages (`rig.engines` entry points, `rig.plugins`)."""
 
 from __future__ import annotations
 
@@ -9,17 +7,12 @@ import importlib
 import importlib.util
 from typing import TYPE_CHECKING
 
+from rig import plugins
+from rig.engines.table import ENGINES, engine_names, engine_plugins
+
 if TYPE_CHECKING:
     from rig.engines.base import Engine
     from rig.registry import ModelSpec
-
-ENGINES: dict[str, tuple[str, str, str]] = {
-    # name: (module:Class, module that must import, pip extra)
-    "llamacpp": ("rig.engines.llamacpp:LlamaCppEngine", "llama_cpp", "llamacpp"),
-    "openai_compat": ("rig.engines.openai_compat:OpenAICompatEngine", "httpx", "openai"),
-    "ollama": ("rig.engines.ollama:OllamaEngine", "httpx", "ollama"),
-    "vllm": ("rig.engines.vllm:VllmEngine", "vllm", "vllm"),
-}
 
 
 class MissingExtra(ImportError):
@@ -27,8 +20,16 @@ class MissingExtra(ImportError):
 
 
 def engine_class(name: str) -> type[Engine]:
+    """The engine's class, imported; a missing backend is `MissingExtra`, a plugin that cannot be used a
+    `plugins.PluginError` naming its distribution."""
     if name not in ENGINES:
-        raise KeyError(f"engine {name!r} is not available in this version of rig; built: {', '.join(ENGINES)}")
+        found = engine_plugins()
+        if name in found:
+            from rig.engines.base import Engine
+
+            plugin: type[Engine] = plugins.load(found[name], Engine)
+            return plugin
+        raise KeyError(f"engine {name!r} is not available in this version of rig; known: {', '.join(engine_names())}")
     target, needs, extra = ENGINES[name]
     # Look the module up without importing it: importing vLLM initialises CUDA, after which --gpu can no longer
     # choose the device (CUDA_VISIBLE_DEVICES is read once, at import).

@@ -15,13 +15,14 @@ from pathlib import Path
 from typing import Any
 
 from rig import offline
-from rig.benchmarks import BENCHMARKS, get_benchmark_class
+from rig.benchmarks import benchmark_names, benchmark_plugins, get_benchmark_class
 from rig.benchmarks.base import Benchmark, DataError, RunContext
 from rig.bundle import BundleError, bundle_id_for
 from rig.engines import create_engine
 from rig.execution.runner import plan
 from rig.execution.turn import Turn, close_engine_log, engine_log
 from rig.records import Episode, OutputError, Sampling, claim_folder
+from rig.plugins import PluginError
 from rig.registry import ModelSpec, default_registry_path, load_registry, resolve_weights
 from rig.runfolder.config import BenchmarkInfo, RunConfig
 from rig.runfolder.folder import RunFolder
@@ -88,7 +89,7 @@ def _route_options(options: dict[str, Any], names: list[str], *, single: bool) -
     per: dict[str, dict[str, Any]] = {n: {} for n in names}
     for key, value in options.items():
         head, _, rest = key.partition(".")
-        if rest and head in BENCHMARKS:
+        if rest and head in benchmark_names():
             if head not in per:
                 raise BenchError(f"--option {key}: this run does not include benchmark {head!r}")
             per[head][rest] = value
@@ -97,7 +98,7 @@ def _route_options(options: dict[str, Any], names: list[str], *, single: bool) -
         else:
             raise BenchError(
                 f"--option {key}: without --benchmark, name the benchmark it is for "
-                f"(e.g. -O callnavi.{key}=...; benchmarks: {', '.join(sorted(BENCHMARKS))})"
+                f"(e.g. -O callnavi.{key}=...; benchmarks: {', '.join(benchmark_names())})"
             )
     return per
 
@@ -115,15 +116,17 @@ def _build(opts: BenchOptions) -> tuple[ModelSpec, str, list[tuple[Benchmark, li
     if upd:
         spec = spec.model_copy(update={"sampling": spec.sampling.model_copy(update=upd)})
     weights = resolve_weights(spec, reg.path)
-    names = [opts.benchmark] if opts.benchmark else sorted(BENCHMARKS)
+    names = [opts.benchmark] if opts.benchmark else benchmark_names()
     if opts.data is not None and len(names) > 1:
         raise BenchError("--data names one benchmark's data: pass --benchmark too")
     routed = _route_options(opts.options, names, single=opts.benchmark is not None)
     chosen, infos, skipped = [], [], []
+    # In a run of every benchmark, a plugin that fails to load or to build is skipped: never rig's own ones.
+    plugin_failures = (Exception,) if opts.benchmark is None else ()
     for name in names:
-        cls = get_benchmark_class(name)
-        bench_opts = {**cls.implied_options(opts.decode), **routed[name]}
         try:
+            cls = get_benchmark_class(name)
+            bench_opts = {**cls.implied_options(opts.decode), **routed[name]}
             bench = cls(opts.data, bench_opts)
             conflict = cls.conflicts(bench.opts, opts.decode, opts.tool_mode)
             if conflict is not None:
@@ -133,6 +136,11 @@ def _build(opts: BenchOptions) -> tuple[ModelSpec, str, list[tuple[Benchmark, li
             if opts.benchmark:  # asked for by name: its data problem is the user's to fix
                 raise
             skipped.append(f"{name}: {e}")
+            continue
+        except plugin_failures as e:
+            if name not in benchmark_plugins():
+                raise
+            skipped.append(str(e) if isinstance(e, PluginError) else f"{benchmark_plugins()[name]}: {e!r}")
             continue
         if not episodes:
             if opts.benchmark:

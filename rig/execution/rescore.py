@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, field_validator
 
-from rig.benchmarks import BENCHMARKS, get_benchmark_class
+from rig.benchmarks import benchmark_classes, get_benchmark_class
 from rig.benchmarks.base import DataError
 from rig.benchmarks.predictions import short
 from rig.registry import EXTERNAL, ModelSpec, Weights
@@ -27,7 +27,7 @@ from rig.runfolder.store import Store
 
 def rescorable() -> list[str]:
     """The benchmarks that read a reference harness's prediction files (their ``predictions``)."""
-    return [n for n in sorted(BENCHMARKS) if get_benchmark_class(n).predictions]
+    return [n for n, cls in benchmark_classes().items() if cls.predictions]
 
 
 class RescoreError(Exception):

@@ -176,7 +176,7 @@ def _cells(path: Path, spec: SweepSpec, given: dict[str, Any], base: Path) -> li
 
 
 def _check(path: Path, spec: SweepSpec, given: dict[str, Any], base: Path) -> None:
-    from rig.benchmarks import BENCHMARKS, get_benchmark_class
+    from rig.benchmarks import benchmark_names, get_benchmark_class
     from rig.benchmarks.base import DataError
     from rig.registry import RegistryError, load_registry
 
@@ -211,10 +211,9 @@ def _check(path: Path, spec: SweepSpec, given: dict[str, Any], base: Path) -> No
     if spec.baseline is not None and spec.baseline not in spec.models:
         raise SweepError(f"{path}: baseline: {spec.baseline!r} is not one of models: {', '.join(spec.models)}")
     for i, b in enumerate(spec.benchmarks):
-        if b.name not in BENCHMARKS:
+        if b.name not in benchmark_names():
             raise SweepError(
-                f"{path}: benchmarks[{i}].name: unknown benchmark {b.name!r}; "
-                f"available: {', '.join(sorted(BENCHMARKS))}"
+                f"{path}: benchmarks[{i}].name: unknown benchmark {b.name!r}; available: {', '.join(benchmark_names())}"
             )
         try:
             get_benchmark_class(b.name).parse_options(b.options)

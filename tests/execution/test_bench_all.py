@@ -22,7 +22,6 @@ def test_all_benchmarks_skips_those_without_data(monkeypatch: pytest.MonkeyPatch
     # only the embedded-data benchmark and the one without data: the map benchmarks are tested on their own
     monkeypatch.setattr(benchmarks, "BENCHMARKS", {k: v for k, v in benchmarks.BENCHMARKS.items() if k == "callnavi"})
     monkeypatch.setitem(benchmarks.BENCHMARKS, "nodata", f"{__name__}:NoData")
-    monkeypatch.setattr("rig.execution.bench.BENCHMARKS", benchmarks.BENCHMARKS)
     _spec, _w, chosen, cfg, skipped = _build(BenchOptions(model="gemma3-270m", limit=2))
     assert [b.name for b, _ in chosen] == ["callnavi"] and [b.name for b in cfg.benchmarks] == ["callnavi"]
     assert skipped == ["nodata: nodata: map pack not built (run rig maps build)"]
@@ -33,10 +32,6 @@ def test_all_benchmarks_skips_those_without_data(monkeypatch: pytest.MonkeyPatch
 
 
 def test_options_are_routed_per_benchmark(monkeypatch: pytest.MonkeyPatch, embedded_weights: str) -> None:
-    monkeypatch.setattr(
-        "rig.execution.bench.BENCHMARKS",
-        {"callnavi": benchmarks.BENCHMARKS["callnavi"], "nodata": f"{__name__}:NoData"},
-    )
     monkeypatch.setattr(
         benchmarks, "BENCHMARKS", {"callnavi": benchmarks.BENCHMARKS["callnavi"], "nodata": f"{__name__}:NoData"}
     )

@@ -1,0 +1,291 @@
+"""Engines and benchmarks from installed packages (entry points `rig.engines` and `rig.benchmarks`): a tiny plugin
+distribution found, run end to end, and broken ones named with their distribution without stopping rig's own."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import logging
+import os
+import subprocess
+import sys
+import venv
+import zipfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from rig import plugins
+from rig.benchmarks import BENCHMARKS, benchmark_classes, benchmark_names, get_benchmark_class
+from rig.engines import ENGINES, engine_class, engine_names
+
+REPO = Path(__file__).resolve().parents[1]
+
+# A lab's package: an engine that adds the two numbers of a prompt "a+b", and a benchmark of such sums.
+TOY = '''"""Sums: a toy rig plugin."""
+from pathlib import Path
+
+from rig.agents.single import single_call
+from rig.benchmarks.base import Benchmark, Table
+from rig.engines.base import Capabilities, Engine, Reply
+from rig.records import Episode, EpisodeResult, Generation, Message, Timings
+
+
+class SumEngine(Engine):
+    name = "sum_engine"
+
+    @property
+    def capabilities(self):
+        return Capabilities()
+
+    async def load(self):
+        return None
+
+    async def generate(self, request):
+        a, b = request.messages[-1].content.split("+")
+        text = str(int(a) + int(b)) if int(a) < 2 else "no idea"
+        timings = Timings(e2e_s=0.001, ttft_s=0.001)
+        gen = Generation(request_hash=request.digest(), text=text, prompt_tokens=3, completion_tokens=1,
+                         timings=timings, finish_reason="stop")
+        return Reply(gen)
+
+
+class Sums(Benchmark):
+    name = "sums"
+    headline_name = "exact sum"
+
+    @classmethod
+    def default_data(cls):
+        return Path(__file__).parent
+
+    def episodes(self):
+        return [Episode(benchmark=self.name, id=f"q{i}", messages=[Message(role="user", content=f"{i}+{i * i}")],
+                        ground_truth=str(i + i * i)) for i in range(4)]
+
+    def data_hash(self):
+        return "sums-1"
+
+    async def run_episode(self, episode, engine, ctx, repeat):
+        gen = await single_call(engine, episode, ctx.sampling)
+        exact = float(gen.text.strip() == episode.ground_truth)
+        return EpisodeResult(benchmark=self.name, episode_id=episode.id, repeat=repeat, generations=[gen],
+                             output=gen.text, scores={"exact": exact})
+
+    @classmethod
+    def tables(cls, results, options, label=""):
+        rate = sum(r.scores["exact"] or 0.0 for r in results) / max(len(results), 1)
+        return [Table(title="Sums", columns=["Model", "exact sum"], rows=[[label, round(rate, 3)]])]
+
+    @classmethod
+    def headline(cls, result):
+        return result.scores.get("exact")
+'''
+TOY_ENTRY_POINTS = {"rig.engines": {"sum_engine": "toy_sums:SumEngine"}, "rig.benchmarks": {"sums": "toy_sums:Sums"}}
+
+# A package whose plugins are all broken: an import error, the wrong type, a built-in's name, a class declaring
+# another name than its entry point.
+BROKEN = {
+    "broken_imports.py": "import a_module_that_is_not_installed\n",
+    "broken_types.py": (
+        "from rig.benchmarks.base import Benchmark\n\n"
+        "class NotABenchmark:\n    name = 'wrong_type'\n\n"
+        "class Misnamed(Benchmark):\n    name = 'other'\n"
+    ),
+}
+BROKEN_ENTRY_POINTS = {
+    "rig.engines": {"ghost_engine": "broken_imports:Engine", "llamacpp": "broken_types:NotABenchmark"},
+    "rig.benchmarks": {
+        "crashes": "broken_imports:Bench",
+        "wrong_type": "broken_types:NotABenchmark",
+        "misnamed": "broken_types:Misnamed",
+        "callnavi": "broken_types:NotABenchmark",
+    },
+}
+
+MODELS = (
+    "models:\n  toy:\n    engine: sum_engine\n    weights: {served: toy}\n    quantization: none\n"
+    "    context_length: 1024\n"
+)
+
+
+def _entry_points(groups: dict[str, dict[str, str]]) -> str:
+    return "".join(f"[{g}]\n" + "".join(f"{n} = {t}\n" for n, t in eps.items()) + "\n" for g, eps in groups.items())
+
+
+def _dist_files(name: str, modules: dict[str, str], groups: dict[str, dict[str, str]]) -> dict[str, str]:
+    """The files of an installed distribution `name` 0.1: its modules and its .dist-info."""
+    info = f"{name}-0.1.dist-info"
+    return {
+        **modules,
+        f"{info}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: 0.1\n",
+        f"{info}/entry_points.txt": _entry_points(groups),
+    }
+
+
+def write_wheel(out: Path, name: str, modules: dict[str, str], groups: dict[str, dict[str, str]]) -> Path:
+    """A pure-Python wheel written by hand (what a build backend makes from a pyproject.toml declaring these entry
+    points), so the test needs neither a build backend nor an index."""
+    files = _dist_files(name, modules, groups)
+    info = f"{name}-0.1.dist-info"
+    files[f"{info}/WHEEL"] = "Wheel-Version: 1.0\nGenerator: rig-tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
+
+    def record(path: str, text: str) -> str:
+        digest = base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()).rstrip(b"=").decode()
+        return f"{path},sha256={digest},{len(text.encode())}\n"
+
+    files[f"{info}/RECORD"] = "".join(record(p, t) for p, t in files.items()) + f"{info}/RECORD,,\n"
+    wheel = out / f"{name}-0.1-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as z:
+        for path, text in files.items():
+            z.writestr(path, text)
+    return wheel
+
+
+@pytest.fixture
+def installed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """The toy and the broken distribution on sys.path as installed packages (a site folder of .dist-info's)."""
+    site = tmp_path / "site"
+    for name, modules, groups in (
+        ("toy-sums", {"toy_sums.py": TOY}, TOY_ENTRY_POINTS),
+        ("broken-plugins", BROKEN, BROKEN_ENTRY_POINTS),
+    ):
+        for path, text in _dist_files(name, modules, groups).items():
+            (site / path).parent.mkdir(parents=True, exist_ok=True)
+            (site / path).write_text(text)
+    monkeypatch.syspath_prepend(str(site))
+    plugins.discover.cache_clear()
+    yield site
+    plugins.discover.cache_clear()
+    for module in ("toy_sums", "broken_types", "broken_imports"):
+        sys.modules.pop(module, None)
+
+
+def test_an_installed_package_adds_an_engine_and_a_benchmark(installed: Path) -> None:
+    assert "sum_engine" in engine_names() and "sums" in benchmark_names()
+    assert engine_class("sum_engine").__module__ == "toy_sums"
+    assert get_benchmark_class("sums").headline_name == "exact sum"
+    from rig.registry import load_registry
+
+    (installed / "models.yaml").write_text(MODELS)
+    assert load_registry(installed / "models.yaml").get("toy").engine == "sum_engine"  # models.yaml may name it
+
+
+def test_broken_plugins_are_named_with_their_distribution_and_rigs_own_still_load(
+    installed: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.WARNING):
+        names = benchmark_names()
+        classes = benchmark_classes()
+    # a built-in's name stays the built-in's, and the package that claimed it is named
+    assert get_benchmark_class("callnavi").__module__ == "rig.benchmarks.callnavi.benchmark"
+    assert engine_class.__module__ == "rig.engines" and "llamacpp" in engine_names()
+    said = caplog.text
+    assert "benchmark plugin 'callnavi' (broken_types:NotABenchmark) from broken-plugins 0.1 ignored" in said
+    # every built-in loads; the broken plugins are left out of a run of all, each named with its distribution
+    assert set(BENCHMARKS) <= set(classes) and "sums" in classes
+    assert not {"crashes", "wrong_type", "misnamed"} & set(classes) and {"crashes", "wrong_type"} <= set(names)
+    assert "benchmark plugin 'crashes' (broken_imports:Bench) from broken-plugins 0.1: cannot be imported" in said
+    with pytest.raises(plugins.PluginError, match=r"from broken-plugins 0\.1: is the class broken_types\.NotA"):
+        get_benchmark_class("wrong_type")
+    with pytest.raises(plugins.PluginError, match=r"'misnamed'.*declares name = 'other'; it must equal 'misnamed'"):
+        get_benchmark_class("misnamed")
+    with pytest.raises(plugins.PluginError, match=r"'ghost_engine'.*from broken-plugins 0\.1: cannot be imported: "):
+        engine_class("ghost_engine")
+    assert engine_names()[: len(ENGINES)] == tuple(ENGINES)
+
+
+def test_a_name_two_packages_declare_or_a_name_a_run_cannot_carry_is_left_out(
+    installed: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    for dist, eps in (("twin", {"sums": "toy_sums:Sums"}), ("dotted", {"my.bench": "toy_sums:Sums"})):
+        for path, text in _dist_files(dist, {}, {"rig.benchmarks": eps}).items():
+            (installed / path).parent.mkdir(parents=True, exist_ok=True)
+            (installed / path).write_text(text)
+    plugins.discover.cache_clear()
+    with caplog.at_level(logging.WARNING):
+        names = benchmark_names()
+    assert "sums" not in names and "my.bench" not in names
+    assert "toy-sums 0.1 and twin 0.1 both declare 'sums'" in caplog.text
+    assert "'my.bench' (toy_sums:Sums) from dotted 0.1 ignored: a name is a letter" in caplog.text
+
+
+def test_doctor_lists_plugins(installed: Path) -> None:
+    from rig.doctor import _plugin_rows
+
+    rows = _plugin_rows()
+    ok = {name: detail for name, status, detail in rows if status == "ok"}
+    failed = {name: detail for name, status, detail in rows if status == "fail"}
+    warned = [detail for _name, status, detail in rows if status == "warn"]
+    assert ok == {
+        "plugin sum_engine": "toy_sums:SumEngine from toy-sums 0.1",
+        "plugin sums": "toy_sums:Sums from toy-sums 0.1",
+    }
+    assert set(failed) == {"plugin ghost_engine", "plugin crashes", "plugin wrong_type", "plugin misnamed"}
+    assert all("from broken-plugins 0.1" in detail for detail in failed.values())
+    assert any("'llamacpp'" in d and "is rig's own" in d for d in warned)
+    assert any("'callnavi'" in d and "is rig's own" in d for d in warned)
+
+
+def test_a_run_of_every_benchmark_skips_the_broken_plugins_and_runs_the_rest(
+    installed: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`rig bench` without --benchmark (rig's own narrowed to CallNavi to keep it short): CallNavi and the plugin's
+    benchmark run on the plugin's engine; the broken ones are skipped, each named."""
+    from rig.execution.bench import BenchOptions, run_bench
+    from rig.runfolder.folder import RunFolder
+
+    monkeypatch.setitem(sys.modules["rig.benchmarks"].__dict__, "BENCHMARKS", {"callnavi": BENCHMARKS["callnavi"]})
+    plugins.discover.cache_clear()
+    (installed / "models.yaml").write_text(MODELS)
+    said: list[str] = []
+    run = run_bench(
+        BenchOptions(model="toy", models_file=installed / "models.yaml", out=installed / "runs", limit=2),
+        on_event=said.append,
+    )
+    folder = RunFolder(run)
+    assert [b.name for b in folder.manifest.config.benchmarks] == ["callnavi", "sums"]
+    infos = folder.manifest.config.benchmarks
+    assert infos[1].episodes == 2 and folder.count() == sum(b.episodes for b in infos)
+    skipped = "\n".join(line for line in said if line.startswith("skipped "))
+    for name in ("crashes", "wrong_type", "misnamed"):
+        assert f"benchmark plugin '{name}'" in skipped and "from broken-plugins 0.1" in skipped
+
+
+def test_rig_bench_runs_a_plugin_installed_into_a_fresh_environment(tmp_path: Path) -> None:
+    """Two wheels pip-installed into a new virtual environment (rig and its dependencies seen through the system
+    site-packages): `rig bench` runs the toy package's benchmark on its engine end to end, and the broken package
+    is named without stopping rig's own benchmark."""
+    env_dir = tmp_path / "venv"
+    venv.EnvBuilder(system_site_packages=True, with_pip=False).create(env_dir)
+    python = env_dir / "bin" / "python"
+    wheels = [
+        write_wheel(tmp_path, "toy_sums", {"toy_sums.py": TOY}, TOY_ENTRY_POINTS),
+        write_wheel(tmp_path, "broken_plugins", BROKEN, BROKEN_ENTRY_POINTS),
+    ]
+    env = {**os.environ, "PYTHONPATH": str(REPO), "PIP_DISABLE_PIP_VERSION_CHECK": "1", "COLUMNS": "120"}
+    pip = [str(python), "-m", "pip", "install", "--quiet", "--no-deps", "--no-index", *map(str, wheels)]
+    subprocess.run(pip, check=True, env=env, capture_output=True, timeout=120)
+    site = subprocess.run(
+        [str(python), "-c", "import toy_sums, sys; print(toy_sums.__file__)"], env=env, capture_output=True, text=True
+    )
+    assert site.returncode == 0 and str(env_dir) in site.stdout  # installed into the new environment, not rig's
+    (tmp_path / "models.yaml").write_text(MODELS)
+
+    def rig(*args: str) -> subprocess.CompletedProcess[str]:
+        base = ["--models", str(tmp_path / "models.yaml"), "--model", "toy", "--out", str(tmp_path / "runs")]
+        cmd = [str(python), "-m", "rig.cli", "bench", *base, *args]
+        return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120, cwd=tmp_path)
+
+    r = rig("--benchmark", "sums")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "sums" in r.stdout and "exact sum" in r.stdout and "0.50 [" in r.stdout, r.stdout  # 2 of 4 sums right
+    assert "benchmark plugin 'callnavi' (broken_types:NotABenchmark) from broken_plugins 0.1 ignored" in r.stderr
+    r = rig("--benchmark", "callnavi", "--limit", "1")  # rig's own benchmark, on the plugin's engine
+    assert r.returncode == 0 and "callnavi" in r.stdout, r.stdout + r.stderr
+    r = rig("--benchmark", "crashes")
+    assert r.returncode == 2
+    assert (
+        "benchmark plugin 'crashes' (broken_imports:Bench) from broken_plugins 0.1: cannot be imported: "
+        "ModuleNotFoundError: No module named 'a_module_that_is_not_installed'"
+    ) in r.stderr
