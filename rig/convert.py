@@ -118,7 +118,7 @@ def check_convertible(info: GgufInfo, model: str) -> None:
 
 def default_out_dir(name: str, gguf: Path) -> Path:
     """Under the rig cache, keyed by the GGUF's content so a changed file is converted anew."""
-    from rig.maps.locate import cache_dir
+    from rig.paths import cache_dir
 
     h = hashlib.sha256()
     with open(gguf, "rb") as f:

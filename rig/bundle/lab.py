@@ -104,7 +104,9 @@ def bundle_env(bundle: Path) -> dict[str, str]:
 def doctor(bundle: Path, venv: Path) -> int:
     env = os.environ | bundle_env(bundle)
     cmd = [str(venv / "bin" / "rig"), "doctor", "--models", str(bundle / "models.yaml")]
-    if (bundle / "data" / "callnavi").is_dir():
-        cmd += ["--data", str(bundle / "data" / "callnavi")]
+    from rig.benchmarks import DEFAULT_BENCHMARK
+
+    if (bundle / "data" / DEFAULT_BENCHMARK).is_dir():  # the benchmark whose data `rig doctor` checks
+        cmd += ["--data", str(bundle / "data" / DEFAULT_BENCHMARK)]
     say("$ " + " ".join(cmd))
     return subprocess.run(cmd, env=env).returncode

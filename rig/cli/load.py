@@ -23,6 +23,7 @@ from rig.cli.common import (
     stops_cleanly,
     to_mlflow,
 )
+from rig.paths import RUNS
 
 
 @app.command()
@@ -42,7 +43,7 @@ def load(
     limit: int | None = spec_option("limit"),
     repeats: int = spec_option("repeats", "-k"),
     data: Path | None = spec_option("data"),
-    out_dir: Path = typer.Option(Path("runs"), "--out", help="Where the level runs and the load test go."),
+    out_dir: Path = typer.Option(RUNS, "--out", help="Where the level runs and the load test go."),
     resume: str | None = typer.Option(
         None, "--resume", help="A load id (folder in --out): finished levels are kept, the others run or resume."
     ),

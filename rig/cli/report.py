@@ -8,6 +8,7 @@ from pathlib import Path
 import typer
 
 from rig.cli.common import app, err, fail, say
+from rig.cli.common import out as stdout
 
 
 @app.command()
@@ -48,6 +49,25 @@ def report(
             say(f"wrote {path} (its figures beside it as SVG, PDF and PNG)")
     except (NewerFormatError, RunFileError) as e:
         fail(str(e))
+
+
+@app.command()
+def trajectory(
+    run: Path = typer.Argument(..., help="A run directory with EVGeoQA results."),
+    out: Path = typer.Option(..., "--out", help="The SVG file to write."),
+    episode: str | None = typer.Option(None, "--episode", help="Episode id (default: the first whose agent moved)."),
+    repeat: int = typer.Option(0, "--repeat", min=0, help="Which repeat of it."),
+    pack: str | None = typer.Option(None, "--pack", help="Map pack whose roads are drawn behind (default: none)."),
+) -> None:
+    """EVGeoQA: one GeoRover trajectory as a self-contained SVG map (the paper's Figure 5)."""
+    from rig.benchmarks.base import DataError
+    from rig.render.trajectory import TrajectoryError, write_trajectory
+    from rig.runformat import NewerFormatError, RunFileError
+
+    try:
+        say(write_trajectory(run, out, episode, repeat, pack), stdout)
+    except (NewerFormatError, RunFileError, TrajectoryError, DataError, KeyError) as e:
+        fail(str(e).strip("'\""))
 
 
 def _write_beside(path: Path, text: str) -> None:

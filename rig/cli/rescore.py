@@ -7,6 +7,7 @@ from pathlib import Path
 import typer
 
 from rig.cli.common import app, err, fail, parse_options, say
+from rig.paths import RUNS
 
 
 @app.command()
@@ -16,7 +17,7 @@ def rescore(
     mode: str = typer.Option("paper", "--mode", help="Metric mode of the main tables: paper or reference."),
     data: Path | None = typer.Option(None, "--data", help="The benchmark data the predictions answer."),
     label: str | None = typer.Option(None, "--label", help="Model name in the tables (default: from the files)."),
-    out_dir: Path = typer.Option(Path("runs"), "--out", help="Where the run folder is written."),
+    out_dir: Path = typer.Option(RUNS, "--out", help="Where the run folder is written."),
     option: list[str] = typer.Option([], "--option", "-O", help="Benchmark option key=value (repeatable)."),
 ) -> None:
     """Score predictions made outside rig (CallNavi output files, MobilityBench raw_results.json) into a run folder."""

@@ -19,10 +19,11 @@ from rig.cli.common import (
     say,
     to_mlflow,
 )
+from rig.paths import RUNS
 
 
 @app.command()
-def runs(root: Path = typer.Argument(Path("runs"), help="Folder holding run folders.")) -> None:
+def runs(root: Path = typer.Argument(RUNS, help="Folder holding run folders.")) -> None:
     """List runs: id, model, benchmarks, status, episodes done / total, when."""
     from rig.render.export import list_runs
 

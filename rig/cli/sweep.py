@@ -18,6 +18,7 @@ from rig.cli.common import (
     stops_cleanly,
     to_mlflow,
 )
+from rig.paths import RUNS
 
 
 @app.command()
@@ -59,7 +60,7 @@ def sweep(
         spec, cells = load_sweep(sweep_file)
     except SweepError as e:
         fail(str(e))
-    out = out_dir or Path("runs") / f"sweep-{sweep_file.stem}"
+    out = out_dir or RUNS / f"sweep-{sweep_file.stem}"
     by_key = {c.key: c for c in cells}
 
     def table(jobs: list[JobState], root: Path) -> RichTable:
@@ -97,7 +98,7 @@ def sweep(
 @app.command()
 def merge(
     shard_runs: list[Path] = typer.Argument(..., help="Run folders of shards 0..N-1 of one run (rig bench --shard)."),
-    out_dir: Path = typer.Option(Path("runs"), "--out", help="Where the merged run folder goes."),
+    out_dir: Path = typer.Option(RUNS, "--out", help="Where the merged run folder goes."),
 ) -> None:
     """Join the shards of one run into one run folder, as if one process had run every episode."""
     from rig.execution.bench import BenchError

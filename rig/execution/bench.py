@@ -21,8 +21,9 @@ from rig.bundle import BundleError, bundle_id_for
 from rig.engines import create_engine
 from rig.execution.runner import plan
 from rig.execution.turn import Turn, close_engine_log, engine_log
-from rig.records import Episode, OutputError, Sampling, claim_folder
+from rig.paths import RUNS
 from rig.plugins import PluginError
+from rig.records import Episode, OutputError, Sampling, claim_folder
 from rig.registry import ModelSpec, default_registry_path, load_registry, resolve_weights
 from rig.runfolder.config import BenchmarkInfo, RunConfig
 from rig.runfolder.folder import RunFolder
@@ -39,7 +40,7 @@ class BenchError(Exception):
 class BenchOptions(RunSpec):
     """The library call of `rig bench`: a RunSpec, and where its run folder goes."""
 
-    out: Path = Path("runs")
+    out: Path = RUNS
     resume: str | None = None
     idle_window_s: float = 2.0  # idle power is measured this long before the model loads (with an energy counter)
 

@@ -19,6 +19,7 @@ from pydantic import BaseModel, Field, field_validator
 from rig.benchmarks import benchmark_classes, get_benchmark_class
 from rig.benchmarks.base import DataError
 from rig.benchmarks.predictions import short
+from rig.paths import RUNS
 from rig.registry import EXTERNAL, ModelSpec, Weights
 from rig.runfolder.config import BenchmarkInfo, RunConfig
 from rig.runfolder.manifest import RunManifest, new_run_id, package_versions
@@ -40,7 +41,7 @@ class RescoreOptions(BaseModel):
     data: Path | None = None
     mode: Literal["paper", "reference"] = "paper"
     label: str | None = None  # the model name in tables; default: from the file names, else "external"
-    out: Path = Path("runs")
+    out: Path = RUNS
     options: dict[str, Any] = Field(default_factory=dict)  # benchmark options other than mode
 
     @field_validator("benchmark")

@@ -14,25 +14,13 @@ import tempfile
 from pathlib import Path
 
 from rig.maps.pack_format import FORMAT_VERSION, read_info
+from rig.paths import cache_dir, pack_dirs
 
 HELSINKI = "helsinki"
 
 
 class PackNotFound(FileNotFoundError):
     """No usable map pack; str() says which and how to get one."""
-
-
-def cache_dir() -> Path:
-    """``RIG_CACHE`` if set, else the XDG cache directory."""
-    root = os.environ.get("RIG_CACHE") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "rig"
-    )
-    return Path(root)
-
-
-def pack_dirs() -> list[Path]:
-    """``RIG_PACKS``: folders of prebuilt packs (a bundle's), searched before the cache and never written to."""
-    return [Path(p) for p in os.environ.get("RIG_PACKS", "").split(os.pathsep) if p]
 
 
 def helsinki_pbf() -> Path | None:

@@ -336,7 +336,7 @@ def probe_gpu(gpu: int, buffer_bytes: int = 2**30, passes: int = 5, nvml: Any = 
 
 
 def cache_path(host: str | None = None) -> Path:
-    from rig.maps.locate import cache_dir
+    from rig.paths import cache_dir
 
     name = (host or platform.node() or "host").replace("/", "_")
     return cache_dir() / "bandwidth" / f"{name}.json"

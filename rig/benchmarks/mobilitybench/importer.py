@@ -418,8 +418,8 @@ def upstream_store(sandbox_dir: str | None):
     """A replay store built (once, cached) from the upstream sandbox files; empty without them (every call then
     misses, as the reference does with missing files)."""
     from rig.benchmarks.mobilitybench.data import build_store
-    from rig.maps.locate import cache_dir
     from rig.maps.replay import ReplayStore
+    from rig.paths import cache_dir
 
     if not sandbox_dir:
         path = cache_dir() / "mobilitybench" / "upstream-empty.sqlite"

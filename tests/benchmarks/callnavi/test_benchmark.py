@@ -7,9 +7,11 @@ import pytest
 
 from rig.benchmarks.base import DataError
 from rig.benchmarks.callnavi import data as D
-from rig.benchmarks.callnavi.benchmark import CallNavi, callnavi_tables, score_output
+from rig.benchmarks.callnavi.benchmark import CallNavi
 from rig.benchmarks.callnavi.parse import parse_answer
 from rig.benchmarks.callnavi.prompts import MAX_CALLS, MAX_VALUE_CHARS, answer_schema, build_prompt, render_api
+from rig.benchmarks.callnavi.scoring import score_output
+from rig.benchmarks.callnavi.tables import callnavi_tables
 from rig.decoding import validate
 from rig.records import EpisodeResult
 

@@ -13,8 +13,10 @@ import pytest
 import yaml
 
 from rig.benchmarks.base import DataError, RunContext
-from rig.benchmarks.callnavi.benchmark import T4_COLUMNS, CallNavi, callnavi_tables, score_output
+from rig.benchmarks.callnavi.benchmark import CallNavi
 from rig.benchmarks.callnavi.reference import ref_ast, ref_routing_match, ref_wash
+from rig.benchmarks.callnavi.scoring import score_output
+from rig.benchmarks.callnavi.tables import T4_COLUMNS, callnavi_tables
 from rig.execution.runner import plan, run_items
 from rig.records import ChatRequest, Episode, EpisodeResult, Generation, Sampling
 from rig.render.report import table_md

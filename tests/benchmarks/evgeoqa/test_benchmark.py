@@ -12,12 +12,13 @@ import pytest
 
 from rig.benchmarks import get_benchmark_class
 from rig.benchmarks.base import DataError, RunContext
-from rig.benchmarks.evgeoqa.benchmark import EVGeoQA, evgeoqa_tables
+from rig.benchmarks.evgeoqa.benchmark import EVGeoQA
 from rig.benchmarks.evgeoqa.data import Query, Setting
-from rig.benchmarks.evgeoqa.explorer import ScriptedExplorer
 from rig.benchmarks.evgeoqa.plot import road_segments, trajectory_svg
+from rig.benchmarks.evgeoqa.tables import evgeoqa_tables
 from rig.benchmarks.evgeoqa.tools import CHANGE_LOCATION, FINAL, SEARCH_POIS, SEARCH_STATIONS
 from rig.records import EpisodeResult, Generation, Sampling
+from tests.benchmarks.evgeoqa.explorer import ScriptedExplorer
 from tests.fakes import FakeEngine
 
 

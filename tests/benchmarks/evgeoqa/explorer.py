@@ -4,7 +4,7 @@ It reads the conversation (prompt-based tool modes: the calls it wrote, then ``R
 decides the next call: Search_Stations where it stands; Search_Nearby_POI at every station found; when a station is
 suitable, Cal_Distance from the user to each suitable one and Final_Answer by driving distance; otherwise it moves to
 the next point of a grid over the map (spacing = search radius x sqrt(2), so the search circles cover the plane;
-nearest points first, each reached by one N/S and one E/W move). Used as an oracle in tests and as a reference run.
+nearest points first, each reached by one N/S and one E/W move). Used as an oracle by the tests.
 It knows each question's intent categories (an oracle), not the answers.
 """
 
