@@ -174,114 +174,33 @@ def _scores(run_dir: Path) -> dict[tuple[str, int], float]:
     return h.by_episode() if h else {}
 
 
+# A variant as loaded: where it came from, its models.yaml entry, its scorer.
+Loaded = tuple[Any, Any, Any]
+# One (prompt, reply) pair to score: its place among the pairs, the pair, prompt tokens, prompt + reply tokens.
+Todo = tuple[int, Pair, list[int], list[int]]
+
+
 def compute(s: DivergenceSettings, loaded: dict[str, Any] | None = None) -> DivergenceReport:
     """The whole pass, in memory: replay, teacher-force every variant, aggregate. Raises DivergenceError.
     ``loaded``: vLLM scorers the caller already holds, by ``"vllm:" + weights`` (used, not closed)."""
-    from rig.engines.llamacpp_logits import LogitsError, prefix_order
-    from rig.engines.logits import compare_variants
-    from rig.runfolder.folder import RunFolder
-    from rig.runformat import NewerFormatError, RunFileError
+    from rig.engines.llamacpp_logits import LogitsError
 
-    run = Path(s.reference_run)
-    try:
-        man = RunFolder(run).manifest
-    except (NewerFormatError, RunFileError) as e:  # none, newer or damaged: the file is named
-        raise DivergenceError(f"reference run {run}: {e}") from None
-    if not s.variants:
-        raise DivergenceError("no variant to compare with the reference")
-    ref_name = man.config.model.name
-    ref_label = s.reference_label or ref_name
+    run, man = _reference(s)
+    ref_label = s.reference_label or man.config.model.name
     n_ctx = man.config.model.context_length
     held = dict(loaded or {})
     loaded = dict(held)
-    ref_spec, ref = _load_variant(ref_name, s.models_file, n_ctx, s, f"reference run {run}: model", loaded)
-    scorers = []
+    ref_spec, ref = _load_variant(man.config.model.name, s.models_file, n_ctx, s, f"reference run {run}: model", loaded)
+    scorers: list[Loaded] = []
     distinct: dict[int, Any] = {}  # the scorers, once each (a vLLM one may feed the reference and a variant)
     try:
         digest = ref.tokenizer_digest()
-        for v in s.variants:
-            spec, sc = _load_variant(v.model, s.models_file, n_ctx, s, "variant", loaded)
-            scorers.append((v, spec, sc))
-            if sc.tokenizer_digest() != digest:
-                raise DivergenceError(
-                    f"variant {v.name!r}: tokenizer differs from the reference {ref_label!r} "
-                    f"(run {run}; {sc.engine} vocabulary vs {ref.engine}): divergence needs the same vocabulary on "
-                    "both sides"
-                )
+        _load_variants(s, run, ref, digest, ref_label, n_ctx, loaded, scorers)
         inner = ref.replay_engine(ref_spec)
         t0 = time.perf_counter()
-        try:
-            pairs, skipped, mismatches, _ = replay_pairs(run, inner)
-        except (RunFileError, NewerFormatError) as e:
-            raise DivergenceError(f"reference run {run}: {e}") from None
-        if not pairs:
-            why = "; ".join(f"{k}: {v}" for k, v in list(skipped.items())[:3]) or "no stored replies"
-            raise DivergenceError(
-                f"reference run {run}: results.sqlite status: no scored episode with a reply to teacher-force ({why})"
-            )
+        pairs, skipped, mismatches = _replay(run, inner)
         t1 = time.perf_counter()
-        scored: dict[str, list[_Scored]] = {v.name: [] for v, _, _ in scorers}
-        todo: list[tuple[int, Pair, list[int], list[int]]] = []
-        for n, p in enumerate(pairs):
-            ptoks = ref.prompt_tokens(inner, p.request)
-            rtoks = ref.reply_tokens(p.reply.text)
-            if not rtoks:
-                continue
-            seq = ptoks + rtoks
-            if len(seq) > n_ctx:
-                skipped[f"{p.episode_id}#{p.repeat}/{p.idx}"] = f"{len(seq)} tokens exceed the context {n_ctx}"
-                continue
-            todo.append((n, p, ptoks, seq))
-        # Scored in prefix order (each prompt prefills only what it does not share with the one before), stored
-        # in the pairs' order, so aggregates and bootstrap draws do not depend on the order of scoring.
-        by_pair: dict[int, dict[str, list[_Scored]]] = {}
-        ordered = [todo[i] for i in prefix_order([t[3] for t in todo])]
-        # each scorer is told a window's sequences ahead (vLLM scores them in one batch), once per stream it feeds:
-        # a vLLM scorer shared by the reference and a variant is asked for every sequence twice
-        streams = [ref, *(sc for _, _, sc in scorers)]
-        distinct.update((id(sc), sc) for sc in streams)
-        for w, (n, p, ptoks, seq) in enumerate(ordered):
-            if w % PREFETCH_WINDOW == 0:
-                window = [(t[3], len(t[2])) for t in ordered[w : w + PREFETCH_WINDOW]]
-                for sc in distinct.values():
-                    sc.prefetch(window * sum(x is sc for x in streams))
-            rtoks = seq[len(ptoks) :]
-            by_pair[n] = {v.name: [] for v, _, _ in scorers}
-            pieces = [ref.piece(t) for t in rtoks]
-            classes = token_classes(p.reply.text, pieces, p.tools)
-            text_bytes = b"".join(pieces)
-            offsets = np.cumsum([0, *[len(x) for x in pieces]])
-            # every scorer's rows for this pair, one reply position at a time (chunk sizes differ by engine)
-            streams = [_positions(ref.rows(seq, len(ptoks)))]
-            streams += [_positions(sc.rows(seq, len(ptoks))) for _, _, sc in scorers]
-            for i, at in enumerate(zip(*streams, strict=True)):
-                target = seq[len(ptoks) + i]
-                a, b = int(offsets[i]), int(offsets[i + 1])
-                context = (
-                    text_bytes[max(0, a - 60) : a].decode("utf-8", "replace")
-                    + "[["
-                    + text_bytes[a:b].decode("utf-8", "replace")
-                    + "]]"
-                    + text_bytes[b : b + 20].decode("utf-8", "replace")
-                )
-                compared = compare_variants(at[0], at[1:], target)
-                for (v, _, _), (kld, agree, lr, lv) in zip(scorers, compared, strict=True):
-                    by_pair[n][v.name].append(
-                        _Scored(
-                            episode_id=p.episode_id,
-                            repeat=p.repeat,
-                            cls=classes[i],
-                            kld=kld,
-                            agree=agree,
-                            lp_ref=lr,
-                            lp_var=lv,
-                            token=pieces[i].decode("utf-8", "replace"),
-                            context=context,
-                        )
-                    )
-        for n in sorted(by_pair):
-            for name, rows_ in by_pair[n].items():
-                scored[name] += rows_
+        scored = _score_pairs(_sequences(pairs, ref, inner, n_ctx, skipped), ref, scorers, distinct)
         t2 = time.perf_counter()
     except LogitsError as e:
         raise DivergenceError(f"reference run {run}: {e}") from None
@@ -293,6 +212,181 @@ def compute(s: DivergenceSettings, loaded: dict[str, Any] | None = None) -> Dive
             if id(sc) not in closed:  # a shared vLLM scorer once
                 closed.add(id(sc))
                 sc.close()
+    classes_out, episodes_out, worst = _aggregates(s, run, ref, ref_spec, ref_label, scorers, scored)
+    return DivergenceReport(
+        settings=s,
+        reference=ref_label,
+        engine=ref.engine,
+        engines={v.name: sc.engine for v, _, sc in scorers},
+        full_vocabulary=ref.full_vocabulary and all(sc.full_vocabulary for _, _, sc in scorers),
+        tokenizer=digest,
+        episodes=len({(p.episode_id, p.repeat) for p in pairs}),
+        pairs=len(pairs),
+        skipped=skipped,
+        request_mismatches=mismatches,
+        classes=classes_out,
+        episode_rows=episodes_out,
+        worst=worst,
+        seconds={"replay": t1 - t0, "scoring": t2 - t1},
+    )
+
+
+def _reference(s: DivergenceSettings) -> tuple[Path, Any]:
+    """The reference run folder and its manifest; a missing, newer or damaged one is named, as is a pass with no
+    variant."""
+    from rig.runfolder.folder import RunFolder
+    from rig.runformat import NewerFormatError, RunFileError
+
+    run = Path(s.reference_run)
+    try:
+        man = RunFolder(run).manifest
+    except (NewerFormatError, RunFileError) as e:  # none, newer or damaged: the file is named
+        raise DivergenceError(f"reference run {run}: {e}") from None
+    if not s.variants:
+        raise DivergenceError("no variant to compare with the reference")
+    return run, man
+
+
+def _load_variants(
+    s: DivergenceSettings,
+    run: Path,
+    ref: Any,
+    digest: str,
+    ref_label: str,
+    n_ctx: int,
+    loaded: dict[str, Any],
+    out: list[Loaded],
+) -> None:
+    """Each variant's scorer appended to ``out`` as it loads (so the caller closes every one that did, also when a
+    later one fails); a tokenizer other than the reference's (``digest``) is refused."""
+    for v in s.variants:
+        spec, sc = _load_variant(v.model, s.models_file, n_ctx, s, "variant", loaded)
+        out.append((v, spec, sc))
+        if sc.tokenizer_digest() != digest:
+            raise DivergenceError(
+                f"variant {v.name!r}: tokenizer differs from the reference {ref_label!r} "
+                f"(run {run}; {sc.engine} vocabulary vs {ref.engine}): divergence needs the same vocabulary on "
+                "both sides"
+            )
+
+
+def _replay(run: Path, inner: Any) -> tuple[list[Pair], dict[str, str], list[str]]:
+    """The reference's (prompt, reply) pairs, what was skipped and why, and the request-hash mismatches; a run
+    without one pair to teacher-force is refused."""
+    from rig.runformat import NewerFormatError, RunFileError
+
+    try:
+        pairs, skipped, mismatches, _ = replay_pairs(run, inner)
+    except (RunFileError, NewerFormatError) as e:
+        raise DivergenceError(f"reference run {run}: {e}") from None
+    if not pairs:
+        why = "; ".join(f"{k}: {v}" for k, v in list(skipped.items())[:3]) or "no stored replies"
+        raise DivergenceError(
+            f"reference run {run}: results.sqlite status: no scored episode with a reply to teacher-force ({why})"
+        )
+    return pairs, skipped, mismatches
+
+
+def _sequences(pairs: list[Pair], ref: Any, inner: Any, n_ctx: int, skipped: dict[str, str]) -> list[Todo]:
+    """The pairs as token sequences to score; an empty reply is left out, one past the context is added to
+    ``skipped``."""
+    todo: list[Todo] = []
+    for n, p in enumerate(pairs):
+        ptoks = ref.prompt_tokens(inner, p.request)
+        rtoks = ref.reply_tokens(p.reply.text)
+        if not rtoks:
+            continue
+        seq = ptoks + rtoks
+        if len(seq) > n_ctx:
+            skipped[f"{p.episode_id}#{p.repeat}/{p.idx}"] = f"{len(seq)} tokens exceed the context {n_ctx}"
+            continue
+        todo.append((n, p, ptoks, seq))
+    return todo
+
+
+def _score_pairs(
+    todo: list[Todo], ref: Any, scorers: list[Loaded], distinct: dict[int, Any]
+) -> dict[str, list[_Scored]]:
+    """Every variant's scored reply tokens, by variant, in the pairs' order. Scored in prefix order (each prompt
+    prefills only what it does not share with the one before), stored in the pairs' order, so aggregates and bootstrap
+    draws do not depend on the order of scoring. ``distinct`` gets each scorer once, for the caller to reset."""
+    from rig.engines.llamacpp_logits import prefix_order
+
+    by_pair: dict[int, dict[str, list[_Scored]]] = {}
+    ordered = [todo[i] for i in prefix_order([t[3] for t in todo])]
+    # each scorer is told a window's sequences ahead (vLLM scores them in one batch), once per stream it feeds:
+    # a vLLM scorer shared by the reference and a variant is asked for every sequence twice
+    streams = [ref, *(sc for _, _, sc in scorers)]
+    distinct.update((id(sc), sc) for sc in streams)
+    for w, (n, p, ptoks, seq) in enumerate(ordered):
+        if w % PREFETCH_WINDOW == 0:
+            window = [(t[3], len(t[2])) for t in ordered[w : w + PREFETCH_WINDOW]]
+            for sc in distinct.values():
+                sc.prefetch(window * sum(x is sc for x in streams))
+        by_pair[n] = _score_pair(p, ptoks, seq, ref, scorers)
+    scored: dict[str, list[_Scored]] = {v.name: [] for v, _, _ in scorers}
+    for n in sorted(by_pair):
+        for name, rows_ in by_pair[n].items():
+            scored[name] += rows_
+    return scored
+
+
+def _score_pair(p: Pair, ptoks: list[int], seq: list[int], ref: Any, scorers: list[Loaded]) -> dict[str, list[_Scored]]:
+    """One pair's reply tokens compared, reference against each variant, one reply position at a time (chunk sizes
+    differ by engine)."""
+    from rig.engines.logits import compare_variants
+
+    out: dict[str, list[_Scored]] = {v.name: [] for v, _, _ in scorers}
+    rtoks = seq[len(ptoks) :]
+    pieces = [ref.piece(t) for t in rtoks]
+    classes = token_classes(p.reply.text, pieces, p.tools)
+    text_bytes = b"".join(pieces)
+    offsets = np.cumsum([0, *[len(x) for x in pieces]])
+    rows = [_positions(ref.rows(seq, len(ptoks)))]
+    rows += [_positions(sc.rows(seq, len(ptoks))) for _, _, sc in scorers]
+    for i, at in enumerate(zip(*rows, strict=True)):
+        target = seq[len(ptoks) + i]
+        context = _context(text_bytes, int(offsets[i]), int(offsets[i + 1]))
+        compared = compare_variants(at[0], at[1:], target)
+        for (v, _, _), (kld, agree, lr, lv) in zip(scorers, compared, strict=True):
+            out[v.name].append(
+                _Scored(
+                    episode_id=p.episode_id,
+                    repeat=p.repeat,
+                    cls=classes[i],
+                    kld=kld,
+                    agree=agree,
+                    lp_ref=lr,
+                    lp_var=lv,
+                    token=pieces[i].decode("utf-8", "replace"),
+                    context=context,
+                )
+            )
+    return out
+
+
+def _context(text: bytes, a: int, b: int) -> str:
+    """The reply around the token at bytes a..b, the token in [[ ]]."""
+    return (
+        text[max(0, a - 60) : a].decode("utf-8", "replace")
+        + "[["
+        + text[a:b].decode("utf-8", "replace")
+        + "]]"
+        + text[b : b + 20].decode("utf-8", "replace")
+    )
+
+
+def _aggregates(
+    s: DivergenceSettings,
+    run: Path,
+    ref: Any,
+    ref_spec: Any,
+    ref_label: str,
+    scorers: list[Loaded],
+    scored: dict[str, list[_Scored]],
+) -> tuple[list[ClassRow], list[EpisodeRow], list[WorstToken]]:
+    """Per variant: the token-class rows, the episode rows (with score deltas from the variants' runs) and the
+    worst tokens."""
     ref_scores = _scores(run)
     classes_out: list[ClassRow] = []
     episodes_out: list[EpisodeRow] = []
@@ -319,22 +413,7 @@ def compute(s: DivergenceSettings, loaded: dict[str, Any] | None = None) -> Dive
                     logprob_variant=r.lp_var,
                 )
             )
-    return DivergenceReport(
-        settings=s,
-        reference=ref_label,
-        engine=ref.engine,
-        engines={v.name: sc.engine for v, _, sc in scorers},
-        full_vocabulary=ref.full_vocabulary and all(sc.full_vocabulary for _, _, sc in scorers),
-        tokenizer=digest,
-        episodes=len({(p.episode_id, p.repeat) for p in pairs}),
-        pairs=len(pairs),
-        skipped=skipped,
-        request_mismatches=mismatches,
-        classes=classes_out,
-        episode_rows=episodes_out,
-        worst=worst,
-        seconds={"replay": t1 - t0, "scoring": t2 - t1},
-    )
+    return classes_out, episodes_out, worst
 
 
 def _first_error(e: Exception) -> str:

@@ -18,7 +18,7 @@ from rig.analyses.divergence.output import write_report
 from rig.analyses.divergence.records import CSV_COLUMNS, DivergenceSettings, VariantSource
 from tests.conftest import REPO
 
-pytestmark = pytest.mark.model
+# The pass on the embedded model is marked `model` test by test; the window logic below needs no model.
 
 
 @pytest.fixture(scope="module")
@@ -60,6 +60,7 @@ def rig(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "rig.cli", *args], capture_output=True, text=True, timeout=900)
 
 
+@pytest.mark.model
 def test_self_is_exactly_zero(reference_run: Path, tmp_path: Path) -> None:
     s = DivergenceSettings(
         reference_run=str(reference_run),
@@ -84,6 +85,7 @@ def test_self_is_exactly_zero(reference_run: Path, tmp_path: Path) -> None:
     assert all(row["mean_kld"] == "" for row in rows if row["tokens"] == "0")
 
 
+@pytest.mark.model
 def test_requantized_variant_diverges(
     reference_run: Path, quantized_models: Path, embedded_weights: str, tmp_path: Path
 ) -> None:
@@ -102,6 +104,7 @@ def test_requantized_variant_diverges(
     assert report.worst and report.worst[0].kld == max(w.kld for w in report.worst)
 
 
+@pytest.mark.model
 def test_streamed_rows_match_full_logits_and_numpy(quantized_models: Path, embedded_weights: str) -> None:
     """The reply-positions-only path against llama-cpp-python's logits_all over the same batches, with the KLD,
     top-1 and log-probs recomputed by plain vectorised numpy."""
@@ -141,6 +144,7 @@ def test_streamed_rows_match_full_logits_and_numpy(quantized_models: Path, embed
     assert kld.mean() > 0
 
 
+@pytest.mark.model
 def test_bad_input_exits_2_and_writes_nothing(reference_run: Path, tmp_path: Path) -> None:
     models = tmp_path / "models.yaml"
     shutil.copy(REPO / "models.yaml", models)
@@ -192,6 +196,7 @@ def test_bad_input_exits_2_and_writes_nothing(reference_run: Path, tmp_path: Pat
     assert not out.exists() or not any(out.iterdir())
 
 
+@pytest.mark.model
 def test_different_tokenizer_is_refused(reference_run: Path, embedded_weights: str, tmp_path: Path) -> None:
     # The embedded GGUF with one vocabulary entry renamed in place (same length, so the file stays valid).
     data = bytearray(Path(embedded_weights).read_bytes())
@@ -228,6 +233,7 @@ def test_different_tokenizer_is_refused(reference_run: Path, embedded_weights: s
     assert not out.exists() or not any(out.iterdir())
 
 
+@pytest.mark.model
 def test_compare_runs_with_divergence(reference_run: Path, tmp_path: Path) -> None:
     again = tmp_path / "again"
     shutil.copytree(reference_run, again)
@@ -241,3 +247,31 @@ def test_compare_runs_with_divergence(reference_run: Path, tmp_path: Path) -> No
         rows = [r for r in csv.DictReader(f) if r["token_class"] == "all"]
     assert len(rows) == 1 and rows[0]["mean_kld"] == "0.0" and rows[0]["top1_agreement"] == "1.0"
     assert (cdir / "divergence_episodes.csv").read_text().startswith("variant,episode_id,repeat,token_class")
+
+
+class _Scorer:
+    """Records how many sequences each prefetch hands it."""
+
+    def __init__(self) -> None:
+        self.prefetched: list[int] = []
+
+    def prefetch(self, items: list[tuple[list[int], int]]) -> None:
+        self.prefetched.append(len(items))
+
+
+def test_every_window_is_prefetched_once_per_stream_a_scorer_feeds(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A scorer shared by the reference and a variant (one vLLM engine) is handed each window's sequences twice, the
+    last window too, and the pairs come back in their own order whatever order they were scored in."""
+    import rig.analyses.divergence.compute as dv
+    from rig.analyses.divergence.records import PREFETCH_WINDOW
+
+    n = PREFETCH_WINDOW + 6
+    shared, other = _Scorer(), _Scorer()
+    variants = [(VariantSource(model="m", label=name), None, sc) for name, sc in (("same", shared), ("b", other))]
+    monkeypatch.setattr(dv, "_score_pair", lambda p, ptoks, seq, ref, scorers: {"same": [p], "b": []})
+    # prompts sorted backwards, so prefix order scores them in reverse
+    todo = [(i, i, [n - i], [n - i, 1]) for i in range(n)]
+    distinct: dict[int, object] = {}
+    scored = dv._score_pairs(todo, shared, variants, distinct)  # type: ignore[arg-type]
+    assert shared.prefetched == [2 * PREFETCH_WINDOW, 2 * 6] and other.prefetched == [PREFETCH_WINDOW, 6]
+    assert scored == {"same": list(range(n)), "b": []} and len(distinct) == 2
