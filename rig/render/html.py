@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +41,7 @@ from rig.render.report import (
     report_markdown,
     telemetry_table,
 )
+from rig.runfolder.config import BenchmarkInfo
 from rig.runfolder.folder import RunFolder
 from rig.runfolder.summary import HeadlineScore, RunSummary, benchmark_of
 from rig.runformat import RunFileError, storage_error
@@ -284,145 +286,195 @@ def html_report(run_dirs: list[Path], figures_dir: Path | None = None, extra: st
     """The page; with `figures_dir`, each figure is also written there as SVG, PDF and PNG. ``extra``: a further
     section (HTML) after the dashboard (a comparison's divergence section)."""
     sections: list[str] = []
-    episodes: list[dict[str, Any]] = []
-    dash: list[_BenchDash] = []
+    page = _Page()
     pareto: list[Point] = []  # one point per run: its last benchmark with a headline CI, against latency
     pareto_mem: list[Point] = []
     pareto_energy: list[Point] = []
-    figs = _Figures()
-    prompt_text: dict[str, str] = {}  # one copy per episode, shared by its repeats
     for i, run_dir in enumerate(run_dirs):
         folder = RunFolder(run_dir)
-        man = folder.manifest
-        cfg, spec = man.config, man.config.model
+        spec, cfg = folder.manifest.config.model, folder.manifest.config
         label = spec.name if len(run_dirs) == 1 else f"{spec.name} ({cfg.decode}/{cfg.tool_mode}) #{i + 1}"
-        gpu = man.gpu_memory
-        gpu_name = gpu.device_name if gpu and gpu.available else f"{NM} ({(gpu.reason or '') if gpu else ''})"
-        manifest_rows = [
-            ("Run", man.run_id),
-            ("Model", f"{spec.name} ({spec.engine}, {spec.quantization})"),
-            ("Decode / tool mode", f"{cfg.decode} / {cfg.tool_mode}"),
-            (
-                "Sampling",
-                f"not recorded (predictions re-scored by rig rescore), repeats {cfg.repeats}"
-                if spec.engine == "external"
-                else f"temperature {cfg.temperature}, seed {cfg.seed}, max tokens {cfg.max_tokens}, "
-                f"repeats {cfg.repeats}",
-            ),
-            ("Hardware", f"{man.host.cpu} x{man.host.cpu_count}; GPU {gpu_name}"),
-            ("Versions", ", ".join(f"{k} {v}" for k, v in man.versions.items())),
-            ("Data", "; ".join(f"{b.name} {b.data_hash} ({b.data_path})" for b in cfg.benchmarks)),
-            ("Status", man.status),
-        ]
-        parts = [
-            f"<h2>{escape(spec.name)} — {escape(man.run_id)}</h2><table>"
-            + "".join(f"<tr><th>{escape(k)}</th><td>{escape(str(v))}</td></tr>" for k, v in manifest_rows)
-            + "</table>"
-        ]
-        all_results = []
-        best: HeadlineScore | None = None  # the run's point on the across-runs plots
-        for b in cfg.benchmarks:
-            results = folder.results(b.name)
-            all_results += results
-            bench = benchmark_of(b)
-            parts += [table_html(t) for t in benchmark_tables(b, results, label=spec.name)]
-            summary = folder.summary(b.name)
-            ci = ci_table(summary, spec.name)
-            if ci:
-                parts.append(table_html(ci))
-                best = summary.headline
-            forms = call_form_table(summary)
-            if forms:
-                parts.append(table_html(forms))
-            headline = summary.headline.by_episode() if summary.headline else {}
-            reasons: dict[str, int] = {}
-            for r in results:
-                why = failure_reason(r, headline.get((r.episode_id, r.repeat)))
-                if why:
-                    reasons[why] = reasons.get(why, 0) + 1
-            dash.append(
-                _BenchDash(
-                    run=label,
-                    run_no=i + 1,
-                    benchmark=b.name,
-                    headline_name=bench.headline_name
-                    + (f" ({summary.headline.source})" if summary.headline and summary.headline.source else ""),
-                    summary=summary,
-                    reasons=reasons,
-                    replies=summary.generations,
-                    e2e=[g.timings.e2e_s for r in results for g in r.generations if g.timings.e2e_s is not None],
-                    tokens=[
-                        float(g.completion_tokens)
-                        for r in results
-                        for g in r.generations
-                        if g.completion_tokens is not None
-                    ],
-                )
-            )
-            prompts = recorded_prompts(b)  # {} when the data has moved: each prompt then says so
-            for r in results:
-                pkey = f"{b.name}/{r.episode_id}"
-                if pkey not in prompt_text:
-                    prompt_text[pkey] = _clip(
-                        prompts.get(r.episode_id, f"(prompt unavailable: {b.data_path} not readable)")
-                    )
-                episodes.append(
-                    {
-                        "benchmark": r.benchmark,
-                        "id": r.episode_id,
-                        "repeat": r.repeat,
-                        "tags": r.tags,
-                        "scores": r.scores,
-                        "headline": headline.get((r.episode_id, r.repeat)),
-                        "status": r.status,
-                        "error_category": r.error_category,
-                        "error": (r.error or "")[:300],
-                        "prompt": pkey,
-                        "calls": [c.model_dump() for c in r.tool_calls],
-                        "gens": [
-                            {
-                                "text": _clip(g.text),
-                                "pt": g.prompt_tokens,
-                                "ct": g.completion_tokens,
-                                "e2e": None if g.timings.e2e_s is None else round(g.timings.e2e_s, 3),
-                                "fr": g.finish_reason,
-                                "cf": g.call_form,
-                            }
-                            for g in r.generations
-                        ],
-                    }
-                )
-        run_summary = folder.summary()
-        parts.append(table_html(telemetry_table(run_summary)))
-        parts.append(table_html(efficiency_table(run_summary)))
-        ttft = [g.timings.ttft_s for r in all_results for g in r.generations if g.timings.ttft_s is not None]
-        replies = run_summary.generations
-        ttft_fig = figs.add(
-            f"ttft_{i + 1}",
-            histogram_plot,
-            ttft,
-            "Time to first token",
-            "seconds",
-            why=_no_values(replies, "a first-token time"),
-        )
-        gpu_why = (gpu.reason if gpu and not gpu.available else None) or "fewer than two samples stored"
-        parts.append(
-            f'<div class="plots">{ttft_fig}{gpu_line(folder.gpu_samples(), gpu_why, figs, f"gpu_memory_{i + 1}")}</div>'
-        )
+        section, best = _run_section(folder, i, label, page)
+        sections.append(section)
         if best is not None:
+            run_summary = folder.summary()
             memory = run_summary.gpu_peak_bytes or run_summary.peak_rss_bytes
             pt = Point(label=label, x=run_summary.e2e_p50_s, y=best.mean, y_low=best.low, y_high=best.high)
             pareto.append(pt)
             pareto_mem.append(pt.model_copy(update={"x": None if memory is None else memory / 2**30}))
             pareto_energy.append(pt.model_copy(update={"x": run_summary.energy.per_episode_j}))
-        sections.append("\n".join(parts))
-    dashboard = _dashboard(dash, pareto, pareto_mem, pareto_energy, figs)
+    dashboard = _dashboard(page.dash, pareto, pareto_mem, pareto_energy, page.figs)
     if figures_dir is not None:
-        for stem, fig in figs.figs.items():
+        for stem, fig in page.figs.figs.items():
             save_figure(fig, figures_dir, stem)
+    # Every "<" as \u003c (JSON.parse reads it back): "</script>", "<!--" and "<script" cannot end the block or
+    # switch the HTML parser into a script-data escape state that swallows the rest of the page.
+    data = json.dumps({"prompts": page.prompts, "episodes": page.episodes}, ensure_ascii=False).replace("<", "\\u003c")
+    return (
+        f'<!doctype html><html><head><meta charset="utf-8">'
+        f'<meta http-equiv="Content-Security-Policy" content="{CSP}"><title>rig report</title>'
+        f"<style>{CSS}</style></head>"
+        f"<body><h1>rig report</h1>{dashboard}{extra}{''.join(sections)}{_browser(page.episodes)}"
+        f'<script type="application/json" id="episodes">{data}</script><script>{JS}</script></body></html>'
+    )
+
+
+@dataclass
+class _Page:
+    """What the runs' sections gather for the rest of the page: the dashboard's rows, the figures, the episode
+    browser's records and their prompts (one copy per episode, shared by its repeats)."""
+
+    dash: list[_BenchDash] = field(default_factory=list)
+    figs: _Figures = field(default_factory=lambda: _Figures())
+    episodes: list[dict[str, Any]] = field(default_factory=list)
+    prompts: dict[str, str] = field(default_factory=dict)
+
+
+def _run_section(folder: RunFolder, i: int, label: str, page: _Page) -> tuple[str, HeadlineScore | None]:
+    """One run's section (manifest, each benchmark's tables and CI, telemetry, the first-token and GPU-memory
+    figures), its benchmarks added to ``page``; and the headline of its last benchmark with a CI, the run's point
+    on the across-runs plots."""
+    man = folder.manifest
+    cfg, spec = man.config, man.config.model
+    gpu = man.gpu_memory
+    parts = [_manifest_html(folder)]
+    all_results = []
+    best: HeadlineScore | None = None
+    for b in cfg.benchmarks:
+        results = folder.results(b.name)
+        all_results += results
+        parts += [table_html(t) for t in benchmark_tables(b, results, label=spec.name)]
+        summary = folder.summary(b.name)
+        ci = ci_table(summary, spec.name)
+        if ci:
+            parts.append(table_html(ci))
+            best = summary.headline
+        forms = call_form_table(summary)
+        if forms:
+            parts.append(table_html(forms))
+        headline = summary.headline.by_episode() if summary.headline else {}
+        page.dash.append(_bench_dash(label, i, b, summary, results, headline))
+        page.episodes += _episode_records(b, results, headline, page.prompts)
+    run_summary = folder.summary()
+    parts.append(table_html(telemetry_table(run_summary)))
+    parts.append(table_html(efficiency_table(run_summary)))
+    ttft = [g.timings.ttft_s for r in all_results for g in r.generations if g.timings.ttft_s is not None]
+    replies = run_summary.generations
+    ttft_fig = page.figs.add(
+        f"ttft_{i + 1}",
+        histogram_plot,
+        ttft,
+        "Time to first token",
+        "seconds",
+        why=_no_values(replies, "a first-token time"),
+    )
+    gpu_why = (gpu.reason if gpu and not gpu.available else None) or "fewer than two samples stored"
+    gpu_fig = gpu_line(folder.gpu_samples(), gpu_why, page.figs, f"gpu_memory_{i + 1}")
+    parts.append(f'<div class="plots">{ttft_fig}{gpu_fig}</div>')
+    return "\n".join(parts), best
+
+
+def _manifest_html(folder: RunFolder) -> str:
+    """The run's heading and what it ran: model, decode, sampling, hardware, versions, data, status."""
+    man = folder.manifest
+    cfg, spec = man.config, man.config.model
+    gpu = man.gpu_memory
+    gpu_name = gpu.device_name if gpu and gpu.available else f"{NM} ({(gpu.reason or '') if gpu else ''})"
+    manifest_rows = [
+        ("Run", man.run_id),
+        ("Model", f"{spec.name} ({spec.engine}, {spec.quantization})"),
+        ("Decode / tool mode", f"{cfg.decode} / {cfg.tool_mode}"),
+        (
+            "Sampling",
+            f"not recorded (predictions re-scored by rig rescore), repeats {cfg.repeats}"
+            if spec.engine == "external"
+            else f"temperature {cfg.temperature}, seed {cfg.seed}, max tokens {cfg.max_tokens}, repeats {cfg.repeats}",
+        ),
+        ("Hardware", f"{man.host.cpu} x{man.host.cpu_count}; GPU {gpu_name}"),
+        ("Versions", ", ".join(f"{k} {v}" for k, v in man.versions.items())),
+        ("Data", "; ".join(f"{b.name} {b.data_hash} ({b.data_path})" for b in cfg.benchmarks)),
+        ("Status", man.status),
+    ]
+    return (
+        f"<h2>{escape(spec.name)} — {escape(man.run_id)}</h2><table>"
+        + "".join(f"<tr><th>{escape(k)}</th><td>{escape(str(v))}</td></tr>" for k, v in manifest_rows)
+        + "</table>"
+    )
+
+
+def _bench_dash(
+    label: str,
+    i: int,
+    b: BenchmarkInfo,
+    summary: RunSummary,
+    results: list[EpisodeResult],
+    headline: dict[tuple[str, int], float],
+) -> _BenchDash:
+    """One benchmark's dashboard entry: its summary, failure reasons and the latency and token distributions."""
+    reasons: dict[str, int] = {}
+    for r in results:
+        why = failure_reason(r, headline.get((r.episode_id, r.repeat)))
+        if why:
+            reasons[why] = reasons.get(why, 0) + 1
+    return _BenchDash(
+        run=label,
+        run_no=i + 1,
+        benchmark=b.name,
+        headline_name=benchmark_of(b).headline_name
+        + (f" ({summary.headline.source})" if summary.headline and summary.headline.source else ""),
+        summary=summary,
+        reasons=reasons,
+        replies=summary.generations,
+        e2e=[g.timings.e2e_s for r in results for g in r.generations if g.timings.e2e_s is not None],
+        tokens=[float(g.completion_tokens) for r in results for g in r.generations if g.completion_tokens is not None],
+    )
+
+
+def _episode_records(
+    b: BenchmarkInfo, results: list[EpisodeResult], headline: dict[tuple[str, int], float], prompts: dict[str, str]
+) -> list[dict[str, Any]]:
+    """The episode browser's records of one benchmark; each episode's prompt added to ``prompts`` once, rebuilt
+    from the recorded data (when the data has moved, the prompt says so)."""
+    texts = recorded_prompts(b)
+    out = []
+    for r in results:
+        pkey = f"{b.name}/{r.episode_id}"
+        if pkey not in prompts:
+            prompts[pkey] = _clip(texts.get(r.episode_id, f"(prompt unavailable: {b.data_path} not readable)"))
+        out.append(
+            {
+                "benchmark": r.benchmark,
+                "id": r.episode_id,
+                "repeat": r.repeat,
+                "tags": r.tags,
+                "scores": r.scores,
+                "headline": headline.get((r.episode_id, r.repeat)),
+                "status": r.status,
+                "error_category": r.error_category,
+                "error": (r.error or "")[:300],
+                "prompt": pkey,
+                "calls": [c.model_dump() for c in r.tool_calls],
+                "gens": [
+                    {
+                        "text": _clip(g.text),
+                        "pt": g.prompt_tokens,
+                        "ct": g.completion_tokens,
+                        "e2e": None if g.timings.e2e_s is None else round(g.timings.e2e_s, 3),
+                        "fr": g.finish_reason,
+                        "cf": g.call_form,
+                    }
+                    for g in r.generations
+                ],
+            }
+        )
+    return out
+
+
+def _browser(episodes: list[dict[str, Any]]) -> str:
+    """The episode browser's filters and table; its rows are drawn by the page's script from the JSON block."""
     cats = sorted({v for e in episodes for v in e["tags"].values() if len(v) < 40})
     benches = sorted({e["benchmark"] for e in episodes})
-    browser = (
+    return (
         '<h2>Episodes</h2><div id="filters">benchmark <select id="f_bench"><option value="">all</option>'
         + "".join(f"<option>{escape(b)}</option>" for b in benches)
         + '</select> category <select id="f_cat"><option value="">all</option>'
@@ -433,16 +485,6 @@ def html_report(run_dirs: list[Path], figures_dir: Path | None = None, extra: st
         '<button onclick="go(1)">next</button></div><table><thead><tr><th>benchmark</th><th>episode</th>'
         "<th>tags</th><th>headline</th><th>scores</th><th>status</th><th>error</th></tr></thead>"
         '<tbody id="ep_body"></tbody></table>'
-    )
-    # Every "<" as \u003c (JSON.parse reads it back): "</script>", "<!--" and "<script" cannot end the block or
-    # switch the HTML parser into a script-data escape state that swallows the rest of the page.
-    data = json.dumps({"prompts": prompt_text, "episodes": episodes}, ensure_ascii=False).replace("<", "\\u003c")
-    return (
-        f'<!doctype html><html><head><meta charset="utf-8">'
-        f'<meta http-equiv="Content-Security-Policy" content="{CSP}"><title>rig report</title>'
-        f"<style>{CSS}</style></head>"
-        f"<body><h1>rig report</h1>{dashboard}{extra}{''.join(sections)}{browser}"
-        f'<script type="application/json" id="episodes">{data}</script><script>{JS}</script></body></html>'
     )
 
 
