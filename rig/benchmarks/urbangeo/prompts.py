@@ -3,7 +3,10 @@ system prompt that fixes the two output sections and the task's steps, then the 
 
 from __future__ import annotations
 
+from rig.benchmarks.urbangeo.world import Poi, humanise
 from rig.records import Message
+
+DIGITS = 5  # coordinates in prompts: 5 decimals (about 1 m); the reasoning ground truth uses the same rounding
 
 KNOWLEDGE_SYSTEM = (
     "You answer multiple-choice questions about a city from what you know, without tools. Exactly one "
@@ -109,3 +112,26 @@ def reasoning_system(task: str) -> str:
 
 def reasoning_messages(task: str, prompt: str) -> list[Message]:
     return [Message(role="system", content=reasoning_system(task)), Message(role="user", content=prompt)]
+
+
+# ---- coordinates and POIs as the reasoning prompts print them ---------------------------------------------------
+
+
+def ll(p: tuple[float, float]) -> str:
+    return f"({p[0]:.{DIGITS}f}, {p[1]:.{DIGITS}f})"
+
+
+def lls(pts: list[tuple[float, float]]) -> str:
+    return "[" + ", ".join(ll(p) for p in pts) + "]"
+
+
+def r5(p: tuple[float, float]) -> tuple[float, float]:
+    return (round(p[0], DIGITS), round(p[1], DIGITS))
+
+
+def poi_block(p: Poi, with_address: bool = True) -> str:
+    """A POI as the paper's context schema lists it: name, category, coordinates, address, metadata."""
+    parts = [f"category: {humanise(p.category).lower()}", f"coordinates: {ll(r5(p.ll))}"]
+    if with_address and p.address:
+        parts.append(f"address: {p.address}")
+    return f"{p.name} ({'; '.join(parts)})"

@@ -11,12 +11,15 @@ from __future__ import annotations
 
 import itertools
 import random
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from rig.benchmarks.urbangeo import geometry as G
 from rig.benchmarks.urbangeo import hours as H
 from rig.benchmarks.urbangeo.knowledge import Skip
+from rig.benchmarks.urbangeo.network import Segment
+from rig.benchmarks.urbangeo.prompts import DIGITS, ll, lls, poi_block, r5
 from rig.benchmarks.urbangeo.world import Aoi, City, Poi, Road, humanise
 from rig.maps.geo import haversine_m
 from rig.maps.text import normalise_name
@@ -33,7 +36,6 @@ TASKS: dict[str, tuple[str, str]] = {  # code -> (name, tier); tiers carry the p
 RELATION_SUBTYPES = ("road-road", "road-area", "area-area")
 RELATION_LABELS = {"road-road": G.ROAD_ROAD, "road-area": G.ROAD_AREA, "area-area": G.AREA_AREA}
 FOOD = ("restaurant", "cafe", "fast_food", "pub", "bar")
-DIGITS = 5  # coordinates in prompts: 5 decimals (about 1 m)
 
 
 @dataclass
@@ -49,26 +51,6 @@ class Problem:
     @property
     def prompt(self) -> str:
         return f"{self.context}\n\n{self.question}" if self.context else self.question
-
-
-def ll(p: tuple[float, float]) -> str:
-    return f"({p[0]:.{DIGITS}f}, {p[1]:.{DIGITS}f})"
-
-
-def lls(pts: list[tuple[float, float]]) -> str:
-    return "[" + ", ".join(ll(p) for p in pts) + "]"
-
-
-def r5(p: tuple[float, float]) -> tuple[float, float]:
-    return (round(p[0], DIGITS), round(p[1], DIGITS))
-
-
-def poi_block(p: Poi, with_address: bool = True) -> str:
-    """A POI as the paper's context schema lists it: name, category, coordinates, address, metadata."""
-    parts = [f"category: {humanise(p.category).lower()}", f"coordinates: {ll(r5(p.ll))}"]
-    if with_address and p.address:
-        parts.append(f"address: {p.address}")
-    return f"{p.name} ({'; '.join(parts)})"
 
 
 def _unique(city: City) -> list[Poi]:
@@ -356,18 +338,44 @@ def t_navigation(city: City, rng: random.Random) -> Problem:
     if not lengths or abs(lengths[0] - len1) > 1e-9 or (len(lengths) > 1 and lengths[1] < 1.05 * lengths[0]):
         raise Skip("the shortest route is not clearly unique in the shown network")
 
-    def label(n: int) -> str:
-        names = net.names[n]
-        if len(names) >= 2:
-            return f"the corner of {names[0]} and {names[1]}"
-        return f"the end of {names[0]}" if names else "a junction"
-
+    label = _junction_label(net.names)
     listed = chosen[:]
     rng.shuffle(listed)
     seg_lines = [f"{segs[i].name}: {ll(pts[segs[i].a])} -- {ll(pts[segs[i].b])}" for i in listed]
-    # Ground-truth directions: the shortest path's segments in travel order, with turns from the headings.
-    order, at = [], s_node
-    for i in p1:
+    steps, streets = _directions(segs, pts, p1, s_node)
+    steps.append(f"Arrive at {label(t_node)} {ll(pts[t_node])}")
+    return Problem(
+        "NV",
+        "",
+        f"Walking network in {city.name} (each segment is a straight, two-way street section "
+        "between the two points given):\n" + "\n".join(seg_lines),
+        f"I am walking from {label(s_node)} {ll(pts[s_node])} to {label(t_node)} {ll(pts[t_node])}, using "
+        "only these segments. What is the shortest route? Give step-by-step, turn-by-turn directions.",
+        {"streets": streets, "length_km": len1, "second_km": lengths[1] if len(lengths) > 1 else None},
+        "; ".join(f"{k + 1}. {s}" for k, s in enumerate(steps)) + f" (total {len1:.3f} km)",
+        {"segments": [segs[i].name for i in listed]},
+    )
+
+
+def _junction_label(names: list[list[str]]) -> Callable[[int], str]:
+    """How a prompt names a junction: the corner of its first two streets, or the end of its one street."""
+
+    def label(n: int) -> str:
+        meet = names[n]
+        if len(meet) >= 2:
+            return f"the corner of {meet[0]} and {meet[1]}"
+        return f"the end of {meet[0]}" if meet else "a junction"
+
+    return label
+
+
+def _directions(
+    segs: list[Segment], pts: list[tuple[float, float]], path: list[int], start: int
+) -> tuple[list[str], list[str]]:
+    """Turn-by-turn directions along ``path`` (segment ids) from junction ``start``, and the streets in order.
+    Ground truth: the path's segments in travel order, with turns from the headings."""
+    order, at = [], start
+    for i in path:
         sg = segs[i]
         nxt = sg.b if sg.a == at else sg.a
         order.append((sg.name, at, nxt))
@@ -390,19 +398,7 @@ def t_navigation(city: City, rng: random.Random) -> Problem:
         else:
             steps.append(f"{G.turn_word(prev_brg, brg_in).capitalize()} onto {name} to {ll(pts[b])} ({d:.3f} km)")
         prev_brg = G.bearing(pts[grp[-1][1]], pts[grp[-1][2]])
-    steps.append(f"Arrive at {label(t_node)} {ll(pts[t_node])}")
-    streets = [grp[0][0] for grp in groups]
-    return Problem(
-        "NV",
-        "",
-        f"Walking network in {city.name} (each segment is a straight, two-way street section "
-        "between the two points given):\n" + "\n".join(seg_lines),
-        f"I am walking from {label(s_node)} {ll(pts[s_node])} to {label(t_node)} {ll(pts[t_node])}, using "
-        "only these segments. What is the shortest route? Give step-by-step, turn-by-turn directions.",
-        {"streets": streets, "length_km": len1, "second_km": lengths[1] if len(lengths) > 1 else None},
-        "; ".join(f"{k + 1}. {s}" for k, s in enumerate(steps)) + f" (total {len1:.3f} km)",
-        {"segments": [segs[i].name for i in listed]},
-    )
+    return steps, [grp[0][0] for grp in groups]
 
 
 def t_recommendation(city: City, rng: random.Random) -> Problem:
