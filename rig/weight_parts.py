@@ -263,7 +263,7 @@ def locate(parts: Parts) -> list[PartFile]:
 
 def cache_path(parts: Parts) -> Path:
     """Where the joined file lives: the rig cache, one folder per content hash."""
-    from rig.maps.locate import cache_dir
+    from rig.paths import cache_dir
 
     return cache_dir() / "weights" / parts.sha256[:16] / parts.file
 
