@@ -37,7 +37,6 @@ LONG_FUNCTIONS = {
     "rig/analyses/compare.py:compare_report",
     "rig/analyses/load/measure.py:measure_level",
     "rig/maps/build.py:build_pack",
-    "rig/render/html.py:_dashboard",
     "rig/agents/loop.py:run_tool_loop",
     "rig/benchmarks/mobilitybench/agents.py:run_plan_execute",
     "rig/benchmarks/mobilitybench/benchmark.py:mobility_tables",

@@ -185,7 +185,6 @@ def _dashboard(
         return ""
     several = len({d.run for d in dash}) > 1
     labels = [f"{d.run}: {d.benchmark}" if several else d.benchmark for d in dash]
-    heads = [d.summary.headline for d in dash]
     parts = [
         '<section class="dash"><h2>Dashboard</h2><p class="note">Headline = each benchmark\'s per-episode '
         "score ("
@@ -193,7 +192,20 @@ def _dashboard(
         + "), mean with 95% bootstrap CI; a benchmark with one scored episode has no interval.</p>",
         '<div class="plots">',
     ]
-    parts.append(
+    parts += _headlines_and_failures(dash, labels, figs)
+    parts.append('</div><h3>Latency and tokens</h3><div class="plots">')
+    parts += _distributions(dash, labels, several, figs)
+    parts.append("</div>")
+    if len(pareto) > 1:
+        parts += _across_runs(pareto, pareto_mem, pareto_energy, figs)
+    parts.append("</section>")
+    return "".join(parts)
+
+
+def _headlines_and_failures(dash: list[_BenchDash], labels: list[str], figs: _Figures) -> list[str]:
+    """Each benchmark's headline with its CI as a bar, and why episodes failed (or that none did)."""
+    heads = [d.summary.headline for d in dash]
+    parts = [
         figs.add(
             "headline",
             lambda: bar_plot(
@@ -209,7 +221,7 @@ def _dashboard(
                 high=[h.high if h else None for h in heads],
             ),
         )
-    )
+    ]
     reasons = [
         (f"{lab}: {why}", n) for lab, d in zip(labels, dash, strict=True) for why, n in sorted(d.reasons.items())
     ]
@@ -224,7 +236,12 @@ def _dashboard(
         )
     else:
         parts.append('<p class="note">No failed episodes.</p>')
-    parts.append('</div><h3>Latency and tokens</h3><div class="plots">')
+    return parts
+
+
+def _distributions(dash: list[_BenchDash], labels: list[str], several: bool, figs: _Figures) -> list[str]:
+    """Per benchmark (and run), the end-to-end latency and completion-token histograms."""
+    parts = []
     for lab, d in zip(labels, dash, strict=True):
         stem = f"{d.benchmark}_{d.run_no}" if several else d.benchmark
         parts.append(
@@ -248,38 +265,40 @@ def _dashboard(
                 why=_no_values(d.replies, "a completion token count"),
             )
         )
-    parts.append("</div>")
-    if len(pareto) > 1:
-        parts += [
-            '<h3>Across runs</h3><div class="plots">',
+    return parts
+
+
+def _across_runs(pareto: list[Point], pareto_mem: list[Point], pareto_energy: list[Point], figs: _Figures) -> list[str]:
+    """The Pareto plots of several runs: score against latency, memory and, where measured, energy."""
+    parts = [
+        '<h3>Across runs</h3><div class="plots">',
+        figs.add(
+            "pareto_latency",
+            lambda: pareto_plot(
+                pareto, "end-to-end latency p50 (s)", "headline score (95% CI)", "Score against latency"
+            ),
+        ),
+        figs.add(
+            "pareto_memory",
+            lambda: pareto_plot(pareto_mem, "peak memory (GiB)", "headline score (95% CI)", "Score against memory"),
+        ),
+    ]
+    if any(p.x is not None for p in pareto_energy):
+        parts.append(
             figs.add(
-                "pareto_latency",
+                "pareto_energy",
                 lambda: pareto_plot(
-                    pareto, "end-to-end latency p50 (s)", "headline score (95% CI)", "Score against latency"
+                    pareto_energy,
+                    "energy per episode (J, net of idle)",
+                    "headline score (95% CI)",
+                    "Score against energy",
                 ),
-            ),
-            figs.add(
-                "pareto_memory",
-                lambda: pareto_plot(pareto_mem, "peak memory (GiB)", "headline score (95% CI)", "Score against memory"),
-            ),
-        ]
-        if any(p.x is not None for p in pareto_energy):
-            parts.append(
-                figs.add(
-                    "pareto_energy",
-                    lambda: pareto_plot(
-                        pareto_energy,
-                        "energy per episode (J, net of idle)",
-                        "headline score (95% CI)",
-                        "Score against energy",
-                    ),
-                )
             )
-        else:
-            parts.append('<p class="note">Score against energy: not measured in any of these runs.</p>')
-        parts.append("</div>")
-    parts.append("</section>")
-    return "".join(parts)
+        )
+    else:
+        parts.append('<p class="note">Score against energy: not measured in any of these runs.</p>')
+    parts.append("</div>")
+    return parts
 
 
 def html_report(run_dirs: list[Path], figures_dir: Path | None = None, extra: str = "") -> str:
