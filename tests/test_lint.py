@@ -34,7 +34,6 @@ LONG_FUNCTIONS = {
     "rig/execution/bench.py:run_bench",
     "rig/cli/compare.py:compare",
     "rig/sweep/leaderboard.py:leaderboard",
-    "rig/analyses/compare.py:compare_report",
     "rig/analyses/load/measure.py:measure_level",
     "rig/maps/build.py:build_pack",
     "rig/agents/loop.py:run_tool_loop",
