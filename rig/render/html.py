@@ -11,25 +11,18 @@ Long prompts are clipped in the browser view (head and tail kept, the cut is sta
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-
-from pydantic import BaseModel
 
 from rig.benchmarks import benchmark_tables, recorded_prompts
 from rig.benchmarks.base import Table
 from rig.names import escape
 from rig.records import EpisodeResult, write_atomic
+from rig.render.dashboard import BenchDash, Figures, bench_dash, dashboard, gpu_line, no_values
 from rig.render.plots import (
-    PlotsUnavailable,
     Point,
-    bar_plot,
-    figure_svg,
     histogram_plot,
-    line_plot,
-    pareto_plot,
     save_figure,
 )
 from rig.render.report import (
@@ -43,9 +36,8 @@ from rig.render.report import (
 )
 from rig.runfolder.config import BenchmarkInfo
 from rig.runfolder.folder import RunFolder
-from rig.runfolder.summary import HeadlineScore, RunSummary, benchmark_of
+from rig.runfolder.summary import HeadlineScore
 from rig.runformat import RunFileError, storage_error
-from rig.telemetry.gpu import GpuSample
 
 CLIP_HEAD, CLIP_TAIL = 300, 900
 # The page may fetch nothing at all: any attempt is blocked and shows as a console error.
@@ -117,190 +109,6 @@ def _clip(text: str) -> str:
     return f"{text[:CLIP_HEAD]}\n{note}\n{text[-CLIP_TAIL:]}"
 
 
-class _Figures:
-    """The page's matplotlib figures: inlined as SVG, and kept to be written as files beside the HTML."""
-
-    def __init__(self) -> None:
-        self.figs: dict[str, Any] = {}
-
-    def add(self, stem: str, make: Callable[..., Any], *args: Any, **kwargs: Any) -> str:
-        """The figure `make(*args, **kwargs)` inline; a note instead when matplotlib is missing."""
-        try:
-            fig = make(*args, **kwargs)
-        except PlotsUnavailable as e:
-            return f'<p class="note">{escape(str(e))}</p>'
-        self.figs[stem] = fig
-        return figure_svg(fig)
-
-
-def gpu_line(samples: list[GpuSample], why: str | None, figs: _Figures, stem: str) -> str:
-    t0 = samples[0].t if samples else 0.0
-    return figs.add(
-        stem,
-        line_plot,
-        [s.t - t0 for s in samples],
-        [s.used_bytes / 2**30 for s in samples],
-        "GPU memory over time",
-        "seconds",
-        "GiB used",
-        why=why,
-    )
-
-
-def _no_values(replies: int, what: str) -> str:
-    """Why a distribution has no values: the reason a histogram prints instead of bars."""
-    return "no replies stored" if replies == 0 else f"none of the {replies} replies recorded {what}"
-
-
-def failure_reason(r: EpisodeResult, score: float | None) -> str | None:
-    """Why an episode did not succeed: its recorded error category, else a reply cut at max_tokens, else a wrong
-    answer; None for a success (headline >= 0.5) or an episode without a headline score."""
-    if r.error_category:
-        return r.error_category
-    if r.status == "failed":
-        return "failed"
-    if score is None or score >= 0.5:
-        return None
-    if r.generations and r.generations[-1].finish_reason == "length":
-        return "cut at max_tokens"
-    return "wrong answer"
-
-
-class _BenchDash(BaseModel):
-    run: str
-    run_no: int  # the run's place in the report, 1-based: figure file names of several runs
-    benchmark: str
-    headline_name: str
-    summary: RunSummary
-    replies: int  # generations stored: says why a distribution below is empty
-    e2e: list[float]
-    tokens: list[float]
-    reasons: dict[str, int]
-
-
-def _dashboard(
-    dash: list[_BenchDash], pareto: list[Point], pareto_mem: list[Point], pareto_energy: list[Point], figs: _Figures
-) -> str:
-    if not dash:
-        return ""
-    several = len({d.run for d in dash}) > 1
-    labels = [f"{d.run}: {d.benchmark}" if several else d.benchmark for d in dash]
-    parts = [
-        '<section class="dash"><h2>Dashboard</h2><p class="note">Headline = each benchmark\'s per-episode '
-        "score ("
-        + escape("; ".join(f"{b}: {h}" for b, h in dict.fromkeys((d.benchmark, d.headline_name) for d in dash)))
-        + "), mean with 95% bootstrap CI; a benchmark with one scored episode has no interval.</p>",
-        '<div class="plots">',
-    ]
-    parts += _headlines_and_failures(dash, labels, figs)
-    parts.append('</div><h3>Latency and tokens</h3><div class="plots">')
-    parts += _distributions(dash, labels, several, figs)
-    parts.append("</div>")
-    if len(pareto) > 1:
-        parts += _across_runs(pareto, pareto_mem, pareto_energy, figs)
-    parts.append("</section>")
-    return "".join(parts)
-
-
-def _headlines_and_failures(dash: list[_BenchDash], labels: list[str], figs: _Figures) -> list[str]:
-    """Each benchmark's headline with its CI as a bar, and why episodes failed (or that none did)."""
-    heads = [d.summary.headline for d in dash]
-    parts = [
-        figs.add(
-            "headline",
-            lambda: bar_plot(
-                labels,
-                [
-                    h.mean if h and h.mean is not None else (h.scores[0].score if h and h.scores else None)
-                    for h in heads
-                ],
-                "Headline score with 95% CI",
-                "score (0-1)",
-                rate=True,
-                low=[h.low if h else None for h in heads],
-                high=[h.high if h else None for h in heads],
-            ),
-        )
-    ]
-    reasons = [
-        (f"{lab}: {why}", n) for lab, d in zip(labels, dash, strict=True) for why, n in sorted(d.reasons.items())
-    ]
-    if reasons:
-        parts.append(
-            figs.add(
-                "failures",
-                lambda: bar_plot(
-                    [k for k, _ in reasons], [float(n) for _, n in reasons], "Why episodes failed", "episodes"
-                ),
-            )
-        )
-    else:
-        parts.append('<p class="note">No failed episodes.</p>')
-    return parts
-
-
-def _distributions(dash: list[_BenchDash], labels: list[str], several: bool, figs: _Figures) -> list[str]:
-    """Per benchmark (and run), the end-to-end latency and completion-token histograms."""
-    parts = []
-    for lab, d in zip(labels, dash, strict=True):
-        stem = f"{d.benchmark}_{d.run_no}" if several else d.benchmark
-        parts.append(
-            figs.add(
-                f"latency_{stem}",
-                histogram_plot,
-                d.e2e,
-                f"{lab}: end-to-end latency",
-                "seconds",
-                why=_no_values(d.replies, "a latency"),
-            )
-        )
-        parts.append(
-            figs.add(
-                f"tokens_{stem}",
-                histogram_plot,
-                d.tokens,
-                f"{lab}: completion tokens",
-                "tokens",
-                integer=True,
-                why=_no_values(d.replies, "a completion token count"),
-            )
-        )
-    return parts
-
-
-def _across_runs(pareto: list[Point], pareto_mem: list[Point], pareto_energy: list[Point], figs: _Figures) -> list[str]:
-    """The Pareto plots of several runs: score against latency, memory and, where measured, energy."""
-    parts = [
-        '<h3>Across runs</h3><div class="plots">',
-        figs.add(
-            "pareto_latency",
-            lambda: pareto_plot(
-                pareto, "end-to-end latency p50 (s)", "headline score (95% CI)", "Score against latency"
-            ),
-        ),
-        figs.add(
-            "pareto_memory",
-            lambda: pareto_plot(pareto_mem, "peak memory (GiB)", "headline score (95% CI)", "Score against memory"),
-        ),
-    ]
-    if any(p.x is not None for p in pareto_energy):
-        parts.append(
-            figs.add(
-                "pareto_energy",
-                lambda: pareto_plot(
-                    pareto_energy,
-                    "energy per episode (J, net of idle)",
-                    "headline score (95% CI)",
-                    "Score against energy",
-                ),
-            )
-        )
-    else:
-        parts.append('<p class="note">Score against energy: not measured in any of these runs.</p>')
-    parts.append("</div>")
-    return parts
-
-
 def html_report(run_dirs: list[Path], figures_dir: Path | None = None, extra: str = "") -> str:
     """The page; with `figures_dir`, each figure is also written there as SVG, PDF and PNG. ``extra``: a further
     section (HTML) after the dashboard (a comparison's divergence section)."""
@@ -322,7 +130,7 @@ def html_report(run_dirs: list[Path], figures_dir: Path | None = None, extra: st
             pareto.append(pt)
             pareto_mem.append(pt.model_copy(update={"x": None if memory is None else memory / 2**30}))
             pareto_energy.append(pt.model_copy(update={"x": run_summary.energy.per_episode_j}))
-    dashboard = _dashboard(page.dash, pareto, pareto_mem, pareto_energy, page.figs)
+    dash = dashboard(page.dash, pareto, pareto_mem, pareto_energy, page.figs)
     if figures_dir is not None:
         for stem, fig in page.figs.figs.items():
             save_figure(fig, figures_dir, stem)
@@ -333,7 +141,7 @@ def html_report(run_dirs: list[Path], figures_dir: Path | None = None, extra: st
         f'<!doctype html><html><head><meta charset="utf-8">'
         f'<meta http-equiv="Content-Security-Policy" content="{CSP}"><title>rig report</title>'
         f"<style>{CSS}</style></head>"
-        f"<body><h1>rig report</h1>{dashboard}{extra}{''.join(sections)}{_browser(page.episodes)}"
+        f"<body><h1>rig report</h1>{dash}{extra}{''.join(sections)}{_browser(page.episodes)}"
         f'<script type="application/json" id="episodes">{data}</script><script>{JS}</script></body></html>'
     )
 
@@ -343,8 +151,8 @@ class _Page:
     """What the runs' sections gather for the rest of the page: the dashboard's rows, the figures, the episode
     browser's records and their prompts (one copy per episode, shared by its repeats)."""
 
-    dash: list[_BenchDash] = field(default_factory=list)
-    figs: _Figures = field(default_factory=lambda: _Figures())
+    dash: list[BenchDash] = field(default_factory=list)
+    figs: Figures = field(default_factory=lambda: Figures())
     episodes: list[dict[str, Any]] = field(default_factory=list)
     prompts: dict[str, str] = field(default_factory=dict)
 
@@ -372,7 +180,7 @@ def _run_section(folder: RunFolder, i: int, label: str, page: _Page) -> tuple[st
         if forms:
             parts.append(table_html(forms))
         headline = summary.headline.by_episode() if summary.headline else {}
-        page.dash.append(_bench_dash(label, i, b, summary, results, headline))
+        page.dash.append(bench_dash(label, i, b, summary, results, headline))
         page.episodes += _episode_records(b, results, headline, page.prompts)
     run_summary = folder.summary()
     parts.append(table_html(telemetry_table(run_summary)))
@@ -385,7 +193,7 @@ def _run_section(folder: RunFolder, i: int, label: str, page: _Page) -> tuple[st
         ttft,
         "Time to first token",
         "seconds",
-        why=_no_values(replies, "a first-token time"),
+        why=no_values(replies, "a first-token time"),
     )
     gpu_why = (gpu.reason if gpu and not gpu.available else None) or "fewer than two samples stored"
     gpu_fig = gpu_line(folder.gpu_samples(), gpu_why, page.figs, f"gpu_memory_{i + 1}")
@@ -418,34 +226,6 @@ def _manifest_html(folder: RunFolder) -> str:
         f"<h2>{escape(spec.name)} — {escape(man.run_id)}</h2><table>"
         + "".join(f"<tr><th>{escape(k)}</th><td>{escape(str(v))}</td></tr>" for k, v in manifest_rows)
         + "</table>"
-    )
-
-
-def _bench_dash(
-    label: str,
-    i: int,
-    b: BenchmarkInfo,
-    summary: RunSummary,
-    results: list[EpisodeResult],
-    headline: dict[tuple[str, int], float],
-) -> _BenchDash:
-    """One benchmark's dashboard entry: its summary, failure reasons and the latency and token distributions."""
-    reasons: dict[str, int] = {}
-    for r in results:
-        why = failure_reason(r, headline.get((r.episode_id, r.repeat)))
-        if why:
-            reasons[why] = reasons.get(why, 0) + 1
-    return _BenchDash(
-        run=label,
-        run_no=i + 1,
-        benchmark=b.name,
-        headline_name=benchmark_of(b).headline_name
-        + (f" ({summary.headline.source})" if summary.headline and summary.headline.source else ""),
-        summary=summary,
-        reasons=reasons,
-        replies=summary.generations,
-        e2e=[g.timings.e2e_s for r in results for g in r.generations if g.timings.e2e_s is not None],
-        tokens=[float(g.completion_tokens) for r in results for g in r.generations if g.completion_tokens is not None],
     )
 
 
