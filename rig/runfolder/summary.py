@@ -104,7 +104,9 @@ def call_forms(
             out.episodes[form] = out.episodes.get(form, 0) + 1
         if any(f in CALL_FORMS and f not in reference.forms for f in forms):
             only_rig.append(r)
-    if not out.generations:
+    # A run stored before rig recorded the forms has no `call_form` in its rows: nothing to count, nothing shown
+    recorded = any("call_form" in g.model_fields_set for r in results for g in r.generations)
+    if not out.generations or not recorded:
         return None
     out.rig_only_episodes = len(only_rig)
     if headline is not None:
