@@ -109,7 +109,10 @@ def test_a_spec_file_is_read_and_a_bad_one_named(tmp_path, fake_engine) -> None:
 
 def test_out_on_a_file_or_under_one_is_refused(tmp_path) -> None:  # type: ignore[no-untyped-def]
     (tmp_path / "afile").write_text("")
-    for out, says in ((tmp_path / "afile", "is a file"), (tmp_path / "afile" / "sub", "cannot create it (Not a directory)")):
+    for out, says in (
+        (tmp_path / "afile", "is a file"),
+        (tmp_path / "afile" / "sub", "cannot create it (Not a directory)"),
+    ):
         r = CliRunner().invoke(app, ["bench", *_fake_registry(tmp_path), "-b", "callnavi", "--out", str(out)])
         assert r.exit_code == 2 and f"--out {out}" in r.output and says in r.output, r.output
 
