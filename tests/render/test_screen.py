@@ -70,7 +70,7 @@ def test_at_120_columns_each_row_says_what_its_headline_is(run: Path) -> None:
     _man, sums = run_summaries(run)
     for s in sums:
         row = _row_lines(table_lines, s.benchmark or "all")
-        name = {"callnavi": "AST match", "evgeoqa": "Hits@1", "mobilitybench": "final pass rate"}
+        name = {"callnavi": "AST match (routing: EM)", "evgeoqa": "Hits@1", "mobilitybench": "final pass rate"}
         name |= {"routeeval": "route accuracy", "urbangeo": "MCQ / reasoning score"}
         assert name[s.benchmark or ""] in row[0]
         assert f"{s.e2e_p50_s:.2f}" in row[0]

@@ -32,7 +32,7 @@ MAX_TOKENS = {"routing": 128, "params": 384}
 
 class CallNavi(Benchmark):
     name = "callnavi"
-    headline_name = "AST match"
+    headline_name = "AST match (routing: EM)"  # a routing episode has no AST: its routing exact match counts
     version = "1"
     flag_options: ClassVar[dict[str, tuple[str, str]]] = {
         "format": ("format", "CallNavi's answer format: json or yaml")
