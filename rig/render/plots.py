@@ -128,6 +128,7 @@ def _separate_labels(fig: Figure, labels: list[Any]) -> None:
     top = labels[0].axes.get_window_extent(renderer).y1 if labels else 0.0
     placed: list[Any] = []
     for text in labels:
+        start = text.xyann
         for _ in range(len(placed) + 1):
             box = text.get_window_extent(renderer)
             hit = next((b for b in placed if b.overlaps(box)), None)
@@ -138,6 +139,17 @@ def _separate_labels(fig: Figure, labels: list[Any]) -> None:
             up = box.y1 + step * fig.dpi / 72 <= top
             text.xyann = (dx, dy + step) if up else (dx, dy - (box.y1 - hit.y0) * 72 / fig.dpi - 2)
         placed.append(text.get_window_extent(renderer))
+        if text.xyann != start:  # a moved label is tied to its point by a leader, so it cannot be read as another's
+            _leader(text, placed[-1])
+
+
+def _leader(text: Any, box: Any) -> None:
+    """A thin line from the point to the nearest edge of its label's box (display coordinates, drawn in data ones)."""
+    ax = text.axes
+    px, py = ax.transData.transform(text.xy)
+    lx, ly = min(max(px, box.x0), box.x1), min(max(py, box.y0), box.y1)
+    (qx, qy), (mx, my) = ax.transData.inverted().transform([(px, py), (lx, ly)])
+    ax.plot([qx, mx], [qy, my], color="#888888", linewidth=0.6, zorder=1, gid=f"leader:{text.get_text()}")
 
 
 def bar_plot(

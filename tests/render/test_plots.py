@@ -117,6 +117,29 @@ def test_labels_of_equal_scores_do_not_overlap() -> None:
         assert frame.x0 <= box.x0 and box.x1 <= frame.x1 and frame.y0 <= box.y0 and box.y1 <= frame.y1
 
 
+def test_a_label_moved_off_its_point_is_tied_to_it_by_a_leader() -> None:
+    # rig compare of five quantizations: three variants at the same score and nearly the same memory, whose stacked
+    # labels had read as belonging to the wrong points.
+    pts = [
+        Point(label=f"qwen2.5-coder-1.5b-{q}", x=x, y=0.15, y_low=0.08, y_high=0.22)
+        for q, x in (("q4_k_m", 2.42), ("q4_0", 2.47), ("q8_0", 2.56))
+    ]
+    fig = pareto_plot(pts, "process RSS peak (GiB)", "headline score", "Score against memory")
+    ax = fig.axes[0]
+    renderer = _render(fig)
+    leaders = {line.get_gid(): line for line in ax.lines if str(line.get_gid()).startswith("leader:")}
+    moved = [t for t in ax.texts if t.xyann not in ((8, 8), (-8, 8), (8, -8), (-8, -8))]
+    assert moved, "the equal scores should have stacked some labels"
+    for t in moved:
+        line = leaders[f"leader:{t.get_text()}"]
+        (x0, y0), (x1, y1) = line.get_xydata()
+        assert (x0, y0) == pytest.approx(t.xy)  # starts at its own point
+        end = ax.transData.transform((x1, y1))
+        box = t.get_window_extent(renderer).expanded(1.01, 1.01)
+        assert box.contains(*end)  # and ends on its own label
+    assert len(leaders) == len(moved)
+
+
 def test_bars_carry_their_values_so_zero_is_not_missing() -> None:
     from rig.render.plots import bar_plot
 
