@@ -20,7 +20,7 @@ from typing import BinaryIO
 
 from pydantic import BaseModel, Field
 
-from rig.telemetry.bandwidth import NEAR_PEAK, REFRESH_HINT
+from rig.telemetry.peak import NEAR_PEAK, REFRESH_HINT
 
 KV_BYTES = 2  # f16 cache elements
 
