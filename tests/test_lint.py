@@ -41,8 +41,6 @@ LONG_FUNCTIONS = {
     "rig/benchmarks/routeeval/benchmark.py:run_episode",
     "rig/benchmarks/routeeval/tables.py:routeeval_tables",
     "rig/engines/llamacpp.py:_generate_sync",
-    "rig/benchmarks/urbangeo/benchmark.py:_reasoning",
-    "rig/telemetry/mbu.py:efficiency",
     "rig/integrations/inspect_log.py:_turns",
     "rig/integrations/inspect_log.py:eval_log",
 }
