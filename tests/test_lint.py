@@ -40,7 +40,6 @@ LONG_FUNCTIONS = {
     "rig/benchmarks/evgeoqa/generator.py:generate",
     "rig/benchmarks/routeeval/benchmark.py:run_episode",
     "rig/benchmarks/routeeval/tables.py:routeeval_tables",
-    "rig/engines/llamacpp.py:_generate_sync",
     "rig/integrations/inspect_log.py:_turns",
     "rig/integrations/inspect_log.py:eval_log",
 }
