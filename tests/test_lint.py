@@ -33,8 +33,6 @@ LONG_FUNCTIONS = {
     "rig/sweep/leaderboard.py:leaderboard",
     "rig/analyses/load/measure.py:measure_level",
     "rig/maps/build.py:build_pack",
-    "rig/agents/loop.py:run_tool_loop",
-    "rig/benchmarks/mobilitybench/agents.py:run_plan_execute",
     "rig/benchmarks/mobilitybench/benchmark.py:mobility_tables",
     "rig/decoding/outlines_backend.py:audit_vocabulary",
     "rig/benchmarks/evgeoqa/generator.py:generate",
