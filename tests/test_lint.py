@@ -35,7 +35,6 @@ LONG_FUNCTIONS = {
     "rig/maps/build.py:build_pack",
     "rig/benchmarks/mobilitybench/benchmark.py:mobility_tables",
     "rig/decoding/outlines_backend.py:audit_vocabulary",
-    "rig/benchmarks/routeeval/benchmark.py:run_episode",
     "rig/benchmarks/routeeval/tables.py:routeeval_tables",
     "rig/integrations/inspect_log.py:_turns",
     "rig/integrations/inspect_log.py:eval_log",
