@@ -34,7 +34,6 @@ LONG_FUNCTIONS = {
     "rig/analyses/load/measure.py:measure_level",
     "rig/maps/build.py:build_pack",
     "rig/benchmarks/mobilitybench/benchmark.py:mobility_tables",
-    "rig/decoding/outlines_backend.py:audit_vocabulary",
     "rig/benchmarks/routeeval/tables.py:routeeval_tables",
     "rig/integrations/inspect_log.py:_turns",
     "rig/integrations/inspect_log.py:eval_log",
