@@ -31,7 +31,6 @@ MAX_MODULE_LINES = 500
 MAX_FUNCTION_LINES = 80
 LONG_FUNCTIONS = {
     "rig/sweep/leaderboard.py:leaderboard",
-    "rig/analyses/load/measure.py:measure_level",
     "rig/maps/build.py:build_pack",
     "rig/benchmarks/mobilitybench/benchmark.py:mobility_tables",
     "rig/benchmarks/routeeval/tables.py:routeeval_tables",
