@@ -12,7 +12,7 @@ from rig import offline
 from rig.engines import ENGINES
 
 if TYPE_CHECKING:
-    from rig.telemetry.bandwidth import BandwidthProbe
+    from rig.telemetry.peak import BandwidthProbe
     from rig.weight_parts import Parts
 
 Row = tuple[str, str, str]
@@ -172,7 +172,8 @@ def _offline_row() -> Row:
 def bandwidth_rows(gpu: int | None = None, refresh: bool = False) -> list[Row]:
     """`rig doctor --bandwidth`: measure the device's peak read bandwidth and matmul FLOP/s now, with the conditions;
     the per-host cache (what runs set their MBU against) keeps the best peak seen, or this one with ``refresh``."""
-    from rig.telemetry.bandwidth import CacheError, cache_path, describe, probe, utc
+    from rig.telemetry.bandwidth import CacheError, probe
+    from rig.telemetry.peak import cache_path, describe, utc
 
     dev = "cpu" if gpu is None else f"gpu:{gpu}"
     label = f"bandwidth {dev}"
@@ -218,7 +219,7 @@ def bandwidth_rows(gpu: int | None = None, refresh: bool = False) -> list[Row]:
 
 def _peak_row(action: str, peak: BandwidthProbe, previous: BandwidthProbe | None) -> Row:
     """What the cache holds after a probe, and whether that peak is in doubt (then how to replace it)."""
-    from rig.telemetry.bandwidth import REFRESH_HINT, describe, peak_doubts
+    from rig.telemetry.peak import REFRESH_HINT, describe, peak_doubts
 
     gbs = f"{peak.bytes_per_s / 1e9:.2f} GB/s"
     before = "" if previous is None else f"{previous.bytes_per_s / 1e9:.2f} GB/s ({describe(previous)})"
@@ -237,7 +238,7 @@ def _peak_row(action: str, peak: BandwidthProbe, previous: BandwidthProbe | None
 
 def _bandwidth_row() -> Row:
     """The CPU's cached peak as runs will use it, without probing: missing, damaged, or in doubt says what to run."""
-    from rig.telemetry.bandwidth import REFRESH_HINT, cached_probe, describe, peak_doubts
+    from rig.telemetry.peak import REFRESH_HINT, cached_probe, describe, peak_doubts
 
     peak, why = cached_probe(None)
     if peak is None:

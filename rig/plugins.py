@@ -44,6 +44,9 @@ class Plugin:
     name: str
     target: str  # "module:attribute", as declared
     dist: str  # "name version"
+    # the declaring distribution's name and version (None: an entry point of no known distribution): what a bundle
+    # pins to carry the plugin
+    requirement: str | None = None
 
     def __str__(self) -> str:
         kind = "engine" if self.group == ENGINE_GROUP else "benchmark"
@@ -63,13 +66,18 @@ def _dist(ep: importlib.metadata.EntryPoint) -> str:
     return "an unknown distribution" if dist is None else f"{dist.metadata['Name']} {dist.version}"
 
 
+def _requirement(ep: importlib.metadata.EntryPoint) -> str | None:
+    dist = ep.dist
+    return None if dist is None else f"{dist.metadata['Name']}=={dist.version}"
+
+
 @functools.cache
 def discover(group: str, builtin: tuple[str, ...]) -> Found:
     """The plugins of ``group`` whose names are free (not in ``builtin``, declared once, well formed); each one
     left out is a warning, logged once per process."""
     by_name: dict[str, list[Plugin]] = {}
     for ep in importlib.metadata.entry_points(group=group):
-        by_name.setdefault(ep.name, []).append(Plugin(group, ep.name, ep.value, _dist(ep)))
+        by_name.setdefault(ep.name, []).append(Plugin(group, ep.name, ep.value, _dist(ep), _requirement(ep)))
     plugins, problems = {}, []
     for name, found in sorted(by_name.items()):
         if name in builtin:

@@ -37,7 +37,8 @@ import yaml
 from rig.execution.bench import BenchOptions, run_bench
 from rig.registry import load_registry, resolve_weights
 from rig.render.screen import run_summaries
-from rig.telemetry.bandwidth import probe_cpu, save_probe
+from rig.telemetry.bandwidth import probe_cpu
+from rig.telemetry.peak import save_probe
 
 
 def in_child(fn, *args):  # type: ignore[no-untyped-def]

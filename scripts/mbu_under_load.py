@@ -24,7 +24,8 @@ from pathlib import Path
 
 from rig.execution.bench import BenchOptions, run_bench
 from rig.render.screen import run_summaries
-from rig.telemetry.bandwidth import CONTENDED_SHARE, BandwidthProbe, probe_cpu, save_probe, usable_cores
+from rig.telemetry.bandwidth import CONTENDED_SHARE, probe_cpu, usable_cores
+from rig.telemetry.peak import BandwidthProbe, save_probe
 
 SECTION = "## Under a controlled competing load"
 

@@ -36,8 +36,8 @@ def test_doctor_bandwidth_measures_with_conditions_and_keeps_the_best_peak(tmp_p
 
     from rig.cli import app
     from rig.doctor import bandwidth_rows
-    from rig.telemetry import bandwidth
-    from tests.telemetry.test_bandwidth import probe_record
+    from rig.telemetry import bandwidth, peak
+    from tests.telemetry.test_peak import probe_record
 
     monkeypatch.setenv("RIG_CACHE", str(tmp_path))
     small = bandwidth.probe_cpu
@@ -45,25 +45,25 @@ def test_doctor_bandwidth_measures_with_conditions_and_keeps_the_best_peak(tmp_p
     first = CliRunner().invoke(app, ["doctor", "--bandwidth"])
     assert first.exit_code == 0, first.output
     assert "GB/s: streaming read" in first.output and "probe conditions" in first.output
-    probe, why = bandwidth.cached_probe(None)
+    probe, why = peak.cached_probe(None)
     assert why is None and probe is not None and probe.bytes_per_s > 0 and probe.flops_per_s
     assert probe.conditions is not None and probe.conditions.others_share is not None
     # a higher cached peak (this host's own, quiet) is kept; the doctor says so
-    bandwidth.save_probe(probe_record(bps=1e14))
+    peak.save_probe(probe_record(bps=1e14))
     rows = {n: (s, d) for n, s, d in bandwidth_rows()}
     assert rows["bandwidth cpu"][1].endswith(" UTC)") and "(measured, " in rows["bandwidth cpu"][1]
     assert rows["probe conditions"][1].startswith("CPU probe of ")
     status, detail = rows["bandwidth peak"]
     assert status == "ok" and detail.startswith("the cached 100000.00 GB/s (CPU probe of") and "is kept" in detail
-    assert bandwidth.cached_probe(None)[0].bytes_per_s == 1e14  # type: ignore[union-attr]
+    assert peak.cached_probe(None)[0].bytes_per_s == 1e14  # type: ignore[union-attr]
 
 
 def test_doctor_suggests_refresh_for_a_marked_or_old_peak(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     import time
 
     from rig.doctor import _bandwidth_row, bandwidth_rows
-    from rig.telemetry import bandwidth
-    from tests.telemetry.test_bandwidth import probe_record
+    from rig.telemetry import bandwidth, peak
+    from tests.telemetry.test_peak import probe_record
 
     monkeypatch.setenv("RIG_CACHE", str(tmp_path))
     assert _bandwidth_row() == (
@@ -71,14 +71,14 @@ def test_doctor_suggests_refresh_for_a_marked_or_old_peak(tmp_path, monkeypatch)
         "skip",
         "no bandwidth probe for this host: run `rig doctor --bandwidth` once on this host",
     )
-    bandwidth.save_probe(probe_record(bps=31e9))
+    peak.save_probe(probe_record(bps=31e9))
     _, status, detail = _bandwidth_row()
     assert status == "ok" and detail.startswith("31.00 GB/s (CPU probe of ") and "quiet" in detail
     for doubtful, words in (
         (probe_record(bps=31e9, contended=True), "in doubt: it was taken under load: other processes used 60%"),
         (probe_record(bps=31e9, at=time.time() - 45 * 86400), "in doubt: it is 45 days old (over 30)"),
     ):
-        bandwidth.save_probe(doubtful)
+        peak.save_probe(doubtful)
         _, status, detail = _bandwidth_row()
         assert status == "warn" and words in detail, detail
         assert detail.endswith("run `rig doctor --bandwidth --refresh` on a quiet host")
@@ -88,9 +88,9 @@ def test_doctor_suggests_refresh_for_a_marked_or_old_peak(tmp_path, monkeypatch)
         status, detail = rows["bandwidth peak"]
         assert status == "warn" and "is kept" in detail and words in detail
         assert detail.endswith("run `rig doctor --bandwidth --refresh` on a quiet host")
-    bandwidth.cache_path().write_text("[")
+    peak.cache_path().write_text("[")
     _, status, detail = _bandwidth_row()
-    assert status == "warn" and detail.startswith(f"damaged bandwidth cache ignored ({bandwidth.cache_path()}: ")
+    assert status == "warn" and detail.startswith(f"damaged bandwidth cache ignored ({peak.cache_path()}: ")
     rows = {(n, s): d for n, s, d in bandwidth_rows()}
     assert rows[("bandwidth cache", "warn")].endswith("; rewritten with this probe")
 
@@ -99,11 +99,11 @@ def test_doctor_names_a_cache_it_cannot_write(tmp_path, monkeypatch) -> None:  #
     from typer.testing import CliRunner
 
     from rig.cli import app
-    from rig.telemetry import bandwidth
-    from tests.telemetry.test_bandwidth import probe_record
+    from rig.telemetry import bandwidth, peak
+    from tests.telemetry.test_peak import probe_record
 
     monkeypatch.setenv("RIG_CACHE", str(tmp_path))
-    bandwidth.cache_path().mkdir(parents=True)
+    peak.cache_path().mkdir(parents=True)
     monkeypatch.setattr(bandwidth, "probe_cpu", lambda: probe_record())
     r = CliRunner().invoke(app, ["doctor", "--bandwidth"])
     assert r.exit_code == 1 and isinstance(r.exception, SystemExit), r.exception  # a named failure, no traceback

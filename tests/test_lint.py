@@ -3,6 +3,7 @@ starts), and no module or function past its length outside the documented except
 
 from __future__ import annotations
 
+import ast
 import io
 from pathlib import Path
 
@@ -24,27 +25,20 @@ def test_pyflakes_clean() -> None:
 # Modules allowed past MAX_MODULE_LINES, each with its reason in its docstring.
 LONG_MODULES = {"rig/benchmarks/urbangeo/knowledge.py"}
 # Modules past it without such a reason: debt to split, listed so that no new one appears unnoticed.
-TO_SPLIT = {"rig/telemetry/bandwidth.py", "rig/integrations/mlflow.py"}
+TO_SPLIT = {"rig/integrations/mlflow.py"}
 MAX_MODULE_LINES = 500
 # Functions past MAX_FUNCTION_LINES when this check was written: split them into named steps and take them off the
 # list; a function not listed here fails the check (a long table belongs in a constant, not a function body).
 MAX_FUNCTION_LINES = 80
 LONG_FUNCTIONS = {
-    "rig/sweep/leaderboard.py:leaderboard",
-    "rig/analyses/load/measure.py:measure_level",
-    "rig/maps/build.py:build_pack",
-    "rig/agents/loop.py:run_tool_loop",
-    "rig/benchmarks/mobilitybench/agents.py:run_plan_execute",
-    "rig/benchmarks/mobilitybench/benchmark.py:mobility_tables",
-    "rig/decoding/outlines_backend.py:audit_vocabulary",
-    "rig/benchmarks/evgeoqa/generator.py:generate",
-    "rig/benchmarks/routeeval/benchmark.py:run_episode",
-    "rig/benchmarks/routeeval/tables.py:routeeval_tables",
-    "rig/engines/llamacpp.py:_generate_sync",
-    "rig/benchmarks/urbangeo/benchmark.py:_reasoning",
-    "rig/telemetry/mbu.py:efficiency",
     "rig/integrations/inspect_log.py:_turns",
     "rig/integrations/inspect_log.py:eval_log",
+}
+# Functions past it that are tables (a list of table definitions: titles, columns, rows, notes), not steps to split;
+# each says "long table on purpose" in its docstring, so that LONG_FUNCTIONS holds only debt.
+TABLE_FUNCTIONS = {
+    "rig/benchmarks/mobilitybench/benchmark.py:mobility_tables",
+    "rig/benchmarks/routeeval/tables.py:routeeval_tables",
 }
 
 
@@ -60,13 +54,32 @@ def test_no_module_past_500_lines_but_the_documented_ones() -> None:
         assert "long module on purpose" in (ROOT / rel).read_text(encoding="utf-8").lower(), rel
 
 
-def test_no_new_function_past_80_lines() -> None:
-    import ast
-
-    long = set()
+def _functions() -> dict[str, ast.FunctionDef | ast.AsyncFunctionDef]:
+    """Every function and method of the package by "path:name"."""
+    out = {}
     for p in sorted((ROOT / "rig").rglob("*.py")):
         for node in ast.walk(ast.parse(p.read_text(encoding="utf-8"))):
-            function = isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
-            if function and (node.end_lineno or node.lineno) - node.lineno + 1 > MAX_FUNCTION_LINES:
-                long.add(f"{p.relative_to(ROOT)}:{node.name}")
-    assert long <= LONG_FUNCTIONS, f"split into named steps: {sorted(long - LONG_FUNCTIONS)}"
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                out[f"{p.relative_to(ROOT)}:{node.name}"] = node
+    return out
+
+
+def test_no_new_function_past_80_lines() -> None:
+    long = {
+        key
+        for key, node in _functions().items()
+        if (node.end_lineno or node.lineno) - node.lineno + 1 > MAX_FUNCTION_LINES
+    }
+    assert long <= LONG_FUNCTIONS | TABLE_FUNCTIONS, (
+        f"split into named steps: {sorted(long - LONG_FUNCTIONS - TABLE_FUNCTIONS)}"
+    )
+
+
+def test_a_long_table_says_so_in_its_docstring() -> None:
+    functions = _functions()
+    for key in sorted(TABLE_FUNCTIONS):
+        assert key in functions, f"{key}: listed as a table but not found"
+        doc = ast.get_docstring(functions[key]) or ""
+        assert "long table on purpose" in " ".join(doc.lower().split()), (
+            f"{key}: say why it is a table in its docstring"
+        )

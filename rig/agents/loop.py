@@ -17,7 +17,7 @@ from pydantic import BaseModel, Field
 from rig.agents.toolmode import assistant_turn, effective_mode, observation, prepare, read_calls
 from rig.decoding.validate import validate
 from rig.engines.base import Engine
-from rig.records import ChatRequest, Generation, Message, Sampling, ToolCall, ToolResult, ToolSpec
+from rig.records import ChatRequest, Generation, Message, ParsedCall, Sampling, ToolCall, ToolResult, ToolSpec
 
 StopReason = Literal["final", "max_steps", "format_errors", "engine_error"]
 
@@ -96,50 +96,62 @@ async def run_tool_loop(
         out.steps += 1
         call, extra = calls[0], calls[1:]
         history.append(assistant_turn(gen, calls))
-        for c in extra:
-            out.tool_calls.append(
-                ToolCall(
-                    name=c.name,
-                    arguments=c.arguments,
-                    verdict="invalid",
-                    step=step,
-                    error="skipped: one tool call per turn",
-                    error_category="skipped",
-                )
-            )
+        out.tool_calls.extend(_skipped(c, step) for c in extra)
         if call.name == final_tool:
-            errors = validate(call.arguments, by_name[final_tool].parameters)
-            if not errors:
-                out.tool_calls.append(ToolCall(name=call.name, arguments=call.arguments, step=step))
+            record, payload = _final_answer(call, by_name[final_tool], step)
+            out.tool_calls.append(record)
+            if payload is None:
                 out.final, out.stop = call.arguments, "final"
                 break
-            payload: Any = {"error": "invalid final answer: " + "; ".join(errors[:5])}
-            out.tool_calls.append(
-                ToolCall(
-                    name=call.name,
-                    arguments=call.arguments,
-                    verdict="invalid",
-                    step=step,
-                    error=payload["error"],
-                    error_category="invalid_arguments",
-                )
-            )
         else:
-            answered = execute(call.name, call.arguments)
-            res = await answered if isinstance(answered, Awaitable) else answered
-            out.tool_calls.append(
-                ToolCall(
-                    name=call.name,
-                    arguments=call.arguments,
-                    verdict="valid" if res.ok else "invalid",
-                    answer=res.data if res.ok else None,
-                    error=res.error,
-                    error_category=res.error_category,
-                    step=step,
-                    meta={"source": res.source} if res.source in _SOURCES else {},
-                )
-            )
-            payload = res.data if res.ok else {"error": res.error}
+            record, payload = await _execute(call, execute, step)
+            out.tool_calls.append(record)
         history.append(observation(call.name, payload, mode, observation_chars))
     out.messages = history
     return out
+
+
+def _skipped(call: ParsedCall, step: int) -> ToolCall:
+    """A call past the first of a reply: recorded, never run."""
+    return ToolCall(
+        name=call.name,
+        arguments=call.arguments,
+        verdict="invalid",
+        step=step,
+        error="skipped: one tool call per turn",
+        error_category="skipped",
+    )
+
+
+def _final_answer(call: ParsedCall, final: ToolSpec, step: int) -> tuple[ToolCall, Any]:
+    """The final tool's call as recorded, and the observation to show (None: its arguments are valid, the end)."""
+    errors = validate(call.arguments, final.parameters)
+    if not errors:
+        return ToolCall(name=call.name, arguments=call.arguments, step=step), None
+    payload: Any = {"error": "invalid final answer: " + "; ".join(errors[:5])}
+    record = ToolCall(
+        name=call.name,
+        arguments=call.arguments,
+        verdict="invalid",
+        step=step,
+        error=payload["error"],
+        error_category="invalid_arguments",
+    )
+    return record, payload
+
+
+async def _execute(call: ParsedCall, execute: Executor, step: int) -> tuple[ToolCall, Any]:
+    """Run the call through the executor: the call as recorded and the observation to show."""
+    answered = execute(call.name, call.arguments)
+    res = await answered if isinstance(answered, Awaitable) else answered
+    record = ToolCall(
+        name=call.name,
+        arguments=call.arguments,
+        verdict="valid" if res.ok else "invalid",
+        answer=res.data if res.ok else None,
+        error=res.error,
+        error_category=res.error_category,
+        step=step,
+        meta={"source": res.source} if res.source in _SOURCES else {},
+    )
+    return record, res.data if res.ok else {"error": res.error}

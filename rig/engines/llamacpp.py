@@ -31,7 +31,7 @@ from typing import Any, Literal, TypeVar
 from rig.decoding.constraint import Constraint
 from rig.engines.base import Capabilities, Engine, EngineArgs, EngineError, Reply, openai_messages, openai_tools
 from rig.engines.llamacpp_grammar import LazyGrammar
-from rig.records import ChatRequest, Generation, Timings
+from rig.records import ChatRequest, Generation, Sampling, Timings
 from rig.registry import ModelSpec
 from rig.telemetry.gpu import visible_devices
 
@@ -374,53 +374,18 @@ class LlamaCppEngine(Engine):
                     gen.error = f"prompt has {len(tokens)} tokens, context_length is {self.spec.context_length}"
                     gen.prompt_tokens = len(tokens)
                     return reply
-                procs = proc = None
                 s = request.sampling
+                procs = proc = None
                 if request.constraint is not None and self._outlines is not None:
                     proc = self._outlines.processor(self._outlines_grammar(request.constraint))
                     procs = llama_cpp.LogitsProcessorList([proc])
                 elif request.constraint is not None:
-                    # A grammar llama.cpp cannot parse is an error here (llama-cpp-python's own LlamaGrammar
-                    # accepts any text and crashes the process when sampling).
-                    lazy = LazyGrammar(
-                        self.llm._model.vocab,
-                        self.gbnf(request.constraint),
-                        self.llm.n_vocab(),
-                        len(tokens),
-                        greedy=s.temperature == 0.0 and self.args.grammar_mask == "lazy",
-                    )
+                    lazy = self._lazy_grammar(request.constraint, len(tokens), s)
                     procs = llama_cpp.LogitsProcessorList([lazy])
                 max_new = min(s.max_tokens, self.spec.context_length - len(tokens))
                 self.llm.set_seed(s.seed)
-                out: list[int] = []
-                first = last = None
-                finish = "length"
-                eog = False
-                vocab = self.llm._model.vocab
                 stop_strs = [*s.stop, *tmpl_stops]
-                stops = [x.encode() for x in stop_strs]
-                for tok in self.llm.generate(
-                    tokens,
-                    temp=s.temperature,
-                    top_p=s.top_p,
-                    top_k=s.top_k or 0,
-                    min_p=0.0,
-                    repeat_penalty=1.0,
-                    logits_processor=procs,
-                ):
-                    now = time.perf_counter()
-                    if llama_cpp.llama_vocab_is_eog(vocab, tok):
-                        finish = "stop"
-                        eog = True
-                        break
-                    first = first or now
-                    last = now
-                    out.append(tok)
-                    if stops and any(x in self.detokenize(out[-16:]) for x in stops):
-                        finish = "stop"
-                        break
-                    if len(out) >= max_new:
-                        break
+                out, first, last, finish, eog = self._decode(tokens, s, procs, max_new, [x.encode() for x in stop_strs])
                 text = self.detokenize(out).decode("utf-8", errors="replace")
                 if request.constraint is not None:
                     self.served["outlines" if proc is not None else "native"] += 1
@@ -449,6 +414,53 @@ class LlamaCppEngine(Engine):
                 if lazy is not None:
                     lazy.close()
             return reply
+
+    def _lazy_grammar(self, constraint: Constraint, prompt_tokens: int, s: Sampling) -> LazyGrammar:
+        """rig's GBNF as a logits processor. A grammar llama.cpp cannot parse is an error here (llama-cpp-python's
+        own LlamaGrammar accepts any text and crashes the process when sampling)."""
+        return LazyGrammar(
+            self.llm._model.vocab,
+            self.gbnf(constraint),
+            self.llm.n_vocab(),
+            prompt_tokens,
+            greedy=s.temperature == 0.0 and self.args.grammar_mask == "lazy",
+        )
+
+    def _decode(
+        self, tokens: list[int], s: Sampling, procs: Any, max_new: int, stops: list[bytes]
+    ) -> tuple[list[int], float | None, float | None, str, bool]:
+        """Sample up to ``max_new`` tokens: the tokens, the first and last token's time, the finish reason and
+        whether an end-of-generation token ended it (that token is not kept)."""
+        import llama_cpp
+
+        out: list[int] = []
+        first = last = None
+        finish = "length"
+        eog = False
+        vocab = self.llm._model.vocab
+        for tok in self.llm.generate(
+            tokens,
+            temp=s.temperature,
+            top_p=s.top_p,
+            top_k=s.top_k or 0,
+            min_p=0.0,
+            repeat_penalty=1.0,
+            logits_processor=procs,
+        ):
+            now = time.perf_counter()
+            if llama_cpp.llama_vocab_is_eog(vocab, tok):
+                finish = "stop"
+                eog = True
+                break
+            first = first or now
+            last = now
+            out.append(tok)
+            if stops and any(x in self.detokenize(out[-16:]) for x in stops):
+                finish = "stop"
+                break
+            if len(out) >= max_new:
+                break
+        return out, first, last, finish, eog
 
     async def close(self) -> None:
         if self.llm is not None:

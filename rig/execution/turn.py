@@ -21,10 +21,10 @@ from rig.execution.runner import run_items
 from rig.registry import ModelSpec
 from rig.runfolder.manifest import RunManifest, package_versions
 from rig.runfolder.store import Store
-from rig.telemetry.bandwidth import REFRESH_HINT, cached_probe, peak_doubts
 from rig.telemetry.energy import EnergyMeter, RunEnergy, open_counter
 from rig.telemetry.gpu import GpuSampler
 from rig.telemetry.mbu import weights_profile
+from rig.telemetry.peak import REFRESH_HINT, cached_probe, peak_doubts
 
 if TYPE_CHECKING:
     from rig.execution.bench import BenchOptions

@@ -186,6 +186,58 @@ def _write_areas(path: Path, areas: list[dict]) -> None:
     )
 
 
+def _area_places(ex) -> list[dict]:
+    """The extract's named areas as gazetteer places."""
+    return [
+        {
+            "kind": "area",
+            "name": a["name"],
+            "lat": a["lat"],
+            "lon": a["lon"],
+            "osm": a["osm"],
+            "category_key": a["category_key"],
+            "category": a["category"],
+            "address": None,
+            "street": None,
+            "housenumber": None,
+            "city": None,
+            "opening_hours": None,
+            "extra": {},
+        }
+        for a in ex.areas
+        if a["name"]
+    ]
+
+
+def _write_graph(
+    path: Path, ex, src: np.ndarray, dst: np.ndarray, modes: np.ndarray, snap: dict[str, np.ndarray]
+) -> None:
+    """The routing graph: nodes, edges with their modes, speeds and names, and each mode's snap nodes."""
+    np.savez_compressed(
+        path,
+        node_lat=np.array(ex.node_lat),
+        node_lon=np.array(ex.node_lon),
+        node_osm=np.array(ex.node_osm, dtype=np.int64),
+        src=src,
+        dst=dst,
+        length_m=np.array(ex.e_len, dtype=np.float32),
+        modes=modes,
+        flags=np.array(ex.e_flags, dtype=np.uint16),
+        name=np.array(ex.e_name, dtype=np.int32),
+        cls=np.array(ex.e_class, dtype=np.uint8),
+        drive_kmh=np.array(ex.e_drive_kmh, dtype=np.float32),
+        walk_mps=np.array(ex.e_walk_mps, dtype=np.float32),
+        bike_mps=np.array(ex.e_bike_mps, dtype=np.float32),
+        way=np.array(ex.e_way, dtype=np.int64),
+        names=np.array(ex.names or [""], dtype=str),
+        classes=np.array(ex.classes or [""], dtype=str),
+        # one array per mode in MODES, named so that a ** dict cannot be taken for allow_pickle
+        snap_walk=snap["walk"],
+        snap_bike=snap["bike"],
+        snap_drive=snap["drive"],
+    )
+
+
 def build_pack(pbf_path: str | Path, out_dir: str | Path) -> PackInfo:
     """Parse an .osm.pbf extract and write a map pack directory; returns its PackInfo."""
     from importlib.metadata import version
@@ -209,50 +261,10 @@ def build_pack(pbf_path: str | Path, out_dir: str | Path) -> PackInfo:
     }
     city = ex.cities.most_common(1)[0][0] if ex.cities else None
     places = [p for p in ex.places] + _streets(ex)
-    places += [
-        {
-            "kind": "area",
-            "name": a["name"],
-            "lat": a["lat"],
-            "lon": a["lon"],
-            "osm": a["osm"],
-            "category_key": a["category_key"],
-            "category": a["category"],
-            "address": None,
-            "street": None,
-            "housenumber": None,
-            "city": None,
-            "opening_hours": None,
-            "extra": {},
-        }
-        for a in ex.areas
-        if a["name"]
-    ]
+    places += _area_places(ex)
     _fill_addresses(places, ex, city)
 
-    np.savez_compressed(
-        out / "graph.npz",
-        node_lat=np.array(ex.node_lat),
-        node_lon=np.array(ex.node_lon),
-        node_osm=np.array(ex.node_osm, dtype=np.int64),
-        src=src,
-        dst=dst,
-        length_m=np.array(ex.e_len, dtype=np.float32),
-        modes=modes,
-        flags=np.array(ex.e_flags, dtype=np.uint16),
-        name=np.array(ex.e_name, dtype=np.int32),
-        cls=np.array(ex.e_class, dtype=np.uint8),
-        drive_kmh=np.array(ex.e_drive_kmh, dtype=np.float32),
-        walk_mps=np.array(ex.e_walk_mps, dtype=np.float32),
-        bike_mps=np.array(ex.e_bike_mps, dtype=np.float32),
-        way=np.array(ex.e_way, dtype=np.int64),
-        names=np.array(ex.names or [""], dtype=str),
-        classes=np.array(ex.classes or [""], dtype=str),
-        # one array per mode in MODES, named so that a ** dict cannot be taken for allow_pickle
-        snap_walk=snap["walk"],
-        snap_bike=snap["bike"],
-        snap_drive=snap["drive"],
-    )
+    _write_graph(out / "graph.npz", ex, src, dst, modes, snap)
     _write_areas(out / "areas.npz", ex.areas)
     _write_gazetteer(out / "gazetteer.sqlite", places, ex.areas)
 

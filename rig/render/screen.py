@@ -17,7 +17,7 @@ from rig.benchmarks.base import Table
 from rig.runfolder.folder import RunFolder
 from rig.runfolder.manifest import RunManifest
 from rig.runfolder.summary import RunSummary
-from rig.telemetry.bandwidth import REFRESH_HINT
+from rig.telemetry.peak import REFRESH_HINT
 
 NM = "not measured"
 GAP = 2  # blank columns between two table columns

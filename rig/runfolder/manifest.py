@@ -21,10 +21,10 @@ from rig.records import validation_where, write_record
 from rig.runfolder.config import RunConfig
 from rig.runfolder.spec import RunSettings, RunSpec
 from rig.runformat import MANIFEST_FORMAT, check_version
-from rig.telemetry.bandwidth import BandwidthProbe
 from rig.telemetry.energy import RunEnergy
 from rig.telemetry.gpu import GpuMemorySummary
 from rig.telemetry.mbu import WeightsProfile
+from rig.telemetry.peak import BandwidthProbe
 
 
 class HostInfo(BaseModel):

@@ -18,9 +18,9 @@ from rig.records import CALL_FORMS, EpisodeResult
 from rig.runfolder.config import BenchmarkInfo
 from rig.runfolder.manifest import RunManifest
 from rig.scoring.stats import mean_ci, percentile, ratio_ci
-from rig.telemetry.bandwidth import describe, peak_doubts
 from rig.telemetry.energy import processed_tokens
 from rig.telemetry.mbu import Efficiency, GenerationCost, efficiency
+from rig.telemetry.peak import describe, peak_doubts
 
 if TYPE_CHECKING:
     from rig.benchmarks.base import Benchmark, ReferenceCalls

@@ -4,6 +4,7 @@ paired differences against the baseline model's cell on the same benchmark and m
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from rig.analyses.compare import efficiency_compare_table, gib, judged_note, paired, run_summary
 from rig.benchmarks.base import Table
@@ -48,44 +49,8 @@ def _mode(c: Cell) -> tuple[str, str, str, str]:
 def leaderboard(cells: list[Cell], runs: dict[str, str | None], baseline: str) -> tuple[list[Table], dict[str, str]]:
     """Tables (leaderboard, paired differences, failed cells) and SVG plots (file name -> svg)."""
     sums: dict[str, RunSummary] = {c.key: run_summary(Path(r)) for c in cells if (r := runs.get(c.key))}
-    rows, failed = [], []
-    for c in cells:
-        s = sums.get(c.key)
-        if s is None:
-            failed.append([c.model, _bench(c), c.decode, c.tool_mode, c.key])
-            continue
-        h = s.headline or HeadlineScore(samples=0)
-        on_gpu = s.gpu_peak_bytes is not None
-        rows.append(
-            [
-                s.model,
-                s.quantization,
-                _bench(c),
-                c.decode,
-                c.tool_mode,
-                h.samples,
-                h.mean,
-                h.low,
-                h.high,
-                s.e2e_p50_s,
-                s.e2e_p95_s,
-                s.completion_tokens_mean,
-                gib(s.gpu_peak_bytes if on_gpu else s.peak_rss_bytes),
-                "GPU" if on_gpu else "RSS",
-                s.load_time_s,
-                c.key,
-            ]
-        )
-    diff_rows = []
-    base_of = {_mode(c): c for c in cells if c.model == baseline and c.key in sums}
-    for c in cells:
-        b = base_of.get(_mode(c))
-        if c.model == baseline or c.key not in sums or b is None:
-            continue
-        hb, hc = sums[b.key].headline, sums[c.key].headline
-        bs, cs = (hb.by_episode() if hb else {}), (hc.by_episode() if hc else {})
-        keys = sorted(set(bs) & set(cs))
-        diff_rows.append([c.model, _bench(c), c.decode, c.tool_mode, *paired(bs, cs, keys)])
+    rows, failed = _rows(cells, sums)
+    diff_rows = _diff_rows(cells, sums, baseline)
     tables = [
         Table(
             title="Leaderboard",
@@ -129,6 +94,59 @@ def leaderboard(cells: list[Cell], runs: dict[str, str | None], baseline: str) -
                 note="No finished run: see the cell's bench.log and job.json.",
             )
         )
+    return tables, _plots(cells, sums)
+
+
+def _rows(cells: list[Cell], sums: dict[str, RunSummary]) -> tuple[list[list[Any]], list[list[Any]]]:
+    """The leaderboard's row of each finished cell, and the failed cells' rows."""
+    rows, failed = [], []
+    for c in cells:
+        s = sums.get(c.key)
+        if s is None:
+            failed.append([c.model, _bench(c), c.decode, c.tool_mode, c.key])
+            continue
+        h = s.headline or HeadlineScore(samples=0)
+        on_gpu = s.gpu_peak_bytes is not None
+        rows.append(
+            [
+                s.model,
+                s.quantization,
+                _bench(c),
+                c.decode,
+                c.tool_mode,
+                h.samples,
+                h.mean,
+                h.low,
+                h.high,
+                s.e2e_p50_s,
+                s.e2e_p95_s,
+                s.completion_tokens_mean,
+                gib(s.gpu_peak_bytes if on_gpu else s.peak_rss_bytes),
+                "GPU" if on_gpu else "RSS",
+                s.load_time_s,
+                c.key,
+            ]
+        )
+    return rows, failed
+
+
+def _diff_rows(cells: list[Cell], sums: dict[str, RunSummary], baseline: str) -> list[list[Any]]:
+    """Each finished cell paired against the baseline model's cell of the same benchmark and mode."""
+    diff_rows = []
+    base_of = {_mode(c): c for c in cells if c.model == baseline and c.key in sums}
+    for c in cells:
+        b = base_of.get(_mode(c))
+        if c.model == baseline or c.key not in sums or b is None:
+            continue
+        hb, hc = sums[b.key].headline, sums[c.key].headline
+        bs, cs = (hb.by_episode() if hb else {}), (hc.by_episode() if hc else {})
+        keys = sorted(set(bs) & set(cs))
+        diff_rows.append([c.model, _bench(c), c.decode, c.tool_mode, *paired(bs, cs, keys)])
+    return diff_rows
+
+
+def _plots(cells: list[Cell], sums: dict[str, RunSummary]) -> dict[str, str]:
+    """Per benchmark: score against latency, memory and (where measured) energy."""
     plots: dict[str, str] = {}
     for bench in dict.fromkeys(c.benchmark for c in cells):
         pts = [(c, sums[c.key]) for c in cells if c.benchmark == bench and c.key in sums]
@@ -171,7 +189,7 @@ def leaderboard(cells: list[Cell], runs: dict[str, str | None], baseline: str) -
                     f"{bench}: score against energy",
                 )
             )
-    return tables, plots
+    return plots
 
 
 def write_leaderboard(out: Path, cells: list[Cell], runs: dict[str, str | None], baseline: str) -> str:

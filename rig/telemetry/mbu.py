@@ -20,7 +20,7 @@ from typing import BinaryIO
 
 from pydantic import BaseModel, Field
 
-from rig.telemetry.bandwidth import NEAR_PEAK, REFRESH_HINT
+from rig.telemetry.peak import NEAR_PEAK, REFRESH_HINT
 
 KV_BYTES = 2  # f16 cache elements
 
@@ -307,6 +307,20 @@ def efficiency(
         why = "episodes overlapped (concurrency > 1): a batch reads the weights once for all its sequences"
         out.mbu_reason = out.prefill_reason = why
         return out
+    _decode_mbu(out, gens, profile, peak_bps, nvml_bps, peak_reason)
+    _prefill(out, gens, profile, peak_flops, peak_reason)
+    return out
+
+
+def _decode_mbu(
+    out: Efficiency,
+    gens: list[GenerationCost],
+    profile: WeightsProfile,
+    peak_bps: float | None,
+    nvml_bps: float | None,
+    peak_reason: str | None,
+) -> None:
+    """Decode bytes per second over all decode seconds, set against the peak and NVML's figure, into ``out``."""
     nbytes = secs = tokens = 0.0
     for g in gens:
         n, tps, p = g.completion_tokens, g.decode_tps, g.prompt_tokens
@@ -345,6 +359,16 @@ def efficiency(
                 out.mbu_nvml = achieved / nvml_bps
     else:
         out.mbu_reason = "no generation reported a decode speed"
+
+
+def _prefill(
+    out: Efficiency,
+    gens: list[GenerationCost],
+    profile: WeightsProfile,
+    peak_flops: float | None,
+    peak_reason: str | None,
+) -> None:
+    """Prefill FLOP/s over the uncached prompt tokens, into ``out``."""
     flops = pf_secs = 0.0
     for g in gens:
         if g.prompt_tokens is None or not g.prefill_s:
@@ -357,4 +381,3 @@ def efficiency(
             out.prefill_reason = peak_reason or "no peak FLOP/s"
     else:
         out.prefill_reason = "no generation reported its prefill time"
-    return out

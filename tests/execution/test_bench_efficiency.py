@@ -23,9 +23,10 @@ from rig.render.screen import final_screen
 from rig.runfolder.manifest import RunManifest
 from rig.runformat import read_results
 from rig.telemetry import energy
-from rig.telemetry.bandwidth import cache_path, describe, save_probe
-from tests.telemetry.test_bandwidth import DAMAGED, probe_record
+from rig.telemetry.peak import cache_path, describe, save_probe
+from tests.telemetry.test_bandwidth import DAMAGED
 from tests.telemetry.test_mbu import LLAMA, write_gguf
+from tests.telemetry.test_peak import probe_record
 
 
 class WallCounter:

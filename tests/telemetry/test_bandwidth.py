@@ -16,23 +16,18 @@ import numpy as np
 import pytest
 
 import rig
-from rig.telemetry import bandwidth
+from rig.telemetry import bandwidth, peak
 from rig.telemetry.bandwidth import (
     CONTENDED_SHARE,
-    BandwidthProbe,
     CacheError,
     ConditionsWatch,
-    ProbeConditions,
-    cache_path,
-    cached_probe,
-    describe,
     gpu_state,
     nvml_peak,
-    peak_doubts,
     probe,
-    save_probe,
     stream_read,
 )
+from rig.telemetry.peak import cache_path, cached_probe, describe, peak_doubts, save_probe
+from tests.telemetry.test_peak import probe_record
 
 
 def test_probe_read_is_within_20_percent_of_a_plain_numpy_read() -> None:
@@ -51,71 +46,6 @@ def test_probe_read_is_within_20_percent_of_a_plain_numpy_read() -> None:
         numpy_read.append(plain.nbytes / best)
     ratio = statistics.median(probe) / statistics.median(numpy_read)
     assert 0.8 <= ratio <= 1.2, ratio
-
-
-def probe_record(
-    device: str = "cpu",
-    name: str | None = None,
-    bps: float = 5e9,
-    contended: bool = False,
-    at: float | None = None,
-    version: str | None = None,
-    conditions: bool = True,
-) -> BandwidthProbe:
-    """A probe as `rig doctor --bandwidth` caches it; quiet, just taken by this rig unless told otherwise."""
-    return BandwidthProbe(
-        device=device,
-        device_name=name or bandwidth.cpu_name(),
-        host="h",
-        method="test",
-        bytes_per_s=bps,
-        buffer_bytes=1,
-        passes=1,
-        measured_at=time.time() if at is None else at,
-        conditions=ProbeConditions(
-            rig_version=version or rig.__version__,
-            wall_s=2.0,
-            cores=2,
-            others_share=0.6 if contended else 0.02,
-            others_cpu_s=2.4 if contended else 0.08,
-            load1_before=1.0,
-            load1_after=1.5,
-            contended=contended,
-            contention="other processes used 60% of 2 cores during the probe" if contended else None,
-        )
-        if conditions
-        else None,
-    )
-
-
-def test_probe_is_cached_per_host_and_device(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("RIG_CACHE", str(tmp_path))
-    probe, why = cached_probe(None)
-    assert probe is None and why == "no bandwidth probe for this host: run `rig doctor --bandwidth` once on this host"
-    save_probe(probe_record())
-    save_probe(probe_record("gpu:0", "NVIDIA H100"))
-    assert cache_path().parent == tmp_path / "bandwidth"
-    probe, why = cached_probe(None)
-    assert why is None and probe is not None and probe.bytes_per_s == 5e9
-    gpu, _ = cached_probe(0)
-    assert gpu is not None and gpu.device_name == "NVIDIA H100"
-    assert cached_probe(1) == (
-        None,
-        "no bandwidth probe of gpu:1 on this host: run `rig doctor --bandwidth --gpu 1` once on this host",
-    )
-
-
-def test_a_probe_of_another_cpu_or_a_damaged_cache_is_not_used(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("RIG_CACHE", str(tmp_path))
-    save_probe(probe_record(name="Some Other CPU"))
-    probe, why = cached_probe(None)
-    assert probe is None and why is not None and "probed on Some Other CPU, not this CPU" in why
-    cache_path().write_text(json.dumps({"cpu": {"device": "cpu"}}))
-    probe, why = cached_probe(None)
-    assert probe is None and why == (
-        f"damaged bandwidth cache ignored ({cache_path()}: cpu.device_name: Field required): "
-        "run `rig doctor --bandwidth` once on this host to measure again"
-    )
 
 
 @pytest.mark.contract
@@ -225,32 +155,6 @@ def test_a_quiet_probe_within_noise_replaces_a_doubtful_higher_one(
         assert probe(None).action == "replaced"
 
 
-def test_peak_doubts_name_a_marked_old_or_other_version_probe() -> None:
-    now = time.time()
-    assert peak_doubts(probe_record()) == []
-    assert peak_doubts(probe_record(contended=True)) == [
-        "it was taken under load: other processes used 60% of 2 cores during the probe"
-    ]
-    assert peak_doubts(probe_record(at=now - 31 * 86400)) == ["it is 31 days old (over 30)"]
-    assert peak_doubts(probe_record(at=now - 29 * 86400)) == []
-    assert peak_doubts(probe_record(version="0.0.1")) == [f"it was taken by rig 0.0.1, not {rig.__version__}"]
-    assert peak_doubts(probe_record(conditions=False)) == [
-        "its conditions were not recorded (probed by an earlier rig)"
-    ]
-    # as of a run's start: a probe taken 10 days before a run is not old for that run's report
-    assert peak_doubts(probe_record(at=now - 40 * 86400), at=now - 30 * 86400) == []
-
-
-def test_describe_says_when_and_under_what_conditions() -> None:
-    p = probe_record(at=1_700_000_000.0)
-    assert describe(p) == (
-        "CPU probe of 2023-11-14 22:13 UTC by rig "
-        f"{rig.__version__}: quiet (others used 2% of 2 cores; load 1.00 before, 1.50 after)"
-    )
-    old = probe_record(at=1_700_000_000.0, conditions=False)
-    assert describe(old) == "CPU probe of 2023-11-14 22:13 UTC, conditions not recorded"
-
-
 @pytest.mark.contract
 def test_a_gpu_busy_before_the_probe_marks_it() -> None:
     """NVML's utilisation rates (.gpu, percent) and compute processes (.usedGpuMemory, bytes; None when the driver
@@ -297,7 +201,7 @@ DAMAGED: list[tuple[str, Callable[[Path], None], str]] = [
     ("a string number", _record(bytes_per_s="5e9"), "cpu.bytes_per_s: Input should be a valid number"),
     ("a bool for a count", _record(passes=True), "cpu.passes: Input should be a valid integer"),
     ("another device's entry", _record(device="gpu:0"), "cpu: the probe is of gpu:0"),
-    ("huge", lambda p: p.write_text(" " * (bandwidth.CACHE_MAX_BYTES + 1) + "{}"), "larger than 262,144 bytes"),
+    ("huge", lambda p: p.write_text(" " * (peak.CACHE_MAX_BYTES + 1) + "{}"), "larger than 262,144 bytes"),
     ("FIFO", lambda p: os.mkfifo(p), "is a FIFO (named pipe), not a file"),
     ("/dev/zero", lambda p: p.symlink_to("/dev/zero"), "is a character device, not a file"),
     ("not UTF-8", lambda p: p.write_bytes(b"\xff\xfe{}"), "not UTF-8 text"),

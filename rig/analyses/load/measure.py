@@ -49,6 +49,34 @@ def _goodput(
     return good / wall_s, good / len(results), None
 
 
+def _slo_checks(slos: list[Slo], quant: dict[str, list[float]]) -> list[SloCheck]:
+    """Each SLO against its quantile of the level's latencies (``quant``: the seconds by metric)."""
+    checks = []
+    for s in slos:
+        v = percentile(quant[s.metric], QUANTILES[s.quantile])
+        checks.append(SloCheck(key=s.key, limit_s=s.limit_s, value_s=v, holds=None if v is None else v <= s.limit_s))
+    return checks
+
+
+def _accuracy_why_not(non_inferior: bool | None, lo: float | None, margin: float) -> list[str]:
+    if non_inferior is None:
+        return ["accuracy not compared: fewer than two episodes scored at both this level and level 1"]
+    if not non_inferior:
+        return [f"accuracy inferior to level 1: paired difference CI low {lo:.3f} is below -{margin:g} (the margin)"]
+    return []
+
+
+def _slo_why_not(checks: list[SloCheck]) -> list[str]:
+    why = []
+    for c in checks:
+        if c.holds is None:
+            why.append(f"SLO {c.key} not measured at this level")
+        elif not c.holds:
+            assert c.value_s is not None
+            why.append(f"SLO {c.key} missed: {c.value_s:.3g} s > {c.limit_s:.3g} s")
+    return why
+
+
 def measure_level(
     level: int,
     run_dir: Path,
@@ -85,26 +113,10 @@ def measure_level(
         non_inferior: bool | None = True  # the reference is non-inferior to itself
     else:
         non_inferior = None if lo is None else lo >= -margin
-    quant = {"ttft": ttft, "e2e": e2e}
-    checks = []
-    for s in slos:
-        v = percentile(quant[s.metric], QUANTILES[s.quantile])
-        checks.append(SloCheck(key=s.key, limit_s=s.limit_s, value_s=v, holds=None if v is None else v <= s.limit_s))
+    checks = _slo_checks(slos, {"ttft": ttft, "e2e": e2e})
     gp, share, gp_note = _goodput(results, slos, wall)
-    why: list[str] = []
-    if base is not None:
-        if non_inferior is None:
-            why.append("accuracy not compared: fewer than two episodes scored at both this level and level 1")
-        elif not non_inferior:
-            why.append(
-                f"accuracy inferior to level 1: paired difference CI low {lo:.3f} is below -{margin:g} (the margin)"
-            )
-    for c in checks:
-        if c.holds is None:
-            why.append(f"SLO {c.key} not measured at this level")
-        elif not c.holds:
-            assert c.value_s is not None
-            why.append(f"SLO {c.key} missed: {c.value_s:.3g} s > {c.limit_s:.3g} s")
+    why = [] if base is None else _accuracy_why_not(non_inferior, lo, margin)
+    why += _slo_why_not(checks)
     if not results:
         why.append("no stored results")
     peak = peak_in_flight(results)

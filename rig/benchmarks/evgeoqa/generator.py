@@ -33,6 +33,7 @@ from rig.benchmarks.evgeoqa.data import (
     Intent,
     Query,
     Setting,
+    Station,
     extent_diag_m,
     round_m,
 )
@@ -198,12 +199,8 @@ def generate(
     by_id = {s.station_id: s for s in world.stations}
     for li, loc in enumerate(locs):
         user = (loc["lat"], loc["lon"])
-        drive: dict[str, float] = {}
-        for s in world.stations:
-            try:
-                drive[s.station_id] = world.distance(user, (s.lat, s.lon))
-            except NoRoute:
-                no_route += 1
+        drive, unrouted = _drive_m(world, user)
+        no_route += unrouted
         rev = pack.reverse_geocode(*user)
         where = rev.address or rev.street or city
         for it in chosen:
@@ -214,21 +211,7 @@ def generate(
                 skipped_trivial += 1
                 continue
             cands.sort(key=lambda c: (drive[c[0]], c[0]))
-            answers = []
-            for sid, hits in cands[: setting.gt_size]:
-                s = by_id[sid]
-                answers.append(
-                    AnswerStation(
-                        station_id=sid,
-                        name=s.name,
-                        lat=s.lat,
-                        lon=s.lon,
-                        drive_m=round_m(drive[sid]),
-                        geodesic_m=round_m(geodesic_m(user[0], user[1], s.lat, s.lon)),
-                        poi_keys=[p.key for p in hits],
-                        poi_names=[p.name for p in hits],
-                    )
-                )
+            answers = [_answer(by_id[sid], hits, drive[sid], user) for sid, hits in cands[: setting.gt_size]]
             question, template = question_for(it, rng, phrasing)
             reach = any(haversine_m(user[0], user[1], a.lat, a.lon) <= setting.search_radius_m for a in answers)
             queries.append(
@@ -259,3 +242,28 @@ def generate(
     if not queries:
         raise GenerationError("no query could be generated: " + "; ".join(notes))
     return Dataset(city=city, setting=setting, stations=world.stations, queries=queries, notes=notes)
+
+
+def _drive_m(world: PackWorld, user: tuple[float, float]) -> tuple[dict[str, float], int]:
+    """The driving distance from the user to each station it can reach, and how many it cannot."""
+    drive: dict[str, float] = {}
+    no_route = 0
+    for s in world.stations:
+        try:
+            drive[s.station_id] = world.distance(user, (s.lat, s.lon))
+        except NoRoute:
+            no_route += 1
+    return drive, no_route
+
+
+def _answer(s: Station, hits: list[PoiHit], drive_m: float, user: tuple[float, float]) -> AnswerStation:
+    return AnswerStation(
+        station_id=s.station_id,
+        name=s.name,
+        lat=s.lat,
+        lon=s.lon,
+        drive_m=round_m(drive_m),
+        geodesic_m=round_m(geodesic_m(user[0], user[1], s.lat, s.lon)),
+        poi_keys=[p.key for p in hits],
+        poi_names=[p.name for p in hits],
+    )

@@ -303,56 +303,14 @@ async def run_plan_execute(
                 break
             budget -= len(tasks)
             tasks_flat += tasks
-            # Parallel tasks see the same history; each is one turn of the shared loop (one call, no final tool), and
-            # their messages are merged afterwards in task order.
-            outs = await asyncio.gather(
-                *(
-                    run_tool_loop(
-                        engine,
-                        [*history, Message(role="user", content=f"Task: {t}")],
-                        tools,
-                        service.call,
-                        final_tool=None,
-                        mode=mode,
-                        sampling=sampling,
-                        max_steps=1,
-                        max_format_errors=0,
-                    )
-                    for t in tasks
-                )
-            )
-            merged: list[Message] = []
-            failed = 0
-            for out in outs:
-                gens += out.generations
-                merged += out.messages[len(history) :]  # the task, the reply and, when a call ran, its observation
-                if out.stop == "engine_error":
-                    return _pe_done(run, "engine_error", out.error, plan, tasks_flat)
-                # One worker per task, callers or not: the reference's capture records each (see cumulative_capture).
-                run.call_worker.update({len(tcs) + k: len(run.workers) for k in range(len(out.tool_calls))})
-                run.workers.append(si)
-                tcs += [tc.model_copy(update={"step": si}) for tc in out.tool_calls]
-                ran = [tc for tc in out.tool_calls if tc.error_category != "skipped"]
-                failed += 0 if ran and ran[0].verdict == "valid" else 1
+            outs = await _workers(engine, history, tasks, tools, service, mode, sampling)
+            merged, failed, errored = _merge_workers(run, outs, len(history), si)
+            if errored is not None:
+                return _pe_done(run, "engine_error", errored.error, plan, tasks_flat)
             history += merged
             if failed == len(tasks):
                 break  # every task of the step failed: on to the reporter
-    # Reporter
-    rep_msgs = [
-        Message(role="system", content=REPORTER_SYSTEM.format(context=ctx)),
-        *history[1:],
-        Message(role="user", content="Now give the final answer."),
-    ]
-    rep = await run_tool_loop(
-        engine,
-        rep_msgs,
-        [REPORT_TOOL],
-        lambda n, a: ToolResult(ok=False),
-        final_tool=FINAL,
-        mode=mode,
-        sampling=sampling,
-        max_steps=1,
-    )
+    rep = await _report(engine, ctx, history, mode, sampling)
     gens += rep.generations
     final = rep.final
     if rep.stop == "engine_error":
@@ -362,6 +320,76 @@ async def run_plan_execute(
     _pe_done(run, "final" if rep.stop == "final" else ("no_plan" if not plan else rep.stop), None, plan, tasks_flat)
     _finish(run.prediction, final)
     return run
+
+
+async def _workers(
+    engine: Engine,
+    history: list[Message],
+    tasks: list[str],
+    tools: list[ToolSpec],
+    service: Any,
+    mode: str,
+    sampling: Sampling,
+) -> list[LoopOutcome]:
+    """One plan step's tasks. Parallel tasks see the same history; each is one turn of the shared loop (one call, no
+    final tool), and their messages are merged afterwards in task order."""
+    return await asyncio.gather(
+        *(
+            run_tool_loop(
+                engine,
+                [*history, Message(role="user", content=f"Task: {t}")],
+                tools,
+                service.call,
+                final_tool=None,
+                mode=mode,
+                sampling=sampling,
+                max_steps=1,
+                max_format_errors=0,
+            )
+            for t in tasks
+        )
+    )
+
+
+def _merge_workers(
+    run: AgentRun, outs: list[LoopOutcome], seen: int, si: int
+) -> tuple[list[Message], int, LoopOutcome | None]:
+    """Record plan step ``si``'s workers in ``run``, in task order: the messages past the ``seen`` history (the task,
+    the reply and, when a call ran, its observation), how many tasks failed, and the first worker that ended on an
+    engine error (the workers after it are not recorded)."""
+    merged: list[Message] = []
+    failed = 0
+    for out in outs:
+        run.generations.extend(out.generations)
+        merged += out.messages[seen:]
+        if out.stop == "engine_error":
+            return merged, failed, out
+        # One worker per task, callers or not: the reference's capture records each (see cumulative_capture).
+        run.call_worker.update({len(run.tool_calls) + k: len(run.workers) for k in range(len(out.tool_calls))})
+        run.workers.append(si)
+        run.tool_calls.extend(tc.model_copy(update={"step": si}) for tc in out.tool_calls)
+        ran = [tc for tc in out.tool_calls if tc.error_category != "skipped"]
+        failed += 0 if ran and ran[0].verdict == "valid" else 1
+    return merged, failed, None
+
+
+async def _report(engine: Engine, ctx: str, history: list[Message], mode: str, sampling: Sampling) -> LoopOutcome:
+    """The reporter: the workers' conversation under its own system prompt, one call of the final tool."""
+    rep_msgs = [
+        Message(role="system", content=REPORTER_SYSTEM.format(context=ctx)),
+        *history[1:],
+        Message(role="user", content="Now give the final answer."),
+    ]
+    return await run_tool_loop(
+        engine,
+        rep_msgs,
+        [REPORT_TOOL],
+        lambda n, a: ToolResult(ok=False),
+        final_tool=FINAL,
+        mode=mode,
+        sampling=sampling,
+        max_steps=1,
+    )
 
 
 def _pe_done(

@@ -298,6 +298,9 @@ def _row(label: str, rs: list[EpisodeResult], prefix: str) -> list[Any]:
 
 
 def mobility_tables(results: list[EpisodeResult], label: str) -> list[Table]:
+    """MobilityBench's tables: the layout of the paper's Table 2 once per metric mode (the main mode first), then by
+    intent family, by scenario, efficiency, and the outcomes that did not pass. A long table on purpose: a list of
+    table definitions (titles, columns, rows, notes) in the order the report prints them."""
     if not results:
         return []
     mode = results[0].tags.get("mode", "paper")

@@ -240,35 +240,36 @@ class RouteEval(Benchmark):
             "d_estimated_mi": None,
             "route_type_match": None,
         }
-
-        def fail(category: str, why: str) -> EpisodeResult:
-            res.error_category, res.error = category, why
-            return res
-
         if gen.error:  # the engine did not answer: the local counterpart of an API error or timeout
             res.status = "failed"
-            return fail("timeout", f"engine error: {gen.error}")
+            return _fail(res, "timeout", f"engine error: {gen.error}")
         calls, _, why, _ = read_calls(gen, [TOOL], mode)
         if not calls:
             if gen.finish_reason == "length":
-                return fail("timeout", f"reply cut at max_tokens ({sampling.max_tokens}) before a complete call")
-            return fail("tool_calling_failure", f"no tool call: {why}")
+                return _fail(res, "timeout", f"reply cut at max_tokens ({sampling.max_tokens}) before a complete call")
+            return _fail(res, "tool_calling_failure", f"no tool call: {why}")
         call = next((c for c in calls if c.name == TOOL_NAME), None)
         if call is None:
-            return fail("tool_calling_failure", f"called {calls[0].name!r}, not {TOOL_NAME}")
+            return _fail(res, "tool_calling_failure", f"called {calls[0].name!r}, not {TOOL_NAME}")
         tc = ToolCall(name=call.name, arguments=call.arguments)
         res.tool_calls = [tc]
         category, reason, args = check_call(call.arguments, MAX_WAYPOINTS, ADDRESS_MAX)
         if category:
             tc.verdict, tc.error, tc.error_category = "invalid", reason, category
-            return fail(category, reason or category)
+            return _fail(res, category, reason or category)
         res.scores.update(
             n_waypoints=float(len(args["addresses"])),
             d_estimated_mi=args["estimated_distance"],
             route_type_match=float(args["route_type"] == gt["route_type"]),
         )
+        return self._measure(res, tc, args, gt["city"], target)
+
+    def _measure(
+        self, res: EpisodeResult, tc: ToolCall, args: dict[str, Any], city: str, target: float
+    ) -> EpisodeResult:
+        """The called route measured on the offline map and scored against the target distance."""
         m = self.validator().measure(
-            args["route_type"], args["addresses"], gt["city"], closed=self.opts.route_measure == "closed"
+            args["route_type"], args["addresses"], city, closed=self.opts.route_measure == "closed"
         )
         tc.answer = {
             "site": m.site,
@@ -288,11 +289,13 @@ class RouteEval(Benchmark):
         }
         if not m.ok:
             tc.verdict, tc.error, tc.error_category = "invalid", m.error, m.error_category
-            return fail(m.error_category or "other", m.error or "route not measured")
+            return _fail(res, m.error_category or "other", m.error or "route not measured")
         d = float(m.miles)  # type: ignore[arg-type]
         res.scores.update(d_actual_mi=d, accuracy=accuracy(d, target))
         if is_mismatch(d, target):
-            return fail("distance_mismatch", f"route is {d:.2f} mi for a {target:g} mi target (more than 50% off)")
+            return _fail(
+                res, "distance_mismatch", f"route is {d:.2f} mi for a {target:g} mi target (more than 50% off)"
+            )
         res.scores["success"] = 1.0
         return res
 
@@ -315,3 +318,8 @@ class RouteEval(Benchmark):
         if not name:  # results stored before the pack facts were tagged: a pack shipped with rig still has them
             bins, size, name = shipped_pack_facts(results, options.prompts or "helsinki")
         return routeeval_tables(results, label, bins, size, name)
+
+
+def _fail(res: EpisodeResult, category: str, why: str) -> EpisodeResult:
+    res.error_category, res.error = category, why
+    return res

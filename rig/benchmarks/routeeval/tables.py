@@ -119,6 +119,8 @@ def routeeval_tables(
     prompts_in_pack: int | None = None,
     pack_name: str = "",
 ) -> list[Table]:
+    """The paper's Tables 1-6 for one run's results, then the route categories (``bins``) and the per-prompt table.
+    A long table on purpose: a list of table definitions (titles, columns, rows, notes) in the paper's order."""
     model = label or "model"
     s = summary(results)
     n = s["runs"]

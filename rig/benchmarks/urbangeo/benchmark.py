@@ -20,13 +20,13 @@ from rig.agents.single import repeat_sampling
 from rig.benchmarks.base import Benchmark, BenchmarkOptions, CommaList, DataError, RunContext, Table
 from rig.benchmarks.urbangeo import knowledge as K
 from rig.benchmarks.urbangeo import reasoning as R
-from rig.benchmarks.urbangeo.judge import REASON_MAX, Judge, JudgeConfigError
+from rig.benchmarks.urbangeo.judge import REASON_MAX, Judge, JudgeConfigError, Verdict
 from rig.benchmarks.urbangeo.prompts import knowledge_messages, reasoning_messages
 from rig.benchmarks.urbangeo.scoring import parse_letter, program_answer, sections
 from rig.benchmarks.urbangeo.tables import PROGRAM_TASKS, judged_by, urbangeo_tables
 from rig.decoding.constraint import Constraint
 from rig.engines.base import Engine
-from rig.records import ChatRequest, Episode, EpisodeResult
+from rig.records import ChatRequest, Episode, EpisodeResult, Generation
 
 log = logging.getLogger(__name__)
 
@@ -330,17 +330,7 @@ class UrbanGeoEval(Benchmark):
                 "judge_temperature": f"{self.judge.temperature:g}",
             },
         )
-        scores: dict[str, float | None] = {
-            "reason": None,
-            "answer": None,
-            "answer_program": None,
-            "answer_judge": None,
-            "points_max": float(rmax + 10),
-            "total": None,
-            "total_pct": None,
-            "judge_parsed": 0.0,
-            "answer_section": 0.0,
-        }
+        scores = _unscored(rmax)
         res.scores = scores
         judge_info: dict[str, Any] = {
             "model": judge_name,
@@ -365,15 +355,7 @@ class UrbanGeoEval(Benchmark):
         verdict, jgen = await self.judge.grade(
             engine, task, episode.messages[-1].content, gen.text, gt["truth_text"], seed=ctx.sampling.seed + repeat
         )
-        judge_info.update(status=verdict.status, detail=verdict.detail, reason=verdict.reason, answer=verdict.answer)
-        if jgen is not None:
-            judge_info.update(
-                text=jgen.text,
-                prompt_tokens=jgen.prompt_tokens,
-                completion_tokens=jgen.completion_tokens,
-                e2e_s=jgen.timings.e2e_s,
-                finish_reason=jgen.finish_reason,
-            )
+        judge_info.update(_verdict_record(verdict, jgen))
         if verdict.ok:
             scores["judge_parsed"] = 1.0
             scores["reason"], scores["answer_judge"] = verdict.reason, verdict.answer
@@ -414,3 +396,34 @@ class UrbanGeoEval(Benchmark):
     @classmethod
     def tables(cls, results: list[EpisodeResult], options: Any, label: str = "") -> list[Table]:
         return urbangeo_tables(results, label, options)
+
+
+def _unscored(rmax: int) -> dict[str, float | None]:
+    """A reasoning episode's scores before anything is read: out of ``rmax`` reasoning points plus 10 for the answer."""
+    return {
+        "reason": None,
+        "answer": None,
+        "answer_program": None,
+        "answer_judge": None,
+        "points_max": float(rmax + 10),
+        "total": None,
+        "total_pct": None,
+        "judge_parsed": 0.0,
+        "answer_section": 0.0,
+    }
+
+
+def _verdict_record(verdict: Verdict, jgen: Generation | None) -> dict[str, Any]:
+    """What the output keeps of the judge's verdict and, when it answered, of its generation."""
+    out: dict[str, Any] = dict(
+        status=verdict.status, detail=verdict.detail, reason=verdict.reason, answer=verdict.answer
+    )
+    if jgen is not None:
+        out.update(
+            text=jgen.text,
+            prompt_tokens=jgen.prompt_tokens,
+            completion_tokens=jgen.completion_tokens,
+            e2e_s=jgen.timings.e2e_s,
+            finish_reason=jgen.finish_reason,
+        )
+    return out

@@ -10,10 +10,7 @@ from rig.benchmarks.callnavi import data as D
 from rig.benchmarks.callnavi.benchmark import CallNavi
 from rig.benchmarks.callnavi.parse import parse_answer
 from rig.benchmarks.callnavi.prompts import MAX_CALLS, MAX_VALUE_CHARS, answer_schema, build_prompt, render_api
-from rig.benchmarks.callnavi.scoring import score_output
-from rig.benchmarks.callnavi.tables import callnavi_tables
 from rig.decoding import validate
-from rig.records import EpisodeResult
 
 
 def test_upstream_layout_loads_unchanged(callnavi_data: Path) -> None:
@@ -124,54 +121,6 @@ def test_a_number_where_a_description_belongs_names_file_and_field(callnavi_data
         CallNavi(root).episodes()
 
 
-GT = {
-    "API": ["initiateTransfer", "getTransferStatus"],
-    "parameters": [
-        {"fromAccountID": "123456", "toAccountID": "654321", "amount": "1000", "currency": "USD"},
-        {"transferID": "$$$"},
-    ],
-}
-
-
-@pytest.mark.parametrize(
-    "text, fmt, expect",
-    [
-        (json.dumps(GT), "json", {"syntax": 1, "structure": 1, "ast": 1}),
-        ("```json\n" + json.dumps(GT) + "\n```", "json", {"syntax": 1, "structure": 1, "ast": 1}),
-        (str(GT), "json", {"syntax": 1, "structure": 1, "ast": 1}),  # python-style quotes, upstream's direct parse
-        (json.dumps(GT).replace('"1000"', "1000"), "json", {"syntax": 1, "structure": 1, "ast": 0}),
-        ("Sure! Here is the JSON: {", "json", {"syntax": 0, "structure": 0, "ast": 0}),
-        ("", "json", {"syntax": 0, "structure": 0, "ast": 0}),
-        (
-            'API:\n  - initiateTransfer\n  - getTransferStatus\nparameters:\n  - fromAccountID: "123456"\n'
-            '    toAccountID: "654321"\n    amount: "1000"\n    currency: USD\n  - transferID: "TX-9"\n',
-            "yaml",
-            {"syntax": 1, "structure": 1, "ast": 1},
-        ),
-        ("I would call initiateTransfer.", "yaml", {"syntax": 0, "structure": 0, "ast": 0}),  # safe_load -> str
-    ],
-)
-def test_params_scoring(text: str, fmt: str, expect: dict) -> None:
-    scores, _value, reason = score_output(text, GT, "params", fmt)
-    assert {k: scores[k] for k in expect} == expect
-    assert (reason is None) == (expect["ast"] == 1)
-
-
-@pytest.mark.parametrize(
-    "text, fmt, ok",
-    [
-        ('["initiateTransfer", "getTransferStatus"]', "json", True),
-        ("['initiatetransfer','gettransferstatus']", "json", True),
-        ("initiateTransfer, getTransferStatus", "json", True),  # upstream normalisation
-        ('["getTransferStatus", "initiateTransfer"]', "json", False),
-        ("- initiateTransfer\n- getTransferStatus", "yaml", True),
-        ("- initiateTransfer", "yaml", False),
-    ],
-)
-def test_routing_scoring(text: str, fmt: str, ok: bool) -> None:
-    assert score_output(text, GT, "routing", fmt)[0]["routing"] == float(ok)
-
-
 def test_yaml_uses_safe_loader_only() -> None:
     value, err = parse_answer("!!python/object/apply:os.system ['echo pwned']", "yaml", dict)
     assert value is None and err.startswith("yaml_error")
@@ -205,58 +154,3 @@ def test_answer_bounds_fit_every_ground_truth(callnavi_data: Path) -> None:
     assert max(len(q.apis) for q in questions) <= MAX_CALLS
     assert all(len(q.parameters) in (0, len(q.apis)) for q in questions)
     assert max(len(s) for q in questions for s in strings(q.parameters)) <= MAX_VALUE_CHARS
-
-
-def _res(qid: str, diff: str, task: str, score: float, rep: int = 0, text: str = "x") -> EpisodeResult:
-    from rig.records import Generation
-
-    key = "routing" if task == "routing" else "ast"
-    scores = {key: score} if task == "routing" else {"syntax": 1.0, "structure": score, "ast": score, "order": score}
-    return EpisodeResult(
-        benchmark="callnavi",
-        episode_id=f"{qid}/{task}",
-        repeat=rep,
-        tags={"difficulty": diff, "task": task, "question": qid, "domain": "bank"},
-        scores=scores,
-        generations=[Generation(request_hash="h", text=text)],
-    )
-
-
-def test_table4_per_difficulty_all_avg_and_macro() -> None:
-    rs = [
-        _res("e1", "easy", "params", 1),
-        _res("e2", "easy", "params", 1),
-        _res("e3", "easy", "params", 0),
-        _res("m1", "medium", "params", 1),
-        _res("m2", "medium", "params", 0),
-        _res("h1", "hard", "params", 0),
-        _res("e1", "easy", "routing", 1),
-    ]
-    row = callnavi_tables(rs, "m")[0].rows[0]
-    cols = callnavi_tables(rs, "m")[0].columns
-    got = dict(zip(cols, row, strict=True))
-    assert got["AST Easy"] == pytest.approx(2 / 3) and got["AST Medium"] == 0.5 and got["AST Hard"] == 0.0
-    assert got["AST All Avg"] == pytest.approx(3 / 6)
-    assert got["AST Macro Avg"] == pytest.approx((2 / 3 + 0.5 + 0) / 3)
-    assert got["Routing Easy"] == 1.0 and got["Routing Medium"] is None  # not run -> blank, not 0
-
-
-def test_paper_denominators_option() -> None:
-    rs = [_res(f"e{i}", "easy", "params", 1) for i in range(300)]
-    row = callnavi_tables(rs, "m", paper_denominators=True)[0].rows[0]
-    cols = callnavi_tables(rs, "m", paper_denominators=True)[0].columns
-    got = dict(zip(cols, row, strict=True))
-    assert got["AST Easy"] == pytest.approx(300 / 456) and got["AST All Avg"] == pytest.approx(300 / 729)
-
-
-def test_stability_table_with_repeats() -> None:
-    rs = [_res("q1", "easy", "params", 1, rep=i, text=t) for i, t in enumerate(["A", "A", "B", "C", "D"])]
-    t = next(t for t in callnavi_tables(rs, "m") if "stability" in t.title)
-    assert t.rows[0][3] == pytest.approx(0.25)  # AABCD
-
-
-def test_ci_table_brackets_the_rate() -> None:
-    rs = [_res(f"e{i}", "easy", "params", float(i % 2)) for i in range(40)]
-    t = next(t for t in callnavi_tables(rs, "m") if "confidence" in t.title)
-    ast = next(r for r in t.rows if r[1] == "AST All Avg")
-    assert ast[3] == 0.5 and ast[4] < 0.5 < ast[5] and ast[2] == 40
