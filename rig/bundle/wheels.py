@@ -139,8 +139,10 @@ def collect_wheels(opts: CreateOptions, src_root: Path) -> list[WheelSource]:
     sources: list[WheelSource] = []
     src_dir = wheels / "src"
     for req in source_only:
+        # Only this package as source: ":all:" also makes pip compile its build tools (CMake) from source, a long
+        # build before the bundle has started (still running after 90 minutes on two shared cores).
         _pip(
-            ["download", "--no-deps", "--no-binary", ":all:", "-d", str(src_dir), *index, req],
+            ["download", "--no-deps", "--no-binary", _req_name(req), "-d", str(src_dir), *index, req],
             f"downloading the sources of {req}",
         )
         name = _req_name(req).replace("-", "_")

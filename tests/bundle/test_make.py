@@ -553,3 +553,43 @@ def test_the_extras_a_bundle_installs_are_what_each_benchmark_asks_for(monkeypat
     assert extras(["needy"], extras=["vllm"]) == ["vllm", "xgrammar", "embedded"]
     assert extras(["needy", "callnavi"], maps=False, sign=Path("k")) == ["llamacpp", "xgrammar", "sign"]
     assert extras(["mobilitybench"], extras=["mobility"]) == ["mobility", "embedded"]  # each once
+
+
+def test_a_source_only_package_is_fetched_as_source_but_its_build_tools_as_wheels(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """pip download --no-binary :all: also builds the package's build requirements (CMake, ninja) from source."""
+    import io
+    import tarfile
+
+    import rig.bundle.wheels
+    from rig.bundle.manifest import CreateOptions
+
+    calls: list[list[str]] = []
+
+    def pip(args: list[str], what: str) -> None:
+        calls.append(args)
+        if "--no-binary" in args:  # pip would put the source archive here
+            dest = Path(args[args.index("-d") + 1])
+            dest.mkdir(parents=True, exist_ok=True)
+            with tarfile.open(dest / "llama_cpp_python-0.3.36.tar.gz", "w:gz") as tar:
+                for name, text in (
+                    ("PKG-INFO", "Name: llama_cpp_python\nRequires-Dist: numpy>=1.20\n"),
+                    ("pyproject.toml", '[build-system]\nrequires = ["scikit-build-core>=0.9"]\n'),
+                ):
+                    data = text.encode()
+                    info = tarfile.TarInfo(f"llama_cpp_python-0.3.36/{name}")
+                    info.size = len(data)
+                    tar.addfile(info, io.BytesIO(data))
+
+    monkeypatch.setattr(rig.bundle.wheels, "_pip", pip)
+    monkeypatch.setattr(rig.bundle.wheels, "project_requirements", lambda root, extras: ["llama-cpp-python==0.3.36"])
+    opts = CreateOptions(out=tmp_path / "bundle", models=[], benchmarks=[], build=False)
+    sources = rig.bundle.wheels.collect_wheels(opts, tmp_path)
+    (source,) = [c for c in calls if "--no-binary" in c]
+    assert source[source.index("--no-binary") + 1] == "llama-cpp-python"
+    assert ":all:" not in source
+    (wheels,) = [c for c in calls if c[0] == "download" and "--no-binary" not in c]
+    assert "scikit-build-core>=0.9" in wheels and "numpy>=1.20" in wheels  # the build tools come as wheels
+    assert [s.package for s in sources] == ["llama-cpp-python"]
+
