@@ -592,4 +592,3 @@ def test_a_source_only_package_is_fetched_as_source_but_its_build_tools_as_wheel
     (wheels,) = [c for c in calls if c[0] == "download" and "--no-binary" not in c]
     assert "scikit-build-core>=0.9" in wheels and "numpy>=1.20" in wheels  # the build tools come as wheels
     assert [s.package for s in sources] == ["llama-cpp-python"]
-

@@ -275,3 +275,17 @@ def test_every_window_is_prefetched_once_per_stream_a_scorer_feeds(monkeypatch: 
     scored = dv._score_pairs(todo, shared, variants, distinct)  # type: ignore[arg-type]
     assert shared.prefetched == [2 * PREFETCH_WINDOW, 2 * 6] and other.prefetched == [PREFETCH_WINDOW, 6]
     assert scored == {"same": list(range(n)), "b": []} and len(distinct) == 2
+
+
+def test_the_pass_shows_its_progress_over_the_replies(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The pass runs for minutes to an hour: it counts the replies it has scored on stderr."""
+    import rig.analyses.divergence.compute as dv
+
+    sc = _Scorer()
+    monkeypatch.setattr(dv, "_score_pair", lambda p, ptoks, seq, ref, scorers: {})
+    todo = [(i, i, [i], [i, 1]) for i in range(7)]
+    dv._score_pairs(todo, sc, [], {})  # type: ignore[arg-type]
+    err = capsys.readouterr().err
+    assert "divergence: replies" in err and "7/7" in err
