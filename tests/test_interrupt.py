@@ -6,6 +6,8 @@ from __future__ import annotations
 import ast
 import os
 import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -52,3 +54,26 @@ def test_sigterm_is_ctrl_c_in_the_block_and_restored_after() -> None:
         os.kill(os.getpid(), signal.SIGTERM)
         time.sleep(5)  # not reached: the handler raises in the sleep
     assert signal.getsignal(signal.SIGTERM) is before
+
+
+def stopped_midway(cwd: Path, ready: Path, target: str, args: list[str], how: str) -> subprocess.CompletedProcess[str]:
+    """`rig ARGS` with ``target`` slowed (tests/stopping.py), stopped after the first call of it returned: Ctrl-C
+    as a terminal sends it (SIGINT to the process group) or SIGTERM to the process alone. Shared by the real-signal
+    tests of merge, models convert and bundle create."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    argv = [sys.executable, "-m", "tests.stopping", str(ready), target, "30", *args]
+    pipe = subprocess.PIPE
+    proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=pipe, stderr=pipe, text=True, start_new_session=True)
+    deadline = time.monotonic() + 600
+    while not ready.exists():
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            out, err = proc.communicate()
+            raise AssertionError(f"ended (exit {proc.returncode}) before it was stopped: {err[-2000:]}")
+        time.sleep(0.05)
+    if how == "ctrl-c":
+        os.killpg(proc.pid, signal.SIGINT)
+    else:
+        proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=300)
+    return subprocess.CompletedProcess(argv, proc.returncode, out, err)

@@ -553,3 +553,25 @@ def test_the_extras_a_bundle_installs_are_what_each_benchmark_asks_for(monkeypat
     assert extras(["needy"], extras=["vllm"]) == ["vllm", "xgrammar", "embedded"]
     assert extras(["needy", "callnavi"], maps=False, sign=Path("k")) == ["llamacpp", "xgrammar", "sign"]
     assert extras(["mobilitybench"], extras=["mobility"]) == ["mobility", "embedded"]  # each once
+
+
+@pytest.mark.parametrize("how", ["ctrl-c", "sigterm"])
+def test_a_create_stopped_by_a_signal_leaves_no_bundle_and_the_rerun_completes(
+    registry: Path, tmp_path: Path, how: str
+) -> None:
+    """A real `rig bundle create` process stopped by Ctrl-C or SIGTERM after its first weights were copied: exit 130
+    with a hint, no bundle folder (nor its staging folder) left, and the same command then makes the bundle."""
+    from tests.test_interrupt import stopped_midway
+
+    out = tmp_path / "bundle"
+    args = ["bundle", "create", str(out), "--models", "tiny,tiny-hf", "--benchmarks", "callnavi"]
+    args += ["--models-file", str(registry), "--no-wheels"]
+    before = set(tmp_path.iterdir())
+    r = stopped_midway(ROOT, tmp_path / "ready", "rig.bundle.weights:copy_path", args, how)
+    assert r.returncode == 130, r.stderr
+    assert f"interrupted: no bundle written to {out}; run the command again" in " ".join(r.stderr.split())
+    assert "Traceback" not in r.stderr
+    assert set(tmp_path.iterdir()) - before == {tmp_path / "ready"}  # no bundle, no staging folder beside it
+    res = CliRunner().invoke(app, args)
+    assert res.exit_code == 0, res.output
+    assert sorted(read_manifest(out).models) == ["tiny-hf", "tiny-q4", "tiny-q8"]
