@@ -745,7 +745,9 @@ def _valid() -> dict[str, tuple[Any, Callable[[Any], Any]]]:
     from rig.registry import load_registry
     from rig.runfolder.spec import RunSpec, read_spec, write_spec
 
-    text = st.text(st.characters(blacklist_categories=("Cs",)), max_size=40)  # JSON and YAML text: no lone surrogate
+    text = st.text(st.characters(blacklist_categories=("Cs",)), max_size=40)  # JSON text: no lone surrogate
+    # YAML text: no control character either (the bounded YAML loader refuses them, as YAML does outside escapes)
+    yaml_text = st.text(st.characters(blacklist_categories=("Cs", "Cc", "Cf")), max_size=40)
     finite = st.floats(allow_nan=False, allow_infinity=False, width=64)
     json_value = st.recursive(
         st.none() | st.booleans() | st.integers(-(10**15), 10**15) | finite | text,
@@ -776,6 +778,7 @@ def _valid() -> dict[str, tuple[Any, Callable[[Any], Any]]]:
 
     def map_pack_info(info: Any) -> Any:
         folder = _tmp() / "files" / "valid-pack"
+        folder.mkdir(parents=True, exist_ok=True)
         write_record(folder / "pack.json", info)
         return read_info(folder)
 
@@ -789,6 +792,7 @@ def _valid() -> dict[str, tuple[Any, Callable[[Any], Any]]]:
         temperature=st.none() | st.floats(0, 2),
         repeats=st.integers(1, 10),
         options=st.dictionaries(st.from_regex(r"[a-z_]{1,12}", fullmatch=True), json_value, max_size=3),
+        concurrency=st.integers(1, 1024),
     )
 
     def run_spec_file(spec: Any) -> Any:
@@ -797,10 +801,10 @@ def _valid() -> dict[str, tuple[Any, Callable[[Any], Any]]]:
     entry = st.fixed_dictionaries(
         {
             "engine": st.just("ollama"),
-            "weights": st.fixed_dictionaries({"ollama": text.filter(str.strip)}),
-            "quantization": text.filter(str.strip),
+            "weights": st.fixed_dictionaries({"ollama": yaml_text.filter(str.strip)}),
+            "quantization": yaml_text.filter(str.strip),
             "context_length": st.integers(1, 10**7),
-            "description": text,
+            "description": yaml_text,
         }
     )
 

@@ -145,7 +145,7 @@ def _refuse_flags_with_resume(ctx: typer.Context, resume: str) -> None:
     """`--resume` goes on as the comparison's plan.json records it: a variant or setting given again is refused,
     naming it, rather than silently ignored or mixed into runs made under the recorded one."""
     given = [
-        p.opts[0] if p.opts else "VARIANT..."
+        "VARIANT..." if p.param_type_name == "argument" else p.opts[0]
         for p in ctx.command.params
         if p.name not in _NOT_SETTINGS
         and getattr(ctx.get_parameter_source(p.name or ""), "name", "DEFAULT") != "DEFAULT"

@@ -143,13 +143,20 @@ def test_the_data_readers_refuse_special_files(tmp_path: Path, deadline: None) -
     from rig.benchmarks.mobilitybench.importer import load_upstream
     from rig.benchmarks.routeeval.data import load_prompt_pack
 
-    fifo = tmp_path / "cases.csv"
+    fifo, zero = tmp_path / "cases.csv", Path("/dev/zero")
     os.mkfifo(fifo)
-    for read in (read_json, lambda p: hash_paths([p]), load_upstream, load_prompt_pack):
-        for path, says in ((fifo, "is a FIFO (named pipe), not a file"), (Path("/dev/zero"), "character device")):
-            with pytest.raises(DataError) as e:
-                read(path)
-            assert str(e.value).startswith(f"{path}: ") and says in str(e.value), str(e.value)
+    fifo_says, zero_says = "is a FIFO (named pipe), not a file", "is a character device, not a file"
+    cases = [
+        (read, path, says)
+        for read in (read_json, load_prompt_pack)
+        for path, says in ((fifo, fifo_says), (zero, zero_says))
+    ]
+    cases += [(lambda p: hash_paths([p]), fifo, fifo_says), (lambda p: hash_paths([p]), zero, zero_says)]
+    cases += [(load_upstream, fifo, fifo_says), (load_upstream, zero, "expected a .csv or .xlsx")]  # by its suffix
+    for read, path, says in cases:
+        with pytest.raises(DataError) as e:
+            read(path)
+        assert str(e.value).startswith(f"{path}: ") and says in str(e.value), str(e.value)
     with pytest.raises(ImportError_, match=r"cases\.csv: is a FIFO"):
         read_lines(fifo)
 
@@ -170,22 +177,23 @@ def test_a_fifo_in_mobilitybench_s_data_folder_is_refused_naming_it(tmp_path: Pa
 
 
 @pytest.mark.parametrize(
-    ("text", "says"),
+    ("text", "read"),
     [
         ('{"id": 1}\n' + "[" * 100_000 + "\n", "qa.jsonl:2: not valid JSON"),  # the parser's depth: no traceback
         ('{"id": 1}\n{"a": ' + "9" * 5000 + "}\n", "qa.jsonl:2: not valid JSON"),
-        ('{"id": 1}\n' + "[" * 70 + "]" * 70 + "\n", "qa.jsonl:2: the top level"),
-        ("[1, 2]", None),
+        ('{"id": 1}\n' + "[" * 70 + "]" * 70 + "\n", "nested more than 64 deep"),
+        ('{"id": 1}\n{"a": "x\u2028y\u0085z"}\n', [{"id": 1}, {"a": "x\u2028y\u0085z"}]),  # marks in a string
+        ("[1, 2]", [1, 2]),
     ],
 )
-def test_evgeoqa_lines_name_the_line(tmp_path: Path, text: str, says: str | None) -> None:
+def test_evgeoqa_lines_name_the_line(tmp_path: Path, text: str, read: str | list[object]) -> None:
     from rig.benchmarks.evgeoqa.importer import ImportError_, read_lines
 
     path = tmp_path / "qa.jsonl"
     path.write_text(text)
-    if says is None:
-        assert read_lines(path) == [(1, 1), (2, 2)]
+    if isinstance(read, list):
+        assert [r for _, r in read_lines(path)] == read
         return
     with pytest.raises(ImportError_) as e:
         read_lines(path)
-    assert says in str(e.value), str(e.value)
+    assert read in str(e.value), str(e.value)

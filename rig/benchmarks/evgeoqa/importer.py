@@ -57,7 +57,8 @@ def read_lines(path: Path) -> list[tuple[int, dict[str, Any]]]:
             raise ImportError_(f"{path}: expected a JSON array of records or JSON Lines")
         return [(i + 1, r) for i, r in enumerate(rows)]
     out = []
-    for n, line in enumerate(text.splitlines(), 1):
+    # JSON Lines end at "\n" only: str.splitlines would also split at U+2028 or U+0085 inside a JSON string
+    for n, line in enumerate(text.split("\n"), 1):
         if line.strip():
             out.append((n, _json(line, f"{path}:{n}")))
     return out
