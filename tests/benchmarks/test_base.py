@@ -119,6 +119,18 @@ _FIFOS = [
 ]
 
 
+@pytest.fixture
+def readers() -> tuple:
+    """The data readers, imported before the test's deadline starts (imports are slow on a loaded host)."""
+    from rig.benchmarks.base import read_json
+    from rig.benchmarks.datahash import hash_paths
+    from rig.benchmarks.evgeoqa.importer import ImportError_, read_lines
+    from rig.benchmarks.mobilitybench.importer import load_upstream
+    from rig.benchmarks.routeeval.data import load_prompt_pack
+
+    return read_json, hash_paths, ImportError_, read_lines, load_upstream, load_prompt_pack
+
+
 @pytest.mark.parametrize(("name", "sub", "rel"), _FIFOS)
 def test_a_fifo_in_the_data_folder_is_refused_naming_it(
     tmp_path: Path, deadline: None, name: str, sub: str, rel: str
@@ -134,15 +146,10 @@ def test_a_fifo_in_the_data_folder_is_refused_naming_it(
         get_benchmark_class(name)(root).episodes()
 
 
-def test_the_data_readers_refuse_special_files(tmp_path: Path, deadline: None) -> None:
+def test_the_data_readers_refuse_special_files(tmp_path: Path, readers: tuple, deadline: None) -> None:
     import os
 
-    from rig.benchmarks.base import read_json
-    from rig.benchmarks.datahash import hash_paths
-    from rig.benchmarks.evgeoqa.importer import ImportError_, read_lines
-    from rig.benchmarks.mobilitybench.importer import load_upstream
-    from rig.benchmarks.routeeval.data import load_prompt_pack
-
+    read_json, hash_paths, ImportError_, read_lines, load_upstream, load_prompt_pack = readers
     fifo, zero = tmp_path / "cases.csv", Path("/dev/zero")
     os.mkfifo(fifo)
     fifo_says, zero_says = "is a FIFO (named pipe), not a file", "is a character device, not a file"
