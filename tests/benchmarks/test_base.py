@@ -197,7 +197,7 @@ def test_evgeoqa_lines_name_the_line(tmp_path: Path, text: str, read: str | list
     from rig.benchmarks.evgeoqa.importer import ImportError_, read_lines
 
     path = tmp_path / "qa.jsonl"
-    path.write_text(text)
+    path.write_text(text, encoding="utf-8")
     if isinstance(read, list):
         assert [r for _, r in read_lines(path)] == read
         return
