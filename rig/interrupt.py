@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import contextlib
 import signal
+import subprocess
 import threading
 from collections.abc import Iterator
-from typing import Any
+from typing import IO, Any
 
 
 class Stopped(KeyboardInterrupt):
@@ -32,3 +33,21 @@ def sigterm_as_interrupt() -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGTERM, prev)
+
+
+def run_child(argv: list[str], stderr: IO[Any] | None = None) -> tuple[int, bool]:
+    """Run a long command's child process (a `rig bench` of a load level or a comparison's variant, the divergence
+    pass); its exit code, and whether this process was stopped meanwhile. On a stop the child is stopped too (a
+    terminal's Ctrl-C reaches it already; a SIGTERM to this process alone does not) and waited for, so that it
+    leaves its work as a stop should (a run marked interrupted) before this command ends. ``stderr``: where the
+    child's goes (default: this process's)."""
+    proc = subprocess.Popen(argv, stdout=None, stderr=stderr)
+    try:
+        return proc.wait(), False
+    except KeyboardInterrupt:
+        proc.send_signal(signal.SIGINT)
+        while True:
+            try:
+                return proc.wait(), True
+            except KeyboardInterrupt:  # a second Ctrl-C: the child is already stopping; wait for it still
+                continue

@@ -14,7 +14,14 @@ import yaml
 
 from rig.inputs import InputError, read_text
 from rig.records import atomic_path
-from rig.registry import MAX_REGISTRY_BYTES, ModelSpec, RegistryError, default_registry_path, load_registry
+from rig.registry import (
+    MAX_REGISTRY_BYTES,
+    ModelSpec,
+    RegistryError,
+    default_registry_path,
+    load_registry,
+    shipped_registry_path,
+)
 
 
 def ftype_for(label: str) -> int:
@@ -71,26 +78,59 @@ def _quantize_main() -> None:
     raise SystemExit(1 if llama_cpp.llama_model_quantize(src.encode(), out.encode(), ctypes.byref(p)) != 0 else 0)
 
 
+def source_registries(models_file: Path | None) -> list[Path]:
+    """Where a source model is looked up, in order: ``models_file``, the registry `rig` reads without ``--models``
+    (``$RIG_MODELS`` or ./models.yaml) and the one shipped with rig; each once, a missing one skipped. The shipped
+    one comes last even when ./models.yaml is the models file, so a file an earlier quantize started does not hide
+    the built-in models."""
+    found: list[Path] = []
+    for cand in (models_file, default_registry_path(), shipped_registry_path()):
+        if cand is not None and Path(cand).exists() and all(Path(cand).resolve() != f.resolve() for f in found):
+            found.append(Path(cand))
+    return found
+
+
 def find_source(model: str, models_file: Path | None) -> tuple[ModelSpec, str]:
-    """The model to quantize or convert, and the registry path its weights resolve against: in ``models_file`` when
-    that exists and names it (a broken file is a RegistryError naming file and field), else in the registry `rig`
-    reads without ``--models`` (``$RIG_MODELS``, ./models.yaml or the shipped one), so a new file can be started from
-    a built-in model."""
-    default = default_registry_path()
-    if models_file is None or Path(models_file).resolve() == default.resolve():
-        reg = load_registry(default)
-        return reg.get(model), reg.path
+    """The model to quantize or convert, and the registry path its weights resolve against: the first of
+    ``source_registries`` that names it (a broken file is a RegistryError naming file and field), so a new file can
+    be started from a built-in model."""
     known: set[str] = set()
-    if Path(models_file).exists():
-        reg = load_registry(models_file)
+    paths = source_registries(models_file)
+    for path in paths:
+        reg = load_registry(path)
         if model in reg.models or model in reg.defaults:
             return reg.get(model), reg.path
-        known = set(reg.models) | set(reg.defaults)
-    base = load_registry(default)
-    if model in base.models or model in base.defaults:
-        return base.get(model), base.path
-    known |= set(base.models) | set(base.defaults)
-    raise RegistryError(f"no model named {model!r} in {models_file} or {base.path}. Known: {', '.join(sorted(known))}")
+        known |= set(reg.models) | set(reg.defaults)
+    where = " or ".join(str(p) for p in paths) or f"{models_file or default_registry_path()} (not found)"
+    raise RegistryError(f"no model named {model!r} in {where}. Known: {', '.join(sorted(known)) or 'none'}")
+
+
+def source_entry(spec: ModelSpec, source_registry: str) -> dict:
+    """The source model as a flat models.yaml entry for another file, its weights still found from there: a relative
+    ``file:``/``dir:`` path is made absolute against the registry that holds it (``append_entry`` makes it relative
+    to the new file again when it lies beside it); a package, parts, a tag or a path from an environment variable or
+    ``~`` is the same from any file."""
+    entry = spec.model_dump(mode="json", exclude={"name", "base", "variant", "weights"}, exclude_defaults=True)
+    weights = spec.weights.model_dump(mode="json", exclude_none=True)
+    kind = spec.weights.kind
+    if kind in ("file", "dir") and not weights[kind].startswith(("$", "~")) and not Path(weights[kind]).is_absolute():
+        weights[kind] = str(Path(source_registry).resolve().parent / weights[kind])
+    entry.update(
+        engine=spec.engine, weights=weights, quantization=spec.quantization, context_length=spec.context_length
+    )
+    return entry
+
+
+def source_copy(models_file: Path, model: str, spec: ModelSpec, source_registry: str, new: str) -> dict[str, dict]:
+    """What registering ``new`` in ``models_file`` adds before the new entry: nothing when the file holds the source,
+    else a copy of the source's entry under the name it was asked by, so the file is self-contained (`rig compare M
+    M-q8_0 --models new.yaml` can name both) and the source's weights still resolve. Checked before any work."""
+    if Path(models_file).exists() and Path(models_file).resolve() == Path(source_registry).resolve():
+        return {}
+    if new == model:
+        raise RegistryError(f"--name {new}: the source model's name; {models_file} gets a copy of it under that name")
+    check_new_name(models_file, model)
+    return {model: source_entry(spec, source_registry)}
 
 
 def check_new_name(models_file: Path, name: str) -> None:
@@ -115,27 +155,30 @@ def variant_entry(spec: ModelSpec, label: str, gguf: Path) -> dict:
     return entry
 
 
-def append_entry(models_file: Path, name: str, entry: dict) -> None:
-    """Add ``models.<name>`` to the models file, creating the file when it is missing. Appended as text so the user's
-    comments and layout survive; the new text is read back through the registry before it replaces the file
-    (atomically), so a file the append would break (``models:`` not the last key) is refused and left as it was."""
-    kind = next(iter(entry["weights"]))  # file (a GGUF) or dir (a converted folder)
-    w = Path(entry["weights"][kind])
-    with contextlib.suppress(ValueError):  # keep the registry relocatable when the weights sit beside it
-        entry["weights"][kind] = str(w.relative_to(models_file.resolve().parent))
-    check_new_name(models_file, name)
+def append_entry(models_file: Path, entries: dict[str, dict]) -> None:
+    """Add ``models.<name>`` for each of ``entries`` to the models file, creating the file when it is missing.
+    Appended as text so the user's comments and layout survive; the new text is read back through the registry
+    before it replaces the file (atomically), so a file the append would break (``models:`` not the last key) is
+    refused and left as it was."""
+    for name, entry in entries.items():
+        kind = next(iter(entry["weights"]))  # file (a GGUF), dir (a converted folder), or a path-independent kind
+        if kind in ("file", "dir"):
+            with contextlib.suppress(ValueError):  # keep the registry relocatable when the weights sit beside it
+                entry["weights"][kind] = str(Path(entry["weights"][kind]).relative_to(models_file.resolve().parent))
+        check_new_name(models_file, name)
     try:
         old = read_text(models_file, max_bytes=MAX_REGISTRY_BYTES) if models_file.exists() else None
     except InputError as e:
         raise RegistryError(str(e)) from None
     text = old.rstrip("\n") + "\n\n" if old is not None else "models:\n"
-    block = yaml.safe_dump({name: entry}, sort_keys=False)
+    block = yaml.safe_dump(entries, sort_keys=False)
     indented = "".join(f"  {line}\n" for line in block.splitlines())
     models_file.parent.mkdir(parents=True, exist_ok=True)
     with atomic_path(models_file) as tmp:
         tmp.write_text(text + indented, encoding="utf-8")
-        try:
-            load_registry(tmp).get(name)
-        except RegistryError as e:
-            msg = str(e).replace(str(tmp), str(models_file))
-            raise RegistryError(f"{models_file}: not changed, models.{name} would not read back ({msg})") from None
+        for name in entries:
+            try:
+                load_registry(tmp).get(name)
+            except RegistryError as e:
+                msg = str(e).replace(str(tmp), str(models_file))
+                raise RegistryError(f"{models_file}: not changed, models.{name} would not read back ({msg})") from None

@@ -113,6 +113,12 @@ class Registry(BaseModel):
 _ENTRY_KEYS = set(ModelSpec.model_fields) - {"name", "base", "variant"} | {"variants", "default_variant"}
 
 
+def shipped_registry_path() -> Path | None:
+    """The models.yaml shipped with rig: package data in a wheel, the source tree's in an editable install."""
+    here = Path(__file__).resolve().parent
+    return next((c for c in (here / "data" / "models.yaml", here.parent / "models.yaml") if c.exists()), None)
+
+
 def default_registry_path() -> Path:
     """$RIG_MODELS, else ./models.yaml, else the models.yaml shipped with rig."""
     env = os.environ.get("RIG_MODELS")
@@ -121,12 +127,7 @@ def default_registry_path() -> Path:
     local = Path("models.yaml")
     if local.exists():
         return local
-    # Wheel installs carry it as package data; editable installs read it from the source tree.
-    here = Path(__file__).resolve().parent
-    for cand in (here / "data" / "models.yaml", here.parent / "models.yaml"):
-        if cand.exists():
-            return cand
-    return local
+    return shipped_registry_path() or local
 
 
 def _fmt_loc(loc: tuple) -> str:

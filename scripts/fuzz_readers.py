@@ -1,7 +1,7 @@
 """Fuzz every reader of model output, and of the files a lab feeds rig, with N random inputs each; print a markdown
 table.
 
-    python3 scripts/fuzz_readers.py [--n 10000] [--seed 0] [--bound 1.0] [--reader NAME] [--files | --inputs]
+    python3 scripts/fuzz_readers.py [--n 10000] [--seed 0] [--bound 1.0] [--reader NAME] [--files | --inputs | --valid]
 
 Replies are drawn from a seeded mix: random Unicode, concatenations of JSON/YAML/tag fragments, one fragment
 repeated up to 40,000 times, and the issue-18 regression replies. A reply fails when the reader raises (it
@@ -10,7 +10,9 @@ would be recorded as an engine crash) or takes longer than --bound seconds. ``--
 issue-30 ones, as whole files and in each field); there a RescoreError or DataError is the bad-input message
 (exit 2 naming file and field), any other exception a failure. ``--inputs`` fuzzes the users of the bounded reader
 (``FILE_READERS``: run manifests, spec files, load plans, bundle manifests, models.yaml, sweep files, divergence
-reports, sweep job states, public keys; issue 37) the same way, after the issue-37 inputs. Exit 1 on any failure."""
+reports, sweep job states, public keys, benchmark data, map pack info; issue 37) the same way, after the issue-37
+inputs. ``--valid`` checks the other half: N valid values per reader of ``tests.readers.VALID_READERS`` (hypothesis,
+seeded), each written as rig writes it and read back equal. Exit 1 on any failure."""
 
 from __future__ import annotations
 
@@ -20,11 +22,21 @@ import sys
 import time
 import traceback
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tests.decoding.test_readers_fuzz import _PIECES
-from tests.readers import DATA_READERS, DATA_REGRESSIONS, FILE_READERS, FILE_REGRESSIONS, READERS, REGRESSIONS
+from tests.readers import (
+    DATA_READERS,
+    DATA_REGRESSIONS,
+    FILE_READERS,
+    FILE_REGRESSIONS,
+    READERS,
+    REGRESSIONS,
+    VALID_READERS,
+    valid_reader,
+)
 
 
 def replies(n: int, seed: int) -> list[str]:
@@ -47,6 +59,38 @@ def replies(n: int, seed: int) -> list[str]:
     return out[:n]
 
 
+def _round_trips(strategy: Any, round_trip: Any, n: int, seed: int) -> Any:
+    """A hypothesis check that ``n`` values of ``strategy`` (seeded) read back equal through ``round_trip``."""
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import seed as with_seed
+
+    @with_seed(seed)
+    @settings(max_examples=n, database=None, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(value=strategy)
+    def check(value: object) -> None:
+        assert round_trip(value) == value
+
+    return check
+
+
+def valid(names: list[str], n: int, seed: int) -> int:
+    """N valid values per reader read back equal; a markdown table; the number of readers that failed."""
+    print("| reader | valid values | result | seconds |")
+    print("|---|---:|---|---:|")
+    bad = 0
+    for name in names:
+        t0 = time.perf_counter()
+        try:
+            _round_trips(*valid_reader(name), n, seed)()
+            result = "all read back equal"
+        except Exception:
+            bad += 1
+            result = "FAILED"
+            print(f"{name}: first failure:\n{traceback.format_exc(limit=3)}", file=sys.stderr)
+        print(f"| {name} | {n} | {result} | {time.perf_counter() - t0:.1f} |")
+    return bad
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, default=10_000)
@@ -55,7 +99,10 @@ def main() -> int:
     ap.add_argument("--reader", choices=sorted({**READERS, **DATA_READERS, **FILE_READERS}), action="append")
     ap.add_argument("--files", action="store_true", help="the prediction-file readers and dataset loaders")
     ap.add_argument("--inputs", action="store_true", help="the users of the bounded reader (rig/inputs.py)")
+    ap.add_argument("--valid", action="store_true", help="valid files of each reader read back equal")
     a = ap.parse_args()
+    if a.valid:
+        return 1 if valid([r for r in a.reader or VALID_READERS if r in VALID_READERS], a.n, a.seed) else 0
     base = replies(a.n, a.seed)
     names = a.reader or list(FILE_READERS if a.inputs else DATA_READERS if a.files else READERS)
     every = {**READERS, **DATA_READERS, **FILE_READERS}

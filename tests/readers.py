@@ -604,8 +604,66 @@ def _public_key(text: str) -> None:
     load_public(_file("key.pub", "ssh-ed25519 " + text))
 
 
+def _benchmark_json(text: str) -> None:
+    from rig.benchmarks.base import read_json
+
+    for body in _bodies(text, {"api_ports": []}, ("api_ports", "id")):
+        read_json(_file("data/Questions/maps.json", body))
+
+
+def _evgeoqa_lines(text: str) -> None:
+    from rig.benchmarks.evgeoqa.importer import read_lines
+
+    read_lines(_file("data/qa.jsonl", text))
+    read_lines(_file("data/qa.jsonl", '{"id": 1}\n' + text))
+
+
+def _prompt_pack(text: str) -> None:
+    from rig.benchmarks.routeeval.data import load_prompt_pack
+
+    for body in _bodies(text, {"name": "p", "prompts": []}, ("name", "prompts", "length_bins")):
+        load_prompt_pack(_file("data/pack.yaml", body))
+
+
+_PACK_INFO = {
+    "format_version": 1,
+    "source_file": "x.osm.pbf",
+    "source_sha256": "0" * 64,
+    "built_at": "2026-01-01T00:00:00Z",
+    "build_seconds": 1.0,
+    "builder": {"rig": "0"},
+    "city": None,
+    "extent": {"min_lat": 60.0, "min_lon": 24.0, "max_lat": 60.5, "max_lon": 25.0},
+    "counts": {"nodes": 1},
+}
+
+
+def _pack_info(text: str) -> None:
+    from rig.maps.pack_format import read_info
+
+    for body in _bodies(text, _PACK_INFO, ("format_version", "extent", "counts", "builder", "build_seconds")):
+        read_info(_file("pack/pack.json", body).parent)
+
+
+def _bundle_models_yaml(text: str) -> None:
+    """`rig bundle create`'s second read of models.yaml (the entries it copies into the bundle)."""
+    from rig.bundle.weights import write_models_yaml
+
+    out = _tmp() / "files" / "bundle-out"
+    out.mkdir(parents=True, exist_ok=True)
+    entry = "models:\n  m:\n    engine: ollama\n    weights: {ollama: 'm:1'}\n    quantization: q4\n"
+    value = json.dumps(_value(text), ensure_ascii=False)
+    field = ("context_length", "variants", "sampling", "engine_args")[len(text) % 4]
+    for body in (text, entry + f"    {field}: {value}\n"):
+        reg = SimpleNamespace(path=str(_file("bundle-src/models.yaml", body)), defaults={})
+        spec = SimpleNamespace(base="m", variant=None, name="m")
+        write_models_yaml(reg, [spec], {"m": {"file": "w.gguf"}}, out)
+
+
 def _errors() -> dict[str, tuple[type[BaseException], ...]]:
     from rig.analyses.load.run import BenchError
+    from rig.benchmarks.base import DataError
+    from rig.benchmarks.evgeoqa.importer import ImportError_
     from rig.bundle.manifest import BundleError
     from rig.inputs import InputError
     from rig.registry import RegistryError
@@ -621,6 +679,9 @@ def _errors() -> dict[str, tuple[type[BaseException], ...]]:
         "run": (RunFileError, NewerFormatError),
         "spec": (SpecError,),
         "input": (InputError, NewerFormatError),
+        "data": (DataError,),
+        "evgeoqa": (ImportError_,),
+        "pack": (ValueError,),  # an InputError, or a pack format this rig does not read
     }
 
 
@@ -643,6 +704,11 @@ FILE_READERS: dict[str, Callable[[str], str | None]] = {
     "divergence_report": _lazy(_divergence_report, "input"),
     "sweep_job_state": _lazy(_job_state, "input"),
     "public_key": _lazy(_public_key, "bundle"),
+    "benchmark_json": _lazy(_benchmark_json, "data"),
+    "evgeoqa_lines": _lazy(_evgeoqa_lines, "evgeoqa"),
+    "routeeval_prompt_pack": _lazy(_prompt_pack, "data"),
+    "map_pack_info": _lazy(_pack_info, "pack"),
+    "bundle_models_yaml": _lazy(_bundle_models_yaml, "bundle"),
 }
 
 # Inputs named in issue 37 for these readers, and the shapes of issue 30 that apply to any file.
@@ -661,3 +727,109 @@ FILE_REGRESSIONS: list[str] = [
     "ssh-dss AAAAB3NzaC1kc3MAAACBAP1",
     "\x00" * 1000,
 ]
+
+
+# -- valid files read back equal (issue 37): for a reader above, a hypothesis strategy of valid records (or values)
+# and the round trip through the file the way rig writes it; ``check(value)`` returns what the reader read back,
+# which the test compares with ``value``. Imports are lazy (no work at import).
+
+
+def _valid() -> dict[str, tuple[Any, Callable[[Any], Any]]]:
+    from hypothesis import strategies as st
+
+    from rig.benchmarks.base import read_json
+    from rig.benchmarks.evgeoqa.importer import read_lines
+    from rig.maps.pack_format import read_info
+    from rig.maps.records import Extent, PackInfo
+    from rig.records import write_record
+    from rig.registry import load_registry
+    from rig.runfolder.spec import RunSpec, read_spec, write_spec
+
+    text = st.text(st.characters(blacklist_categories=("Cs",)), max_size=40)  # JSON text: no lone surrogate
+    # YAML text: no control character either (the bounded YAML loader refuses them, as YAML does outside escapes)
+    yaml_text = st.text(st.characters(blacklist_categories=("Cs", "Cc", "Cf")), max_size=40)
+    finite = st.floats(allow_nan=False, allow_infinity=False, width=64)
+    json_value = st.recursive(
+        st.none() | st.booleans() | st.integers(-(10**15), 10**15) | finite | text,
+        lambda inner: st.lists(inner, max_size=4) | st.dictionaries(text, inner, max_size=4),
+        max_leaves=25,
+    )
+    name = st.from_regex(r"[a-z][a-z0-9._-]{0,30}", fullmatch=True).filter(lambda n: ".." not in n)
+
+    def benchmark_json(v: Any) -> Any:
+        return read_json(_file("valid/data.json", json.dumps(v, ensure_ascii=False)))
+
+    def evgeoqa_lines(rows: list[dict[str, Any]]) -> Any:
+        body = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)
+        return [r for _, r in read_lines(_file("valid/qa.jsonl", body))]
+
+    pack_info = st.builds(
+        PackInfo,
+        format_version=st.just(1),
+        source_file=text,
+        source_sha256=st.from_regex(r"[0-9a-f]{64}", fullmatch=True),
+        built_at=text,
+        build_seconds=finite,
+        builder=st.dictionaries(text, text, max_size=3),
+        city=st.none() | text,
+        extent=st.builds(Extent, min_lat=finite, min_lon=finite, max_lat=finite, max_lon=finite),
+        counts=st.dictionaries(text, st.integers(0, 10**12), max_size=3),
+    )
+
+    def map_pack_info(info: Any) -> Any:
+        folder = _tmp() / "files" / "valid-pack"
+        folder.mkdir(parents=True, exist_ok=True)
+        write_record(folder / "pack.json", info)
+        return read_info(folder)
+
+    run_spec = st.builds(
+        RunSpec,
+        model=name,
+        benchmark=st.sampled_from(["callnavi", "routeeval", "mobilitybench"]),
+        limit=st.none() | st.integers(1, 10**9),
+        max_tokens=st.none() | st.integers(1, 32768),
+        seed=st.none() | st.integers(0, 2**31),
+        temperature=st.none() | st.floats(0, 2),
+        repeats=st.integers(1, 10),
+        options=st.dictionaries(st.from_regex(r"[a-z_]{1,12}", fullmatch=True), json_value, max_size=3),
+        concurrency=st.integers(1, 1024),
+    )
+
+    def run_spec_file(spec: Any) -> Any:
+        return read_spec(write_spec(_tmp() / "files" / "valid-spec.json", spec))
+
+    entry = st.fixed_dictionaries(
+        {
+            "engine": st.just("ollama"),
+            "weights": st.fixed_dictionaries({"ollama": yaml_text.filter(str.strip)}),
+            "quantization": yaml_text.filter(str.strip),
+            "context_length": st.integers(1, 10**7),
+            "description": yaml_text,
+        }
+    )
+
+    def models_yaml(models: dict[str, Any]) -> Any:
+        import yaml
+
+        reg = load_registry(_file("valid/models.yaml", yaml.safe_dump({"models": models}, allow_unicode=True)))
+        return {
+            n: reg.get(n).model_dump(mode="json", include={"engine", "quantization", "context_length", "description"})
+            | {"weights": {"ollama": reg.get(n).weights.ollama}}
+            for n in reg.models
+        }
+
+    return {
+        "benchmark_json": (json_value, benchmark_json),
+        "evgeoqa_lines": (st.lists(st.dictionaries(text, json_value, max_size=4), max_size=5), evgeoqa_lines),
+        "map_pack_info": (pack_info, map_pack_info),
+        "run_spec": (run_spec, run_spec_file),
+        "models_yaml": (st.dictionaries(name, entry, min_size=1, max_size=3), models_yaml),
+    }
+
+
+VALID_READERS = ("benchmark_json", "evgeoqa_lines", "map_pack_info", "run_spec", "models_yaml")
+
+
+def valid_reader(name: str) -> tuple[Any, Callable[[Any], Any]]:
+    """The strategy of valid values for FILE_READERS[name] and its round trip (write as rig does, read back)."""
+    return _valid()[name]

@@ -68,20 +68,32 @@ class UnreadableJson(DataError):
         self.path, self.detail = path, detail
 
 
-def read_json(path: Path) -> Any:
-    """A benchmark's JSON file; a missing, broken or too deeply nested file is a DataError naming it (an
-    UnreadableJson when its text does not parse)."""
+# A benchmark's data file (a question set, a CSV of cases, a sandbox): far below this for every set rig reads; past
+# it a file is refused rather than read into memory whole.
+MAX_DATA_BYTES = 1 << 30
+
+
+def read_data(path: Path) -> bytes:
+    """The bytes of a benchmark's data file through the bounded reader (``rig.inputs``): a regular file only, opened
+    without blocking (a FIFO given as --data or inside the data folder is refused, not waited on; /dev/zero is no
+    file), at most MAX_DATA_BYTES; else a DataError naming it."""
+    from rig.inputs import InputError, read_bytes
+
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise DataError(f"{path}: file not found") from None
-    except IsADirectoryError:
-        raise DataError(f"{path}: is a folder, expected a JSON file") from None
+        return read_bytes(path, max_bytes=MAX_DATA_BYTES)
+    except InputError as e:
+        raise DataError(str(e)) from None
+
+
+def read_json(path: Path) -> Any:
+    """A benchmark's JSON file (``read_data``); a missing, special, broken or too deeply nested file is a DataError
+    naming it (an UnreadableJson when its text does not parse)."""
+    data = read_data(path)
+    try:
+        doc = json.loads(data.decode("utf-8"))
     except UnicodeDecodeError as e:
         why = f"not UTF-8 text (byte {e.start})"
         raise UnreadableJson(path, why, why) from None
-    except OSError as e:
-        raise DataError(f"{path}: cannot read ({e.strerror})") from None
     except json.JSONDecodeError as e:
         why = f"line {e.lineno}, column {e.colno}: {e.msg}"
         raise UnreadableJson(path, f"not valid JSON ({why})", why) from None

@@ -108,18 +108,27 @@ def write_models_yaml(reg: Any, specs: list[Any], weights: dict[str, dict[str, s
     """The chosen entries with weights inside the bundle; relative paths resolve against this file."""
     import yaml
 
-    raw = yaml.safe_load(Path(reg.path).read_text())["models"]
+    from rig.inputs import InputError, read_yaml
+    from rig.registry import MAX_REGISTRY_BYTES, MAX_REGISTRY_VALUES
+
     entries: dict[str, Any] = {}
-    for spec in specs:
-        entry = entries.setdefault(
-            spec.base, {k: v for k, v in raw[spec.base].items() if k not in ("variants", "default_variant")}
-        )
-        if spec.variant is None:
-            entry["weights"] = weights[spec.name]
-            continue
-        entry.pop("weights", None)  # every variant now names its own copy
-        variants = entry.setdefault("variants", {})
-        variants[spec.variant] = dict(raw[spec.base]["variants"][spec.variant]) | {"weights": weights[spec.name]}
+    try:  # bounded, as load_registry read it; the file may have changed since (another entry, not a mapping)
+        raw = read_yaml(Path(reg.path), max_bytes=MAX_REGISTRY_BYTES, max_nodes=MAX_REGISTRY_VALUES, finite=False)
+        raw = raw["models"]
+        for spec in specs:
+            entry = entries.setdefault(
+                spec.base, {k: v for k, v in raw[spec.base].items() if k not in ("variants", "default_variant")}
+            )
+            if spec.variant is None:
+                entry["weights"] = weights[spec.name]
+                continue
+            entry.pop("weights", None)  # every variant now names its own copy
+            variants = entry.setdefault("variants", {})
+            variants[spec.variant] = dict(raw[spec.base]["variants"][spec.variant]) | {"weights": weights[spec.name]}
+    except InputError as e:
+        raise BundleError(str(e)) from None
+    except (TypeError, KeyError, AttributeError, ValueError) as e:
+        raise BundleError(f"{reg.path}: changed while the bundle was made ({type(e).__name__}: {e})") from None
     for base, entry in entries.items():
         if "variants" in entry:
             dv = reg.defaults.get(base, "").removeprefix(base + "-")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import shutil
 import sys
 from pathlib import Path
-from typing import get_args
+from typing import TYPE_CHECKING, get_args
 
 import typer
 
@@ -21,11 +21,15 @@ from rig.cli.common import (
     say,
     spec_list,
     spec_option,
+    stops_cleanly,
     to_mlflow,
 )
 from rig.paths import RUNS
 from rig.records import DEFAULT_DIVERGENCE_TOP_K, DivergenceTopK
 from rig.runfolder.spec import DECODES
+
+if TYPE_CHECKING:
+    from rig.analyses.compare import DivergenceAsk
 
 
 @app.command()
@@ -71,19 +75,42 @@ def compare(
         help=get_args(DivergenceTopK)[1].description + f" Default {DEFAULT_DIVERGENCE_TOP_K}.",
         show_default=False,
     ),
+    resume: str | None = typer.Option(
+        None,
+        "--resume",
+        help="A comparison id (folder in --out) that was stopped: finished variants' runs are kept, the others run or "
+        "resume, then the divergence pass when it was asked; with its recorded settings (give no other flag).",
+    ),
     mlflow: str | None = mlflow_option(),
     experiment: str = experiment_option(),
     allow_host: list[str] = allow_host_option(),
 ) -> None:
     """Run the same episodes on each variant (a model under a decode and tool mode) in its own process and compare
     them, paired: `rig compare a b`, `rig compare gemma3-270m --decode none,json`."""
-    from rig.analyses.compare import compare_folder, expand_variants, run_compare
+    from rig.analyses.compare import (
+        DivergenceAsk,
+        compare_folder,
+        expand_variants,
+        resume_compare,
+        run_compare,
+    )
     from rig.execution.bench import BenchError, bench_options
     from rig.runfolder.spec import SpecError, axes
 
     mlflow_ready(mlflow, allow_host)
     sink = (mlflow, experiment, allow_host)
+    if resume is not None:
+        _refuse_flags_with_resume(ctx, resume)
+        try:
+            with stops_cleanly("nothing new kept; run the command again"):
+                cdir, runs, plan = resume_compare(resume, out_dir, say=say)
+        except BenchError as e:
+            fail(str(e))
+        _finish(cdir, runs, plan.divergence, sink)
+        return
     top_k = _top_k(divergence, reference, top_k)
+    models_path = str(models_file.resolve()) if models_file else None
+    ask = DivergenceAsk(reference=reference, top_k=top_k, models_file=models_path) if divergence else None
     if runs_:
         if models_:
             fail("give either VARIANT... to run or --run folders to compare, not both")
@@ -91,7 +118,7 @@ def compare(
             cdir = compare_folder(out_dir, runs_)
         except BenchError as e:
             fail(str(e))
-        _finish(cdir, runs_, divergence, reference, models_file, top_k, sink, fresh=True)
+        _finish(cdir, runs_, ask, sink, fresh=True)
         return
     if not models_:
         fail("name the variants to compare (VARIANT...), or existing run folders with --run")
@@ -103,10 +130,32 @@ def compare(
         variants = expand_variants(models_, *(values if len(values) > 1 else None for values in lists.values()))
         params = {k: v for k, v in ctx.params.items() if k not in lists} | modes
         bo = bench_options({**bench_flags(params, option, absolute_models=True), "out": out_dir})
-        cdir, runs = run_compare(list(variants), bo, say=say)
+        with stops_cleanly("no variant was started; run the command again"):  # a started one's Stopped says more
+            cdir, runs = run_compare(list(variants), bo, say=say, divergence=ask)
     except (BenchError, SpecError) as e:
         fail(str(e))
-    _finish(cdir, runs, divergence, reference, models_file, top_k, sink)
+    _finish(cdir, runs, ask, sink)
+
+
+# Flags that are no setting of the comparison: where it goes and where it is logged.
+_NOT_SETTINGS = {"resume", "out_dir", "mlflow", "experiment", "allow_host"}
+
+
+def _refuse_flags_with_resume(ctx: typer.Context, resume: str) -> None:
+    """`--resume` goes on as the comparison's plan.json records it: a variant or setting given again is refused,
+    naming it, rather than silently ignored or mixed into runs made under the recorded one."""
+    given = [
+        "VARIANT..." if p.param_type_name == "argument" else p.opts[0]
+        for p in ctx.command.params
+        if p.name not in _NOT_SETTINGS
+        and getattr(ctx.get_parameter_source(p.name or ""), "name", "DEFAULT") != "DEFAULT"
+    ]
+    if given:
+        fail(
+            f"--resume {resume}: goes on with the comparison's recorded variants and settings; drop "
+            + ", ".join(given)
+            + " (or start a new comparison)"
+        )
 
 
 def _top_k(divergence: bool, reference: str | None, top_k: int | None) -> int:
@@ -128,35 +177,31 @@ def _top_k(divergence: bool, reference: str | None, top_k: int | None) -> int:
 def _finish(
     cdir: Path,
     runs: list[Path],
-    divergence: bool,
-    reference: str | None,
-    models_file: Path | None,
-    top_k: int,
+    ask: DivergenceAsk | None,
     sink: tuple[str | None, str, list[str]],
     fresh: bool = False,
 ) -> None:
-    """compare.md and compare.html; with --divergence the divergence pass first, in a process of its own. A failed
-    pass over existing runs (``fresh``) leaves no comparison folder; after variants ran, their comparison is kept
-    without the divergence section."""
-    from rig.analyses.compare import write_compare
-    from rig.analyses.divergence.records import DivergenceError
-    from rig.analyses.divergence.run import run_divergence
+    """compare.md and compare.html; with --divergence the divergence pass first, in a process of its own. A failed or
+    stopped pass over existing runs (``fresh``) leaves no comparison folder; after variants ran, a failed pass keeps
+    their comparison without the divergence section, and a stop says how to resume."""
+    from rig.analyses.compare import resume_hint, write_compare
     from rig.analyses.divergence.view import divergence_section
     from rig.runformat import NewerFormatError, RunFileError
 
-    section, problem = None, None
-    if divergence:
-        try:
-            section = run_divergence(cdir, runs, reference, models_file.resolve() if models_file else None, top_k)
-        except DivergenceError as e:
-            problem = str(e)
-            if fresh:
-                shutil.rmtree(cdir, ignore_errors=True)
-                fail(f"divergence: {problem}")
+    hint = "no comparison written; run the command again"
+    if not fresh:
+        hint = f"the variants' runs are kept; resume with: {resume_hint(cdir)}"
     try:
-        md = write_compare(cdir, runs, extra=section, extra_html=divergence_section(cdir))
-    except (NewerFormatError, RunFileError) as e:
-        fail(str(e))
+        with stops_cleanly(hint):
+            section, problem = _divergence(cdir, runs, ask, fresh)
+            try:
+                md = write_compare(cdir, runs, extra=section, extra_html=divergence_section(cdir))
+            except (NewerFormatError, RunFileError) as e:
+                fail(str(e))
+    except typer.Exit as e:
+        if fresh and e.exit_code == 130:
+            shutil.rmtree(cdir, ignore_errors=True)
+        raise
     say(f"comparison: {cdir} (compare.md, compare.html; figures as SVG, PDF and PNG)")
     sys.stdout.write(md + "\n")
     mlflow, experiment, allow = sink
@@ -166,3 +211,21 @@ def _finish(
         to_mlflow(mlflow, experiment, allow, group=compare_group(cdir, runs))
     if problem:
         fail(f"divergence: {problem}")
+
+
+def _divergence(cdir: Path, runs: list[Path], ask: DivergenceAsk | None, fresh: bool) -> tuple[str | None, str | None]:
+    """The divergence section (None without --divergence) and the pass's problem, if it failed; a failed pass over
+    existing runs (``fresh``) removes the comparison folder and fails."""
+    from rig.analyses.divergence.records import DivergenceError
+    from rig.analyses.divergence.run import run_divergence
+
+    if ask is None:
+        return None, None
+    models = Path(ask.models_file) if ask.models_file else None
+    try:
+        return run_divergence(cdir, runs, ask.reference, models, ask.top_k), None
+    except DivergenceError as e:
+        if fresh:
+            shutil.rmtree(cdir, ignore_errors=True)
+            fail(f"divergence: {e}")
+        return None, str(e)

@@ -70,9 +70,21 @@ PARTS_STATE = {
 
 
 MODELS_HELP = (
-    "models.yaml to append the new entry to (created when missing); the source model is looked up there, else in "
-    "the registry rig reads without --models."
+    "models.yaml to append the new entry to (created when missing; a copy of the source's entry is added when it "
+    "lacks it); the source model is looked up there, else in the registry rig reads without --models, else in the "
+    "one shipped with rig."
 )
+
+
+def _register(path: Path, copy: dict[str, dict], new: dict[str, dict], source_registry: str) -> None:
+    """Append the new entry, after the source's copy when the file lacks the source (``rig.quantize.source_copy``)."""
+    from rig.quantize import append_entry
+
+    append_entry(path, copy | new)
+    for name in copy:
+        say(f"copied models.{name} from {source_registry} into {path}, so that the file names its source too")
+    for name in new:
+        say(f"added models.{name} to {path}")
 
 
 @models_app.command("quantize")
@@ -86,7 +98,7 @@ def quantize(
 ) -> None:
     """Make a new GGUF variant with llama.cpp's quantize API and register it."""
     from rig.names import BadName, name_path
-    from rig.quantize import append_entry, check_new_name, find_source, ftype_for, quantize_gguf, variant_entry
+    from rig.quantize import check_new_name, find_source, ftype_for, quantize_gguf, source_copy, variant_entry
     from rig.registry import RegistryError, default_registry_path, resolve_weights
 
     try:
@@ -97,6 +109,7 @@ def quantize(
         new = name or f"{spec.base}-{to.lower()}"
         ftype_for(to)  # every refusal before the source is read or anything is written
         default_dst = name_path(Path("weights"), new, ".gguf", "--name")  # a model name, and a file name
+        copy = source_copy(Path(path), model, spec, source_registry, new) if register else {}
         if register:
             check_new_name(Path(path), new)
         src = resolve_weights(spec, source_registry)
@@ -106,8 +119,7 @@ def quantize(
             quantize_gguf(src, dst.resolve(), to)
         say(f"wrote {dst} ({dst.stat().st_size / 2**20:.1f} MiB) in {time.perf_counter() - t:.1f}s")
         if register:
-            append_entry(Path(path), new, variant_entry(spec, to, dst.resolve()))
-            say(f"added models.{new} to {path}")
+            _register(Path(path), copy, {new: variant_entry(spec, to, dst.resolve())}, source_registry)
     except typer.Exit:  # a RuntimeError to click: fail's and stops_cleanly's exits pass through as they are
         raise
     except (RegistryError, RuntimeError, BadName) as e:
@@ -128,7 +140,7 @@ def convert(
     """Dequantize a GGUF into a bf16 Hugging Face folder and register it as a vLLM entry. Offline."""
     from rig.convert import ConvertError, check_extra, convert_gguf_to_hf, default_out_dir, hf_entry
     from rig.names import BadName, path_name
-    from rig.quantize import append_entry, check_new_name, find_source
+    from rig.quantize import check_new_name, find_source, source_copy
     from rig.registry import RegistryError, default_registry_path, resolve_weights
 
     if to != "hf":
@@ -140,6 +152,7 @@ def convert(
         if spec.engine != "llamacpp":
             fail(f"{model}: convert reads llama.cpp GGUF models, this one uses {spec.engine}")
         new = path_name(name or f"{spec.base}-hf", "--name")
+        copy = source_copy(Path(path), model, spec, source_registry, new) if register else {}
         if register:
             check_new_name(Path(path), new)
         src = Path(resolve_weights(spec, source_registry))
@@ -149,8 +162,7 @@ def convert(
             convert_gguf_to_hf(src, dst, model=model)
         say(f"wrote {dst} in {time.perf_counter() - t:.1f}s")
         if register:
-            append_entry(Path(path), new, hf_entry(spec, dst))
-            say(f"added models.{new} to {path}")
+            _register(Path(path), copy, {new: hf_entry(spec, dst)}, source_registry)
     except (RegistryError, ConvertError, BadName) as e:
         fail(str(e))
     except OSError as e:

@@ -7,9 +7,7 @@ import contextlib
 import fcntl
 import os
 import random
-import signal
 import sqlite3
-import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -21,6 +19,7 @@ from rig.bundle import BundleError, bundle_id_for
 from rig.engines import create_engine
 from rig.execution.runner import plan
 from rig.execution.turn import Turn, close_engine_log, engine_log
+from rig.interrupt import sigterm_as_interrupt
 from rig.paths import RUNS
 from rig.plugins import PluginError
 from rig.records import Episode, OutputError, Sampling, claim_folder
@@ -353,13 +352,11 @@ def _run(
     items = plan(chosen, opts.repeats, order=opts.order, seed=spec.sampling.seed)
     ctx = RunContext(sampling=spec.sampling, decode=opts.decode, tool_mode=opts.tool_mode)
     resume_hint = f"rig bench --resume {manifest.run_id} --out {opts.out}"
-    prev = signal.getsignal(signal.SIGTERM)
-    main_thread = threading.current_thread() is threading.main_thread()
-    if main_thread:  # outside the event loop (before it starts) SIGTERM stops the run like Ctrl-C does
-        signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
     raised = False
     try:
-        finished = asyncio.run(turn.drive(items, ctx))
+        # outside the event loop (before it starts) SIGTERM stops the run like Ctrl-C does; finishing is not stopped
+        with sigterm_as_interrupt():
+            finished = asyncio.run(turn.drive(items, ctx))
         manifest.status = "finished" if finished else "interrupted"
     except KeyboardInterrupt:
         manifest.status = "interrupted"
@@ -368,8 +365,6 @@ def _run(
         manifest.status = "failed"  # a failed load or a broken run is not left "running"
         raise
     finally:
-        if main_thread:
-            signal.signal(signal.SIGTERM, prev)
         unwritten = turn.finish(energy)
         if manifest.status == "interrupted":
             say(f"interrupted; resume with: {resume_hint}")

@@ -44,6 +44,15 @@ def read_manifest(run_dir: Path) -> RunManifest:
         raise RunFileError(f"{path}: damaged manifest ({str(e).splitlines()[0].removeprefix(f'{path}: ')})") from None
 
 
+def run_finished(run_dir: Path) -> bool:
+    """Whether the run in ``run_dir`` finished (a load level or a comparison's variant kept on `--resume`); a damaged or
+    missing manifest is not finished: the run is resumed, and its own checks name the problem."""
+    try:
+        return read_manifest(run_dir).status == "finished"
+    except (RunFileError, NewerFormatError):
+        return False
+
+
 class RunFolder:
     """A run folder opened for reading. The manifest is read when the folder is opened (so a folder that is not a
     run is refused at once); results are read on first use and kept, and each summary is computed once."""

@@ -108,3 +108,99 @@ def test_each_agentic_benchmark_names_the_call_forms_its_reference_reads() -> No
     assert "fenced" in ref("mobilitybench", framework="react")[0]  # ReAct reads a ```json block or the first {...}
     assert ref("mobilitybench", framework="plan")[0] == ("native", "tagged")
     assert ref("urbangeo") == ((), "")
+
+
+# -- benchmark data through the bounded reader (issue 37): a FIFO given as --data or inside the data folder is
+# refused naming it (before, the open blocked for ever), /dev/zero is no file, a broken file names file and field.
+
+_FIFOS = [
+    ("callnavi", "sample", "Questions/maps.json"),
+    ("callnavi", "sample", "APIs/maps.json"),
+]
+
+
+@pytest.fixture
+def readers() -> tuple:
+    """The data readers, imported before the test's deadline starts (imports are slow on a loaded host)."""
+    from rig.benchmarks.base import read_json
+    from rig.benchmarks.datahash import hash_paths
+    from rig.benchmarks.evgeoqa.importer import ImportError_, read_lines
+    from rig.benchmarks.mobilitybench.importer import load_upstream
+    from rig.benchmarks.routeeval.data import load_prompt_pack
+
+    return read_json, hash_paths, ImportError_, read_lines, load_upstream, load_prompt_pack
+
+
+@pytest.mark.parametrize(("name", "sub", "rel"), _FIFOS)
+def test_a_fifo_in_the_data_folder_is_refused_naming_it(
+    tmp_path: Path, deadline: None, name: str, sub: str, rel: str
+) -> None:
+    import os
+    import shutil
+
+    root = tmp_path / name
+    shutil.copytree(REPO / "benchmarks" / name / sub, root)
+    (root / rel).unlink()
+    os.mkfifo(root / rel)  # no writer: a blocking open never returns
+    with pytest.raises(DataError, match=rf"{root / rel}: is a FIFO \(named pipe\), not a file"):
+        get_benchmark_class(name)(root).episodes()
+
+
+def test_the_data_readers_refuse_special_files(tmp_path: Path, readers: tuple, deadline: None) -> None:
+    import os
+
+    read_json, hash_paths, ImportError_, read_lines, load_upstream, load_prompt_pack = readers
+    fifo, zero = tmp_path / "cases.csv", Path("/dev/zero")
+    os.mkfifo(fifo)
+    fifo_says, zero_says = "is a FIFO (named pipe), not a file", "is a character device, not a file"
+    cases = [
+        (read, path, says)
+        for read in (read_json, load_prompt_pack)
+        for path, says in ((fifo, fifo_says), (zero, zero_says))
+    ]
+    cases += [(lambda p: hash_paths([p]), fifo, fifo_says), (lambda p: hash_paths([p]), zero, zero_says)]
+    cases += [(load_upstream, fifo, fifo_says), (load_upstream, zero, "expected a .csv or .xlsx")]  # by its suffix
+    for read, path, says in cases:
+        with pytest.raises(DataError) as e:
+            read(path)
+        assert str(e.value).startswith(f"{path}: ") and says in str(e.value), str(e.value)
+    with pytest.raises(ImportError_, match=r"cases\.csv: is a FIFO"):
+        read_lines(fifo)
+
+
+def test_a_fifo_in_mobilitybench_s_data_folder_is_refused_naming_it(tmp_path: Path, deadline: None) -> None:
+    """The store's content digest reads every data file first (the map pack is not needed to see it)."""
+    import os
+    import shutil
+
+    from rig.benchmarks.mobilitybench.data import content_digest
+
+    root = tmp_path / "mb"
+    shutil.copytree(REPO / "benchmarks" / "mobilitybench", root)
+    (root / "recorded.json").unlink()
+    os.mkfifo(root / "recorded.json")
+    with pytest.raises(DataError, match=rf"{root / 'recorded.json'}: is a FIFO"):
+        content_digest(root, "sha")
+
+
+@pytest.mark.parametrize(
+    ("text", "read"),
+    [
+        ('{"id": 1}\n' + "[" * 100_000 + "\n", "qa.jsonl:2: not valid JSON"),  # the parser's depth: no traceback
+        ('{"id": 1}\n{"a": ' + "9" * 5000 + "}\n", "qa.jsonl:2: not valid JSON"),
+        ('{"id": 1}\n' + "[" * 70 + "]" * 70 + "\n", "nested more than 64 deep"),
+        ('{"id": 1}\n{"a": "x\u2028y\u0085z"}\n', [{"id": 1}, {"a": "x\u2028y\u0085z"}]),  # marks in a string
+        ("[1, 2]", [1, 2]),
+    ],
+)
+def test_evgeoqa_lines_name_the_line(tmp_path: Path, text: str, read: str | list[object]) -> None:
+    from rig.benchmarks.evgeoqa.importer import ImportError_, read_lines
+
+    path = tmp_path / "qa.jsonl"
+    path.write_text(text, encoding="utf-8")
+    if isinstance(read, list):
+        assert [r for _, r in read_lines(path)] == read
+        return
+    with pytest.raises(ImportError_) as e:
+        read_lines(path)
+    assert read in str(e.value), str(e.value)

@@ -592,3 +592,25 @@ def test_a_source_only_package_is_fetched_as_source_but_its_build_tools_as_wheel
     (wheels,) = [c for c in calls if c[0] == "download" and "--no-binary" not in c]
     assert "scikit-build-core>=0.9" in wheels and "numpy>=1.20" in wheels  # the build tools come as wheels
     assert [s.package for s in sources] == ["llama-cpp-python"]
+
+
+@pytest.mark.parametrize("how", ["ctrl-c", "sigterm"])
+def test_a_create_stopped_by_a_signal_leaves_no_bundle_and_the_rerun_completes(
+    registry: Path, tmp_path: Path, how: str
+) -> None:
+    """A real `rig bundle create` process stopped by Ctrl-C or SIGTERM after its first weights were copied: exit 130
+    with a hint, no bundle folder (nor its staging folder) left, and the same command then makes the bundle."""
+    from tests.test_interrupt import stopped_midway
+
+    out = tmp_path / "bundle"
+    args = ["bundle", "create", str(out), "--models", "tiny,tiny-hf", "--benchmarks", "callnavi"]
+    args += ["--models-file", str(registry), "--no-wheels"]
+    before = set(tmp_path.iterdir())
+    r = stopped_midway(ROOT, tmp_path / "ready", "rig.bundle.weights:copy_path", args, how)
+    assert r.returncode == 130, r.stderr
+    assert f"interrupted: no bundle written to {out}; run the command again" in " ".join(r.stderr.split())
+    assert "Traceback" not in r.stderr
+    assert set(tmp_path.iterdir()) - before == {tmp_path / "ready"}  # no bundle, no staging folder beside it
+    res = CliRunner().invoke(app, args)
+    assert res.exit_code == 0, res.output
+    assert sorted(read_manifest(out).models) == ["tiny-hf", "tiny-q4", "tiny-q8"]

@@ -58,11 +58,14 @@ def test_top_k_reaches_the_divergence_settings(tmp_path: Path, monkeypatch: pyte
         shutil.copytree(OLD_RUN, r)
     handed: list[DivergenceSettings] = []
 
-    def fake_pass(argv: list[str], **kw: Any) -> subprocess.CompletedProcess[str]:
+    def fake_pass(argv: list[str], stderr: Any = None) -> tuple[int, bool]:
         handed.append(DivergenceSettings.model_validate_json(Path(argv[-1]).read_text()))
-        return subprocess.CompletedProcess(argv, 2, "", "stood-in pass stopped")
+        stderr.write(b"stood-in pass stopped\n")
+        return 2, False
 
-    monkeypatch.setattr(subprocess, "run", fake_pass)
+    import rig.analyses.divergence.run as pass_
+
+    monkeypatch.setattr(pass_, "run_child", fake_pass)
     args = ["compare", "--run", str(runs[0]), "--run", str(runs[1]), "--divergence", "--top-k", "7"]
     r = CliRunner().invoke(app, [*args, "--out", str(tmp_path / "out")])
     assert r.exit_code == 2 and "divergence: stood-in pass stopped" in r.output, r.output
@@ -101,3 +104,91 @@ def test_an_out_folder_that_cannot_be_had_is_named(tmp_path: Path, out: str, mon
     else:
         says = "exists and is not a folder" if out == "a-file" else "cannot create it (Not a directory)"
         assert r.exit_code == 2 and f"--out {where}: {says}" in " ".join(r.output.split()), r.output
+
+
+def test_resume_refuses_flags_given_again_naming_them(tmp_path: Path) -> None:
+    args = ["compare", "--resume", "compare-x", "--out", str(tmp_path), "--limit", "3", "--divergence"]
+    r = CliRunner().invoke(app, args)
+    assert r.exit_code == 2, r.output
+    said = " ".join(r.output.split())
+    assert "--resume compare-x: goes on with the comparison's recorded variants and settings; drop" in said
+    assert "--limit" in said and "--divergence" in said and "Traceback" not in said
+    r = CliRunner().invoke(app, ["compare", "--resume", "compare-x", "--out", str(tmp_path)])
+    assert r.exit_code == 2 and "plan.json: no such file" in " ".join(r.output.split()), r.output
+    r = CliRunner().invoke(app, ["compare", "--resume", "../x", "--out", str(tmp_path)])
+    assert r.exit_code == 2 and "give a comparison id" in r.output, r.output
+
+
+def _compare(cwd: Path, *args: str) -> subprocess.Popen[str]:
+    """`rig compare` in a session of its own, as a terminal runs a command: a Ctrl-C reaches its process group."""
+    import os
+    import sys
+
+    env = {**os.environ, "PYTHONPATH": str(REPO), "RIG_MODELS": str(REPO / "models.yaml")}
+    argv = [sys.executable, "-m", "rig.cli", "compare", *args]
+    pipe = subprocess.PIPE
+    return subprocess.Popen(argv, cwd=cwd, env=env, stdout=pipe, stderr=pipe, text=True, start_new_session=True)
+
+
+def _wait(what: Any, proc: subprocess.Popen[str], timeout: float = 300) -> None:
+    import time
+
+    deadline = time.monotonic() + timeout
+    while not what():
+        assert proc.poll() is None, f"the command ended (exit {proc.returncode}) before it was stopped"
+        assert time.monotonic() < deadline, "timed out waiting"
+        time.sleep(0.05)
+
+
+@pytest.mark.model
+def test_a_stopped_divergence_comparison_resumes_without_rerunning_what_finished(
+    tmp_path: Path, embedded_weights: str
+) -> None:
+    """SIGTERM to `rig compare --divergence` alone while its second variant runs, then Ctrl-C (SIGINT to the
+    process group) during the divergence pass: each stop exits 130 with the command that resumes, and leaves no
+    comparison or divergence file; the resume keeps the finished runs (not re-run), resumes the stopped one and runs
+    the pass. Before, a SIGTERM killed the command and left its `rig bench` child running on; there was no resume."""
+    import json
+    import os
+    import signal
+
+    args = ["gemma3-270m", "--decode", "none,json", "--divergence", "--limit", "1", "-O", "task=routing"]
+    proc = _compare(tmp_path, *args, "--max-tokens", "8", "--out", "runs")
+    out = tmp_path / "runs"
+
+    def second_run_started() -> bool:
+        found = list(out.glob("compare-*/runs/*/manifest.json"))
+        return len(found) == 2
+
+    _wait(second_run_started, proc)
+    (cdir,) = out.glob("compare-*")
+    first = json.loads((cdir / "plan.json").read_text())["cells"][0]["run"]
+    kept = (cdir / "runs" / first / "results.sqlite").stat().st_mtime_ns
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=120)
+    hint = f"rig compare --resume {cdir.name} --out runs"  # as it was given
+    assert proc.returncode == 130, err
+    assert f"interrupted: gemma3-270m@decode=json stopped; finished variants are kept; resume with: {hint}" in err
+    assert not (cdir / "compare.md").exists() and not list(cdir.glob("divergence*.json"))
+    plan = json.loads((cdir / "plan.json").read_text())
+    assert [c["run"] is not None for c in plan["cells"]] == [True, True]  # the stopped run is recorded to resume
+
+    proc = _compare(tmp_path, "--resume", cdir.name, "--out", "runs")
+    _wait(lambda: (cdir / "divergence-settings.json").exists(), proc)
+    os.killpg(proc.pid, signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    assert f"interrupted: the variants' runs are kept; resume with: {hint}" in err and "Traceback" not in err, err
+    assert not (cdir / "compare.md").exists() and not (cdir / "divergence.json").exists()
+    assert not list(cdir.glob("*.tmp"))
+
+    proc = _compare(tmp_path, "--resume", cdir.name, "--out", "runs")
+    _, err = proc.communicate(timeout=600)
+    assert proc.returncode == 0, err
+    assert f"== gemma3-270m@decode=none: finished before ({first})" in err
+    assert "== gemma3-270m@decode=json: finished before" in err
+    assert (cdir / "runs" / first / "results.sqlite").stat().st_mtime_ns == kept  # not re-run
+    assert len(list((cdir / "runs").iterdir())) == 2
+    md = (cdir / "compare.md").read_text()
+    assert "## Token-level divergence against gemma3-270m@decode=none" in md
+    assert "| gemma3-270m@decode=json,tool_mode=json | self | all |" in md

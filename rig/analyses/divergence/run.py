@@ -14,6 +14,7 @@ from rig.analyses.divergence.records import (
     VariantSource,
     check_top_k,
 )
+from rig.interrupt import run_child, sigterm_as_interrupt
 from rig.records import (
     DEFAULT_DIVERGENCE_TOP_K,
     read_record,
@@ -27,7 +28,7 @@ def run_divergence(
     """The divergence section of a comparison: the pass runs in its own process (models loaded and freed there),
     handed ``divergence-settings.json``; returns the markdown. ``top_k``: log-probabilities asked of a vLLM side per
     position. Raises DivergenceError on bad input."""
-    import subprocess
+    import tempfile
 
     from rig.analyses.compare import variant_labels
     from rig.runfolder.folder import RunFolder
@@ -51,10 +52,14 @@ def run_divergence(
     )
     path = cdir / "divergence-settings.json"
     write_record(path, settings)
-    p = subprocess.run([sys.executable, "-m", "rig.analyses.divergence", str(path)], capture_output=True, text=True)
-    if p.returncode != 0:
-        lines = [x for x in p.stderr.splitlines() if x.strip()]
-        raise DivergenceError(lines[-1] if p.returncode == 2 and lines else f"the pass failed (exit {p.returncode})")
+    with tempfile.TemporaryFile() as err:
+        code, stopped = run_child([sys.executable, "-m", "rig.analyses.divergence", str(path)], stderr=err)
+        if stopped:  # the pass stopped with this command and wrote nothing (its files are written whole at its end)
+            raise KeyboardInterrupt
+        err.seek(max(0, err.seek(0, 2) - 65536))  # its last lines say why it failed; not a traceback's whole output
+        lines = [x for x in err.read().decode("utf-8", "replace").splitlines() if x.strip()]
+    if code != 0:
+        raise DivergenceError(lines[-1] if code == 2 and lines else f"the pass failed (exit {code})")
     return divergence_md(read_report(cdir))
 
 
@@ -76,10 +81,14 @@ def main(argv: list[str] | None = None) -> int:
         print(e, file=sys.stderr)
         return 2
     try:
-        run(settings)
+        with sigterm_as_interrupt():
+            run(settings)
     except DivergenceError as e:
         print(str(e), file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # stopped with the command that started it: nothing written (written whole at the end)
+        print("divergence pass stopped; nothing written", file=sys.stderr)
+        return 130
     return 0
 
 

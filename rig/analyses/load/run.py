@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import signal
-import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -15,10 +13,11 @@ from rig.analyses.load.records import LoadSettings
 from rig.analyses.load.slo import LOAD_FORMAT
 from rig.execution.bench import BenchError, BenchOptions
 from rig.inputs import InputError, read_json, validate_record
-from rig.interrupt import Stopped
+from rig.interrupt import Stopped, run_child
 from rig.names import printable
 from rig.paths import RUNS
 from rig.records import OutputError, claim_folder, write_record
+from rig.runfolder.folder import run_finished
 from rig.runfolder.spec import FLAGS, RunSpec, spec_error
 
 
@@ -95,15 +94,6 @@ def _open_plan(out: Path, load_id: str) -> tuple[Path, LoadPlan]:
     return ldir, plan
 
 
-def _finished(run_dir: Path) -> bool:
-    from rig.runfolder.folder import RunFolder
-
-    try:
-        return RunFolder(run_dir).manifest.status == "finished"
-    except Exception:  # a damaged or missing manifest: resume the run, whose own checks name the problem
-        return False
-
-
 # The flags of `rig load` that are the load's own settings (the others are its run's, named by spec.FLAGS).
 LOAD_FLAGS = {"levels": "--concurrency", "slos": "--slo", "margin": "--margin"}
 
@@ -170,13 +160,13 @@ def run_load(
     run_dirs: list[Path] = []
     for level in settings.levels:
         known = plan.runs.get(level)
-        if known is not None and _finished(runs / known):
+        if known is not None and run_finished(runs / known):
             say(f"== concurrency {level}: finished before ({known})")
             run_dirs.append(runs / known)
             continue
         say(f"== concurrency {level} (own process)" + (f", resuming {known}" if known else ""))
         before = set(runs.glob("*")) if runs.exists() else set()
-        returncode, stopped = _run_level(level_argv(ldir, level, o, known))
+        returncode, stopped = run_child(level_argv(ldir, level, o, known))
         new = set(runs.glob("*")) - before if runs.exists() else set()
         if known is None and len(new) == 1:  # recorded even when stopped: --resume resumes this run, not a new one
             plan.runs[level] = new.pop().name
@@ -189,22 +179,6 @@ def run_load(
             raise BenchError(f"level {level}: rig bench failed (exit {returncode}); see its output above{more}")
         run_dirs.append(runs / plan.runs[level])
     return ldir, settings, run_dirs
-
-
-def _run_level(argv: list[str]) -> tuple[int, bool]:
-    """Run one level's `rig bench` process; its exit code, and whether this process was stopped meanwhile. On a
-    stop the child is stopped too (a terminal's Ctrl-C reaches it already; a SIGTERM to this process alone does
-    not) and waited for, so that it marks its run interrupted and the run is recorded before this one ends."""
-    proc = subprocess.Popen(argv, stdout=None, stderr=None)
-    try:
-        return proc.wait(), False
-    except KeyboardInterrupt:
-        proc.send_signal(signal.SIGINT)
-        while True:
-            try:
-                return proc.wait(), True
-            except KeyboardInterrupt:  # a second Ctrl-C: the child is already stopping; wait for it still
-                continue
 
 
 # -- the report --------------------------------------------------------------------------------------------------

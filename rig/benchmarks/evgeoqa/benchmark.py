@@ -14,7 +14,16 @@ from typing import Any, Literal
 from pydantic import Field, field_validator
 
 from rig.agents.single import repeat_sampling
-from rig.benchmarks.base import Benchmark, BenchmarkOptions, CommaList, DataError, ReferenceCalls, RunContext, Table
+from rig.benchmarks.base import (
+    Benchmark,
+    BenchmarkOptions,
+    CommaList,
+    DataError,
+    ReferenceCalls,
+    RunContext,
+    Table,
+    read_data,
+)
 from rig.benchmarks.evgeoqa.agents import MAX_FORMAT_ERRORS, MAX_STEPS, messages_for, run_georover
 from rig.benchmarks.evgeoqa.data import Dataset, Query
 from rig.benchmarks.evgeoqa.scoring import ARGUMENT_ERRORS, StationIndex, classify, hits
@@ -146,7 +155,7 @@ class EVGeoQA(Benchmark):
         if self._upstream_files:
             for p in self._upstream_files:
                 h.update(p.name.encode())
-                h.update(p.read_bytes())
+                h.update(read_data(p))
         else:
             h.update(self._pack_sha.encode())
         h.update(ds.model_dump_json().encode())  # the generated queries, radii and notes themselves

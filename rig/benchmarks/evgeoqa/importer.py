@@ -16,6 +16,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+from rig.benchmarks.base import DataError, nesting_error, read_data
 from rig.benchmarks.evgeoqa.data import AnswerStation, Dataset, Query, Setting, Station
 from rig.benchmarks.evgeoqa.world import PoiHit, UpstreamWorld
 from rig.maps.geo import geodesic_m, haversine_m
@@ -43,23 +44,38 @@ def find_files(path: Path) -> tuple[Path, Path] | None:
 
 def read_lines(path: Path) -> list[tuple[int, dict[str, Any]]]:
     """JSON Lines (the upstream ``.json`` files are JSONL); a single JSON array is accepted too."""
-    text = path.read_text(encoding="utf-8-sig")
+    try:
+        text = read_data(path).decode("utf-8-sig")
+    except DataError as e:
+        raise ImportError_(str(e)) from None
+    except UnicodeDecodeError as e:
+        raise ImportError_(f"{path}: not UTF-8 text (byte {e.start})") from None
     stripped = text.lstrip()
     if stripped.startswith("["):
-        try:
-            rows = json.loads(stripped)
-        except json.JSONDecodeError as exc:
-            raise ImportError_(f"{path}: not valid JSON: {exc.msg} (line {exc.lineno})") from None
+        rows = _json(stripped, str(path))
+        if not isinstance(rows, list):
+            raise ImportError_(f"{path}: expected a JSON array of records or JSON Lines")
         return [(i + 1, r) for i, r in enumerate(rows)]
     out = []
-    for n, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            out.append((n, json.loads(line)))
-        except json.JSONDecodeError as exc:
-            raise ImportError_(f"{path}:{n}: not valid JSON: {exc.msg}") from None
+    # JSON Lines end at "\n" only: str.splitlines would also split at U+2028 or U+0085 inside a JSON string
+    for n, line in enumerate(text.split("\n"), 1):
+        if line.strip():
+            out.append((n, _json(line, f"{path}:{n}")))
     return out
+
+
+def _json(text: str, where: str) -> Any:
+    """One JSON value of a data file; unparseable, too deep or past Python's integer limit is named at ``where``."""
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ImportError_(f"{where}: not valid JSON: {exc.msg} (line {exc.lineno})") from None
+    except (ValueError, RecursionError) as exc:  # an integer past 4,300 digits; nesting past the parser
+        raise ImportError_(f"{where}: not valid JSON: {str(exc)[:80] or 'nested past the parser'}") from None
+    err = nesting_error(value)
+    if err:
+        raise ImportError_(f"{where}: {err}")
+    return value
 
 
 def _field(rec: dict[str, Any], where: str, *names: str) -> Any:

@@ -19,7 +19,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from rig.benchmarks.base import DataError, read_json
+from rig.benchmarks.base import DataError, read_data, read_json
 from rig.benchmarks.mobilitybench.lexicon import SCENARIOS
 from rig.benchmarks.mobilitybench.scoring.records import Checks, ConstraintItem, Truth
 from rig.benchmarks.mobilitybench.tools import (
@@ -243,7 +243,7 @@ def _case(
 def content_digest(data: Path, pack_sha: str) -> str:
     h = hashlib.sha256(f"mobilitybench-store-v{BUILD_FORMAT}:{pack_sha}".encode())
     for p in data_files(data):
-        h.update(p.read_bytes())
+        h.update(read_data(p))
     return h.hexdigest()[:16]
 
 

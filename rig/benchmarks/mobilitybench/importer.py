@@ -14,6 +14,7 @@ import ast
 import contextlib
 import csv
 import hashlib
+import io
 import json
 import math
 import re
@@ -24,7 +25,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from rig.benchmarks.base import DataError, nesting_error
+from rig.benchmarks.base import DataError, nesting_error, read_data, read_json
 from rig.benchmarks.mobilitybench.data import Case
 from rig.benchmarks.mobilitybench.lexicon import EVAL_TYPE, SCENARIOS, lookup_scenario
 from rig.benchmarks.mobilitybench.scoring.records import Checks, ConstraintItem, Truth
@@ -92,14 +93,12 @@ def _rows(path: Path) -> list[dict[str, Any]]:
     if suffix == ".csv":
         csv.field_size_limit(min(sys.maxsize, 2**31 - 1))
         try:
-            with path.open(newline="", encoding="utf-8-sig") as f:
-                return [dict(r) for r in csv.DictReader(f)]
+            text = read_data(path).decode("utf-8-sig")
+            return [dict(r) for r in csv.DictReader(io.StringIO(text, newline=""))]
         except UnicodeDecodeError as e:
             raise DataError(f"{path}: not UTF-8 text (byte {e.start})") from None
         except csv.Error as e:
             raise DataError(f"{path}: not a readable CSV file ({e})") from None
-        except OSError as e:
-            raise DataError(f"{path}: cannot read ({e.strerror})") from None
     if suffix in (".xlsx", ".xlsm"):
         try:
             import openpyxl
@@ -108,8 +107,10 @@ def _rows(path: Path) -> list[dict[str, Any]]:
                 f"{path}: reading XLSX needs openpyxl (pip install 'rig[mobility]'), or convert it to CSV"
             ) from None
         try:
-            wb = openpyxl.load_workbook(path, read_only=True, data_only=True)
+            wb = openpyxl.load_workbook(io.BytesIO(read_data(path)), read_only=True, data_only=True)
             rows = list(wb.active.iter_rows(values_only=True))
+        except DataError:
+            raise
         except Exception as e:  # openpyxl raises zip, XML and its own errors on a damaged workbook
             raise DataError(f"{path}: not a readable XLSX workbook ({type(e).__name__}: {e})") from None
         if not rows:
@@ -349,10 +350,7 @@ def sandbox_entries(sandbox_dir: Path) -> tuple[list[tuple[str, dict[str, Any], 
         if not path.is_file():
             missing.append(fname)
             continue
-        try:
-            doc = json.loads(path.read_text(encoding="utf-8"))
-        except json.JSONDecodeError as exc:
-            raise DataError(f"{path}: not valid JSON ({exc.msg})") from None
+        doc = read_json(path)
         if tool == "query_poi":
             for kw, by_city in doc.items():
                 first = next(iter(by_city.values()), None) if isinstance(by_city, dict) else None

@@ -9,7 +9,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from rig.benchmarks.base import DataError
@@ -78,13 +77,20 @@ class PromptPack(_Strict):
         return "other"
 
 
+# A prompt pack is a few kilobytes of prompts and bins.
+MAX_PACK_BYTES = 4 << 20
+MAX_PACK_VALUES = 200_000
+
+
 def load_prompt_pack(path: Path) -> PromptPack:
-    try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise DataError(f"{path}: prompt pack not found") from None
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
-        raise DataError(f"{path}: not readable as YAML: {exc}") from None
+    from rig.inputs import InputError, read_yaml
+
+    if not path.exists():
+        raise DataError(f"{path}: prompt pack not found")
+    try:  # bounded: a FIFO, a device, an alias bomb or deep nesting is named, never waited on
+        raw = read_yaml(path, max_bytes=MAX_PACK_BYTES, max_nodes=MAX_PACK_VALUES)
+    except InputError as exc:
+        raise DataError(f"{path}: not readable as YAML: {str(exc).removeprefix(f'{path}: ')}") from None
     if not isinstance(raw, dict):
         raise DataError(f"{path}: a prompt pack is a mapping with 'name' and 'prompts'")
     try:

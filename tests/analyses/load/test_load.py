@@ -338,7 +338,7 @@ def _stood_in_load(
     import rig.analyses.load.run as load
 
     calls, child = _stand_in_levels(tmp_path, ends)
-    monkeypatch.setattr(load, "_run_level", child)
+    monkeypatch.setattr(load, "run_child", child)
     monkeypatch.setattr(load, "_check", lambda _s: None)  # no registry model behind the stand-in
     bench = BenchOptions(model="m", benchmark="callnavi", out=tmp_path / "out")
     return calls, LoadSettings(bench=bench, levels=list(levels))
@@ -428,14 +428,13 @@ def test_resume_refuses_changed_settings_naming_them(tmp_path: Path, monkeypatch
 
 
 def test_a_level_process_is_stopped_and_waited_for(tmp_path: Path) -> None:
-    """The real `_run_level`: a stop here (a SIGTERM to this process alone, taken as Ctrl-C) is passed on to the
+    """The real `run_child`: a stop here (a SIGTERM to this process alone, taken as Ctrl-C) is passed on to the
     level's process, which is waited for while it stops, so its run is marked interrupted before `rig load` ends."""
     import signal
     import sys
     import threading
 
-    from rig.analyses.load.run import _run_level
-    from rig.interrupt import sigterm_as_interrupt
+    from rig.interrupt import run_child, sigterm_as_interrupt
 
     ready, done = tmp_path / "ready", tmp_path / "done"
     code = (
@@ -456,6 +455,6 @@ def test_a_level_process_is_stopped_and_waited_for(tmp_path: Path) -> None:
     threading.Thread(target=stop_when_ready, daemon=True).start()
     t0 = time.monotonic()
     with sigterm_as_interrupt():
-        rc, stopped = _run_level([sys.executable, "-c", code])
+        rc, stopped = run_child([sys.executable, "-c", code])
     assert (rc, stopped) == (130, True) and done.exists()  # the child finished its stop before this returned
     assert time.monotonic() - t0 < 30
