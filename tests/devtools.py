@@ -65,7 +65,7 @@ async def _drive(
                 raise DevToolsError(f"{method}: the DevTools connection closed")
 
             async def value(expression: str) -> Any:
-                got = await call("Runtime.evaluate", expression=expression, returnByValue=True)
+                got = await call("Runtime.evaluate", expression=expression, returnByValue=True, awaitPromise=True)
                 return got["result"].get("value")
 
             await call("Page.enable")

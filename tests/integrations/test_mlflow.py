@@ -5,7 +5,6 @@ a server that is down or answers 500 (nothing lost, a later export completes), a
 
 from __future__ import annotations
 
-import contextlib
 import csv
 import hashlib
 import http.client
@@ -13,11 +12,9 @@ import json
 import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -37,55 +34,7 @@ from rig.engines.server import free_port
 from rig.integrations import mlflow as mx
 from rig.render.report import report_markdown
 from rig.runfolder.folder import RunFolder
-
-SERVER_START_S = 180  # a loaded two-core host takes ~40 s to bring the server up
-
-
-def start_server(root: Path, host: str = "127.0.0.1", netns_cmd: list[str] | None = None) -> tuple[Any, str]:
-    """`mlflow server` with a sqlite store and proxied artifacts under ``root``, on a free port; (process, URI)."""
-    port = free_port()
-    cmd = [
-        *(netns_cmd or []),
-        sys.executable,
-        "-m",
-        "mlflow",
-        "server",
-        "--backend-store-uri",
-        f"sqlite:///{root}/mlflow.db",
-        "--artifacts-destination",
-        str(root / "artifacts"),
-        "--host",
-        host,
-        "--port",
-        str(port),
-        "--workers",
-        "1",
-    ]
-    log = (root / "server.log").open("w")
-    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    uri = f"http://{host}:{port}"
-    deadline = time.monotonic() + SERVER_START_S
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"mlflow server exited: {(root / 'server.log').read_text()[-2000:]}")
-        with contextlib.suppress(OSError):
-            c = http.client.HTTPConnection(host, port, timeout=2)
-            c.request("GET", "/health")
-            if c.getresponse().status == 200:
-                return proc, uri
-        time.sleep(0.5)
-    stop_server(proc)
-    raise RuntimeError("mlflow server did not answer /health in time")
-
-
-def stop_server(proc: Any) -> None:
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(proc.pid, signal.SIGTERM)
-    try:
-        proc.wait(timeout=20)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
+from tests.integrations.mlflow_server import start_server, stop_server
 
 
 @pytest.fixture(scope="module")
