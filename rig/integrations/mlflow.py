@@ -128,9 +128,8 @@ def run_params(folder: RunFolder) -> dict[str, str]:
     out["model.sampling"] = m.sampling.model_dump(mode="json")
     if m.engine_args:
         out["model.engine_args"] = m.engine_args
-    sha = getattr(man, "weights_sha256", None)
-    if sha:
-        out["model.weights_sha256"] = sha
+    if man.weights_sha256:
+        out["weights_sha256"] = man.weights_sha256
     out["run.config_hash"] = man.config_hash
     out["rig.version"] = man.rig_version
     if man.git_revision:
@@ -281,8 +280,10 @@ def run_record(folder: RunFolder, files: Path, key: str | None = None, name: str
         "mlflow.source.name": "rig",
         **{NOT_MEASURED + k: _cut(v, MAX_TAG_VALUE, "report.md") for k, v in reasons.items()},
     }
-    if "model.weights_sha256" not in rec.params:
-        rec.tags[NOT_MEASURED + "model.weights_sha256"] = "the run's manifest records no weights hash"
+    if "weights_sha256" not in rec.params:
+        rec.tags[NOT_MEASURED + "weights_sha256"] = (
+            man.weights_sha256_reason or "the run's manifest records no weights hash (written before rig hashed them)"
+        )
     files.mkdir(parents=True, exist_ok=True)
     rec.artifacts = {"manifest.json": folder.path / "manifest.json"}
     if (folder.path / "report.md").is_file() and (folder.path / "report.html").is_file():

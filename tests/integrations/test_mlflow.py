@@ -34,6 +34,7 @@ from rig.engines.server import free_port
 from rig.integrations import mlflow as mx
 from rig.render.report import report_markdown
 from rig.runfolder.folder import RunFolder
+from rig.runfolder.manifest import RunManifest
 from tests.integrations.mlflow_server import start_server, stop_server
 
 
@@ -279,7 +280,6 @@ def test_an_export_cut_by_http_500_resumes_into_the_same_run(bench_run: Path, se
 def test_a_comparison_is_a_parent_run_with_nested_variants(server: str, tmp_path: Path) -> None:
     pytest.importorskip("matplotlib")
     from rig.analyses.compare import variant_labels
-    from rig.runfolder.manifest import RunManifest
     from tests.render.test_report import make_run
 
     bench_run = make_run(tmp_path / "a", n_eps=4)
@@ -382,3 +382,15 @@ def test_a_rig_run_record_is_computed_from_the_folder_alone(bench_run: Path, tmp
         == hashlib.sha256(rec.artifacts["report.md"].read_bytes()).hexdigest()
     )
     assert json.loads((bench_run / "manifest.json").read_text())["run_id"] == rec.tags["rig.run_id"]
+    # the weights' sha256: a param when the manifest records it, else a tag saying why not
+    assert (
+        "weights_sha256" not in rec.params
+        and "written before rig hashed" in rec.tags[mx.NOT_MEASURED + "weights_sha256"]
+    )
+    copy = tmp_path / "hashed"
+    shutil.copytree(bench_run, copy)
+    man = RunManifest.read(copy)
+    man.weights_sha256 = "c" * 64
+    man.write(copy)
+    rec = mx.run_record(RunFolder(copy), tmp_path / "files")
+    assert rec.params["weights_sha256"] == "c" * 64 and mx.NOT_MEASURED + "weights_sha256" not in rec.tags
