@@ -12,6 +12,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import threading
@@ -35,7 +36,7 @@ from rig.integrations import mlflow as mx
 from rig.render.report import report_markdown
 from rig.runfolder.folder import RunFolder
 from rig.runfolder.manifest import RunManifest
-from tests.integrations.mlflow_server import start_server, stop_server
+from tests.integrations.mlflow_server import SERVER_START_S, start_server, stop_server
 
 
 @pytest.fixture(scope="module")
@@ -204,12 +205,15 @@ def test_a_server_that_is_down_is_named_and_nothing_is_lost(bench_run: Path) -> 
     assert folder_state(bench_run) == state
 
 
-class FailingProxy:
-    """Forwards requests to the real server until ``budget`` of them passed, then answers HTTP 500 to all."""
+class Proxy:
+    """Forwards requests to the real server until ``budget`` of them passed, then answers HTTP 500 to all. With
+    ``hold``, the first request whose path contains it is held (``held`` is set) until ``release()``, then answered
+    500 without being forwarded: an upload that never completes."""
 
-    def __init__(self, target: str, budget: int) -> None:
+    def __init__(self, target: str, budget: int = 1 << 30, hold: str | None = None) -> None:
         host, port = target.removeprefix("http://").split(":")
         self.budget = budget
+        self.held, self.released = threading.Event(), threading.Event()
 
         proxy = self
 
@@ -217,12 +221,20 @@ class FailingProxy:
             def log_message(self, *_a: Any) -> None:
                 pass
 
+            def _fail(self) -> None:
+                self.send_response(500)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
             def _any(self) -> None:
                 body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                if hold is not None and hold in self.path and not proxy.held.is_set():
+                    proxy.held.set()
+                    proxy.released.wait(120)
+                    self._fail()
+                    return
                 if proxy.budget <= 0:
-                    self.send_response(500)
-                    self.send_header("Content-Length", "0")
-                    self.end_headers()
+                    self._fail()
                     return
                 proxy.budget -= 1
                 c = http.client.HTTPConnection(host, int(port), timeout=30)
@@ -245,8 +257,20 @@ class FailingProxy:
         threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
 
     def close(self) -> None:
+        self.released.set()
         self.httpd.shutdown()
         self.httpd.server_close()
+
+
+def same_content(client: MlflowClient, a: Any, b: Any) -> None:
+    """Two MLflow runs of the same rig run hold the same params, metrics, rig tags and artifacts."""
+    assert a.data.params == b.data.params
+    assert a.data.metrics == b.data.metrics
+    assert {k: v for k, v in a.data.tags.items() if k.startswith("rig.")} == {
+        k: v for k, v in b.data.tags.items() if k.startswith("rig.")
+    }
+    listing = [sorted((f.path, f.file_size) for f in client.list_artifacts(r.info.run_id)) for r in (a, b)]
+    assert listing[0] == listing[1]
 
 
 def test_an_export_cut_by_http_500_resumes_into_the_same_run(bench_run: Path, server: str) -> None:
@@ -254,7 +278,7 @@ def test_an_export_cut_by_http_500_resumes_into_the_same_run(bench_run: Path, se
     folder untouched; the next export completes the same MLflow run, which then holds exactly what a clean export
     sends."""
     state = folder_state(bench_run)
-    proxy = FailingProxy(server, budget=8)
+    proxy = Proxy(server, budget=8)
     try:
         with pytest.raises(mx.MlflowExportError, match=r"MLflow at http://127\.0\.0\.1:\d+: exporting .*500"):
             mx.export_run(bench_run, proxy.uri, experiment="cut")
@@ -270,11 +294,43 @@ def test_an_export_cut_by_http_500_resumes_into_the_same_run(bench_run: Path, se
     done = the_run(client, man.run_id, "cut")
     clean = the_run(client, man.run_id, "rig")  # the bench run's own, uninterrupted export
     assert done.info.status == "FINISHED"
-    assert done.data.params == clean.data.params
-    assert done.data.metrics == clean.data.metrics
-    assert {k: v for k, v in done.data.tags.items() if k.startswith("rig.")} == {
-        k: v for k, v in clean.data.tags.items() if k.startswith("rig.")
-    }
+    same_content(client, done, clean)
+
+
+def test_a_signal_mid_upload_exits_130_and_the_rerun_completes_the_same_run(bench_run: Path, server: str) -> None:
+    """SIGINT to a real `rig export RUN --mlflow URI` while the server takes an artifact upload and never answers:
+    exit 130 with the hint, no traceback, the run folder untouched; the same export again finishes that MLflow run
+    (one run with the key, never a second) with what an uninterrupted export sends."""
+    state = folder_state(bench_run)
+    proxy = Proxy(server, hold="/mlflow-artifacts/artifacts/")
+    cmd = [sys.executable, "-m", "rig.cli", "export", str(bench_run), "--mlflow", proxy.uri]
+    cmd += ["--mlflow-experiment", "signal"]
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    try:
+        assert proxy.held.wait(SERVER_START_S), "the export never reached an artifact upload"
+        proc.send_signal(signal.SIGINT)
+        out, _ = proc.communicate(timeout=60)
+    finally:
+        proxy.close()
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    text = " ".join(out.split())
+    assert proc.returncode == 130, out
+    assert "Traceback" not in out
+    assert f"interrupted: the MLflow export stopped part-way; {bench_run} is unchanged" in text, text
+    assert f"`rig export {bench_run} --mlflow {proxy.uri}` completes the same MLflow run" in text
+    assert folder_state(bench_run) == state
+    client = MlflowClient(server)
+    man = RunFolder(bench_run).manifest
+    partial = the_run(client, man.run_id, "signal")
+    assert partial.info.status == "RUNNING" and not client.list_artifacts(partial.info.run_id)
+    result = mx.export_run(bench_run, server, experiment="signal")
+    assert result.changed and result.mlflow_run_id == partial.info.run_id
+    done = the_run(client, man.run_id, "signal")  # exactly one run carries the key
+    assert done.info.status == "FINISHED"
+    same_content(client, done, the_run(client, man.run_id, "rig"))
 
 
 def test_a_comparison_is_a_parent_run_with_nested_variants(server: str, tmp_path: Path) -> None:
