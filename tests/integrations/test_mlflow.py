@@ -37,6 +37,7 @@ from rig.render.report import report_markdown
 from rig.runfolder.folder import RunFolder
 from rig.runfolder.manifest import RunManifest
 from tests.integrations.mlflow_server import SERVER_START_S, start_server, stop_server
+from tests.sweep import test_sweep_ray
 
 
 @pytest.fixture(scope="module")
@@ -48,6 +49,8 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     finally:
         stop_server(proc)
 
+
+cluster = test_sweep_ray.cluster  # the loopback Ray cluster fixture of the sweep tests
 
 FIVE = Path(__file__).parents[1] / "fixtures" / "run_before_issue17"  # a real five-benchmark run of the embedded model
 
@@ -450,3 +453,120 @@ def test_a_rig_run_record_is_computed_from_the_folder_alone(bench_run: Path, tmp
     man.write(copy)
     rec = mx.run_record(RunFolder(copy), tmp_path / "files")
     assert rec.params["weights_sha256"] == "c" * 64 and mx.NOT_MEASURED + "weights_sha256" not in rec.tags
+
+
+# -- end to end: `rig bench`, `rig load` and `rig sweep` with --mlflow --------------------------------------------
+
+
+def group_runs(client: MlflowClient, kind: str, group_id: str) -> tuple[Any, list[Any]]:
+    exp = client.get_experiment_by_name("rig")
+    where = f"tags.`rig.group_id` = '{group_id}' and tags.`rig.kind` = '{kind}'"
+    (parent,) = client.search_runs([exp.experiment_id], filter_string=where)
+    children = client.search_runs(
+        [exp.experiment_id], filter_string=f"tags.`mlflow.parentRunId` = '{parent.info.run_id}'"
+    )
+    return parent, children
+
+
+def same_as_report(m: dict[str, float], run: Path, benchmark: str) -> int:
+    """Every number of the benchmark's section of the run's report.md (as `rig report` writes it) equals its
+    metric, to the printed decimals; the count checked."""
+    report = (run / "report.md").read_text() if (run / "report.md").is_file() else report_markdown(run)
+    cells = report_cells(report, benchmark)
+    checked = 0
+    for (title, label, col), text in cells.items():
+        if title.startswith("Headline"):
+            key = {"Mean": "headline", "CI low": "headline_ci_low", "CI high": "headline_ci_high"}.get(col)
+            if key is None:
+                continue
+            key = f"{benchmark}/{key}"
+        elif title.startswith(("Latency", "Energy")):
+            continue
+        else:
+            key = mx.metric_key(benchmark, "table", title, *label.split("/"), col)
+        assert key in m, (key, sorted(m)[:30])
+        assert printed(m[key], text) == text, (key, m[key], text)
+        checked += 1
+    return checked
+
+
+@pytest.mark.model
+def test_rig_bench_mlflow_logs_a_real_run_of_the_embedded_model(server: str, tmp_path: Path) -> None:
+    """`rig bench --mlflow` on the embedded gemma3-270m (one RouteEval episode): the run it logs holds report.md's
+    numbers, the weights' sha256 the manifest recorded, and report.md byte for byte."""
+    cmd = [sys.executable, "-m", "rig.cli", "bench", "-m", "gemma3-270m", "-b", "routeeval", "--limit", "1"]
+    cmd += ["--max-tokens", "32", "--out", str(tmp_path / "runs"), "--mlflow", server]
+    env = {**os.environ, "PYTHONPATH": str(REPO), "RIG_CACHE": str(tmp_path / "cache")}
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=1200, env=env)
+    assert r.returncode == 0, (r.stdout + r.stderr)[-3000:]
+    assert "mlflow: logged to" in " ".join(r.stdout.split())
+    (run,) = (tmp_path / "runs").iterdir()
+    man = RunFolder(run).manifest
+    assert man.weights_sha256 is not None and re.fullmatch(r"[0-9a-f]{64}", man.weights_sha256)
+    client = MlflowClient(server)
+    got = the_run(client, man.run_id)
+    assert got.data.params["weights_sha256"] == man.weights_sha256
+    assert got.data.params["spec.limit"] == "1" and got.data.params["spec.benchmark"] == "routeeval"
+    assert same_as_report(got.data.metrics, run, "routeeval") >= 3
+    dl = Path(client.download_artifacts(got.info.run_id, "report.md", str(tmp_path / "dl")))
+    assert dl.read_bytes() == (run / "report.md").read_bytes()
+
+
+def test_rig_load_mlflow_logs_a_parent_with_a_nested_run_per_level(
+    server: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`rig load --concurrency 1,2 --mlflow`: a parent run (the verdict, load.md) with one nested run per level,
+    each holding its level run's report numbers. The level processes are stood in for as in the load tests (the
+    fake engine cannot cross a process)."""
+    import rig.analyses.load.run as load
+    from tests.analyses.load.test_load import _stand_in_levels
+
+    _calls, child = _stand_in_levels(tmp_path, {})
+    monkeypatch.setattr(load, "_run_level", child)
+    monkeypatch.setattr(load, "_check", lambda _s: None)
+    argv = ["load", "-m", "gemma3-270m", "-b", "callnavi", "--concurrency", "1,2", "--out", str(tmp_path / "out")]
+    r = CliRunner().invoke(app, [*argv, "--mlflow", server], catch_exceptions=False)
+    assert r.exit_code == 0, r.output
+    assert "with 2 nested runs" in " ".join(r.output.split())
+    (ldir,) = (tmp_path / "out").glob("load-*")
+    parent, children = group_runs(MlflowClient(server), "load", ldir.name)
+    verdict = json.loads((ldir / "load.json").read_text())["verdict"]["level"]
+    assert parent.data.metrics.get("load/verdict_level") == (None if verdict is None else float(verdict))
+    assert parent.data.params["load.levels"] == "1,2"
+    assert sorted(c.data.tags["mlflow.runName"] for c in children) == ["concurrency 1", "concurrency 2"]
+    for c in children:
+        run = ldir / "runs" / c.data.tags["rig.run_id"].split("/")[-1]
+        assert run.is_dir() and RunFolder(run).manifest.concurrency == int(c.data.tags["mlflow.runName"].split()[-1])
+        assert same_as_report(c.data.metrics, run, "callnavi") >= 3
+
+
+def test_rig_sweep_mlflow_on_a_local_ray_cluster_logs_a_nested_run_per_cell(
+    server: str, cluster: str, tmp_path: Path
+) -> None:
+    """`rig sweep --ray ADDRESS --mlflow` (two cells, the fake engine in their processes on a loopback Ray
+    cluster): a parent run with the leaderboard and one nested run per cell, each with its cell run's numbers."""
+    from rig.sweep.run import run_folder
+    from rig.sweep.spec import load_sweep
+    from tests.sweep.test_sweep import MODELS, write
+    from tests.sweep.test_sweep_ray import rig_sweep
+
+    (tmp_path / "fake.gguf").write_bytes(b"GGUF")
+    (tmp_path / "models.yaml").write_text(MODELS)
+    f = write(
+        tmp_path,
+        "models: [fake-a, fake-b]\nbenchmarks: [{name: callnavi, options: {task: routing}}]\nlimit: 2\n"
+        "models_file: models.yaml\nresources: {num_cpus: 1}\n",
+    )
+    out = tmp_path / "out"
+    r = rig_sweep(f, out, "--ray", cluster, "--mlflow", server)
+    assert r.returncode == 0, (r.stdout + r.stderr)[-3000:]
+    parent, children = group_runs(MlflowClient(server), "sweep", out.name)
+    _, cells = load_sweep(f)
+    assert sorted(c.data.tags["mlflow.runName"] for c in children) == sorted(c.key for c in cells)
+    assert parent.data.params["sweep.cells"] == "2"
+    got = Path(MlflowClient(server).download_artifacts(parent.info.run_id, "leaderboard.md", str(tmp_path / "dl")))
+    assert got.read_bytes() == (out / "leaderboard.md").read_bytes()
+    for c in children:
+        run = run_folder(out / "cells" / c.data.tags["mlflow.runName"])
+        assert run is not None and RunFolder(run).manifest.run_id == c.data.tags["rig.run_id"].split("/")[-1]
+        assert same_as_report(c.data.metrics, run, "callnavi") >= 3
