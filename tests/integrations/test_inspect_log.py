@@ -116,7 +116,7 @@ def test_hostile_replies_survive_as_text_and_failures_as_errors(hostile_run: Pat
 
 
 INSPECT = shutil.which("inspect")
-VIEW_S = 120  # the whole `unshare -n` script: the viewer's start, Chromium's, the page; ~20 s on a loaded two-core host
+VIEW_S = 240  # the whole `unshare -n` script: the viewer's start, Chromium's, the page; ~20 s on an idle two-core host
 
 
 def view_pages(log_dir: Path, tmp_path: Path, pages: list[tuple[str, list[str], str]]) -> list[dict[str, Any]]:
