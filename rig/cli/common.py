@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import shlex
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any, NoReturn
@@ -157,12 +158,16 @@ def to_mlflow(uri: str, experiment: str, allow: list[str], run_dir: Path | None 
     server, with the run folder untouched."""
     from rig.integrations.mlflow import MlflowExportError, export_group, export_run, run_url
 
+    folder = group.folder if group is not None else run_dir
+    again = f"rig export {shlex.quote(str(folder))} --mlflow {shlex.quote(uri)}"
+    hint = f"the MLflow export stopped part-way; {folder} is unchanged; `{again}` completes the same MLflow run"
     try:
-        if group is not None:
-            result = export_group(group, uri, experiment, allow, say=say)
-        else:
-            assert run_dir is not None
-            result = export_run(run_dir, uri, experiment, allow)
+        with stops_cleanly(hint):
+            if group is not None:
+                result = export_group(group, uri, experiment, allow, say=say)
+            else:
+                assert run_dir is not None
+                result = export_run(run_dir, uri, experiment, allow)
     except MlflowExportError as e:
         fail(str(e))
     what = "logged to" if result.changed or any(c.changed for c in result.children) else "already up to date in"

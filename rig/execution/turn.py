@@ -25,6 +25,7 @@ from rig.telemetry.energy import EnergyMeter, RunEnergy, open_counter
 from rig.telemetry.gpu import GpuSampler
 from rig.telemetry.mbu import weights_profile
 from rig.telemetry.peak import REFRESH_HINT, cached_probe, peak_doubts
+from rig.weights_hash import weights_sha256
 
 if TYPE_CHECKING:
     from rig.execution.bench import BenchOptions
@@ -80,6 +81,7 @@ class Turn:
             why = "; ".join(doubts)
             self.say(f"note: the bandwidth peak this run's MBU is set against is in doubt ({why}): {REFRESH_HINT}")
         manifest.weights_profile, manifest.weights_reason = weights_profile(self.weights)
+        manifest.weights_sha256, manifest.weights_sha256_reason = weights_sha256(self.spec, self.weights)
         return energy
 
     def tick(self, total: int) -> Callable[[Any], None]:

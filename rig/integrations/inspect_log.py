@@ -22,12 +22,19 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from rig.benchmarks import get_benchmark_class, recorded_episodes
 from rig.records import Episode, EpisodeResult, Generation, Message, ToolCall, atomic_path
-from rig.runfolder.config import BenchmarkInfo
+from rig.runfolder.config import BenchmarkInfo, RunConfig
 from rig.runfolder.folder import RunFolder
 
 if TYPE_CHECKING:
     from inspect_ai.log import EvalLog, EvalSample
-    from inspect_ai.model import ChatMessage, GenerateConfig, ModelUsage, StopReason
+    from inspect_ai.model import (
+        ChatMessage,
+        ChatMessageAssistant,
+        ChatMessageTool,
+        GenerateConfig,
+        ModelUsage,
+        StopReason,
+    )
 
 # rig's finish reasons in Inspect's words (anything else: "unknown")
 STOP_REASONS: dict[str, StopReason] = {
@@ -85,93 +92,96 @@ def _usage(gens: Iterable[Generation]) -> ModelUsage | None:
     )
 
 
-def _turns(
-    r: EpisodeResult, model: str, inputs: list[ChatMessage], config: GenerateConfig
-) -> tuple[list[ChatMessage], list[Any]]:
-    """Each model turn as an assistant message with its tool calls, then each call's answer as a tool message; and
-    the same as Inspect events (a model event per turn with the conversation it saw, a tool event per call), which
-    is what `inspect view` draws the conversation from. Calls are matched to the turn that made them (their step);
-    calls without a step follow the last turn."""
-    from inspect_ai.event import ModelEvent, ToolEvent
-    from inspect_ai.model import ChatCompletionChoice, ChatMessageAssistant, ChatMessageTool, ModelOutput
-    from inspect_ai.tool import ToolCall as InspectCall
-    from inspect_ai.tool import ToolCallError
-
+def _by_step(r: EpisodeResult) -> dict[int, list[tuple[int, ToolCall]]]:
+    """The executed calls (with their place among the episode's calls) of each turn; a call without a step, or with
+    one past the last turn, follows the last turn."""
     by_step: dict[int, list[tuple[int, ToolCall]]] = {}
     last = max(len(r.generations) - 1, 0)
     for j, c in enumerate(r.tool_calls):
         step = c.step if c.step is not None and c.step <= last else last
         by_step.setdefault(step, []).append((j, c))
+    return by_step
+
+
+def _reply(i: int, g: Generation, executed: list[tuple[int, ToolCall]], model: str) -> ChatMessageAssistant:
+    """Turn ``i`` as an assistant message: the calls the tools executed, else those read from the reply that no
+    tool executed (a single-turn answer)."""
+    from inspect_ai.model import ChatMessageAssistant
+    from inspect_ai.tool import ToolCall as InspectCall
+
+    calls = [
+        InspectCall(id=f"call-{i}-{j}", function=c.name, arguments=c.arguments, parse_error=_invalid(c))
+        for j, c in executed
+    ]
+    if not executed and g.tool_calls:
+        calls = [
+            InspectCall(id=f"call-{i}-p{k}", function=c.name, arguments=c.arguments) for k, c in enumerate(g.tool_calls)
+        ]
+    meta = {"finish_reason": g.finish_reason, "parse_status": g.parse_status}
+    if g.error:
+        meta["error"] = g.error
+    return ChatMessageAssistant(content=g.text, tool_calls=calls or None, model=model, metadata=meta)
+
+
+def _model_event(
+    g: Generation, reply: ChatMessageAssistant, seen: list[ChatMessage], model: str, config: GenerateConfig
+) -> Any:
+    from inspect_ai.model import ChatCompletionChoice, ModelOutput
+
+    stop = STOP_REASONS.get(g.finish_reason or "", "unknown")
+    turn = ModelOutput(
+        model=model,
+        choices=[ChatCompletionChoice(message=reply, stop_reason=stop)],
+        usage=_usage([g]),
+        time=g.timings.e2e_s,
+        error=g.error,
+    )
+    return dict(model=model, input=seen, tools=[], tool_choice="auto", config=config, output=turn, error=g.error)
+
+
+def _answer(call_id: str, c: ToolCall) -> tuple[ChatMessageTool, dict[str, Any]]:
+    """A call's answer (or error) as a tool message, and the fields of its tool event."""
+    from inspect_ai.model import ChatMessageTool
+    from inspect_ai.tool import ToolCallError
+
+    error = None
+    if c.error is not None or c.verdict == "invalid":
+        parsing = c.error_category in ("invalid_arguments", "unknown_tool")
+        error = ToolCallError(
+            "parsing" if parsing else "unknown", f"{c.error_category or 'error'}: {c.error or 'invalid call'}"
+        )
+    content = _json(c.answer) if c.error is None else (c.error or "")
+    meta = c.meta or None
+    message = ChatMessageTool(content=content, tool_call_id=call_id, function=c.name, error=error, metadata=meta)
+    event = dict(id=call_id, function=c.name, arguments=c.arguments, result=content, error=error, metadata=meta)
+    return message, event
+
+
+def _turns(
+    r: EpisodeResult, model: str, inputs: list[ChatMessage], config: GenerateConfig
+) -> tuple[list[ChatMessage], list[Any]]:
+    """Each model turn as an assistant message with its tool calls, then each call's answer as a tool message; and
+    the same as Inspect events (a model event per turn with the conversation it saw, a tool event per call), which
+    is what `inspect view` draws the conversation from. Calls are matched to the turn that made them (their step)."""
+    from inspect_ai.event import ModelEvent, ToolEvent
+
+    by_step = _by_step(r)
     when = datetime.fromtimestamp(r.started_at or 0.0, tz=timezone.utc)
     out: list[ChatMessage] = []
     events: list[Any] = []
     clock = 0.0
     for i, g in enumerate(r.generations or [Generation(request_hash="")]):
         executed = by_step.get(i, [])
-        calls = [
-            InspectCall(id=f"call-{i}-{j}", function=c.name, arguments=c.arguments, parse_error=_invalid(c))
-            for j, c in executed
-        ]
-        if not executed and g.tool_calls:  # calls read from the reply that no tool executed (a single-turn answer)
-            calls = [
-                InspectCall(id=f"call-{i}-p{k}", function=c.name, arguments=c.arguments)
-                for k, c in enumerate(g.tool_calls)
-            ]
-        meta = {"finish_reason": g.finish_reason, "parse_status": g.parse_status}
-        if g.error:
-            meta["error"] = g.error
-        reply = ChatMessageAssistant(content=g.text, tool_calls=calls or None, model=model, metadata=meta)
+        reply = _reply(i, g, executed, model)
         seen = [*inputs, *out]
         out.append(reply)
-        turn = ModelOutput(
-            model=model,
-            choices=[
-                ChatCompletionChoice(message=reply, stop_reason=STOP_REASONS.get(g.finish_reason or "", "unknown"))
-            ],
-            usage=_usage([g]),
-            time=g.timings.e2e_s,
-            error=g.error,
-        )
-        events.append(
-            ModelEvent(
-                model=model,
-                input=seen,
-                tools=[],
-                tool_choice="auto",
-                config=config,
-                output=turn,
-                error=g.error,
-                timestamp=when,
-                working_start=clock,
-                working_time=g.timings.e2e_s,
-            )
-        )
+        fields = _model_event(g, reply, seen, model, config)
+        events.append(ModelEvent(**fields, timestamp=when, working_start=clock, working_time=g.timings.e2e_s))
         clock += g.timings.e2e_s or 0.0
         for j, c in executed:
-            error = None
-            if c.error is not None or c.verdict == "invalid":
-                parsing = c.error_category in ("invalid_arguments", "unknown_tool")
-                error = ToolCallError(
-                    "parsing" if parsing else "unknown", f"{c.error_category or 'error'}: {c.error or 'invalid call'}"
-                )
-            content = _json(c.answer) if c.error is None else (c.error or "")
-            out.append(
-                ChatMessageTool(
-                    content=content, tool_call_id=f"call-{i}-{j}", function=c.name, error=error, metadata=c.meta or None
-                )
-            )
-            events.append(
-                ToolEvent(
-                    id=f"call-{i}-{j}",
-                    function=c.name,
-                    arguments=c.arguments,
-                    result=content,
-                    error=error,
-                    timestamp=when,
-                    working_start=clock,
-                    metadata=c.meta or None,
-                )
-            )
+            message, tool = _answer(f"call-{i}-{j}", c)
+            out.append(message)
+            events.append(ToolEvent(**tool, timestamp=when, working_start=clock))
     return out, events
 
 
@@ -244,37 +254,11 @@ def _sample(
     )
 
 
-def eval_log(folder: RunFolder, benchmark: str) -> EvalLog:
-    """One benchmark of a run as an Inspect `EvalLog`, from the folder's results and its `RunSummary`."""
-    try:
-        from inspect_ai.log import (
-            EvalConfig,
-            EvalDataset,
-            EvalLog,
-            EvalMetric,
-            EvalPlan,
-            EvalPlanStep,
-            EvalResults,
-            EvalRevision,
-            EvalScore,
-            EvalSpec,
-            EvalStats,
-        )
-        from inspect_ai.model import GenerateConfig
-    except ImportError:
-        raise InspectUnavailable("--format inspect needs inspect_ai: pip install 'rig[inspect]'") from None
+def _generate_config(cfg: RunConfig) -> GenerateConfig:
+    from inspect_ai.model import GenerateConfig
 
-    man = folder.manifest
-    info = folder.benchmark(benchmark)
-    spec = man.run_spec()
-    cfg = man.config
-    model = cfg.model.name
-    summary = folder.summary(benchmark)
-    results = folder.results(benchmark)
-    episodes = recorded_episodes(info)
-    headlines = summary.headline.by_episode() if summary.headline else {}
     sampling = cfg.model.sampling
-    generate = GenerateConfig(
+    return GenerateConfig(
         temperature=cfg.temperature,
         top_p=sampling.top_p,
         top_k=sampling.top_k,
@@ -282,11 +266,60 @@ def eval_log(folder: RunFolder, benchmark: str) -> EvalLog:
         seed=cfg.seed,
         stop_seqs=sampling.stop or None,
     )
-    samples = [
-        _sample(r, episodes.get(r.episode_id), info, model, headlines.get((r.episode_id, r.repeat)), generate)
-        for r in results
-    ]
-    h = summary.headline
+
+
+def _eval_spec(
+    folder: RunFolder, info: BenchmarkInfo, eval_id: str, generate: GenerateConfig, sample_ids: list[str]
+) -> Any:
+    """The eval: the model, the dataset and the run's settings."""
+    from inspect_ai.log import EvalConfig, EvalDataset, EvalRevision, EvalSpec
+
+    man, cfg = folder.manifest, folder.manifest.config
+    spec = man.run_spec()
+    return EvalSpec(
+        eval_id=eval_id,
+        run_id=man.run_id,
+        created=_iso(man.started_at) or "",
+        task=info.name,
+        task_id=eval_id,
+        task_version=info.version,
+        task_args=info.options,
+        dataset=EvalDataset(
+            name=info.name,
+            location=info.data_path,
+            samples=info.episodes,
+            sample_ids=sample_ids,
+            shuffled=spec.order == "shuffled",
+        ),
+        model=f"rig/{cfg.model.name}",
+        model_generate_config=generate,
+        model_args={
+            "engine": cfg.model.engine,
+            "quantization": cfg.model.quantization,
+            "context_length": cfg.model.context_length,
+            **({"engine_args": cfg.model.engine_args} if cfg.model.engine_args else {}),
+        },
+        config=EvalConfig(limit=spec.limit, epochs=cfg.repeats),
+        revision=EvalRevision(type="git", origin="rig", commit=man.git_revision) if man.git_revision else None,
+        packages={"rig": man.rig_version, **man.versions},
+        metadata={
+            "rig_run_id": man.run_id,
+            "run_spec": spec.model_dump(mode="json", exclude_none=True),
+            "decode": cfg.decode,
+            "tool_mode": cfg.tool_mode,
+            "data_hash": info.data_hash,
+            "headline": get_benchmark_class(info.name).headline_name,
+            "host": man.host.model_dump(mode="json"),
+            "bundle_id": man.bundle_id,
+        },
+    )
+
+
+def _results(folder: RunFolder, info: BenchmarkInfo, completed: int) -> Any:
+    """The results: the RunSummary's headline with its CI (none when there is no mean)."""
+    from inspect_ai.log import EvalMetric, EvalResults, EvalScore
+
+    h = folder.summary(info.name).headline
     metrics: dict[str, EvalMetric] = {}
     if h is not None and h.mean is not None:
         metrics = {
@@ -294,7 +327,34 @@ def eval_log(folder: RunFolder, benchmark: str) -> EvalLog:
             "ci_low": EvalMetric(name="ci_low", value=h.low if h.low is not None else h.mean),
             "ci_high": EvalMetric(name="ci_high", value=h.high if h.high is not None else h.mean),
         }
-    headline_name = get_benchmark_class(benchmark).headline_name
+    what = get_benchmark_class(info.name).headline_name
+    return EvalResults(
+        total_samples=info.episodes * folder.manifest.config.repeats,
+        completed_samples=completed,
+        scores=[EvalScore(name="headline", scorer=info.name, metrics=metrics, metadata={"what": what})],
+    )
+
+
+def eval_log(folder: RunFolder, benchmark: str) -> EvalLog:
+    """One benchmark of a run as an Inspect `EvalLog`, from the folder's results and its `RunSummary`."""
+    try:
+        from inspect_ai.log import EvalLog, EvalPlan, EvalPlanStep, EvalStats
+    except ImportError:
+        raise InspectUnavailable("--format inspect needs inspect_ai: pip install 'rig[inspect]'") from None
+
+    man = folder.manifest
+    info = folder.benchmark(benchmark)
+    cfg = man.config
+    model = cfg.model.name
+    summary = folder.summary(benchmark)
+    results = folder.results(benchmark)
+    episodes = recorded_episodes(info)
+    headlines = summary.headline.by_episode() if summary.headline else {}
+    generate = _generate_config(cfg)
+    samples = [
+        _sample(r, episodes.get(r.episode_id), info, model, headlines.get((r.episode_id, r.repeat)), generate)
+        for r in results
+    ]
     eval_id = hashlib.sha256(f"{man.run_id}/{benchmark}".encode()).hexdigest()[:22]
     finished = man.status == "finished" and len(results) >= info.episodes * cfg.repeats
     status: Literal["started", "success", "cancelled", "error"] = "success"
@@ -303,53 +363,13 @@ def eval_log(folder: RunFolder, benchmark: str) -> EvalLog:
     usage = _usage(g for r in results for g in r.generations)
     return EvalLog(
         status=status,
-        eval=EvalSpec(
-            eval_id=eval_id,
-            run_id=man.run_id,
-            created=_iso(man.started_at) or "",
-            task=benchmark,
-            task_id=eval_id,
-            task_version=info.version,
-            task_args=info.options,
-            dataset=EvalDataset(
-                name=benchmark,
-                location=info.data_path,
-                samples=info.episodes,
-                sample_ids=list(dict.fromkeys(r.episode_id for r in results)),
-                shuffled=spec.order == "shuffled",
-            ),
-            model=f"rig/{model}",
-            model_generate_config=generate,
-            model_args={
-                "engine": cfg.model.engine,
-                "quantization": cfg.model.quantization,
-                "context_length": cfg.model.context_length,
-                **({"engine_args": cfg.model.engine_args} if cfg.model.engine_args else {}),
-            },
-            config=EvalConfig(limit=spec.limit, epochs=cfg.repeats),
-            revision=EvalRevision(type="git", origin="rig", commit=man.git_revision) if man.git_revision else None,
-            packages={"rig": man.rig_version, **man.versions},
-            metadata={
-                "rig_run_id": man.run_id,
-                "run_spec": spec.model_dump(mode="json", exclude_none=True),
-                "decode": cfg.decode,
-                "tool_mode": cfg.tool_mode,
-                "data_hash": info.data_hash,
-                "headline": headline_name,
-                "host": man.host.model_dump(mode="json"),
-                "bundle_id": man.bundle_id,
-            },
-        ),
+        eval=_eval_spec(folder, info, eval_id, generate, list(dict.fromkeys(r.episode_id for r in results))),
         plan=EvalPlan(
             name="rig",
             steps=[EvalPlanStep(solver=f"rig {benchmark}", params={"decode": cfg.decode, "tool_mode": cfg.tool_mode})],
             config=generate,
         ),
-        results=EvalResults(
-            total_samples=info.episodes * cfg.repeats,
-            completed_samples=len(results),
-            scores=[EvalScore(name="headline", scorer=benchmark, metrics=metrics, metadata={"what": headline_name})],
-        ),
+        results=_results(folder, info, len(results)),
         stats=EvalStats(
             started_at=_iso(man.started_at) or "",
             completed_at=_iso(man.finished_at) or "",

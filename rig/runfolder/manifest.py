@@ -60,6 +60,9 @@ class RunManifest(BaseModel):
     bandwidth_reason: str | None = None  # why there is none
     weights_profile: WeightsProfile | None = None  # bytes and parameters touched per token, for MBU
     weights_reason: str | None = None
+    # the loaded weights' sha256 (rig.weights_hash) or why there is none; both None: written before rig hashed them
+    weights_sha256: str | None = Field(default=None, pattern=r"^[0-9a-f]{64}$")
+    weights_sha256_reason: str | None = None
     concurrency: int = 1
     order: str = "grouped"
     bundle_id: str | None = None  # the `rig bundle` whose models.yaml the run used: traces its weights and data files

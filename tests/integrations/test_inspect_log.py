@@ -5,11 +5,16 @@ inside `unshare -n`, where an episode's tool call is found on the page."""
 from __future__ import annotations
 
 import json
+import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
+from urllib.parse import quote
 
 import pytest
 
@@ -21,6 +26,7 @@ from inspect_ai.model import ChatMessageAssistant, ChatMessageTool
 from rig.engines.server import free_port
 from rig.integrations.inspect_log import log_name, write_inspect_logs
 from rig.runfolder.folder import RunFolder
+from tests.conftest import REPO
 from tests.render.test_html import CHROMIUM, _can_isolate
 
 FIVE = Path(__file__).parents[1] / "fixtures" / "run_before_issue17"  # a real five-benchmark run of the embedded model
@@ -110,41 +116,86 @@ def test_hostile_replies_survive_as_text_and_failures_as_errors(hostile_run: Pat
 
 
 INSPECT = shutil.which("inspect")
+VIEW_S = 240  # the whole `unshare -n` script: the viewer's start, Chromium's, the page; ~20 s on an idle two-core host
 
 
-@pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium package is not installed")
-@pytest.mark.skipif(not _can_isolate(), reason="unshare -n is not permitted here; Chromium is not run un-isolated")
-@pytest.mark.skipif(INSPECT is None, reason="inspect_ai's `inspect` command is not on PATH")
-def test_inspect_view_opens_the_runs_logs_offline(five: tuple[Path, list[Path]], tmp_path: Path) -> None:
-    """`inspect view` serves the run's logs and headless Chromium opens an EVGeoQA episode, both inside one
-    `unshare -n` (loopback only): the viewer lists the log and opens the episode by its id and epoch. (Its message
-    list is not checked here: the viewer fills it after `--dump-dom` has returned.)"""
+def view_pages(log_dir: Path, tmp_path: Path, pages: list[tuple[str, list[str], str]]) -> list[dict[str, Any]]:
+    """`inspect view` on ``log_dir`` and headless Chromium driven over DevTools (`tests/devtools.py`), both inside
+    one `unshare -n` (loopback only): for each (URL fragment, texts to wait for, probe expression) the page once
+    every text is on it, as the viewer fills its message list in after loading."""
+    port = free_port()
+    lines = [
+        "ip link set lo up",
+        f"{INSPECT} view --log-dir {log_dir} --host 127.0.0.1 --port {port} > {tmp_path}/view.log 2>&1 &",
+        "VIEW=$!",
+        f"{sys.executable} -c '{_WAIT}' http://127.0.0.1:{port}/",
+    ]
+    for i, (fragment, wait, probe) in enumerate(pages):
+        args = [f"http://127.0.0.1:{port}/#/{fragment}", "--out", str(tmp_path / f"page{i}.json"), "--probe", probe]
+        args += [a for w in wait for a in ("--wait", w)]
+        lines.append(f"{sys.executable} -m tests.devtools {' '.join(map(shlex.quote, args))} || true")
+    lines.append("kill $VIEW; wait $VIEW || true")
+    script = tmp_path / "view.sh"
+    script.write_text("\n".join(lines) + "\n")
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    out = subprocess.run(
+        ["unshare", "-n", "bash", str(script)], capture_output=True, text=True, timeout=VIEW_S, env=env
+    )
+    assert out.returncode == 0, out.stderr + (tmp_path / "view.log").read_text()[-2000:]
+    got = [json.loads((tmp_path / f"page{i}.json").read_text()) for i in range(len(pages))]
+    for page in got:
+        assert "error" not in page, page["error"] + (tmp_path / "view.log").read_text()[-2000:]
+    return got
+
+
+def sample_page(log: Path, episode_id: str, repeat: int) -> str:
+    return f"logs/{log.name}/samples/sample/{quote(episode_id, safe='')}/{repeat + 1}/messages"
+
+
+def needs_browser(test: Callable[..., None]) -> Callable[..., None]:
+    for mark in (
+        pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium package is not installed"),
+        pytest.mark.skipif(not _can_isolate(), reason="unshare -n is not permitted here; Chromium runs isolated only"),
+        pytest.mark.skipif(INSPECT is None, reason="inspect_ai's `inspect` command is not on PATH"),
+    ):
+        test = mark(test)
+    return test
+
+
+@needs_browser
+def test_inspect_view_shows_an_episodes_tool_calls_offline(five: tuple[Path, list[Path]], tmp_path: Path) -> None:
+    """`inspect view` serves the run's logs; in headless Chromium an EVGeoQA episode's page, once the viewer has
+    loaded the log, shows its tool calls: each function's name with its argument's name and values."""
     run, paths = five
     folder = RunFolder(run)
     (log,) = [p for p in paths if "_evgeoqa_" in p.name]
     r = next(r for r in folder.results("evgeoqa") if r.tool_calls)
-    port = free_port()
-    url = f"http://127.0.0.1:{port}/#/logs/{log.name}/samples/sample/{r.episode_id}/{r.repeat + 1}/messages"
-    chrome = (
-        f"{CHROMIUM} --headless --no-sandbox --disable-gpu --no-first-run --disable-extensions "
-        "--disable-background-networking --disable-component-update --disable-sync "
-        f"--user-data-dir={tmp_path / 'profile'} --virtual-time-budget=20000 --window-size=1400,1000"
+    first = r.tool_calls[0]
+    (arg, value), *_rest = first.arguments.items()
+    numbers = [str(v) for v in (value if isinstance(value, list) else [value])]
+    (page,) = view_pages(run / "inspect", tmp_path, [(sample_page(log, r.episode_id, r.repeat), [first.name], "null")])
+    text = page["text"]
+    assert f"Sample {r.episode_id} (Epoch {r.repeat + 1})" in text
+    # the call as the viewer lays it out: the function, then `arg: [v1, v2]`, then the tool's answer
+    shown = re.search(rf"{first.name}\s+{arg}:\s*\[?\s*" + r",\s*".join(map(re.escape, numbers)), text)
+    assert shown, text[:3000]
+    assert {c.name for c in r.tool_calls} <= set(re.findall(r"[A-Z][A-Za-z_]+", text))
+
+
+@needs_browser
+def test_hostile_replies_render_as_text_in_inspect_view(hostile_run: Path, tmp_path: Path) -> None:
+    """A reply of HTML, ANSI escapes and 1 MB is shown as its characters: the markup is text on the page (no
+    element made from it, no script run: the title stays the viewer's), the escape byte is a character."""
+    (log,) = write_inspect_logs(hostile_run, tmp_path / "logs")
+    r = next(r for r in RunFolder(hostile_run).results("callnavi") if r.status != "failed")
+    probe = "JSON.stringify({img: document.querySelectorAll('img[src=\"x\"]').length, pwned: document.title})"
+    (page,) = view_pages(
+        tmp_path / "logs", tmp_path, [(sample_page(log, r.episode_id, r.repeat), ["document.title='pwned'"], probe)]
     )
-    script = tmp_path / "view.sh"
-    script.write_text(
-        "set -e\nip link set lo up\n"
-        f"{INSPECT} view --log-dir {run / 'inspect'} --host 127.0.0.1 --port {port} > {tmp_path}/view.log 2>&1 &\n"
-        "VIEW=$!\n"
-        f"{sys.executable} -c '{_WAIT}' http://127.0.0.1:{port}/\n"
-        f"{chrome} --dump-dom '{url}' > {tmp_path}/dom.html 2> {tmp_path}/chrome.log\n"
-        f"{chrome} --screenshot={tmp_path}/inspect.png '{url}' >/dev/null 2>&1 || true\n"
-        "kill $VIEW; wait $VIEW || true\n"
-    )
-    out = subprocess.run(["unshare", "-n", "bash", str(script)], capture_output=True, text=True, timeout=300)
-    assert out.returncode == 0, out.stderr + (tmp_path / "view.log").read_text()[-2000:]
-    text = " ".join(re.sub(r"<[^>]+>", " ", (tmp_path / "dom.html").read_text()).split())
-    assert f"Sample {r.episode_id} (Epoch {r.repeat + 1})" in text, text[-2000:]
-    assert (tmp_path / "inspect.png").stat().st_size > 10_000
+    text = page["text"]
+    assert "<script>document.title='pwned'</script><img src=x onerror=alert(1)>\x1b[31mred\x1b[0m" in text
+    assert json.loads(page["probe"]) == {"img": 0, "pwned": page["title"]} and "pwned" not in page["title"]
+    assert "x" * 100_000 in text  # the megabyte's run of x is on the page (the viewer shows a long part of it)
 
 
 _WAIT = (

@@ -5,7 +5,6 @@ a server that is down or answers 500 (nothing lost, a later export completes), a
 
 from __future__ import annotations
 
-import contextlib
 import csv
 import hashlib
 import http.client
@@ -17,7 +16,6 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -37,55 +35,9 @@ from rig.engines.server import free_port
 from rig.integrations import mlflow as mx
 from rig.render.report import report_markdown
 from rig.runfolder.folder import RunFolder
-
-SERVER_START_S = 180  # a loaded two-core host takes ~40 s to bring the server up
-
-
-def start_server(root: Path, host: str = "127.0.0.1", netns_cmd: list[str] | None = None) -> tuple[Any, str]:
-    """`mlflow server` with a sqlite store and proxied artifacts under ``root``, on a free port; (process, URI)."""
-    port = free_port()
-    cmd = [
-        *(netns_cmd or []),
-        sys.executable,
-        "-m",
-        "mlflow",
-        "server",
-        "--backend-store-uri",
-        f"sqlite:///{root}/mlflow.db",
-        "--artifacts-destination",
-        str(root / "artifacts"),
-        "--host",
-        host,
-        "--port",
-        str(port),
-        "--workers",
-        "1",
-    ]
-    log = (root / "server.log").open("w")
-    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    uri = f"http://{host}:{port}"
-    deadline = time.monotonic() + SERVER_START_S
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"mlflow server exited: {(root / 'server.log').read_text()[-2000:]}")
-        with contextlib.suppress(OSError):
-            c = http.client.HTTPConnection(host, port, timeout=2)
-            c.request("GET", "/health")
-            if c.getresponse().status == 200:
-                return proc, uri
-        time.sleep(0.5)
-    stop_server(proc)
-    raise RuntimeError("mlflow server did not answer /health in time")
-
-
-def stop_server(proc: Any) -> None:
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(proc.pid, signal.SIGTERM)
-    try:
-        proc.wait(timeout=20)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
+from rig.runfolder.manifest import RunManifest
+from tests.integrations.mlflow_server import SERVER_START_S, start_server, stop_server
+from tests.sweep import test_sweep_ray
 
 
 @pytest.fixture(scope="module")
@@ -97,6 +49,8 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     finally:
         stop_server(proc)
 
+
+cluster = test_sweep_ray.cluster  # the loopback Ray cluster fixture of the sweep tests
 
 FIVE = Path(__file__).parents[1] / "fixtures" / "run_before_issue17"  # a real five-benchmark run of the embedded model
 
@@ -254,12 +208,15 @@ def test_a_server_that_is_down_is_named_and_nothing_is_lost(bench_run: Path) -> 
     assert folder_state(bench_run) == state
 
 
-class FailingProxy:
-    """Forwards requests to the real server until ``budget`` of them passed, then answers HTTP 500 to all."""
+class Proxy:
+    """Forwards requests to the real server until ``budget`` of them passed, then answers HTTP 500 to all. With
+    ``hold``, the first request whose path contains it is held (``held`` is set) until ``release()``, then answered
+    500 without being forwarded: an upload that never completes."""
 
-    def __init__(self, target: str, budget: int) -> None:
+    def __init__(self, target: str, budget: int = 1 << 30, hold: str | None = None) -> None:
         host, port = target.removeprefix("http://").split(":")
         self.budget = budget
+        self.held, self.released = threading.Event(), threading.Event()
 
         proxy = self
 
@@ -267,12 +224,20 @@ class FailingProxy:
             def log_message(self, *_a: Any) -> None:
                 pass
 
+            def _fail(self) -> None:
+                self.send_response(500)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
             def _any(self) -> None:
                 body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                if hold is not None and hold in self.path and not proxy.held.is_set():
+                    proxy.held.set()
+                    proxy.released.wait(120)
+                    self._fail()
+                    return
                 if proxy.budget <= 0:
-                    self.send_response(500)
-                    self.send_header("Content-Length", "0")
-                    self.end_headers()
+                    self._fail()
                     return
                 proxy.budget -= 1
                 c = http.client.HTTPConnection(host, int(port), timeout=30)
@@ -295,8 +260,20 @@ class FailingProxy:
         threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
 
     def close(self) -> None:
+        self.released.set()
         self.httpd.shutdown()
         self.httpd.server_close()
+
+
+def same_content(client: MlflowClient, a: Any, b: Any) -> None:
+    """Two MLflow runs of the same rig run hold the same params, metrics, rig tags and artifacts."""
+    assert a.data.params == b.data.params
+    assert a.data.metrics == b.data.metrics
+    assert {k: v for k, v in a.data.tags.items() if k.startswith("rig.")} == {
+        k: v for k, v in b.data.tags.items() if k.startswith("rig.")
+    }
+    listing = [sorted((f.path, f.file_size) for f in client.list_artifacts(r.info.run_id)) for r in (a, b)]
+    assert listing[0] == listing[1]
 
 
 def test_an_export_cut_by_http_500_resumes_into_the_same_run(bench_run: Path, server: str) -> None:
@@ -304,7 +281,7 @@ def test_an_export_cut_by_http_500_resumes_into_the_same_run(bench_run: Path, se
     folder untouched; the next export completes the same MLflow run, which then holds exactly what a clean export
     sends."""
     state = folder_state(bench_run)
-    proxy = FailingProxy(server, budget=8)
+    proxy = Proxy(server, budget=8)
     try:
         with pytest.raises(mx.MlflowExportError, match=r"MLflow at http://127\.0\.0\.1:\d+: exporting .*500"):
             mx.export_run(bench_run, proxy.uri, experiment="cut")
@@ -320,17 +297,48 @@ def test_an_export_cut_by_http_500_resumes_into_the_same_run(bench_run: Path, se
     done = the_run(client, man.run_id, "cut")
     clean = the_run(client, man.run_id, "rig")  # the bench run's own, uninterrupted export
     assert done.info.status == "FINISHED"
-    assert done.data.params == clean.data.params
-    assert done.data.metrics == clean.data.metrics
-    assert {k: v for k, v in done.data.tags.items() if k.startswith("rig.")} == {
-        k: v for k, v in clean.data.tags.items() if k.startswith("rig.")
-    }
+    same_content(client, done, clean)
+
+
+def test_a_signal_mid_upload_exits_130_and_the_rerun_completes_the_same_run(bench_run: Path, server: str) -> None:
+    """SIGINT to a real `rig export RUN --mlflow URI` while the server takes an artifact upload and never answers:
+    exit 130 with the hint, no traceback, the run folder untouched; the same export again finishes that MLflow run
+    (one run with the key, never a second) with what an uninterrupted export sends."""
+    state = folder_state(bench_run)
+    proxy = Proxy(server, hold="/mlflow-artifacts/artifacts/")
+    cmd = [sys.executable, "-m", "rig.cli", "export", str(bench_run), "--mlflow", proxy.uri]
+    cmd += ["--mlflow-experiment", "signal"]
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    try:
+        assert proxy.held.wait(SERVER_START_S), "the export never reached an artifact upload"
+        proc.send_signal(signal.SIGINT)
+        out, _ = proc.communicate(timeout=60)
+    finally:
+        proxy.close()
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    text = " ".join(out.split())
+    assert proc.returncode == 130, out
+    assert "Traceback" not in out
+    assert f"interrupted: the MLflow export stopped part-way; {bench_run} is unchanged" in text, text
+    assert f"`rig export {bench_run} --mlflow {proxy.uri}` completes the same MLflow run" in text
+    assert folder_state(bench_run) == state
+    client = MlflowClient(server)
+    man = RunFolder(bench_run).manifest
+    partial = the_run(client, man.run_id, "signal")
+    assert partial.info.status == "RUNNING" and not client.list_artifacts(partial.info.run_id)
+    result = mx.export_run(bench_run, server, experiment="signal")
+    assert result.changed and result.mlflow_run_id == partial.info.run_id
+    done = the_run(client, man.run_id, "signal")  # exactly one run carries the key
+    assert done.info.status == "FINISHED"
+    same_content(client, done, the_run(client, man.run_id, "rig"))
 
 
 def test_a_comparison_is_a_parent_run_with_nested_variants(server: str, tmp_path: Path) -> None:
     pytest.importorskip("matplotlib")
     from rig.analyses.compare import variant_labels
-    from rig.runfolder.manifest import RunManifest
     from tests.render.test_report import make_run
 
     bench_run = make_run(tmp_path / "a", n_eps=4)
@@ -433,3 +441,141 @@ def test_a_rig_run_record_is_computed_from_the_folder_alone(bench_run: Path, tmp
         == hashlib.sha256(rec.artifacts["report.md"].read_bytes()).hexdigest()
     )
     assert json.loads((bench_run / "manifest.json").read_text())["run_id"] == rec.tags["rig.run_id"]
+    # the weights' sha256: a param when the manifest records it, else a tag saying why not
+    assert (
+        "weights_sha256" not in rec.params
+        and "written before rig hashed" in rec.tags[mx.NOT_MEASURED + "weights_sha256"]
+    )
+    copy = tmp_path / "hashed"
+    shutil.copytree(bench_run, copy)
+    man = RunManifest.read(copy)
+    man.weights_sha256 = "c" * 64
+    man.write(copy)
+    rec = mx.run_record(RunFolder(copy), tmp_path / "files")
+    assert rec.params["weights_sha256"] == "c" * 64 and mx.NOT_MEASURED + "weights_sha256" not in rec.tags
+
+
+# -- end to end: `rig bench`, `rig load` and `rig sweep` with --mlflow --------------------------------------------
+
+
+def group_runs(client: MlflowClient, kind: str, group_id: str) -> tuple[Any, list[Any]]:
+    exp = client.get_experiment_by_name("rig")
+    where = f"tags.`rig.group_id` = '{group_id}' and tags.`rig.kind` = '{kind}'"
+    (parent,) = client.search_runs([exp.experiment_id], filter_string=where)
+    children = client.search_runs(
+        [exp.experiment_id], filter_string=f"tags.`mlflow.parentRunId` = '{parent.info.run_id}'"
+    )
+    return parent, children
+
+
+def same_as_report(m: dict[str, float], run: Path, benchmark: str) -> int:
+    """Every number of the benchmark's section of the run's report.md (as `rig report` writes it) equals its
+    metric, to the printed decimals; the count checked."""
+    from rig.benchmarks import benchmark_tables
+
+    report = (run / "report.md").read_text() if (run / "report.md").is_file() else report_markdown(run)
+    cells = report_cells(report, benchmark)
+    folder = RunFolder(run)
+    paper = {
+        t.title
+        for t in benchmark_tables(
+            folder.benchmark(benchmark), folder.results(benchmark), folder.manifest.config.model.name
+        )
+    }
+    checked = 0
+    for (title, label, col), text in cells.items():
+        if title.startswith("Headline"):
+            key = {"Mean": "headline", "CI low": "headline_ci_low", "CI high": "headline_ci_high"}.get(col)
+            if key is None:
+                continue
+            key = f"{benchmark}/{key}"
+        elif title not in paper:  # the report's own sections (latency, energy, call forms): summary metrics
+            continue
+        else:
+            key = mx.metric_key(benchmark, "table", title, *label.split("/"), col)
+        assert key in m, (key, sorted(m)[:30])
+        assert printed(m[key], text) == text, (key, m[key], text)
+        checked += 1
+    return checked
+
+
+@pytest.mark.model
+def test_rig_bench_mlflow_logs_a_real_run_of_the_embedded_model(server: str, tmp_path: Path) -> None:
+    """`rig bench --mlflow` on the embedded gemma3-270m (one RouteEval episode): the run it logs holds report.md's
+    numbers, the weights' sha256 the manifest recorded, and report.md byte for byte."""
+    cmd = [sys.executable, "-m", "rig.cli", "bench", "-m", "gemma3-270m", "-b", "routeeval", "--limit", "1"]
+    cmd += ["--max-tokens", "32", "--out", str(tmp_path / "runs"), "--mlflow", server]
+    env = {**os.environ, "PYTHONPATH": str(REPO), "RIG_CACHE": str(tmp_path / "cache")}
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=1200, env=env)
+    assert r.returncode == 0, (r.stdout + r.stderr)[-3000:]
+    assert "mlflow: logged to" in " ".join(r.stdout.split())
+    (run,) = (tmp_path / "runs").iterdir()
+    man = RunFolder(run).manifest
+    assert man.weights_sha256 is not None and re.fullmatch(r"[0-9a-f]{64}", man.weights_sha256)
+    client = MlflowClient(server)
+    got = the_run(client, man.run_id)
+    assert got.data.params["weights_sha256"] == man.weights_sha256
+    assert got.data.params["spec.limit"] == "1" and got.data.params["spec.benchmark"] == "routeeval"
+    assert same_as_report(got.data.metrics, run, "routeeval") >= 3
+    dl = Path(client.download_artifacts(got.info.run_id, "report.md", str(tmp_path / "dl")))
+    assert dl.read_bytes() == (run / "report.md").read_bytes()
+
+
+def test_rig_load_mlflow_logs_a_parent_with_a_nested_run_per_level(
+    server: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`rig load --concurrency 1,2 --mlflow`: a parent run (the verdict, load.md) with one nested run per level,
+    each holding its level run's report numbers. The level processes are stood in for as in the load tests (the
+    fake engine cannot cross a process)."""
+    import rig.analyses.load.run as load
+    from tests.analyses.load.test_load import _stand_in_levels
+
+    _calls, child = _stand_in_levels(tmp_path, {})
+    monkeypatch.setattr(load, "_run_level", child)
+    monkeypatch.setattr(load, "_check", lambda _s: None)
+    argv = ["load", "-m", "gemma3-270m", "-b", "callnavi", "--concurrency", "1,2", "--out", str(tmp_path / "out")]
+    r = CliRunner().invoke(app, [*argv, "--mlflow", server], catch_exceptions=False)
+    assert r.exit_code == 0, r.output
+    assert "with 2 nested runs" in " ".join(r.output.split())
+    (ldir,) = (tmp_path / "out").glob("load-*")
+    parent, children = group_runs(MlflowClient(server), "load", ldir.name)
+    verdict = json.loads((ldir / "load.json").read_text())["verdict"]["level"]
+    assert parent.data.metrics.get("load/verdict_level") == (None if verdict is None else float(verdict))
+    assert parent.data.params["load.levels"] == "1,2"
+    assert sorted(c.data.tags["mlflow.runName"] for c in children) == ["concurrency 1", "concurrency 2"]
+    for c in children:
+        run = ldir / "runs" / c.data.tags["rig.run_id"].split("/")[-1]
+        assert run.is_dir() and RunFolder(run).manifest.concurrency == int(c.data.tags["mlflow.runName"].split()[-1])
+        assert same_as_report(c.data.metrics, run, "callnavi") >= 3
+
+
+def test_rig_sweep_mlflow_on_a_local_ray_cluster_logs_a_nested_run_per_cell(
+    server: str, cluster: str, tmp_path: Path
+) -> None:
+    """`rig sweep --ray ADDRESS --mlflow` (two cells, the fake engine in their processes on a loopback Ray
+    cluster): a parent run with the leaderboard and one nested run per cell, each with its cell run's numbers."""
+    from rig.sweep.run import run_folder
+    from rig.sweep.spec import load_sweep
+    from tests.sweep.test_sweep import MODELS, write
+    from tests.sweep.test_sweep_ray import rig_sweep
+
+    (tmp_path / "fake.gguf").write_bytes(b"GGUF")
+    (tmp_path / "models.yaml").write_text(MODELS)
+    f = write(
+        tmp_path,
+        "models: [fake-a, fake-b]\nbenchmarks: [{name: callnavi, options: {task: routing}}]\nlimit: 2\n"
+        "models_file: models.yaml\nresources: {num_cpus: 1}\n",
+    )
+    out = tmp_path / "out"
+    r = rig_sweep(f, out, "--ray", cluster, "--mlflow", server)
+    assert r.returncode == 0, (r.stdout + r.stderr)[-3000:]
+    parent, children = group_runs(MlflowClient(server), "sweep", out.name)
+    _, cells = load_sweep(f)
+    assert sorted(c.data.tags["mlflow.runName"] for c in children) == sorted(c.key for c in cells)
+    assert parent.data.params["sweep.cells"] == "2"
+    got = Path(MlflowClient(server).download_artifacts(parent.info.run_id, "leaderboard.md", str(tmp_path / "dl")))
+    assert got.read_bytes() == (out / "leaderboard.md").read_bytes()
+    for c in children:
+        run = run_folder(out / "cells" / c.data.tags["mlflow.runName"])
+        assert run is not None and RunFolder(run).manifest.run_id == c.data.tags["rig.run_id"].split("/")[-1]
+        assert same_as_report(c.data.metrics, run, "callnavi") >= 3
