@@ -19,6 +19,7 @@ import os
 import statistics
 import time
 from pathlib import Path
+from typing import Any
 
 
 def prompts(run: Path, models: str | None, model: str | None, limit: int | None) -> tuple[list[list[int]], str, int]:
@@ -41,7 +42,7 @@ def prompts(run: Path, models: str | None, model: str | None, limit: int | None)
     return toks[:limit] if limit else toks, weights, cfg.context_length
 
 
-def prefill(llm, prompts: list[list[int]], reuse: bool) -> tuple[float, int]:  # type: ignore[no-untyped-def]
+def prefill(llm: Any, prompts: list[list[int]], reuse: bool) -> tuple[float, int]:
     """Evaluate each prompt as a generation's prefill does; (seconds, tokens evaluated)."""
     import llama_cpp
 
