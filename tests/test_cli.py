@@ -117,7 +117,7 @@ def test_out_on_a_file_or_under_one_is_refused(tmp_path) -> None:  # type: ignor
         assert r.exit_code == 2 and f"--out {out}" in r.output and says in r.output, r.output
 
 
-@pytest.mark.parametrize(("damage", "says"), [("bytes", "not UTF-8 text"), ("folder", "is a folder")])
+@pytest.mark.parametrize(("damage", "says"), [("bytes", "not UTF-8 text"), ("folder", "is a directory, not a file")])
 def test_an_unreadable_questions_file_is_named(tmp_path, damage, says) -> None:  # type: ignore[no-untyped-def]
     import shutil
 

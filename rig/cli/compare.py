@@ -29,7 +29,7 @@ from rig.records import DEFAULT_DIVERGENCE_TOP_K, DivergenceTopK
 from rig.runfolder.spec import DECODES
 
 if TYPE_CHECKING:
-    from rig.analyses.compare import DivergenceAsk
+    from rig.analyses.compare_run import DivergenceAsk
 
 
 @app.command()
@@ -87,26 +87,14 @@ def compare(
 ) -> None:
     """Run the same episodes on each variant (a model under a decode and tool mode) in its own process and compare
     them, paired: `rig compare a b`, `rig compare gemma3-270m --decode none,json`."""
-    from rig.analyses.compare import (
-        DivergenceAsk,
-        compare_folder,
-        expand_variants,
-        resume_compare,
-        run_compare,
-    )
-    from rig.execution.bench import BenchError, bench_options
-    from rig.runfolder.spec import SpecError, axes
+    from rig.analyses.compare import compare_folder
+    from rig.analyses.compare_run import DivergenceAsk
+    from rig.execution.bench import BenchError
 
     mlflow_ready(mlflow, allow_host)
     sink = (mlflow, experiment, allow_host)
     if resume is not None:
-        _refuse_flags_with_resume(ctx, resume)
-        try:
-            with stops_cleanly("nothing new kept; run the command again"):
-                cdir, runs, plan = resume_compare(resume, out_dir, say=say)
-        except BenchError as e:
-            fail(str(e))
-        _finish(cdir, runs, plan.divergence, sink)
+        _resume(ctx, resume, out_dir, sink)
         return
     top_k = _top_k(divergence, reference, top_k)
     models_path = str(models_file.resolve()) if models_file else None
@@ -122,8 +110,33 @@ def compare(
         return
     if not models_:
         fail("name the variants to compare (VARIANT...), or existing run folders with --run")
-    # Each axis (decode, tool mode) as a list: one value is the command's for every variant, more make it an axis
-    # of the comparison. The other run flags by their names in ctx.params, as `rig bench` takes them.
+    cdir, runs = _run_variants(ctx, models_, option, out_dir, ask)
+    _finish(cdir, runs, ask, sink)
+
+
+def _resume(ctx: typer.Context, resume: str, out_dir: Path, sink: tuple[str | None, str, list[str]]) -> None:
+    from rig.analyses.compare_run import resume_compare
+    from rig.execution.bench import BenchError
+
+    _refuse_flags_with_resume(ctx, resume)
+    try:
+        with stops_cleanly("nothing new kept; run the command again"):
+            cdir, runs, plan = resume_compare(resume, out_dir, say=say)
+    except BenchError as e:
+        fail(str(e))
+    _finish(cdir, runs, plan.divergence, sink)
+
+
+def _run_variants(
+    ctx: typer.Context, models_: list[str], option: list[str], out_dir: Path, ask: DivergenceAsk | None
+) -> tuple[Path, list[Path]]:
+    """Each axis (decode, tool mode) as a list: one value is the command's for every variant, more make it an axis
+    of the comparison. The other run flags by their names in ctx.params, as `rig bench` takes them."""
+    from rig.analyses.compare import expand_variants
+    from rig.analyses.compare_run import run_compare
+    from rig.execution.bench import BenchError, bench_options
+    from rig.runfolder.spec import SpecError, axes
+
     lists = {axis: spec_list(axis, ctx.params[axis] or "") for axis in axes()}
     modes = {axis: values[0] for axis, values in lists.items() if len(values) == 1}
     try:
@@ -131,10 +144,9 @@ def compare(
         params = {k: v for k, v in ctx.params.items() if k not in lists} | modes
         bo = bench_options({**bench_flags(params, option, absolute_models=True), "out": out_dir})
         with stops_cleanly("no variant was started; run the command again"):  # a started one's Stopped says more
-            cdir, runs = run_compare(list(variants), bo, say=say, divergence=ask)
+            return run_compare(list(variants), bo, say=say, divergence=ask)
     except (BenchError, SpecError) as e:
         fail(str(e))
-    _finish(cdir, runs, ask, sink)
 
 
 # Flags that are no setting of the comparison: where it goes and where it is logged.
@@ -184,7 +196,8 @@ def _finish(
     """compare.md and compare.html; with --divergence the divergence pass first, in a process of its own. A failed or
     stopped pass over existing runs (``fresh``) leaves no comparison folder; after variants ran, a failed pass keeps
     their comparison without the divergence section, and a stop says how to resume."""
-    from rig.analyses.compare import resume_hint, write_compare
+    from rig.analyses.compare import write_compare
+    from rig.analyses.compare_run import resume_hint
     from rig.analyses.divergence.view import divergence_section
     from rig.runformat import NewerFormatError, RunFileError
 

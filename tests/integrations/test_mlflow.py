@@ -508,7 +508,7 @@ def test_rig_bench_mlflow_logs_a_real_run_of_the_embedded_model(server: str, tmp
     env = {**os.environ, "PYTHONPATH": str(REPO), "RIG_CACHE": str(tmp_path / "cache")}
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=1200, env=env)
     assert r.returncode == 0, (r.stdout + r.stderr)[-3000:]
-    assert "mlflow: logged to" in " ".join(r.stdout.split())
+    assert "mlflow: logged to" in " ".join((r.stdout + r.stderr).split())  # said on stderr, beside the screen
     (run,) = (tmp_path / "runs").iterdir()
     man = RunFolder(run).manifest
     assert man.weights_sha256 is not None and re.fullmatch(r"[0-9a-f]{64}", man.weights_sha256)
@@ -531,7 +531,7 @@ def test_rig_load_mlflow_logs_a_parent_with_a_nested_run_per_level(
     from tests.analyses.load.test_load import _stand_in_levels
 
     _calls, child = _stand_in_levels(tmp_path, {})
-    monkeypatch.setattr(load, "_run_level", child)
+    monkeypatch.setattr(load, "run_child", child)
     monkeypatch.setattr(load, "_check", lambda _s: None)
     argv = ["load", "-m", "gemma3-270m", "-b", "callnavi", "--concurrency", "1,2", "--out", str(tmp_path / "out")]
     r = CliRunner().invoke(app, [*argv, "--mlflow", server], catch_exceptions=False)
