@@ -24,7 +24,8 @@ from pathlib import Path
 from typing import Any
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-FLAGS = (
+# A quiet headless browser that asks nothing of the network (tests/render/test_html.py uses these too).
+HEADLESS = (
     "--headless",
     "--no-sandbox",
     "--disable-gpu",
@@ -33,9 +34,8 @@ FLAGS = (
     "--disable-background-networking",
     "--disable-component-update",
     "--disable-sync",
-    "--remote-debugging-address=127.0.0.1",
-    "--remote-debugging-port=0",
 )
+FLAGS = (*HEADLESS, "--remote-debugging-address=127.0.0.1", "--remote-debugging-port=0")
 
 
 class DevToolsError(Exception):

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from rig.render.html import html_report
+from tests.devtools import HEADLESS
 from tests.render.test_report import make_run
 
 
@@ -95,20 +96,7 @@ def _can_isolate() -> bool:
 def _chromium(tmp_path: Path, page: Path, shot: Path | None = None, height: int = 1800) -> str:
     """The page's DOM after its scripts ran, in headless Chromium inside `unshare -n`; fails on any console error
     (CSP violations included). With ``shot``, also a screenshot, kept in the test's output folder."""
-    base = [
-        "unshare",
-        "-n",
-        CHROMIUM,
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--no-first-run",
-        "--disable-extensions",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        f"--user-data-dir={tmp_path / 'profile'}",
-    ]
+    base = ["unshare", "-n", CHROMIUM, *HEADLESS, f"--user-data-dir={tmp_path / 'profile'}"]
     dom = subprocess.run(
         [*base, "--enable-logging=stderr", "--v=0", "--dump-dom", page.as_uri()],
         capture_output=True,
