@@ -67,6 +67,13 @@ def _f(x: float | None, digits: int = 4) -> str:
     return "not measured" if x is None else f"{x:.{digits}f}"
 
 
+def _delta(x: float | None) -> str:
+    """A score change, never printed as a signed zero: a change under half the last shown digit keeps its exponent."""
+    if x is None:
+        return "not measured"
+    return f"{x:+.3f}" if abs(x) >= 0.0005 else f"{x:+.1e}"
+
+
 def divergence_md(report: DivergenceReport) -> str:
     """The compare.md section: KLD per token class and variant, flipped episodes lined up, the worst tokens."""
     lines = [
@@ -105,7 +112,7 @@ def divergence_md(report: DivergenceReport) -> str:
         lines += ["|---|---|---|---|---|---|---|"]
         for e in sorted(flips, key=lambda e: (e.variant, e.episode_id, e.repeat, -e.mean_kld)):
             lines.append(
-                f"| {e.variant} | {e.episode_id}#{e.repeat} | {e.score_delta:+.3f} | {e.token_class} | {e.tokens} | "
+                f"| {e.variant} | {e.episode_id}#{e.repeat} | {_delta(e.score_delta)} | {e.token_class} | {e.tokens} | "
                 f"{e.mean_kld:.4f} | {e.top1_agreement:.3f} |"
             )
     if report.worst:
