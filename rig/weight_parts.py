@@ -401,18 +401,24 @@ def _chunks(p: PartFile, version: str) -> Iterator[bytes]:
 
 
 def _join(parts: Parts, located: list[PartFile], path: Path) -> None:
+    from rig.progress import progress
     from rig.records import atomic_path
 
     try:
         with atomic_path(path) as tmp:  # a unique temporary beside the file, fsynced, renamed only when whole
             h = hashlib.sha256()
             written = 0
-            with open(tmp, "xb") as out:
+            # a 1.1 GB join is tens of seconds on a slow disk: once per model, but the first thing a new user waits on
+            with (
+                open(tmp, "xb") as out,
+                progress(f"joining {path.name}", parts.size, unit="bytes", terminal_only=True) as bar,
+            ):
                 for p in located:
                     for chunk in _chunks(p, parts.version):
                         h.update(chunk)
                         out.write(chunk)
                         written += len(chunk)
+                        bar.advance(len(chunk))
             if written != parts.size:
                 raise PartsError(
                     f"the parts joined into {written} bytes, the entry's size is {parts.size}; "

@@ -11,7 +11,7 @@ import os
 import stat
 from pathlib import Path
 
-from rig.bundle.files import progress_bar, sha256_file
+from rig.bundle.files import sha256_file
 from rig.bundle.manifest import (
     MANIFEST,
     SIGNATURE,
@@ -23,6 +23,7 @@ from rig.bundle.manifest import (
     parse_manifest,
     read_manifest_bytes,
 )
+from rig.progress import progress
 
 
 def verify(bundle: Path, expect: str | None = None, key: Path | None = None) -> VerifyReport:
@@ -57,7 +58,7 @@ def verified(bundle: Path, expect: str | None = None, key: Path | None = None) -
     report.missing = sorted(set(listed) - set(present) - set(unsafe))
     report.extra = sorted(set(present) - set(listed))
     common = sorted(set(listed) & set(present))
-    with progress_bar("verifying", sum(listed[r].size for r in common)) as advance:
+    with progress("verifying", sum(listed[r].size for r in common), unit="bytes", terminal_only=True) as bar:
         for rel in common:
             want = listed[rel]
             try:
@@ -69,7 +70,7 @@ def verified(bundle: Path, expect: str | None = None, key: Path | None = None) -
             if os.fstat(fd).st_size != want.size:
                 os.close(fd)
                 report.altered.append(rel)
-            elif sha256_file(fd, advance) != want.sha256:
+            elif sha256_file(fd, bar.advance) != want.sha256:
                 report.altered.append(rel)
             report.checked += 1
     return report, man

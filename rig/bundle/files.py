@@ -7,17 +7,17 @@ import os
 import shutil
 import sys
 from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 from rig.bundle.manifest import MANIFEST, SIGNATURE, BundleFile, part_of
+from rig.progress import progress
 
 _BUF = 8 << 20  # large reads: hashing runs at the disk's or sha256's speed, not Python's loop speed
 
-Progress = Callable[[int], None]
+Advance = Callable[[int], None]
 
 
-def sha256_file(path: Path | int, progress: Progress | None = None) -> str:
+def sha256_file(path: Path | int, advance: Advance | None = None) -> str:
     """sha256 of a file (a path, or a descriptor it closes) with large reads into one reused buffer (no per-chunk
     allocation)."""
     h = hashlib.sha256()
@@ -27,8 +27,8 @@ def sha256_file(path: Path | int, progress: Progress | None = None) -> str:
         view = memoryview(buf)
         while n := f.readinto(buf):
             h.update(view[:n])
-            if progress:
-                progress(n)
+            if advance:
+                advance(n)
     return h.hexdigest()
 
 
@@ -44,36 +44,15 @@ def rel_path(path: Path, root: Path) -> str:
     return path.relative_to(root).as_posix()
 
 
-@contextmanager
-def progress_bar(label: str, total: int | None) -> Iterator[Progress]:
-    """A rich progress bar on stderr counting bytes (or items); a no-op sink when stderr is not a terminal."""
-    from rich.console import Console
-    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn, TransferSpeedColumn
-
-    console = Console(stderr=True)
-    with Progress(
-        TextColumn("[bold]{task.description}"),
-        BarColumn(),
-        DownloadColumn(),
-        TransferSpeedColumn(),
-        TimeRemainingColumn(),
-        console=console,
-        transient=False,
-        disable=not console.is_terminal,
-    ) as prog:
-        task = prog.add_task(label, total=total)
-        yield lambda n: prog.advance(task, n)
-
-
 def hash_tree(root: Path, skip: Iterable[str] = (MANIFEST, SIGNATURE)) -> list[BundleFile]:
     skipped = set(skip)
     paths = [p for p in _walk(root) if rel_path(p, root) not in skipped and not p.name.endswith(".tmp")]
     total = sum(p.stat().st_size for p in paths)
     files = []
-    with progress_bar("hashing", total) as advance:
+    with progress("hashing", total, unit="bytes", terminal_only=True) as bar:
         for p in paths:
             rel = rel_path(p, root)
-            digest = sha256_file(p, advance)
+            digest = sha256_file(p, bar.advance)
             files.append(BundleFile(path=rel, size=p.stat().st_size, sha256=digest, part=part_of(rel)))
     return files
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from rig.bundle.files import copy_path, progress_bar, size_of
+from rig.bundle.files import copy_path, size_of
 from rig.bundle.manifest import BundleError
+from rig.progress import progress
 
 
 def select_models(names: list[str], models_file: Path | None) -> tuple[Any, list[Any]]:
@@ -70,11 +71,11 @@ def copy_weights(reg: Any, specs: list[Any], out: Path) -> tuple[dict[str, dict[
             )
             new[spec.name] = {w.kind: w.ref}
     total = sum(size_of(src) for _, src in sources)
-    with progress_bar("copying weights", total) as advance:
+    with progress("copying weights", total, unit="bytes", terminal_only=True) as bar:
         for spec, src in sources:
             rel = f"weights/{spec.name}/{src.name}"
             copy_path(src, out / rel)
-            advance(size_of(src))
+            bar.advance(size_of(src))
             new[spec.name] = {spec.weights.kind: rel}
     return new, packages, not_copied
 

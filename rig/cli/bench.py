@@ -150,25 +150,13 @@ def _run(bo: BenchOptions) -> Path:
 
 def _progress_bar() -> tuple[Progress, Callable[[int, int], None]]:
     """An episodes bar (done / total, rate, elapsed, ETA) and the callback that starts and moves it."""
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeElapsedColumn,
-        TimeRemainingColumn,
-    )
+    from rich.progress import Progress, TextColumn
 
-    columns = [
-        TextColumn("[bold]{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("{task.fields[rate]}"),
-        TimeElapsedColumn(),
-        TextColumn("ETA"),
-        TimeRemainingColumn(),
-    ]
-    prog = Progress(*columns, console=err, transient=False)
+    from rig.progress import columns
+
+    cols = columns("items")
+    cols.insert(3, TextColumn("{task.fields[rate]}"))  # after done / total
+    prog = Progress(*cols, console=err, transient=False)
     state: dict = {"task": None, "t0": 0.0, "d0": 0}
 
     def progress(done: int, total: int) -> None:

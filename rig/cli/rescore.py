@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from rig.cli.common import app, err, fail, parse_options, say
+from rig.cli.common import app, fail, parse_options, say
 from rig.paths import RUNS
 
 
@@ -21,9 +21,8 @@ def rescore(
     option: list[str] = typer.Option([], "--option", "-O", help="Benchmark option key=value (repeatable)."),
 ) -> None:
     """Score predictions made outside rig (CallNavi output files, MobilityBench raw_results.json) into a run folder."""
-    from rich.progress import Progress
-
     from rig.execution.rescore import RescoreError, RescoreOptions, rescorable, rescore
+    from rig.progress import progress
 
     if benchmark not in rescorable():
         fail(f"rescore: benchmark {benchmark!r} is not supported; choose {' or '.join(rescorable())}")
@@ -39,9 +38,8 @@ def rescore(
         options=parse_options(option),
     )
     try:
-        with Progress(console=err, transient=True) as bar:
-            task = bar.add_task("writing results", total=None)
-            run_dir = rescore(opts, progress=lambda i, n: bar.update(task, completed=i, total=n))
+        with progress("writing results", transient=True) as bar:
+            run_dir = rescore(opts, progress=bar.update)
     except RescoreError as e:
         fail(str(e))
     say(f"wrote {run_dir}; next: rig report {run_dir} --html")  # the folder name carries the label: not markup

@@ -172,10 +172,9 @@ def record(
     ),
 ) -> None:
     """Fill a replay store from a live map provider (record mode); without --record, count hits and misses only."""
-    from rich.progress import Progress
-
     from rig.maps.recorder import Recorder, load_record_inputs
     from rig.maps.replay import KeySpec, ReplayStore
+    from rig.progress import progress
 
     try:
         cfg, qs = load_record_inputs(str(config), str(queries))
@@ -186,8 +185,7 @@ def record(
         rs.register(cfg.provider, ep, KeySpec.model_validate(spec))
     counts = {"hit": 0, "fuzzy": 0, "miss": 0, "recorded": 0, "failed": 0}
     rec = Recorder(rs, cfg.provider, cfg.endpoints, enable=True) if live else None
-    with Progress(transient=True) as prog:
-        task = prog.add_task("queries", total=len(qs))
+    with progress("queries", len(qs), transient=True) as bar:
         for q in qs:
             if rec is None:
                 counts[rs.get(cfg.provider, q.endpoint, q.args).label] += 1
@@ -199,6 +197,6 @@ def record(
                 except Exception as e:  # one failed request must not lose the others already stored
                     counts["failed"] += 1
                     typer.echo(f"{q.endpoint} {q.args}: {type(e).__name__}: {e}", err=True)
-            prog.advance(task)
+            bar.advance()
     rs.close()
     typer.echo(json.dumps({"provider": cfg.provider, "store": str(store), "live": live, **counts}))

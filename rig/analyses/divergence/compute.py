@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +24,7 @@ from rig.analyses.divergence.records import (
 )
 from rig.analyses.divergence.replay import Pair, replay_pairs
 from rig.analyses.divergence.tokenclass import CLASSES, token_classes
+from rig.progress import progress
 
 
 class _Scored(BaseModel):
@@ -320,38 +319,20 @@ def _score_pairs(
     # a vLLM scorer shared by the reference and a variant is asked for every sequence twice
     streams = [ref, *(sc for _, _, sc in scorers)]
     distinct.update((id(sc), sc) for sc in streams)
-    with _progress(len(ordered)) as advance:  # a pass over 100 long CallNavi replies runs half an hour on a CPU
+    # a pass over 100 long CallNavi replies runs half an hour on a CPU
+    with progress("divergence: replies", len(ordered)) as bar:
         for w, (n, p, ptoks, seq) in enumerate(ordered):
             if w % PREFETCH_WINDOW == 0:
                 window = [(t[3], len(t[2])) for t in ordered[w : w + PREFETCH_WINDOW]]
                 for sc in distinct.values():
                     sc.prefetch(window * sum(x is sc for x in streams))
             by_pair[n] = _score_pair(p, ptoks, seq, ref, scorers)
-            advance()
+            bar.advance()
     scored: dict[str, list[_Scored]] = {v.name: [] for v, _, _ in scorers}
     for n in sorted(by_pair):
         for name, rows_ in by_pair[n].items():
             scored[name] += rows_
     return scored
-
-
-@contextmanager
-def _progress(total: int) -> Iterator[Callable[[], None]]:
-    """Replies scored so far, on stderr (the pass runs as its own process under `rig compare`)."""
-    from rich.console import Console
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeElapsedColumn,
-        TimeRemainingColumn,
-    )
-
-    columns = (TextColumn("divergence: replies"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
-    with Progress(*columns, TimeRemainingColumn(), console=Console(stderr=True), transient=False) as bar:
-        task = bar.add_task("replies", total=total)
-        yield lambda: bar.advance(task)
 
 
 def _score_pair(p: Pair, ptoks: list[int], seq: list[int], ref: Any, scorers: list[Loaded]) -> dict[str, list[_Scored]]:
