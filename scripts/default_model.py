@@ -9,6 +9,9 @@ average before and after each run is printed beside it.
 
     python scripts/default_model.py --models gemma3-270m,qwen2.5-coder-0.5b,qwen2.5-coder-1.5b --limit 10
     python scripts/default_model.py --first qwen2.5-coder-1.5b --first-runs 2 --skip-table
+    python scripts/default_model.py --models gemma3-270m --decodes none   # one model, one mode, into the same --work
+    python scripts/default_model.py --models gemma3-270m --benchmarks callnavi,routeeval   # a process per benchmark
+    python scripts/default_model.py --render                               # the table of every run under --work
 """
 
 from __future__ import annotations
@@ -28,11 +31,13 @@ from rig.runfolder.summary import RunSummary
 DECODES = ("none", "json")
 
 
-def bench(model: str, out: Path, limit: int, decode: str) -> tuple[Path, float, str]:
-    """One `rig bench` process; its run folder, wall seconds and the load averages around it."""
+def bench(model: str, out: Path, limit: int, decode: str, benchmark: str | None = None) -> tuple[Path, float, str]:
+    """One `rig bench` process (every benchmark, or the one named); its run folder, wall seconds and the load
+    averages around it."""
     before = os.getloadavg()[0]
     t0 = time.perf_counter()
     argv = [sys.executable, "-m", "rig.cli", "bench", "--model", model, "--limit", str(limit), "--decode", decode]
+    argv += ["--benchmark", benchmark] if benchmark else []
     subprocess.run([*argv, "--seed", "0", "--out", str(out), "--no-report"], check=True)
     wall = time.perf_counter() - t0
     runs = sorted(out.iterdir(), key=lambda p: p.stat().st_mtime)
@@ -75,6 +80,20 @@ def rows_for(model: str, decode: str, run: Path) -> list[str]:
     return out
 
 
+def rendered(work: Path) -> list[str]:
+    """Rows of every finished run under ``work`` (one folder per model and decode mode), in model then mode order."""
+    from rig.runfolder.manifest import RunManifest
+
+    runs = []
+    for run in sorted(work.glob("*/*/manifest.json")):
+        m = RunManifest.read(run.parent)
+        if m.status != "finished":
+            print(f"{run.parent}: {m.status}, left out", file=sys.stderr)
+            continue
+        runs.append((m.config.model.name, DECODES.index(m.config.decode), run.parent))
+    return [row for model, d, run in sorted(runs) for row in rows_for(model, DECODES[d], run)]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--models", default="gemma3-270m,qwen2.5-coder-0.5b,qwen2.5-coder-1.5b")
@@ -83,6 +102,9 @@ def main() -> None:
     ap.add_argument("--first", help="time the README's first command (`rig bench --limit 2`) on this model")
     ap.add_argument("--first-runs", type=int, default=2)
     ap.add_argument("--skip-table", action="store_true")
+    ap.add_argument("--benchmarks", default=None, help="comma-separated; each runs as its own process")
+    ap.add_argument("--decodes", default=",".join(DECODES), help="decode modes to run, comma-separated")
+    ap.add_argument("--render", action="store_true", help="only print the table of the finished runs under --work")
     args = ap.parse_args()
     lines = [
         "| model | decode | benchmark | episodes | headline [95% CI] | cut | latency p50 (s) | decode tok/s "
@@ -90,13 +112,19 @@ def main() -> None:
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
     walls = []
+    if args.render:
+        print("\n".join([*lines, *rendered(args.work)]))
+        return
     if not args.skip_table:
         for model in args.models.split(","):
-            for decode in DECODES:
-                run, wall, load = bench(model, args.work / f"{model}-{decode}", args.limit, decode)
-                walls.append(f"- {model}, decode {decode}: {wall / 60:.1f} min (load average {load}), run {run.name}")
-                lines += rows_for(model, decode, run)
-                print("\n".join(lines), flush=True)
+            for decode in args.decodes.split(","):
+                # one process per benchmark when --benchmarks names them (a slow one can be left to the end)
+                for name in args.benchmarks.split(",") if args.benchmarks else [None]:
+                    run, wall, load = bench(model, args.work / f"{model}-{decode}", args.limit, decode, name)
+                    what = f"{model}, decode {decode}" + (f", {name}" if name else "")
+                    walls.append(f"- {what}: {wall / 60:.1f} min (load average {load}), run {run.name}")
+                    lines += rows_for(model, decode, run)
+                    print("\n".join(lines), flush=True)
     if args.first:
         times = []
         for i in range(args.first_runs):
