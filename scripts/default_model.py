@@ -71,6 +71,8 @@ def rows_for(model: str, decode: str, run: Path) -> list[str]:
     out = []
     for info in folder.benchmarks:
         s = folder.summary(info.name)
+        if s.episodes == 0:  # a stopped run's benchmarks that had not started
+            continue
         cut = "n/m" if s.cut_replies is None else f"{s.cut_replies}/{s.finish_reasons}"
         rss = fmt(s.peak_rss_bytes / 2**30 if s.peak_rss_bytes else None)
         out.append(
@@ -87,11 +89,13 @@ def rendered(work: Path) -> list[str]:
     runs = []
     for run in sorted(work.glob("*/*/manifest.json")):
         m = RunManifest.read(run.parent)
-        if m.status != "finished":
+        if m.status not in ("finished", "interrupted"):
             print(f"{run.parent}: {m.status}, left out", file=sys.stderr)
             continue
-        runs.append((m.config.model.name, DECODES.index(m.config.decode), run.parent))
-    return [row for model, d, run in sorted(runs) for row in rows_for(model, DECODES[d], run)]
+        # a stopped run's stored episodes are shown, its model cell marked: its episodes column says how many
+        label = m.config.model.name + (" (stopped)" if m.status == "interrupted" else "")
+        runs.append((m.config.model.name, DECODES.index(m.config.decode), run.parent, label))
+    return [row for _, d, run, label in sorted(runs) for row in rows_for(label, DECODES[d], run)]
 
 
 def main() -> None:
