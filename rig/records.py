@@ -29,7 +29,7 @@ ToolMode = Literal["native", "prompt", "json", "yaml"]
 # How a model wrote the tool call that was read (rig/engines/textcalls.py): the backend's structured field
 # ("native"), <tool_call> tags, another tag (<tools>), a bare JSON reply, a code fence, JSON inside prose, or the YAML
 # of the yaml tool mode.
-CallForm = Literal["native", "tagged", "other_tag", "bare", "fenced", "prose", "yaml"]
+CallForm = Literal["native", "tagged", "other_tag", "bare", "fenced", "prose", "yaml", "flat"]
 CALL_FORMS: tuple[CallForm, ...] = get_args(CallForm)
 DecodeMode = Literal["none", "json", "yaml"]
 

@@ -7,6 +7,11 @@
 - ``json`` / ``yaml``: as ``prompt``, and the output is constrained to the call envelope
   ``{"name": <tool>, "arguments": {...}}`` of the offered tools, written as JSON or as block YAML.
 
+In the prompt-based modes a reply that is one JSON object naming an offered tool, with that tool's arguments beside
+the name instead of under ``arguments`` (``{"name": "final_answer", "answer": ...}``: Qwen2.5-Coder 1.5B's final
+answers on MobilityBench), is read as that call, form ``flat``. Only the loop knows the offered tools, so only it
+reads this form; the engines' readers (``rig/engines/textcalls.py``) take such an object for data.
+
 The envelope schema keeps only what a grammar can enforce (types, enums, required keys, lengths); numeric ranges and
 the like are left to the tool executor, which validates every call and answers a bad one with a tool error.
 """
@@ -18,6 +23,7 @@ from typing import Any, NamedTuple, get_args
 
 from rig.decoding.constraint import Constraint
 from rig.decoding.output import parse_output
+from rig.decoding.safe import load_json, strip_fences
 from rig.decoding.schema import UNENFORCEABLE
 from rig.engines.textcalls import calls_from_text
 from rig.records import CallForm, Generation, Message, ParsedCall, ParseStatus, ToolMode, ToolSpec
@@ -147,11 +153,25 @@ def extract_calls(gen: Generation, tools: list[ToolSpec], mode: str) -> Extracte
         return Extracted(list(gen.tool_calls), "ok", None, gen.call_form or "native")
     found = calls_from_text(gen.text)
     if found is None:
+        flat = _flat_call(gen.text, tools)
+        if flat is not None:
+            return Extracted([flat], "ok", None, "flat")
         return Extracted([], "no_call", "no tool call in the reply", None)
     calls, status, form = found
     if status != "ok" or not calls:
         return Extracted(calls, status if status != "ok" else "no_call", "a tool call could not be parsed", form)
     return Extracted(calls, "ok", None, form)
+
+
+def _flat_call(text: str, tools: list[ToolSpec]) -> ParsedCall | None:
+    """The whole reply (bare or in one fence) as one object whose ``name`` is an offered tool and whose other keys are
+    its arguments; None for anything else, so data that happens to have a ``name`` is never taken for a call."""
+    value, err = load_json(strip_fences(text.strip()))
+    if err or not isinstance(value, dict) or len(value) < 2 or value.get("name") not in {t.name for t in tools}:
+        return None
+    if {"arguments", "parameters", "function"} & set(value):  # the usual envelope, which the text reader judged
+        return None
+    return ParsedCall(name=value["name"], arguments={k: v for k, v in value.items() if k != "name"})
 
 
 def read_calls(gen: Generation, tools: list[ToolSpec], mode: str) -> Extracted:

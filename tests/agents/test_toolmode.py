@@ -153,3 +153,35 @@ def test_observation_roles_and_cut() -> None:
     assert native.role == "tool" and native.name == "route" and json.loads(native.content) == {"d": 1}
     text = observation("route", "x" * 50, "prompt", limit=10)
     assert text.role == "user" and text.content.startswith("Result of route: xxxxxxxxxx") and "40 more" in text.content
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"name": "finish", "answer": "A"}',  # Qwen2.5-Coder 1.5B's final answers on MobilityBench
+        '```json\n{"name": "finish", "answer": "A"}\n```',
+    ],
+)
+def test_a_flat_call_of_an_offered_tool_is_read_with_its_form(text: str) -> None:
+    g = gen(text)
+    found = read_calls(g, [ROUTE, FINISH], "prompt")
+    assert (found.status, found.form, [(c.name, c.arguments) for c in found.calls]) == (
+        "ok",
+        "flat",
+        [("finish", {"answer": "A"})],
+    )
+    assert g.call_form == "flat"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"name": "Kiasma", "lat": 60.17, "lon": 24.94}',  # a place, not a tool: data
+        '{"name": "finish"}',  # a name alone is the text reader's call without arguments, not a flat one
+        'The answer is {"name": "finish", "answer": "A"} I think.',  # inside prose: not the whole reply
+        '{"name": "finish", "answer": "A", "arguments": {"answer": "B"}}',  # an envelope: the text reader's to judge
+    ],
+)
+def test_only_a_whole_reply_naming_an_offered_tool_is_a_flat_call(text: str) -> None:
+    found = extract_calls(gen(text), [ROUTE, FINISH], "prompt")
+    assert found.form != "flat"
