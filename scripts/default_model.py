@@ -3,9 +3,9 @@
 For every model and decode mode, one `rig bench --limit N` process over every benchmark (the same seed, so the same
 episodes), then per benchmark from the run folder's `RunSummary`: the headline with its 95% CI, replies cut at
 max_tokens, latency p50, decode tokens/s, peak RSS, and the failure reasons (error categories) of the episodes that
-scored 0. Then the README's first command on the chosen default (`rig bench --limit 2`), timed as whole processes,
-median of `--first-runs`. Timings are only comparable within one run of this script on a quiet host: the load
-average before and after each run is printed beside it.
+scored 0. Then the README's first command on the chosen default (`rig bench --model M --limit 2`, as written: report
+and one screen included), timed as whole processes, median of `--first-runs`. Timings are only comparable within one
+run of this script on a quiet host: the load average before and after each run is printed beside it.
 
     python scripts/default_model.py --models gemma3-270m,qwen2.5-coder-0.5b,qwen2.5-coder-1.5b --limit 10
     python scripts/default_model.py --first qwen2.5-coder-1.5b --first-runs 2 --skip-table
@@ -42,6 +42,18 @@ def bench(model: str, out: Path, limit: int, decode: str, benchmark: str | None 
     wall = time.perf_counter() - t0
     runs = sorted(out.iterdir(), key=lambda p: p.stat().st_mtime)
     return runs[-1], wall, f"{before:.1f} -> {os.getloadavg()[0]:.1f}"
+
+
+def first_command(model: str, cwd: Path) -> tuple[Path, float, str]:
+    """The README's first `rig bench` exactly as written (report, html and the one screen included), in a folder of
+    its own so its `runs/` holds only this run; its run folder, wall seconds and the load averages around it."""
+    cwd.mkdir(parents=True, exist_ok=True)
+    before = os.getloadavg()[0]
+    t0 = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "rig.cli", "bench", "--model", model, "--limit", "2"], check=True, cwd=cwd)
+    wall = time.perf_counter() - t0
+    run = max((cwd / "runs").iterdir(), key=lambda p: p.stat().st_mtime)
+    return run, wall, f"{before:.1f} -> {os.getloadavg()[0]:.1f}"
 
 
 def fmt(x: float | None, spec: str = ".2f") -> str:
@@ -132,7 +144,7 @@ def main() -> None:
     if args.first:
         times = []
         for i in range(args.first_runs):
-            run, wall, load = bench(args.first, args.work / f"first-{i}", 2, "none")
+            run, wall, load = first_command(args.first, args.work / f"first-{i}")
             times.append(wall)
             walls.append(f"- first command, {args.first}, run {i + 1}: {wall / 60:.1f} min (load average {load})")
         walls.append(f"- first command median: {statistics.median(times) / 60:.1f} min over {len(times)} runs")
