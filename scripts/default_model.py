@@ -62,6 +62,8 @@ def fmt(x: float | None, spec: str = ".2f") -> str:
 
 def headline(s: RunSummary) -> str:
     h = s.headline
+    if h is not None and h.samples == 1:  # one scored episode: its score, with no CI to give
+        return f"{h.scores[0].score:.2f} (n=1, no CI)"
     if h is None or h.mean is None:
         return "n/m"
     return f"{h.mean:.2f} [{h.low:.2f}, {h.high:.2f}]"

@@ -270,7 +270,7 @@ def _run_readme_first_bench(tmp_path, args: list[str]) -> None:  # type: ignore[
 
 @pytest.mark.slow
 def test_readme_first_bench_runs_all_five_benchmarks_offline(tmp_path, helsinki_pack) -> None:  # type: ignore[no-untyped-def]
-    """The README's first `rig bench` as written, on its Qwen2.5-Coder 1.5B: about 10 minutes on two cores, so it is
+    """The README's first `rig bench` as written, on its Qwen2.5-Coder 0.5B: about 6 minutes on two cores, so it is
     out of the default selection (`python3 -m pytest -m slow tests/test_cli.py` runs it)."""
     pytest.importorskip("llama_cpp")
     args = _readme_first_bench()
