@@ -167,11 +167,14 @@ def _flat_call(text: str, tools: list[ToolSpec]) -> ParsedCall | None:
     """The whole reply (bare or in one fence) as one object whose ``name`` is an offered tool and whose other keys are
     its arguments; None for anything else, so data that happens to have a ``name`` is never taken for a call."""
     value, err = load_json(strip_fences(text.strip()))
-    if err or not isinstance(value, dict) or len(value) < 2 or value.get("name") not in {t.name for t in tools}:
+    if err or not isinstance(value, dict) or len(value) < 2:
+        return None
+    name = value.get("name")
+    if not isinstance(name, str) or name not in {t.name for t in tools}:  # a list or object here is data, not a name
         return None
     if {"arguments", "parameters", "function"} & set(value):  # the usual envelope, which the text reader judged
         return None
-    return ParsedCall(name=value["name"], arguments={k: v for k, v in value.items() if k != "name"})
+    return ParsedCall(name=name, arguments={k: v for k, v in value.items() if k != "name"})
 
 
 def read_calls(gen: Generation, tools: list[ToolSpec], mode: str) -> Extracted:

@@ -180,6 +180,8 @@ def test_a_flat_call_of_an_offered_tool_is_read_with_its_form(text: str) -> None
         '{"name": "finish"}',  # a name alone is the text reader's call without arguments, not a flat one
         'The answer is {"name": "finish", "answer": "A"} I think.',  # inside prose: not the whole reply
         '{"name": "finish", "answer": "A", "arguments": {"answer": "B"}}',  # an envelope: the text reader's to judge
+        '{"name": ["finish"], "answer": "A"}',  # a name that is no string (unhashable): no call, not a crash
+        '{"name": {"finish": 1}, "answer": "A"}',
     ],
 )
 def test_only_a_whole_reply_naming_an_offered_tool_is_a_flat_call(text: str) -> None:
