@@ -54,10 +54,12 @@ def progress(
     """A bar for one step. ``transient`` clears it when the step ends; ``terminal_only`` draws nothing when stderr is
     not a terminal (for steps run inside other commands' captured output)."""
     from rich.console import Console
+    from rich.markup import escape
     from rich.progress import Progress
 
     console = Console(stderr=True)
     with Progress(
         *columns(unit), console=console, transient=transient, disable=terminal_only and not console.is_terminal
     ) as bar:
-        yield Counter(bar, bar.add_task(label, total=total))
+        # a label carries names from files (a GGUF's): shown as written, never read as rich markup
+        yield Counter(bar, bar.add_task(escape(label), total=total))

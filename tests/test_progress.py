@@ -26,3 +26,9 @@ def test_a_bytes_bar_shows_sizes_and_terminal_only_draws_nothing_off_a_terminal(
     with progress("hashing", 10, unit="bytes", terminal_only=True) as bar:
         bar.advance(10)
     assert capsys.readouterr().err == ""  # captured stderr is not a terminal
+
+
+def test_a_label_from_a_file_name_is_shown_as_written_not_read_as_markup(capsys: pytest.CaptureFixture[str]) -> None:
+    with progress("joining [/x][bold]w.gguf", 1) as bar:  # an unmatched closing tag raised MarkupError
+        bar.advance()
+    assert "joining [/x][bold]w.gguf" in capsys.readouterr().err
