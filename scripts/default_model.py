@@ -31,29 +31,27 @@ from rig.runfolder.summary import RunSummary
 DECODES = ("none", "json")
 
 
-def bench(model: str, out: Path, limit: int, decode: str, benchmark: str | None = None) -> tuple[Path, float, str]:
-    """One `rig bench` process (every benchmark, or the one named); its run folder, wall seconds and the load
-    averages around it."""
+def timed(argv: list[str], runs: Path, cwd: Path | None = None) -> tuple[Path, float, str]:
+    """One `rig` process: the newest run folder under ``runs``, wall seconds and the load averages around it."""
     before = os.getloadavg()[0]
     t0 = time.perf_counter()
-    argv = [sys.executable, "-m", "rig.cli", "bench", "--model", model, "--limit", str(limit), "--decode", decode]
-    argv += ["--benchmark", benchmark] if benchmark else []
-    subprocess.run([*argv, "--seed", "0", "--out", str(out), "--no-report"], check=True)
+    subprocess.run([sys.executable, "-m", "rig.cli", *argv], check=True, cwd=cwd)
     wall = time.perf_counter() - t0
-    runs = sorted(out.iterdir(), key=lambda p: p.stat().st_mtime)
-    return runs[-1], wall, f"{before:.1f} -> {os.getloadavg()[0]:.1f}"
+    return max(runs.iterdir(), key=lambda p: p.stat().st_mtime), wall, f"{before:.1f} -> {os.getloadavg()[0]:.1f}"
+
+
+def bench(model: str, out: Path, limit: int, decode: str, benchmark: str | None = None) -> tuple[Path, float, str]:
+    """One `rig bench` process (every benchmark, or the one named), without its report."""
+    argv = ["bench", "--model", model, "--limit", str(limit), "--decode", decode]
+    argv += ["--benchmark", benchmark] if benchmark else []
+    return timed([*argv, "--seed", "0", "--out", str(out), "--no-report"], out)
 
 
 def first_command(model: str, cwd: Path) -> tuple[Path, float, str]:
     """The README's first `rig bench` exactly as written (report, html and the one screen included), in a folder of
-    its own so its `runs/` holds only this run; its run folder, wall seconds and the load averages around it."""
+    its own so its `runs/` holds only this run."""
     cwd.mkdir(parents=True, exist_ok=True)
-    before = os.getloadavg()[0]
-    t0 = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "rig.cli", "bench", "--model", model, "--limit", "2"], check=True, cwd=cwd)
-    wall = time.perf_counter() - t0
-    run = max((cwd / "runs").iterdir(), key=lambda p: p.stat().st_mtime)
-    return run, wall, f"{before:.1f} -> {os.getloadavg()[0]:.1f}"
+    return timed(["bench", "--model", model, "--limit", "2"], cwd / "runs", cwd=cwd)
 
 
 def fmt(x: float | None, spec: str = ".2f") -> str:
