@@ -302,3 +302,17 @@ def test_a_run_resumed_across_the_change_leaves_its_older_episodes_out_of_the_ot
     rows = {row[1]: row for row in differ.rows}
     n_routing = sum(r.tags["task"] == "routing" for r in new)
     assert rows["Routing"][2:] == [n_routing - 2, 1.0, 1.0, 0, 0, 0]
+
+
+@pytest.mark.parametrize("mode", ["paper", "reference"])
+def test_a_wrong_answer_that_parsed_is_read_and_an_unreadable_one_is_not(mode: str) -> None:
+    b = CallNavi(None, {"task": "routing", "mode": mode})
+    ep = b.episodes()[0]
+    wrong = ep.ground_truth["API"] + ["getWeatherForecast"]
+    replies = {"wrong": json.dumps(wrong), "unreadable": '["getWeatherForecast"'}
+    for what, text in replies.items():
+        r = asyncio.run(b.run_episode(ep, FakeEngine(lambda _r, t=text: t), RunContext(sampling=Sampling()), 0))
+        assert r.scores["routing"] == 0.0
+        # the reference judge compares normalised routing text and parses nothing: any text is read
+        want = ("ok", "routing") if what == "wrong" or mode == "reference" else ("parse_error", "parse")
+        assert (r.generations[0].parse_status, r.error_category) == want, (what, r.error)
