@@ -168,12 +168,12 @@ class CallNavi(Benchmark):
         if reason is not None and reason.startswith("parse:") and gen.finish_reason == "length":
             # scored as the model's failure within the run's budget, but named, so the report says why
             reason = f"cut: at max_tokens ({sampling.max_tokens}), {reason}"
+        res.error_category = None if reason is None else reason.split(":")[0]
         # a parsed answer is "ok" however wrong (a wrong API list is scored, not unread)
-        gen.parse_status = "parse_error" if reason is not None and reason.startswith(("parse:", "cut:")) else "ok"
+        gen.parse_status = "parse_error" if res.error_category in ("parse", "cut") else "ok"
         if res.output is not None:  # the answer parsed: how it was written, counted beside the agents' calls
             fenced = gen.text.lstrip().startswith("```")
             gen.call_form = "yaml" if self.opts.format == "yaml" else "fenced" if fenced else "bare"
-        res.error_category = None if reason is None else reason.split(":")[0]
         res.error = reason
         return res
 
