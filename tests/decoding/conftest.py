@@ -114,7 +114,11 @@ class XGrammarMatcher:
         import xgrammar
 
         self.xg = xgrammar
-        info = xgrammar.TokenizerInfo(list(_ByteTokenizer.tokens), stop_token_ids=[_ByteTokenizer.eos_token_id])
+        # The stop token gets no text: xgrammar 0.2.9 also matches a stop token's text against the grammar, so an
+        # EOS spelled "<eos>" satisfied a trailing [^ ,]+ and a reply ending in ", " passed. A real tokenizer's EOS
+        # is a special token that xgrammar never matches as text; an empty one is the byte-level equivalent.
+        vocab = [*_ByteTokenizer.tokens[: _ByteTokenizer.eos_token_id], b""]
+        info = xgrammar.TokenizerInfo(vocab, stop_token_ids=[_ByteTokenizer.eos_token_id])
         self.compiler = xgrammar.GrammarCompiler(info, max_threads=1, cache_enabled=True)
         self._matchers: dict[str, Any] = {}
 
