@@ -1,5 +1,7 @@
 """thinking: strip — a grammar admits one think block, then the constrained answer (judged by llama.cpp itself)."""
 
+import importlib.util
+
 import pytest
 
 from rig.decoding import to_gbnf
@@ -30,6 +32,27 @@ def test_think_block_then_constrained_answer(embedded_weights: str) -> None:
     assert not m.accepts(g, '<think>never closed {"ok": true}')
     assert not m.accepts(g, '<think>a</think><think>b</think>{"ok": true}')  # one block only
     assert not m.accepts(g, '<think>a</think>{"ok": "yes"}')  # the answer is still constrained
+
+
+def test_the_think_block_is_unbounded_and_the_same_language_in_llama_cpp_and_xgrammar(embedded_weights: str) -> None:
+    """No length bound (max_tokens is the bound): llama.cpp drops a bound past 2,000 repetitions, and xgrammar masks
+    slowly inside a long one. A 5,000-character block passes, and the rest of the language is the same in both."""
+    from tests.decoding.conftest import LlamaMatcher, XGrammarMatcher
+
+    g = allow_thinking_gbnf(to_gbnf(Constraint(kind="json_schema", schema_={"type": "boolean"})))
+    texts = {
+        "true": True,
+        f"<think>{'x' * 5000}</think>true": True,
+        "<think>a < b, so</think>\nfalse": True,
+        "<think>a</think>": False,
+        "<think>a</think><think>b</think>true": False,
+        "<think>a</think>yes": False,
+    }
+    matchers = [("llama.cpp", LlamaMatcher(embedded_weights).accepts)]
+    if importlib.util.find_spec("xgrammar") is not None:
+        matchers.append(("xgrammar", XGrammarMatcher().accepts))
+    for name, accepts in matchers:
+        assert {t: accepts(g, t) for t in texts} == texts, name
 
 
 def test_grammar_without_root_refused() -> None:

@@ -70,12 +70,13 @@ def models(tmp_path_factory: pytest.TempPathFactory, folder: str) -> Path:
 
 @pytest.fixture(scope="module")
 def hf_run(tmp_path_factory: pytest.TempPathFactory, folder: str) -> Path:
-    """One CallNavi question on the embedded model (llama.cpp, JSON grammar, 16 tokens), relabelled as the converted
+    """One RouteEval prompt on the embedded model (llama.cpp, JSON grammar, 16 tokens), relabelled as the converted
     model's run: teacher forcing needs only the stored (prompt, reply) pairs, and generating them on vLLM would cost
-    another engine start."""
+    another engine start. RouteEval for its short prompt (about 300 tokens; CallNavi's are 1,000): vLLM computes
+    top-k rows at every prompt position, about 40 ms each on two cores."""
     out = tmp_path_factory.mktemp("ref")
-    argv = ["bench", "--model", "gemma3-270m", "--benchmark", "callnavi", "--limit", "1", "--max-tokens", "16"]
-    argv += ["--decode", "json", "-O", "task=routing", "--out", str(out), "--no-report"]
+    argv = ["bench", "--model", "gemma3-270m", "--benchmark", "routeeval", "--limit", "1", "--max-tokens", "16"]
+    argv += ["--decode", "json", "--out", str(out), "--no-report"]
     p = subprocess.run([sys.executable, "-m", "rig.cli", *argv], capture_output=True, text=True, timeout=900)
     assert p.returncode == 0, p.stderr
     run = next(out.iterdir())
@@ -87,8 +88,10 @@ def hf_run(tmp_path_factory: pytest.TempPathFactory, folder: str) -> Path:
 
 
 def test_bf16_against_itself_is_zero_and_llama_cpp_is_engine_divergence(
-    hf_run: Path, models: Path, folder: str, scorer: Any, tmp_path: Path
+    hf_run: Path, models: Path, folder: str, scorer: Any, calls: list[int], tmp_path: Path
 ) -> None:
+    """The reference and a variant on one shared vLLM engine: one generate call of the window twice (once per
+    stream; the old pass made one call per sequence and stream), nothing held after; llama.cpp's rows beside them."""
     s = DivergenceSettings(
         reference_run=str(hf_run),
         variants=[VariantSource(model="gemma3-270m-hf", label="again"), VariantSource(model="gemma3-270m")],
@@ -98,6 +101,7 @@ def test_bf16_against_itself_is_zero_and_llama_cpp_is_engine_divergence(
     )
     report = compute(s, loaded={f"vllm:{folder}": scorer})
     assert report.pairs == 1 and report.engine == "vllm"
+    assert calls == [2] and not scorer._ready
     assert report.engines == {"again": "vllm", "gemma3-270m": "llamacpp"} and not report.full_vocabulary
     again = [r for r in report.classes if r.variant == "again" and r.tokens > 0]
     assert {r.token_class for r in again} >= {"all", "structure"}
@@ -278,7 +282,7 @@ def test_full_vocabulary_rows_are_not_built_a_window_at_once(scorer: Any, calls:
     scorer.prefetch([])
 
 
-def test_a_pass_scores_each_window_in_one_call_and_holds_nothing_after(
+def test_an_interrupted_pass_holds_nothing_after(
     hf_run: Path,
     models: Path,
     folder: str,
@@ -287,9 +291,7 @@ def test_a_pass_scores_each_window_in_one_call_and_holds_nothing_after(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """The reference and a variant on one shared vLLM engine: one generate call of the window twice (once per
-    stream; the old pass made one call per sequence and stream). An interrupted pass leaves nothing prefetched in a
-    scorer the caller holds."""
+    """An interrupted pass leaves nothing prefetched in a scorer the caller holds (the window's one call was made)."""
     import rig.analyses.divergence.compute as dv
     from rig.engines.logits import LogitsError
 
@@ -300,11 +302,6 @@ def test_a_pass_scores_each_window_in_one_call_and_holds_nothing_after(
         models_file=str(models),
         top_k=20,
     )
-    report = compute(s, loaded={f"vllm:{folder}": scorer})
-    assert report.pairs == 1 and calls == [2]
-    assert not scorer._ready
-    again = next(r for r in report.classes if r.variant == "again" and r.token_class == "all")
-    assert again.tokens > 0 and again.mean_kld == 0.0 and again.top1_agreement == 1.0
 
     def boom(*args: Any, **kwargs: Any) -> Any:
         raise LogitsError("interrupted")
@@ -312,4 +309,4 @@ def test_a_pass_scores_each_window_in_one_call_and_holds_nothing_after(
     monkeypatch.setattr(dv, "token_classes", boom)  # after the window's prefetch, before its rows are asked for
     with pytest.raises(DivergenceError, match="interrupted"):
         compute(s, loaded={f"vllm:{folder}": scorer})
-    assert calls == [2, 2] and not scorer._ready
+    assert calls == [2] and not scorer._ready
