@@ -6,8 +6,9 @@
 
 The block has no length bound in the grammar, so every engine constrains to the same language and max_tokens is
 the bound: llama.cpp (in llama-cpp-python 0.3.36) does not enforce the upper bound of a repetition of more than
-2,000 (the 4,000-character bound rig had was never enforced there), and xgrammar (vLLM) masked 1.7 to 2.5 s per
-token inside it over a 262,144-token vocabulary (0.1 ms unbounded; xgrammar 0.2.8, two cores).
+2,000 (the 4,000-character bound rig had was never enforced there), and xgrammar (vLLM) masks the whole
+vocabulary at every token inside it: about 1 s per token over Gemma's 262,144 tokens, a 48-token reply in 60 s on
+vLLM CPU (benchmarks/results/xgrammar_mask.md).
 """
 
 from __future__ import annotations
