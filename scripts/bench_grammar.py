@@ -61,18 +61,26 @@ def schemas(data: Path, domain: str) -> dict[str, dict]:
     return {"names": names_schema, "per_api": per_api, "benchmark": bench}
 
 
-def xgrammar_compiler():  # type: ignore[no-untyped-def]
-    """An xgrammar compiler over the embedded model's vocabulary, as vLLM builds one for a served model."""
+def embedded_vocab():  # type: ignore[no-untyped-def]
+    """The embedded model's vocabulary, read from its GGUF without weights (the caller closes it)."""
     import llama_cpp
-    import xgrammar
 
     from rig.registry import load_registry, resolve_weights
 
     reg = load_registry(REPO / "models.yaml")
-    llm = llama_cpp.Llama(model_path=resolve_weights(reg.get("gemma3-270m"), reg.path), vocab_only=True, verbose=False)
+    return llama_cpp.Llama(model_path=resolve_weights(reg.get("gemma3-270m"), reg.path), vocab_only=True, verbose=False)
+
+
+def xgrammar_compiler(llm=None):  # type: ignore[no-untyped-def]
+    """An xgrammar compiler over the embedded model's vocabulary, as vLLM builds one for a served model."""
+    import xgrammar
+
+    own = llm is None
+    llm = embedded_vocab() if own else llm
     vocab = [llm.detokenize([t], special=True) for t in range(llm.n_vocab())]
     info = xgrammar.TokenizerInfo(vocab, stop_token_ids=[llm.token_eos()])
-    llm.close()
+    if own:
+        llm.close()
     return xgrammar.GrammarCompiler(info, max_threads=1, cache_enabled=False), len(vocab)
 
 

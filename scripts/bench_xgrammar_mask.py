@@ -22,7 +22,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's rig, not another installed one
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_grammar import xgrammar_compiler
+from bench_grammar import embedded_vocab, xgrammar_compiler
 
 REPO = Path(__file__).resolve().parents[1]
 CHAR = r'c ::= [^\x22\x5c\x00-\x1f] | "\\" [\x22\x5c\x2f\x62\x66nrt]' + "\n"
@@ -44,19 +44,15 @@ def cases() -> list[tuple[str, str, str]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    import llama_cpp
     import xgrammar
-
-    from rig.registry import load_registry, resolve_weights
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--passes", type=int, default=3)
     ap.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "xgrammar_mask.md")
     args = ap.parse_args(argv)
 
-    compiler, n_vocab = xgrammar_compiler()
-    reg = load_registry(REPO / "models.yaml")
-    tok = llama_cpp.Llama(model_path=resolve_weights(reg.get("gemma3-270m"), reg.path), vocab_only=True, verbose=False)
+    tok = embedded_vocab()  # one read of the GGUF: the compiler's vocabulary and the tokenizer of the texts
+    compiler, n_vocab = xgrammar_compiler(tok)
     mask = xgrammar.allocate_token_bitmask(1, n_vocab)
     rows = []
     for label, grammar, text in cases():

@@ -1,12 +1,14 @@
 """thinking: strip — a grammar admits one think block, then the constrained answer (judged by llama.cpp itself)."""
 
 import importlib.util
+from collections.abc import Iterator
 
 import pytest
 
 from rig.decoding import to_gbnf
 from rig.decoding.constraint import Constraint
 from rig.engines.thinking import allow_thinking_gbnf, strip_thinking
+from tests.decoding.conftest import LlamaMatcher
 
 
 def test_strip_thinking() -> None:
@@ -15,10 +17,15 @@ def test_strip_thinking() -> None:
     assert strip_thinking("dangling</think> answer") == "answer"
 
 
-def test_think_block_then_constrained_answer(embedded_weights: str) -> None:
-    from tests.decoding.conftest import LlamaMatcher
-
+@pytest.fixture(scope="module")
+def llama(embedded_weights: str) -> Iterator[LlamaMatcher]:
     m = LlamaMatcher(embedded_weights)
+    yield m
+    m.close()
+
+
+def test_think_block_then_constrained_answer(llama: LlamaMatcher) -> None:
+    m = llama
     schema = {
         "type": "object",
         "properties": {"ok": {"type": "boolean"}},
@@ -34,10 +41,10 @@ def test_think_block_then_constrained_answer(embedded_weights: str) -> None:
     assert not m.accepts(g, '<think>a</think>{"ok": "yes"}')  # the answer is still constrained
 
 
-def test_the_think_block_is_unbounded_and_the_same_language_in_llama_cpp_and_xgrammar(embedded_weights: str) -> None:
+def test_the_think_block_is_unbounded_and_the_same_language_in_llama_cpp_and_xgrammar(llama: LlamaMatcher) -> None:
     """No length bound (max_tokens is the bound): llama.cpp drops a bound past 2,000 repetitions, and xgrammar masks
     slowly inside a long one. A 5,000-character block passes, and the rest of the language is the same in both."""
-    from tests.decoding.conftest import LlamaMatcher, XGrammarMatcher
+    from tests.decoding.conftest import XGrammarMatcher
 
     g = allow_thinking_gbnf(to_gbnf(Constraint(kind="json_schema", schema_={"type": "boolean"})))
     texts = {
@@ -48,7 +55,7 @@ def test_the_think_block_is_unbounded_and_the_same_language_in_llama_cpp_and_xgr
         "<think>a</think><think>b</think>true": False,
         "<think>a</think>yes": False,
     }
-    matchers = [("llama.cpp", LlamaMatcher(embedded_weights).accepts)]
+    matchers = [("llama.cpp", llama.accepts)]
     if importlib.util.find_spec("xgrammar") is not None:
         matchers.append(("xgrammar", XGrammarMatcher().accepts))
     for name, accepts in matchers:
