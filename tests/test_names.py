@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from rig.names import MAX_NAME_BYTES, BadName, escape, name_path, path_name, printable
+from rig.names import _UNSAFE_RE, MAX_NAME_BYTES, BadName, _unsafe, escape, name_path, path_name, printable
 
 
 @pytest.mark.parametrize(
@@ -49,6 +49,16 @@ def test_printable_shows_escapes_and_bidi_controls_instead_of_acting_on_them() -
     assert shown == "model\\x1b[2J\\x1b]0;title\\x07\\u202eevil\\u2066 x\\x0d\\x9b"
     assert printable("two\nlines\tkept") == "two\nlines\tkept"
     assert printable("lone \udc80") == "lone \\udc80"  # encodable: a terminal write cannot fail on it
+
+
+def test_printables_character_class_is_exactly_the_unsafe_characters_but_newline_and_tab() -> None:
+    # the class is written out for speed; this Python's Unicode tables say which characters it must hold
+    differ = [
+        hex(cp)
+        for cp in range(0x110000)
+        if bool(_UNSAFE_RE.fullmatch(chr(cp))) != (_unsafe(chr(cp)) and chr(cp) not in "\n\t")
+    ]
+    assert differ == []
 
 
 def test_printable_cuts_a_huge_value_to_its_start_and_end() -> None:
