@@ -15,12 +15,14 @@ from pathlib import Path
 MAX_NAME_BYTES = 128  # a file system takes 255 bytes a name; the rest is left for a suffix or a content hash
 MAX_LINE_CHARS = 2000  # one echoed value (a 50 MB option) is cut to its start and end
 
-# Unicode's bidirectional formatting characters (and the marks), which reorder what a terminal or browser shows.
-_BIDI = set("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
-# What `_unsafe` accepts, as one character class, so `printable` scans a 50 MB value in C, not a call per character.
-# Cc (U+0000-001F, U+007F-009F) and Cs (surrogates) are closed by Unicode's stability policy; Zl and Zp are U+2028 and
-# U+2029 (tests/test_names.py checks the class against unicodedata over every code point). Newline and tab are kept.
-_UNSAFE_RE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff\u2028\u2029" + "".join(sorted(_BIDI)) + "]")
+# The characters a terminal acts on or reorders, as character classes so a 50 MB value is scanned in C: C0/C1
+# controls and DEL (category Cc, closed by Unicode's stability policy), lone surrogates (Cs, not printable at all),
+# the line and paragraph separators (Zl, Zp) and Unicode's bidirectional formatting characters and marks.
+# tests/test_names.py holds both classes to unicodedata's categories over every code point.
+_BIDI = "\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069"
+_BUT_NEWLINE_AND_TAB = f"\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff\u2028\u2029{_BIDI}"
+_ESCAPED = re.compile(f"[{_BUT_NEWLINE_AND_TAB}]")  # what `printable` escapes
+_UNSAFE = re.compile(f"[\n\t{_BUT_NEWLINE_AND_TAB}]")
 
 
 class BadName(ValueError):
@@ -28,9 +30,8 @@ class BadName(ValueError):
 
 
 def _unsafe(c: str) -> bool:
-    """A character a terminal acts on or reorders: C0/C1 controls and DEL, bidi controls, line and paragraph
-    separators, lone surrogates (not printable at all)."""
-    return c in _BIDI or unicodedata.category(c) in ("Cc", "Cs", "Zl", "Zp")
+    """A character a terminal acts on or reorders (``_UNSAFE``)."""
+    return _UNSAFE.match(c) is not None
 
 
 def name_error(name: str) -> str | None:
@@ -70,7 +71,7 @@ def printable(text: object, max_chars: int | None = MAX_LINE_CHARS) -> str:
     """``text`` safe to print: controls, escape sequences and bidi controls shown as ``\\xNN`` / ``\\uNNNN``
     (newlines and tabs kept), and each line over ``max_chars`` (None: no limit) cut to its start and end with the
     count between."""
-    s = _UNSAFE_RE.sub(lambda m: _escape(m.group()), str(text))
+    s = _ESCAPED.sub(lambda m: _escape(m.group()), str(text))
     if max_chars is not None and len(s) > max_chars:
         s = "\n".join(_cut(line, max_chars) for line in s.split("\n"))
     return s
