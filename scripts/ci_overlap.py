@@ -27,15 +27,27 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 VENV = REPO / ".venv-vllm"
-VLLM_TESTS = (
-    "tests/engines/test_vllm_cpu.py tests/engines/test_vllm_api.py tests/test_convert.py "
-    "tests/analyses/load/test_load_engines.py tests/analyses/divergence/test_vllm.py"
-)
 MODES = ("in-turn", "side-by-side")
-STAGES = {
-    "main": "python3 -m pytest -q -p no:cacheprovider",
-    "vllm": f"{VENV}/bin/python -m pytest -q -p no:cacheprovider -m 'vllm or not (slow or gpu or model)' {VLLM_TESTS}",
-}
+
+
+def _ci_vllm() -> tuple[str, dict[str, str]]:
+    """vLLM's test files and plain settings as `.ci/run` names them (read from it, so the two cannot drift)."""
+    text = (REPO / ".ci" / "run").read_text()
+    tests = re.search(r'^VLLM_TESTS="([^"]+)"', text, re.M)
+    exports = re.search(r"^export RIG_VLLM_CPU_MODEL=(.*)$", text, re.M)
+    if tests is None or exports is None:
+        sys.exit(".ci/run no longer sets VLLM_TESTS and RIG_VLLM_CPU_MODEL's line as this script reads them")
+    env = dict(kv.split("=", 1) for kv in exports.group(1).split()[1:])  # the settings after the model's path
+    env["RIG_VLLM_CPU_MODEL"] = str(VENV / "models" / "gemma3-270m-hf")
+    return tests.group(1), env
+
+
+def _stages() -> dict[str, str]:
+    tests, _ = _ci_vllm()
+    return {
+        "main": "python3 -m pytest -q -p no:cacheprovider",
+        "vllm": f"{VENV}/bin/python -m pytest -q -p no:cacheprovider -m 'vllm or not (slow or gpu or model)' {tests}",
+    }
 
 
 def _isolated(cmd: str) -> list[str]:
@@ -45,15 +57,9 @@ def _isolated(cmd: str) -> list[str]:
 
 
 def _start(stage: str, log: Path) -> tuple[subprocess.Popen[bytes], float]:
-    env = {
-        **os.environ,
-        "RIG_VLLM_CPU_MODEL": str(VENV / "models" / "gemma3-270m-hf"),
-        "RIG_REQUIRE_VLLM": "1",
-        "VLLM_CPU_KVCACHE_SPACE": "1",
-        "VLLM_HOST_IP": "127.0.0.1",
-    }
+    env = {**os.environ, **_ci_vllm()[1]}
     with log.open("wb") as f:
-        proc = subprocess.Popen(_isolated(STAGES[stage]), cwd=REPO, env=env, stdout=f, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(_isolated(_stages()[stage]), cwd=REPO, env=env, stdout=f, stderr=subprocess.STDOUT)
     return proc, time.monotonic()
 
 
