@@ -20,6 +20,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -86,6 +87,25 @@ async def _drive(
             return out, png
 
 
+@contextlib.contextmanager
+def _profile() -> Iterator[str]:
+    """A fresh Chromium profile folder, removed afterwards. Chromium's helper processes may still write into it for
+    a moment after the browser exits (on a loaded host: 'Directory not empty'), so removal is retried a while."""
+    path = tempfile.mkdtemp(prefix="rig-chromium-")
+    try:
+        yield path
+    finally:
+        for _ in range(50):
+            try:
+                shutil.rmtree(path)
+                break
+            except FileNotFoundError:
+                break
+            except OSError:
+                time.sleep(0.1)
+        shutil.rmtree(path, ignore_errors=True)
+
+
 def open_page(
     url: str,
     wait: list[str],
@@ -96,7 +116,7 @@ def open_page(
 ) -> dict[str, Any]:
     """The page at ``url`` once its text holds every string of ``wait``: its text, title and ``probe``'s value."""
     deadline = time.monotonic() + timeout_s
-    with tempfile.TemporaryDirectory(prefix="rig-chromium-") as profile:
+    with _profile() as profile:
         proc = subprocess.Popen(
             [CHROMIUM or "chromium", *FLAGS, f"--user-data-dir={profile}", f"--window-size={size[0]},{size[1]}"],
             stdout=subprocess.DEVNULL,
@@ -135,8 +155,8 @@ def main(argv: list[str] | None = None) -> int:
     w, h = (int(x) for x in a.size.split(","))
     try:
         page = open_page(a.url, a.wait, a.timeout, a.probe, a.shot, (w, h))
-    except DevToolsError as e:
-        page = {"error": str(e)}
+    except Exception as e:  # whatever went wrong goes into --out, where the test reads it
+        page = {"error": f"{type(e).__name__}: {e}"}
     with contextlib.suppress(OSError):
         a.out.write_text(json.dumps(page))
     return 1 if "error" in page else 0

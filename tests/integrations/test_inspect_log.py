@@ -142,6 +142,8 @@ def view_pages(log_dir: Path, tmp_path: Path, pages: list[tuple[str, list[str], 
         ["unshare", "-n", "bash", str(script)], capture_output=True, text=True, timeout=VIEW_S, env=env
     )
     assert out.returncode == 0, out.stderr + (tmp_path / "view.log").read_text()[-2000:]
+    missing = [i for i in range(len(pages)) if not (tmp_path / f"page{i}.json").is_file()]
+    assert not missing, f"no page{missing}.json: {out.stderr[-2000:]}"
     got = [json.loads((tmp_path / f"page{i}.json").read_text()) for i in range(len(pages))]
     for page in got:
         assert "error" not in page, page["error"] + (tmp_path / "view.log").read_text()[-2000:]
