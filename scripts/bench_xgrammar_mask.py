@@ -37,6 +37,20 @@ def chain(n: int) -> str:
     return "".join(f"s{k} ::= (c s{k - 1})?\n" for k in range(n, 1, -1)) + "s1 ::= c?\n"
 
 
+def chunked(n: int, k: int) -> tuple[str, str]:
+    """``c{0,n}`` in about n/k + k rules: a rule of k characters used n // k times, then a chain for the rest.
+
+    ``chain(n)`` compiles in about one vocabulary scan per rule, so this takes a fraction of its time; but whether
+    the next character starts another chunk or the last short run stays open until the string ends, so the matcher
+    keeps more than one stack."""
+    q, r = divmod(n, k)
+    rules = "chunk ::= " + " ".join(["c"] * k) + "\n"
+    rules += "".join(f"t{j} ::= (c t{j - 1})?\n" for j in range(k - 1, 1, -1)) + "t1 ::= c?\n"
+    rules += f"u0 ::= t{r}\n" if r else 'u0 ::= ""\n'
+    rules += "".join(f"u{j} ::= chunk u{j - 1} | t{k - 1}\n" for j in range(1, q + 1))
+    return f"u{q}", rules
+
+
 def cases() -> list[tuple[str, str, str]]:
     """(label, grammar, text walked)."""
     out = []
@@ -48,6 +62,15 @@ def cases() -> list[tuple[str, str, str]]:
             (
                 f"string `c{{0,{n}}}` as {n} chained rules",
                 'root ::= "\\"" s' + str(n) + ' "\\""\n' + chain(n) + CHAR,
+                '"' + TEXT[: min(n, WALK)],
+            )
+        )
+    for n, k in ((24, 5), (120, 11), (1200, 35)):  # two levels: fewer rules, but more than one stack
+        top, rules = chunked(n, k)
+        out.append(
+            (
+                f"string `c{{0,{n}}}` as chunks of {k} (two levels)",
+                'root ::= "\\"" ' + top + ' "\\""\n' + rules + CHAR,
                 '"' + TEXT[: min(n, WALK)],
             )
         )
