@@ -51,18 +51,19 @@ def chunked(n: int, k: int) -> tuple[str, str]:
     return f"u{q}", rules
 
 
-def cases() -> list[tuple[str, str, str]]:
-    """(label, grammar, text walked)."""
+def cases() -> list[tuple[str, str, str, int | None]]:
+    """(label, grammar, text walked, the string's bound if it has one)."""
     out = []
     for n in (24, 120, 128, 129, 256):
-        out.append((f"string `c{{0,{n}}}`", f'root ::= "\\"" c{{0,{n}}} "\\""\n' + CHAR, '"' + TEXT[: min(n, WALK)]))
-    out.append(("string `c*`", 'root ::= "\\"" c* "\\""\n' + CHAR, '"' + TEXT[:WALK]))
+        out.append((f"string `c{{0,{n}}}`", f'root ::= "\\"" c{{0,{n}}} "\\""\n' + CHAR, '"' + TEXT[: min(n, WALK)], n))
+    out.append(("string `c*`", 'root ::= "\\"" c* "\\""\n' + CHAR, '"' + TEXT[:WALK], None))
     for n in (24, 120, 1200):  # the same bound as a chain of optional rules: no counted repetition
         out.append(
             (
                 f"string `c{{0,{n}}}` as {n} chained rules",
                 'root ::= "\\"" s' + str(n) + ' "\\""\n' + chain(n) + CHAR,
                 '"' + TEXT[: min(n, WALK)],
+                n,
             )
         )
     for n, k in ((24, 5), (120, 11), (1200, 35)):  # two levels: fewer rules, but more than one stack
@@ -72,11 +73,14 @@ def cases() -> list[tuple[str, str, str]]:
                 f"string `c{{0,{n}}}` as chunks of {k} (two levels)",
                 'root ::= "\\"" ' + top + ' "\\""\n' + rules + CHAR,
                 '"' + TEXT[: min(n, WALK)],
+                n,
             )
         )
     think = "<think>" + TEXT[:WALK]
-    out.append(("think block `{0,4000}` (before)", 'root ::= "<think>" c{0,4000} "</think>" "x"\n' + THINK, think))
-    out.append(("think block `*` (now)", 'root ::= "<think>" c* "</think>" "x"\n' + THINK, think))
+    out.append(
+        ("think block `{0,4000}` (before)", 'root ::= "<think>" c{0,4000} "</think>" "x"\n' + THINK, think, None)
+    )
+    out.append(("think block `*` (now)", 'root ::= "<think>" c* "</think>" "x"\n' + THINK, think, None))
     return out
 
 
@@ -92,11 +96,15 @@ def main(argv: list[str] | None = None) -> int:
     compiler, n_vocab = xgrammar_compiler(tok)
     mask = xgrammar.allocate_token_bitmask(1, n_vocab)
     rows = []
-    for label, grammar, text in cases():
+    for label, grammar, text, bound in cases():
         ids = tok.tokenize(text.encode(), add_bos=False, special=False)
         t0 = time.perf_counter()
         compiled = compiler.compile_grammar(grammar)
         compile_s = time.perf_counter() - t0
+        if bound is not None:  # the grammar really is the bound: n characters pass, n + 1 do not
+            for n, ok in ((bound, True), (bound + 1, False)):
+                if xgrammar.GrammarMatcher(compiled).accept_string('"' + "a" * n + '"') != ok:
+                    raise SystemExit(f"{label}: a string of {n} characters is {'refused' if ok else 'accepted'}")
         matcher = xgrammar.GrammarMatcher(compiled)
         per_pass = []
         for _ in range(args.passes):
