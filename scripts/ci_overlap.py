@@ -139,9 +139,12 @@ def main() -> None:
     ap.add_argument("--ci-note", default="", help="which CI run (--ci)")
     a = ap.parse_args()
     if a.ci:
-        if a.ci[0] not in MODES:
-            sys.exit(f"--ci: mode must be one of {', '.join(MODES)}, not {a.ci[0]!r}")
-        row = {"source": "ci", "mode": a.ci[0], "total_s": float(a.ci[1]), "note": a.ci_note}
+        mode, seconds = a.ci
+        if mode not in MODES:
+            sys.exit(f"--ci: mode must be one of {', '.join(MODES)}, not {mode!r}")
+        if not re.fullmatch(r"\d+(\.\d+)?", seconds):
+            sys.exit(f"--ci: SECONDS must be a number of seconds, not {seconds!r}")
+        row = {"source": "ci", "mode": mode, "total_s": float(seconds), "note": a.ci_note}
         with a.jsonl.open("a") as f:
             f.write(json.dumps(row) + "\n")
     elif not a.render:

@@ -39,7 +39,7 @@ def test_ci_rows_get_their_own_table_and_stay_out_of_the_medians() -> None:
     assert md.count("| in-turn |") == 2  # one host row, one CI row
 
 
-def test_ci_records_a_row_and_refuses_an_unknown_mode(tmp_path: Path) -> None:
+def test_ci_records_a_row_and_refuses_an_unknown_mode_or_a_non_number(tmp_path: Path) -> None:
     jsonl, out = tmp_path / "t.jsonl", tmp_path / "t.md"
     files = ["--jsonl", str(jsonl), "--out", str(out)]
     ok = subprocess.run([sys.executable, SCRIPT, "--ci", "side-by-side", "2185", "--ci-note", "stop 44", *files])
@@ -49,4 +49,6 @@ def test_ci_records_a_row_and_refuses_an_unknown_mode(tmp_path: Path) -> None:
     assert "| side-by-side | stop 44 | 36.4 |" in out.read_text()
     bad = subprocess.run([sys.executable, SCRIPT, "--ci", "sideways", "1", *files], capture_output=True, text=True)
     assert bad.returncode != 0 and "sideways" in bad.stderr
+    nan = subprocess.run([sys.executable, SCRIPT, "--ci", "in-turn", "nan", *files], capture_output=True, text=True)
+    assert nan.returncode != 0 and "'nan'" in nan.stderr and "Traceback" not in nan.stderr
     assert len(jsonl.read_text().splitlines()) == 1
