@@ -43,12 +43,12 @@ def _ci_vllm() -> tuple[str, dict[str, str]]:
     return tests.group(1), env
 
 
-def _stages() -> dict[str, str]:
-    tests, _ = _ci_vllm()
+def _stage(stage: str, vllm_tests: str) -> str:
     return {
         "main": "python3 -m pytest -q -p no:cacheprovider",
-        "vllm": f"{VENV}/bin/python -m pytest -q -p no:cacheprovider -m 'vllm or not (slow or gpu or model)' {tests}",
-    }
+        "vllm": f"{VENV}/bin/python -m pytest -q -p no:cacheprovider -m 'vllm or not (slow or gpu or model)' "
+        + vllm_tests,
+    }[stage]
 
 
 def _isolated(cmd: str) -> list[str]:
@@ -58,9 +58,15 @@ def _isolated(cmd: str) -> list[str]:
 
 
 def _start(stage: str, log: Path) -> tuple[subprocess.Popen[bytes], float]:
-    env = {**os.environ, **_ci_vllm()[1]}
+    tests, settings = _ci_vllm()
     with log.open("wb") as f:
-        proc = subprocess.Popen(_isolated(_stages()[stage]), cwd=REPO, env=env, stdout=f, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(
+            _isolated(_stage(stage, tests)),
+            cwd=REPO,
+            env={**os.environ, **settings},
+            stdout=f,
+            stderr=subprocess.STDOUT,
+        )
     return proc, time.monotonic()
 
 

@@ -3,18 +3,9 @@ replaces only the section it measured."""
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def _script():  # type: ignore[no-untyped-def]
-    spec = importlib.util.spec_from_file_location("bench_vllm", ROOT / "scripts" / "bench_vllm.py")
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+from tests.scripts import load_script
 
 
 def test_a_run_replaces_only_its_section(tmp_path: Path) -> None:
@@ -23,8 +14,9 @@ def test_a_run_replaces_only_its_section(tmp_path: Path) -> None:
         "# old head\n\nprose\n\n## Agents: 8 MobilityBench episodes, old\n\nold agents\n\n## Throughput: old\n\n"
         "old tps\n\n## GPU\n\nnotes\n"
     )
+    script = load_script("bench_vllm")
     new = ["## Agents: 8 MobilityBench episodes, new", "", "new agents"]
-    merged = _script()._merge(out, {"## Agents MobilityBench": new})
+    merged = script._merge(out, {"## Agents MobilityBench": new})
     assert list(merged) == ["## Throughput", "## Agents MobilityBench", "## GPU"]
     assert merged["## Agents MobilityBench"] == new
     assert merged["## Throughput"] == ["## Throughput: old", "", "old tps", ""]
@@ -32,13 +24,13 @@ def test_a_run_replaces_only_its_section(tmp_path: Path) -> None:
     # An EVGeoQA agents run adds its own section and keeps MobilityBench's.
     out.write_text("\n".join(line for sec in merged.values() for line in sec))
     ev = ["## Agents: 8 EVGeoQA episodes, new", "", "ev agents"]
-    merged = _script()._merge(out, {"## Agents EVGeoQA": ev})
+    merged = script._merge(out, {"## Agents EVGeoQA": ev})
     assert list(merged) == ["## Throughput", "## Agents MobilityBench", "## Agents EVGeoQA", "## GPU"]
     assert merged["## Agents MobilityBench"][:3] == new and merged["## Agents EVGeoQA"] == ev
     # A run with another KV block size is a measurement of its own, beside the default one.
     out.write_text("\n".join(line for sec in merged.values() for line in sec))
     b32 = ["## Agents: 8 EVGeoQA episodes, new, KV block size 32", "", "b32"]
-    merged = _script()._merge(out, {_script()._section_key(b32[0]): b32})
+    merged = script._merge(out, {script._section_key(b32[0]): b32})
     assert list(merged) == [
         "## Throughput",
         "## Agents MobilityBench",
@@ -50,5 +42,5 @@ def test_a_run_replaces_only_its_section(tmp_path: Path) -> None:
 
 
 def test_a_new_file_gets_the_measured_section(tmp_path: Path) -> None:
-    merged = _script()._merge(tmp_path / "none.md", {"## Throughput": ["## Throughput: x"]})
+    merged = load_script("bench_vllm")._merge(tmp_path / "none.md", {"## Throughput": ["## Throughput: x"]})
     assert merged == {"## Throughput": ["## Throughput: x"]}

@@ -3,22 +3,14 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-SCRIPT = ROOT / "scripts" / "ci_overlap.py"
+from tests.scripts import SCRIPTS, load_script
 
-
-def _script():  # type: ignore[no-untyped-def]
-    spec = importlib.util.spec_from_file_location("ci_overlap", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+SCRIPT = SCRIPTS / "ci_overlap.py"
 
 
 def _host_row(mode: str, total_s: float) -> dict:
@@ -33,7 +25,7 @@ def test_ci_rows_get_their_own_table_and_stay_out_of_the_medians() -> None:
         _host_row("side-by-side", 480.0),
         {"source": "ci", "mode": "in-turn", "total_s": 2505.0, "note": "stop 43"},
     ]
-    md = _script().render(rows)
+    md = load_script("ci_overlap").render(rows)
     assert "10.0 min in turn, 8.0 min side by side" in md  # the CI run's 2505 s is not in the host's median
     assert "| in-turn | stop 43 | 41.8 |" in md
     assert md.count("| in-turn |") == 2  # one host row, one CI row
