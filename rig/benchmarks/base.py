@@ -15,12 +15,15 @@ import abc
 import json
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any, ClassVar, NamedTuple
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal, NamedTuple
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationError
 
 from rig.engines.base import Engine
 from rig.records import CallForm, DecodeMode, Episode, EpisodeResult, Sampling, ToolMode
+
+if TYPE_CHECKING:
+    from rig.agents.scripted import Player
 
 
 class DataError(Exception):
@@ -164,6 +167,29 @@ class ReferenceCalls(NamedTuple):
     note: str  # where that is said, for the report
 
 
+class GoldUnavailable(DataError):
+    """An episode's reference trajectory cannot be played (its ground truth is missing or names what the data lacks);
+    str() names the file and field. The self-test lists it per episode and goes on."""
+
+
+MetricRole = Literal["score", "form", "lower"]
+
+
+class SelftestMode(BaseModel):
+    """One configuration the self-test runs gold and anti-gold in: benchmark options, decode and tool mode."""
+
+    model_config = ConfigDict(frozen=True)
+
+    options: dict[str, Any] = {}
+    decode: DecodeMode = "none"
+    tool_mode: ToolMode = "prompt"
+
+    @property
+    def label(self) -> str:
+        opts = ",".join(f"{k}={v}" for k, v in sorted(self.options.items()))
+        return f"decode={self.decode} tool_mode={self.tool_mode}" + (f" {opts}" if opts else "")
+
+
 class RunContext(BaseModel):
     """What a benchmark needs to know about the run to build requests."""
 
@@ -279,3 +305,34 @@ class Benchmark(abc.ABC):
         """Who gave the headline numbers when a reader must know it to trust them (a judge model: UrbanGeoEval's
         reasoning total), printed beside the headline wherever it is shown; None when the program scored them."""
         return None
+
+    # -- the self-test (`rig selftest`): a correct and a wrong agent through the run's own path ----------------------
+
+    def gold(self, episode: Episode, ctx: RunContext) -> Player | None:
+        """The reference trajectory as a scripted agent (`rig.agents.scripted`): the gold tool calls in order, then
+        the gold final answer, in whatever tool mode, decode mode and format ``ctx`` and the options ask for. None:
+        this benchmark has no gold agent (the self-test lists it as "no gold"). ``GoldUnavailable`` names the file
+        and field when one episode's ground truth cannot be played."""
+        return None
+
+    def anti_gold(self, episode: Episode, ctx: RunContext) -> Player | None:
+        """A well-formed but wrong agent: the same shapes as ``gold``, every scored value wrong."""
+        return None
+
+    @classmethod
+    def selftest_modes(cls) -> list[SelftestMode]:
+        """Every scoring mode x tool mode x decode mode this benchmark supports, for the self-test."""
+        return [SelftestMode()]
+
+    @classmethod
+    def selftest_metrics(cls, options: Any) -> dict[str, MetricRole]:
+        """The per-episode score keys the self-test holds to their bounds: ``score`` (gold 1, anti-gold 0), ``form``
+        (1 for any well-formed reply, gold and anti-gold alike: syntax validity), ``lower`` (gold 0, anti-gold above:
+        a rate of errors). Keys not listed (distances, counts) are shown, not judged."""
+        return {}
+
+    @classmethod
+    def selftest_caps(cls, options: Any) -> dict[str, str]:
+        """Metrics a correct agent cannot bring to their maximum by the metric's own definition, with why (RouteEval's
+        accuracy on a discrete map): the self-test reports their reachable maximum without failing."""
+        return {}

@@ -12,129 +12,53 @@
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import json
-import math
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from rig.decoding.accept import GuidanceAcceptor, LlamaAcceptor, XGrammarAcceptor
+
 CALLNAVI = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "callnavi"
 
 
 class LlamaMatcher:
-    def __init__(self, model_path: str) -> None:
-        import llama_cpp
+    """rig's llama.cpp acceptor, judged on GBNF text (a text the vocabulary cannot spell back fails the test)."""
 
-        self.lc = llama_cpp
-        self.llm = llama_cpp.Llama(model_path=model_path, vocab_only=True, verbose=False)
-        self.vocab = llama_cpp.llama_model_get_vocab(self.llm.model)
-        self.eos = self.llm.token_eos()
-        self._samplers: dict[str, Any] = {}  # grammar text -> sampler, reset between texts
+    def __init__(self, model_path: str) -> None:
+        self.acceptor = LlamaAcceptor(model_path)
 
     def loads(self, gbnf: str) -> bool:
-        return self._sampler(gbnf) is not None
-
-    def _sampler(self, gbnf: str) -> Any:
-        if gbnf not in self._samplers:
-            smpl = self.lc.llama_sampler_init_grammar(self.vocab, gbnf.encode(), b"root")
-            self._samplers[gbnf] = smpl if smpl else None
-        return self._samplers[gbnf]
+        return self.acceptor.loads(gbnf)
 
     def accepts(self, gbnf: str, text: str) -> bool:
-        lc = self.lc
-        smpl = self._sampler(gbnf)
-        if smpl is None:
-            raise ValueError("llama.cpp could not parse the grammar")
-        lc.llama_sampler_reset(smpl)
-        tokens = self.llm.tokenize(text.encode(), add_bos=False, special=False)
-        assert self.llm.detokenize(tokens).decode() == text, "tokenizer does not round-trip the text"
-        for t in [*tokens, self.eos]:
-            # Ask the sampler to mask a one-candidate array; -inf means the grammar forbids the token.
-            data = (lc.llama_token_data * 1)(lc.llama_token_data(id=t, logit=0.0, p=0.0))
-            arr = lc.llama_token_data_array(data=data, size=1, selected=-1, sorted=False)
-            lc.llama_sampler_apply(smpl, ctypes.byref(arr))
-            if math.isinf(data[0].logit):
-                return False
-            if t != self.eos:
-                lc.llama_sampler_accept(smpl, t)
-        return True
+        verdict = self.acceptor.accepts_gbnf(gbnf, text)
+        assert verdict is not None, "tokenizer does not round-trip the text"
+        return verdict
 
     def close(self) -> None:
-        for smpl in self._samplers.values():
-            if smpl is not None:
-                self.lc.llama_sampler_free(smpl)
-        self._samplers.clear()
-        self.llm.close()
-
-
-class _ByteTokenizer:
-    """256 byte tokens + EOS: every string has exactly one tokenization, so only the grammar decides."""
-
-    eos_token_id = 256
-    bos_token_id = None
-    tokens = (*(bytes([i]) for i in range(256)), b"<eos>")
-    special_token_ids = (256,)
-
-    def __call__(self, s: Any) -> list[int]:
-        return list(s.encode() if isinstance(s, str) else s)
+        self.acceptor.close()
 
 
 class GuidanceMatcher:
     def __init__(self) -> None:
-        import llguidance
-
-        self.llg = llguidance
-        self.tok = llguidance.LLTokenizer(llguidance.TokenizerWrapper(_ByteTokenizer()))
-        self._matchers: dict[tuple[str, str], Any] = {}
+        self.acceptor = GuidanceAcceptor()
 
     def compile(self, fmt: str, grammar: str) -> str:
-        spec = self.llg.grammar_from(fmt, grammar)
-        err = self.llg.LLMatcher.validate_grammar(spec, self.tok)
-        if err:
-            raise ValueError(f"llguidance rejects the {fmt} grammar: {err}")
-        return spec
+        return self.acceptor.compile(fmt, grammar)
 
     def accepts(self, fmt: str, grammar: str, text: str) -> bool:
-        m = self._matchers.get((fmt, grammar))
-        if m is None:
-            m = self._matchers[(fmt, grammar)] = self.llg.LLMatcher(self.tok, self.compile(fmt, grammar), log_level=0)
-            assert not m.is_error(), m.get_error()
-        m.reset()
-        ok = m.consume_tokens(list(text.encode())) and not m.is_error() and m.is_accepting()
-        if m.is_error():  # an error state survives reset(): rebuild next time
-            del self._matchers[(fmt, grammar)]
-        return ok
+        return self.acceptor.accepts_grammar(fmt, grammar, text)
 
 
 class XGrammarMatcher:
     def __init__(self) -> None:
-        import xgrammar
-
-        self.xg = xgrammar
-        # The stop token gets no text: xgrammar 0.2.9 also matches a stop token's text against the grammar, so an
-        # EOS spelled "<eos>" satisfied a trailing [^ ,]+ and a reply ending in ", " passed. A real tokenizer's EOS
-        # is a special token that xgrammar never matches as text; an empty one is the byte-level equivalent.
-        vocab = [*_ByteTokenizer.tokens[: _ByteTokenizer.eos_token_id], b""]
-        info = xgrammar.TokenizerInfo(vocab, stop_token_ids=[_ByteTokenizer.eos_token_id])
-        self.compiler = xgrammar.GrammarCompiler(info, max_threads=1, cache_enabled=True)
-        self._matchers: dict[str, Any] = {}
+        self.acceptor = XGrammarAcceptor()
 
     def accepts(self, gbnf: str, text: str) -> bool:
-        m = self._matchers.get(gbnf)
-        if m is None:
-            try:
-                # The string, as vLLM passes it: with the compiler's cache on, a parsed Grammar object loses
-                # non-ASCII literals (xgrammar 0.2.8 re-reads its printed form, where "é" became "\xe9").
-                compiled = self.compiler.compile_grammar(gbnf)
-            except Exception as e:  # xgrammar raises RuntimeError or its own parse errors
-                raise ValueError(f"xgrammar rejects the grammar: {e}") from None
-            m = self._matchers[gbnf] = self.xg.GrammarMatcher(compiled)
-        m.reset()
-        tokens = [*text.encode(), _ByteTokenizer.eos_token_id]
-        return all(m.accept_token(t) for t in tokens) and m.is_terminated()
+        return self.acceptor.accepts_gbnf(gbnf, text)
 
 
 @pytest.fixture(scope="session")
