@@ -182,12 +182,13 @@ class SelftestMode(BaseModel):
 
     options: dict[str, Any] = {}
     decode: DecodeMode = "none"
-    tool_mode: ToolMode = "prompt"
+    tool_mode: ToolMode | None = None  # None: the benchmark offers no tools (the run's default is passed)
 
     @property
     def label(self) -> str:
-        opts = ",".join(f"{k}={v}" for k, v in sorted(self.options.items()))
-        return f"decode={self.decode} tool_mode={self.tool_mode}" + (f" {opts}" if opts else "")
+        opts = " ".join(f"{k}={v}" for k, v in sorted(self.options.items()))
+        tools = f" tool_mode={self.tool_mode}" if self.tool_mode else ""
+        return f"decode={self.decode}{tools}" + (f" {opts}" if opts else "")
 
 
 class RunContext(BaseModel):

@@ -12,7 +12,7 @@ from rig.maps.cli import app as maps_app  # typer only at import: the map librar
 
 app.add_typer(maps_app, name="maps")
 
-from rig.cli import models, compare, load, sweep, benchmarks, doctor, runs, bundle, rescore  # noqa: E402, I001
+from rig.cli import models, compare, load, sweep, benchmarks, doctor, runs, bundle, rescore, selftest  # noqa: E402, I001
 
 # The command modules are listed so that importing them (which registers them) reads as used.
 __all__ = [
@@ -30,6 +30,7 @@ __all__ = [
     "rescore",
     "runs",
     "say",
+    "selftest",
     "sweep",
 ]
 

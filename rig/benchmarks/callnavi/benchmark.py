@@ -7,18 +7,22 @@ from typing import Any, ClassVar, Literal, get_args
 
 from pydantic import Field
 
+from rig.agents.scripted import Player
 from rig.agents.single import repeat_sampling, single_call
 from rig.benchmarks.base import (
     Benchmark,
     BenchmarkOptions,
     CommaList,
     DataError,
+    MetricRole,
     ReferenceCalls,
     RunContext,
+    SelftestMode,
     Table,
     embedded_data,
 )
 from rig.benchmarks.callnavi import data as D
+from rig.benchmarks.callnavi import gold as G
 from rig.benchmarks.callnavi.prompts import answer_schema, build_prompt
 from rig.benchmarks.callnavi.scoring import score_both, scored_modes, with_modes, zero_scores
 from rig.benchmarks.callnavi.tables import callnavi_tables
@@ -188,6 +192,27 @@ class CallNavi(Benchmark):
     @classmethod
     def headline(cls, result: EpisodeResult) -> float | None:
         return result.scores.get("ast", result.scores.get("routing"))
+
+    def _where(self, episode: Episode) -> str:
+        return str(self.data / "Questions" / f"{episode.tags['domain']}.json")
+
+    def gold(self, episode: Episode, ctx: RunContext) -> Player:
+        return G.gold(episode, self.opts.format, self._where(episode))
+
+    def anti_gold(self, episode: Episode, ctx: RunContext) -> Player:
+        declared = [a.name for a in self.domains()[episode.tags["domain"]].apis]
+        return G.anti_gold(episode, self.opts.format, declared, self._where(episode))
+
+    @classmethod
+    def selftest_modes(cls) -> list[SelftestMode]:
+        json_modes = [
+            SelftestMode(options={"mode": m}, decode=d) for d in ("none", "json") for m in ("paper", "reference")
+        ]
+        return [*json_modes, SelftestMode(options={"format": "yaml"}), SelftestMode(decode="yaml")]
+
+    @classmethod
+    def selftest_metrics(cls, options: Any) -> dict[str, MetricRole]:
+        return G.metrics(options)
 
     @classmethod
     def tables(cls, results: list[EpisodeResult], options: Any, label: str = "") -> list[Table]:
