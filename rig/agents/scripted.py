@@ -131,26 +131,30 @@ class ScriptedEngine(Engine):
             gen.text = write(action.value, request.constraint, action.fmt)
         if request.constraint is not None:
             rejected = self._check(request.constraint, gen.text)
-            if rejected is not None:
-                self.rejections.append(rejected)
-                gen.error = f"constraint: the {rejected.check} check rejects the scripted reply ({rejected.why})"
+            if rejected:
+                self.rejections += rejected
+                why = "; ".join(f"{r.check}: {r.why}" for r in rejected)
+                gen.error = f"constraint: the scripted reply is refused ({why})"
         gen.completion_tokens = max(1, len(gen.text.split()))
         return Reply(gen)
 
-    def _check(self, constraint: Constraint, text: str) -> Rejection | None:
+    def _check(self, constraint: Constraint, text: str) -> list[Rejection]:
+        """Every check that refuses ``text`` under ``constraint`` (none: it is admitted)."""
         from rig.decoding.output import parse_output
 
+        out = []
         if constraint.kind in ("json_schema", "yaml_schema"):
             _, err = parse_output(text.strip(), constraint)
             if err is not None:
-                return Rejection("schema", err, text)
+                out.append(Rejection("schema", err.removeprefix("schema: "), text))
         elif constraint.kind == "choice" and text not in (constraint.choices or []):
-            return Rejection("choice", f"{text[:60]!r} is not one of the choices", text)
+            out.append(Rejection("choice", f"{text[:60]!r} is not one of the choices", text))
         for acc in self.acceptors:
             try:
                 verdict = acc.accepts(constraint, text)
             except (ValueError, NotImplementedError) as e:
-                return Rejection(acc.name, f"grammar not usable: {e}", text)
+                out.append(Rejection(acc.name, f"grammar not usable: {e}", text))
+                continue
             if verdict is False:
-                return Rejection(acc.name, "the grammar does not accept the text", text)
-        return None
+                out.append(Rejection(acc.name, "its grammar does not accept the text", text))
+        return out

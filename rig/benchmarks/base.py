@@ -309,12 +309,21 @@ class Benchmark(abc.ABC):
 
     # -- the self-test (`rig selftest`): a correct and a wrong agent through the run's own path ----------------------
 
+    # False in the self-test: an episode whose ground truth is unusable is read (``gold`` then raises GoldUnavailable
+    # naming file and field) instead of refusing the whole data set, as a run must.
+    strict_gold: bool = True
+
     def gold(self, episode: Episode, ctx: RunContext) -> Player | None:
         """The reference trajectory as a scripted agent (`rig.agents.scripted`): the gold tool calls in order, then
         the gold final answer, in whatever tool mode, decode mode and format ``ctx`` and the options ask for. None:
         this benchmark has no gold agent (the self-test lists it as "no gold"). ``GoldUnavailable`` names the file
         and field when one episode's ground truth cannot be played."""
         return None
+
+    def gold_notes(self, episode: Episode) -> list[str]:
+        """What the self-test should say about this episode's gold beyond its scores (CallNavi: a gold API the
+        domain's list lacks), each naming file and field."""
+        return []
 
     def anti_gold(self, episode: Episode, ctx: RunContext) -> Player | None:
         """A well-formed but wrong agent: the same shapes as ``gold``, every scored value wrong."""
@@ -330,6 +339,11 @@ class Benchmark(abc.ABC):
         """The per-episode score keys the self-test holds to their bounds: ``score`` (gold 1, anti-gold 0), ``form``
         (1 for any well-formed reply, gold and anti-gold alike: syntax validity), ``lower`` (gold 0, anti-gold above:
         a rate of errors). Keys not listed (distances, counts) are shown, not judged."""
+        return {}
+
+    @classmethod
+    def selftest_maxima(cls, options: Any) -> dict[str, float]:
+        """A judged metric's maximum when it is not 1 (UrbanGeoEval's answer points out of 10, total_pct of 100)."""
         return {}
 
     @classmethod

@@ -72,4 +72,11 @@ def _acceptors() -> tuple[list, list[str]]:
         gguf: str | None = resolve_weights(reg.get("gemma3-270m"), reg.path)
     except (RegistryError, OSError, KeyError):
         gguf = None
+    if gguf is not None:
+        try:
+            from rig.engines.llamacpp import route_native_logs
+
+            route_native_logs()  # llama.cpp's load lines go to its logger, not over the report
+        except ImportError:
+            pass
     return acceptors(gguf)

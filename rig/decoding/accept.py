@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import ctypes
 import math
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from rig.decoding import to_gbnf, to_lark
 from rig.decoding.constraint import Constraint
@@ -102,7 +102,7 @@ class GuidanceAcceptor:
         self.tok = llguidance.LLTokenizer(llguidance.TokenizerWrapper(ByteTokenizer()))
         self._matchers: dict[tuple[str, str], Any] = {}
 
-    def compile(self, fmt: str, grammar: str) -> str:
+    def compile(self, fmt: Literal["lark", "gbnf"], grammar: str) -> str:
         spec = self.llg.grammar_from(fmt, grammar)
         err = self.llg.LLMatcher.validate_grammar(spec, self.tok)
         if err:
@@ -112,7 +112,7 @@ class GuidanceAcceptor:
     def accepts(self, constraint: Constraint, text: str) -> bool | None:
         return self.accepts_grammar("lark", to_lark(constraint), text)
 
-    def accepts_grammar(self, fmt: str, grammar: str, text: str) -> bool:
+    def accepts_grammar(self, fmt: Literal["lark", "gbnf"], grammar: str, text: str) -> bool:
         m = self._matchers.get((fmt, grammar))
         if m is None:
             m = self._matchers[(fmt, grammar)] = self.llg.LLMatcher(self.tok, self.compile(fmt, grammar), log_level=0)

@@ -55,9 +55,11 @@ class MetricLine(BaseModel):
 class ModeReport(BaseModel):
     mode: SelftestMode
     episodes: int
+    played: int = 0  # episodes whose gold was played
     metrics: list[MetricLine] = Field(default_factory=list)
     shortfalls: list[Shortfall] = Field(default_factory=list)
     unavailable: list[str] = Field(default_factory=list)  # "episode: why" where no gold could be played
+    notes: list[str] = Field(default_factory=list)  # what the data says about a gold that was played (file, field)
     error: str | None = None  # the mode could not run at all (bad data, a conflict)
 
     @property
@@ -79,7 +81,7 @@ class SelftestReport(BaseModel):
 
     @property
     def ran(self) -> bool:
-        return any(m.error is None for b in self.benchmarks for m in b.modes)
+        return any(m.played for b in self.benchmarks for m in b.modes)
 
     @property
     def ok(self) -> bool:
@@ -126,6 +128,7 @@ async def _mode(
     try:
         options = {**cls.implied_options(mode.decode), **options}
         bench = cls(opts.data, options)
+        bench.strict_gold = False
         conflict = cls.conflicts(bench.opts, mode.decode, mode.tool_mode or "prompt")
         if conflict:
             return ModeReport(mode=mode, episodes=0, error=conflict)
@@ -137,7 +140,11 @@ async def _mode(
     engine = ScriptedEngine(acceptors)
     ctx = RunContext(sampling=Sampling(), decode=mode.decode, tool_mode=mode.tool_mode or "prompt")
     results: dict[Agent, list[tuple[EpisodeResult, str | None]]] = {"gold": [], "anti-gold": []}
-    await bench.setup()
+    try:
+        await bench.setup()
+    except DataError as e:
+        report.error = str(e)
+        return report
     try:
         for ep in episodes:
             for agent in ("gold", "anti-gold"):
@@ -147,12 +154,18 @@ async def _mode(
                     if agent == "gold":
                         report.unavailable.append(f"{ep.id}: {e}")
                     break
+                except Exception as e:  # a plugin's agent that fails is its episode's line, never a traceback
+                    report.unavailable.append(f"{ep.id}: {agent} agent failed: {type(e).__name__}: {e}")
+                    break
                 if player is None:
                     continue
+                if agent == "gold":
+                    report.played += 1
+                    report.notes += [f"{ep.id}: {n}" for n in bench.gold_notes(ep)]
                 engine.play(player)
                 res = await bench.run_episode(ep, engine, ctx, 0)
                 why = "; ".join(f"{r.check}: {r.why}" for r in engine.rejections) or None
-                results[agent].append((res, why))  # type: ignore[index]
+                results[agent].append((res, why))
     finally:
         await bench.teardown()
     _judge(report, cls, bench.opts, results)
@@ -169,11 +182,13 @@ def _judge(
     options: Any,
     results: dict[Agent, list[tuple[EpisodeResult, str | None]]],
 ) -> None:
-    caps = cls.selftest_caps(options)
+    caps, maxima = cls.selftest_caps(options), cls.selftest_maxima(options)
     for metric, role in cls.selftest_metrics(options).items():
+        scale = maxima.get(metric, 1.0)
         means: dict[Agent, float | None] = {}
         for agent, rows in results.items():
             expected = EXPECTED[role][agent]
+            expected = None if expected is None else expected * scale
             values = [(r, rej, r.scores.get(metric)) for r, rej in rows]
             scored = [float(v) for _, _, v in values if v is not None]
             means[agent] = _mean(scored)
@@ -185,11 +200,11 @@ def _judge(
                 report.shortfalls.append(_shortfall(agent, r, metric, v, rejected, caps))
         gold, anti = means["gold"], means["anti-gold"]
         verdict: Literal["ok", "cap", "short", "anti above minimum"] = "ok"
-        if gold is not None and abs(gold - EXPECTED[role]["gold"]) > 1e-9:  # type: ignore[operator]
+        if gold is not None and abs(gold - EXPECTED[role]["gold"] * scale) > 1e-9:  # type: ignore[operator]
             verdict = "cap" if metric in caps and not _constrained(report, metric) else "short"
         anti_expected = EXPECTED[role]["anti-gold"]
         if verdict == "ok" and anti_expected is not None and anti is not None and abs(anti - anti_expected) > 1e-9:
-            verdict = "anti above minimum"
+            verdict = "cap" if metric in caps else "anti above minimum"
         report.metrics.append(
             MetricLine(metric=metric, role=role, gold=gold, anti=anti, verdict=verdict, cap=caps.get(metric, ""))
         )
@@ -206,7 +221,7 @@ def _shortfall(
     if rejected is not None:
         cause: Literal["constraint", "definition", "data", "scorer"] = "constraint"
         why = rejected
-    elif metric in caps and agent == "gold":
+    elif metric in caps:
         cause, why = "definition", caps[metric] + (f" ({r.error})" if r.error else "")
     else:
         cause, why = "scorer", r.error or "scored below the bound with no failure reason"
@@ -228,12 +243,19 @@ def report_markdown(report: SelftestReport, max_lines: int = 20) -> str:
             out.append(f"{b.status}" + (f": {b.error}" if b.error else ""))
             continue
         out += ["| mode | metric | gold | anti-gold | verdict |", "|---|---|---|---|---|"]
+        caps: dict[str, str] = {}
         for m in b.modes:
             if m.error:
                 out.append(f"| {m.mode.label} | - | - | - | not run: {m.error} |")
             for line in m.metrics:
-                verdict = f"cap: {line.cap}" if line.verdict == "cap" else line.verdict
-                out.append(f"| {m.mode.label} | {line.metric} | {_num(line.gold)} | {_num(line.anti)} | {verdict} |")
+                if line.verdict == "cap":
+                    caps[line.metric] = line.cap
+                out.append(
+                    f"| {m.mode.label} | {line.metric} | {_num(line.gold)} | {_num(line.anti)} | {line.verdict} |"
+                )
+        if caps:
+            out += ["", "Caps (the metric's own definition):"]
+            out += [f"- {metric}: {why}" for metric, why in caps.items()]
         for m in b.modes:
             gold_short = [s for s in m.shortfalls if s.agent == "gold"]
             anti_high = [s for s in m.shortfalls if s.agent == "anti-gold"]
@@ -244,9 +266,12 @@ def report_markdown(report: SelftestReport, max_lines: int = 20) -> str:
                 out += [f"- {s.episode} {s.metric}={_num(s.value)} ({s.cause}): {s.why}" for s in rows[:max_lines]]
                 if len(rows) > max_lines:
                     out.append(f"- ... {len(rows) - max_lines} more")
-            if m.unavailable:
-                out += ["", f"{m.mode.label}: gold unavailable on {len(m.unavailable)} episode(s):"]
-                out += [f"- {u}" for u in m.unavailable[:max_lines]]
+            for title, lines in (("gold unavailable", m.unavailable), ("data notes", m.notes)):
+                if lines:
+                    out += ["", f"{m.mode.label}: {title} on {len(lines)} episode(s):"]
+                    out += [f"- {u}" for u in lines[:max_lines]]
+                    if len(lines) > max_lines:
+                        out.append(f"- ... {len(lines) - max_lines} more")
     return "\n".join(out) + "\n"
 
 

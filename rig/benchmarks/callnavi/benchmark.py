@@ -94,7 +94,7 @@ class CallNavi(Benchmark):
                 if unknown:
                     raise DataError(f"{self.data}: option domains names {sorted(unknown)}, not present")
                 names = [n for n in names if n in wanted_l]
-            domains = {n: D.load_domain(self.data, n) for n in names}
+            domains = {n: D.load_domain(self.data, n, strict=self.strict_gold) for n in names}
             first: dict[str, str] = {}
             for n, dom in domains.items():
                 for q in dom.questions:
@@ -122,7 +122,8 @@ class CallNavi(Benchmark):
                             messages=[
                                 Message(role="user", content=build_prompt(dom.apis, q.text, task, self.opts.format))
                             ],
-                            ground_truth={"API": q.apis, "parameters": q.parameters},
+                            ground_truth={"API": q.apis, "parameters": q.parameters}
+                            | ({"gold_error": q.gold_error} if q.gold_error else {}),
                             tags={"domain": dom.name, "difficulty": q.difficulty, "task": task, "question": q.id},
                             prefix_group=f"{dom.name}/{self.opts.format}",
                         )
@@ -198,6 +199,17 @@ class CallNavi(Benchmark):
 
     def gold(self, episode: Episode, ctx: RunContext) -> Player:
         return G.gold(episode, self.opts.format, self._where(episode))
+
+    def gold_notes(self, episode: Episode) -> list[str]:
+        declared = {a.name for a in self.domains()[episode.tags["domain"]].apis}
+        lacking = [a for a in episode.ground_truth.get("API", []) if a not in declared]
+        if not lacking:
+            return []
+        apis = self.data / "APIs" / f"{episode.tags['domain']}.json"
+        return [
+            f"{self._where(episode)}: record {episode.tags['question']!r}.ground_truth.API names "
+            f"{', '.join(map(repr, lacking))}, which {apis}'s api_ports lacks (played as written)"
+        ]
 
     def anti_gold(self, episode: Episode, ctx: RunContext) -> Player:
         declared = [a.name for a in self.domains()[episode.tags["domain"]].apis]

@@ -40,6 +40,7 @@ class Question(BaseModel):
     apis: list[str]
     parameters: list[Any]
     difficulty: str
+    gold_error: str | None = None  # why the ground truth is unusable (read leniently, for the self-test), else None
 
 
 class Domain(BaseModel):
@@ -48,7 +49,7 @@ class Domain(BaseModel):
     questions: list[Question]
 
 
-def _question(path: Path, i: int, raw: Any, domain: str) -> Question:
+def _question(path: Path, i: int, raw: Any, domain: str, strict: bool = True) -> Question:
     where = f"{path}: record [{i}]"
     if not isinstance(raw, dict):
         raise DataError(f"{where}: expected an object")
@@ -59,21 +60,38 @@ def _question(path: Path, i: int, raw: Any, domain: str) -> Question:
     q = raw.get("question")
     if not (isinstance(q, list) and q and isinstance(q[0], dict) and isinstance(q[0].get("content"), str)):
         raise DataError(f"{where}.question: expected a list of {{role, content}} messages")
-    gt = raw.get("ground_truth")
-    if not isinstance(gt, dict):
-        raise DataError(f"{where}.ground_truth: missing or not an object")
-    apis, params = gt.get("API"), gt.get("parameters")
-    if not (isinstance(apis, list) and all(isinstance(a, str) for a in apis)):
-        raise DataError(f"{where}.ground_truth.API: expected a list of API names")
-    if not isinstance(params, list):
-        raise DataError(f"{where}.ground_truth.parameters: expected a list (one object per call)")
+    apis, params, gold_error = _ground_truth(raw.get("ground_truth"), where)
+    if gold_error is not None and strict:
+        raise DataError(gold_error)
     diff = raw.get("difficulty")
     if diff not in DIFFICULTIES:
         raise DataError(f"{where}.difficulty: {diff!r} is not one of {', '.join(DIFFICULTIES)}")
-    return Question(id=qid, domain=domain, text=q[0]["content"], apis=apis, parameters=params, difficulty=diff)
+    return Question(
+        id=qid,
+        domain=domain,
+        text=q[0]["content"],
+        apis=apis,
+        parameters=params,
+        difficulty=diff,
+        gold_error=gold_error,
+    )
 
 
-def load_domain(root: Path, domain: str) -> Domain:
+def _ground_truth(gt: Any, where: str) -> tuple[list[str], list[Any], str | None]:
+    """The ground truth's API names and parameters, or empty ones and why they are unusable."""
+    if not isinstance(gt, dict):
+        return [], [], f"{where}.ground_truth: missing or not an object"
+    apis, params = gt.get("API"), gt.get("parameters")
+    if not (isinstance(apis, list) and all(isinstance(a, str) for a in apis)):
+        return [], [], f"{where}.ground_truth.API: expected a list of API names"
+    if not isinstance(params, list):
+        return [], [], f"{where}.ground_truth.parameters: expected a list (one object per call)"
+    return apis, params, None
+
+
+def load_domain(root: Path, domain: str, strict: bool = True) -> Domain:
+    """One domain's API list and questions. ``strict``: a question whose ground truth is unusable is a DataError;
+    otherwise (the self-test) it is kept with ``gold_error`` saying why."""
     qpath, apath = root / "Questions" / f"{domain}.json", root / "APIs" / f"{domain}.json"
     qraw, araw = read_json(qpath), read_json(apath)
     if not isinstance(qraw, list):
@@ -92,7 +110,7 @@ def load_domain(root: Path, domain: str) -> Domain:
     questions: list[Question] = []
     seen: dict[str, int] = {}
     for i, r in enumerate(qraw):
-        q = _question(qpath, i, r, domain)
+        q = _question(qpath, i, r, domain, strict)
         if q.id in seen:  # episode ids are question ids: a second one would collide with the first's results
             raise DataError(f"{qpath}: record [{i}].id: duplicate question id {q.id!r} (also record [{seen[q.id]}])")
         seen[q.id] = i

@@ -18,6 +18,8 @@ def _answer(episode: Episode, apis: list[str], fmt: str) -> Answer:
 
 def _gold_apis(episode: Episode, where: str) -> list[str]:
     gt = episode.ground_truth
+    if gt.get("gold_error"):
+        raise GoldUnavailable(gt["gold_error"])
     apis = gt.get("API")
     if not isinstance(apis, list) or not apis or not all(isinstance(a, str) and a for a in apis):
         raise GoldUnavailable(f"{where}: record {episode.tags.get('question')!r}.ground_truth.API: no API names")

@@ -12,12 +12,22 @@ import hashlib
 import json
 import logging
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field, field_validator
 
 from rig.agents.single import repeat_sampling
-from rig.benchmarks.base import Benchmark, BenchmarkOptions, CommaList, DataError, RunContext, Table
+from rig.benchmarks.base import (
+    Benchmark,
+    BenchmarkOptions,
+    CommaList,
+    DataError,
+    MetricRole,
+    RunContext,
+    SelftestMode,
+    Table,
+)
+from rig.benchmarks.urbangeo import gold
 from rig.benchmarks.urbangeo import knowledge as K
 from rig.benchmarks.urbangeo import reasoning as R
 from rig.benchmarks.urbangeo.judge import REASON_MAX, Judge, JudgeConfigError, Verdict
@@ -26,6 +36,9 @@ from rig.benchmarks.urbangeo.scoring import parse_letter, program_answer, sectio
 from rig.benchmarks.urbangeo.tables import PROGRAM_TASKS, judged_by, urbangeo_tables
 from rig.decoding.constraint import Constraint
 from rig.engines.base import Engine
+
+if TYPE_CHECKING:
+    from rig.agents.scripted import Player
 from rig.records import ChatRequest, Episode, EpisodeResult, Generation
 
 log = logging.getLogger(__name__)
@@ -380,6 +393,31 @@ class UrbanGeoEval(Benchmark):
     async def teardown(self) -> None:
         """Close a separately loaded judge model."""
         await self.judge.aclose()
+
+    def gold(self, episode: Episode, ctx: RunContext) -> Player:
+        return gold.player(episode, right=True)
+
+    def anti_gold(self, episode: Episode, ctx: RunContext) -> Player:
+        return gold.player(episode, right=False)
+
+    @classmethod
+    def selftest_modes(cls) -> list[SelftestMode]:
+        # the knowledge letter free and held to the choices; the judge's verdict free and held to its grammar
+        return [
+            SelftestMode(options={"n_per_template": 2, "n_per_task": 2}, decode=decode) for decode in ("none", "json")
+        ] + [SelftestMode(options={"modules": "reasoning", "n_per_task": 2, "judge_decode": "verdict"})]
+
+    @classmethod
+    def selftest_metrics(cls, options: Any) -> dict[str, MetricRole]:
+        return gold.metrics(options)
+
+    @classmethod
+    def selftest_maxima(cls, options: Any) -> dict[str, float]:
+        return gold.MAXIMA
+
+    @classmethod
+    def selftest_caps(cls, options: Any) -> dict[str, str]:
+        return gold.CAPS
 
     @classmethod
     def headline(cls, result: EpisodeResult) -> float | None:
