@@ -87,12 +87,15 @@ class _JsonBuilder:
                 return prims.json_any(self.g, max(self.any_depth - 1, 0))
             return self.value(o.extra, f"{path}.*", f"{hint}-v")
 
+        if o.max_entries == 0:
+            return seq(Lit("{"), self.w, Lit("}"))
         member = self.g.define(
             ("json-member", key(o.extra)),
             f"{hint}-member",
             lambda: seq(prims.json_string(self.g), self.w, Lit(":"), self.w, val(), self.w),
         )
-        return seq(Lit("{"), self.w, opt(seq(member, rep(seq(Lit(","), self.w, member), 0, None))), Lit("}"))
+        more = rep(seq(Lit(","), self.w, member), 0, None if o.max_entries is None else o.max_entries - 1)
+        return seq(Lit("{"), self.w, opt(seq(member, more)), Lit("}"))
 
     def _object(self, o: Obj, path: str, hint: str) -> Expr:
         okey = key([[p.name, p.schema, p.required] for p in o.props])

@@ -107,6 +107,7 @@ class Prop:
 class Obj:
     props: tuple[Prop, ...]  # non-empty: closed object with these keys in this order
     extra: Any = True  # when props is empty: schema of every value (False: only {})
+    max_entries: int | None = None  # when props is empty: maxProperties, which a grammar can count there
 
 
 @dataclass(frozen=True)
@@ -145,7 +146,7 @@ class Normalizer:
             raise SchemaError(f"{path}: schema must be an object or boolean, got {s!r}")
         s = self._flatten(s, path)
         if self.strict:
-            bad = sorted(set(s) & _UNSUPPORTED)
+            bad = sorted(set(s) & _UNSUPPORTED - ({"maxProperties"} if _free_keys(s) else set()))
             if bad:
                 raise UnsupportedSchema(
                     f"{path}: JSON-schema keyword(s) {bad} cannot be enforced by a grammar; pass strict=False to "
@@ -247,7 +248,12 @@ class Normalizer:
                 if extra is False:
                     raise SchemaError(f"{path}: required key {name!r} is not allowed (additionalProperties false)")
                 out.append(Prop(name, extra if isinstance(extra, dict) else True, True))
-        return Obj(tuple(out), extra if not out else False)
+        if out:
+            return Obj(tuple(out), False)
+        hi = s.get("maxProperties")
+        if hi is not None and (not isinstance(hi, int) or isinstance(hi, bool) or hi < 0):
+            raise SchemaError(f"{path}: maxProperties {hi!r} is not a non-negative integer")
+        return Obj((), extra, hi)
 
     def _array(self, s: dict, path: str) -> Arr:
         items = s.get("items", True)
@@ -265,6 +271,12 @@ class Normalizer:
                 else f"{path}: items is `false` but minItems is {lo}"
             )
         return Arr(items, lo, None if hi is None else int(hi))
+
+
+def _free_keys(s: dict) -> bool:
+    """An object schema whose keys are free (no properties or required keys): there a grammar counts its entries,
+    so maxProperties is enforced rather than refused."""
+    return not s.get("properties") and not s.get("required") and s.get("type", "object") == "object"
 
 
 def _merge(a: dict, b: dict, path: str, strict: bool) -> dict:

@@ -163,7 +163,7 @@ class _YamlBuilder:
             return alt(*options)
         assert isinstance(sh, Obj)
         if not sh.props:
-            return self._free_map(sh.extra, level, lead, path, hint)
+            return self._free_map(sh.extra, level, lead, path, hint, max_entries=sh.max_entries)
         options = [] if any(p.required for p in sh.props) else [self._inline(lead, seq(Lit("{"), Lit("}")))]
         options.append(self._nested(lead, self._entries(sh, level, lead, path, hint), compact=True))
         return alt(*options)
@@ -204,12 +204,21 @@ class _YamlBuilder:
             lambda i: entry(i, pre),
         )
 
-    def _free_map(self, extra: Any, level: int, lead: Lead, path: str, hint: str, depth: int | None = None) -> Expr:
-        """A mapping with arbitrary keys; values follow ``extra`` (True: any value)."""
+    def _free_map(
+        self,
+        extra: Any,
+        level: int,
+        lead: Lead,
+        path: str,
+        hint: str,
+        depth: int | None = None,
+        max_entries: int | None = None,
+    ) -> Expr:
+        """A mapping with arbitrary keys, at most ``max_entries`` of them; values follow ``extra`` (True: any)."""
         empty = self._inline(lead, seq(Lit("{"), Lit("}")))
-        if extra is False:
+        if extra is False or max_entries == 0:
             return empty
-        if extra is True or extra == {}:  # schema-free values may also be written in flow style
+        if (extra is True or extra == {}) and max_entries is None:  # schema-free values may also be flow style
             empty = self._inline(lead, prims.yaml_flow_map(self.g, self.any_depth if depth is None else depth))
         pre = _indent(level)
         first_pre = "" if lead in ("dash", "root") else pre
@@ -221,7 +230,8 @@ class _YamlBuilder:
             return self.block(extra, level + 1, "key", f"{path}.*", f"{hint}-v")
 
         v = value()
-        lines = seq(Lit(first_pre), k, Lit(":"), v, rep(seq(Lit(pre), k, Lit(":"), v), 0, None))
+        more = rep(seq(Lit(pre), k, Lit(":"), v), 0, None if max_entries is None else max_entries - 1)
+        lines = seq(Lit(first_pre), k, Lit(":"), v, more)
         return alt(empty, self._nested(lead, lines, compact=True))
 
     def _any(self, level: int, lead: Lead, depth: int) -> Ref:

@@ -93,6 +93,10 @@ SHORT = {
 }
 
 
+# Free keys, counted: maxProperties is enforced where an object declares no properties (CallNavi's argument objects).
+BOUNDED_MAP = {"type": "object", "additionalProperties": {"type": "integer"}, "maxProperties": 2}
+
+
 @dataclass(frozen=True)
 class Case:
     schema_name: str
@@ -111,6 +115,7 @@ SCHEMAS = {
     "top_array": TOP_ARRAY,
     "short": SHORT,
     "mixed": MIXED,
+    "bounded_map": BOUNDED_MAP,
 }
 
 JSON_CASES = [
@@ -167,6 +172,10 @@ JSON_CASES = [
     ),
     Case("free", '{"meta": {}}', True, "empty free object"),
     Case("free", '{"meta": []}', False, "array for object"),
+    Case("bounded_map", "{}", True, "no entries"),
+    Case("bounded_map", '{"a": 1, "b b": 2}', True, "maxProperties entries"),
+    Case("bounded_map", '{"a": 1, "b": 2, "c": 3}', False, "one entry past maxProperties"),
+    Case("bounded_map", '{"a": "x"}', False, "value of the wrong type"),
     Case("top_array", '["a", 1]', True, "enum of mixed scalars"),
     Case("top_array", "[true]", True, "boolean enum value"),
     Case("top_array", "[]", False, "minItems"),
@@ -258,6 +267,10 @@ YAML_CASES = [
     Case("free", "meta: {}\n", True, "empty free mapping"),
     Case("free", "meta:\n  on: 1\n", False, "plain key that loads as a boolean"),
     Case("free", "meta: []\n", False, "sequence for mapping"),
+    Case("bounded_map", "{}\n", True, "no entries"),
+    Case("bounded_map", 'a: 1\n"b b": 2\n', True, "maxProperties entries"),
+    Case("bounded_map", "a: 1\nb: 2\nc: 3\n", False, "one entry past maxProperties"),
+    Case("bounded_map", "a: {}\n", False, "value of the wrong type"),
     Case("top_array", '- "a"\n- 1\n', True, "root sequence of mixed enum scalars"),
     Case("top_array", "- true\n", True, "boolean enum value"),
     Case("top_array", "[]\n", False, "minItems"),

@@ -32,7 +32,8 @@ def sample(schema: Any, rng: random.Random, norm: Normalizer | None = None, dept
     if not sh.props:
         if sh.extra is False:
             return {}
-        return {_key(rng): sample(sh.extra, rng, norm, depth + 1) for _ in range(rng.randint(0, 3))}
+        hi = 3 if sh.max_entries is None else min(3, sh.max_entries)
+        return {_key(rng): sample(sh.extra, rng, norm, depth + 1) for _ in range(rng.randint(0, hi))}
     return {p.name: sample(p.schema, rng, norm, depth + 1) for p in sh.props if p.required or rng.random() < 0.5}
 
 

@@ -70,11 +70,12 @@ def build_prompt(apis: list[Api], question: str, task: str, fmt: str) -> str:
 # Bounds keep a looping model from running to max_tokens inside a constrained answer. They cost no correct answer
 # on the upstream data (tests check each against every ground truth, and `rig selftest` plays every gold answer
 # through the grammar): the longest chain is 5 calls, the longest value 29 characters (a longer one can only match a
-# "$$$" wildcard, which any value matches), the longest API name 34, values nest two levels and lists hold few items.
+# "$$$" wildcard, which any value matches), the longest API name 34, a call or object value at most 5 keys, values nest two levels and lists hold few items.
 MAX_CALLS = 5
 MAX_VALUE_CHARS = 32
 MAX_NAME_CHARS = 64
-MAX_LIST_ITEMS = 8
+MAX_LIST_ITEMS = 5  # the data's longest list: 4
+MAX_ARGS = 6  # keys of a call or of an object value (the data's most: 5)
 VALUE_DEPTH = 3
 
 
@@ -90,7 +91,7 @@ def value_schema(depth: int = VALUE_DEPTH) -> dict:
     return {
         "anyOf": [
             *scalar,
-            {"type": "object", "additionalProperties": inner},
+            {"type": "object", "additionalProperties": inner, "maxProperties": MAX_ARGS},
             {"type": "array", "items": inner, "maxItems": MAX_LIST_ITEMS},
         ]
     }
@@ -109,7 +110,7 @@ def answer_schema(apis: list[Api], task: str) -> dict:
     names = {"type": "string", "minLength": 1, "maxLength": MAX_NAME_CHARS}
     if task == "routing":
         return {"type": "array", "items": names, "minItems": 1, "maxItems": MAX_CALLS}
-    call = {"type": "object", "additionalProperties": value_schema(VALUE_DEPTH)}
+    call = {"type": "object", "additionalProperties": value_schema(VALUE_DEPTH), "maxProperties": MAX_ARGS}
 
     def answer(n: int) -> dict:
         return {
