@@ -70,7 +70,8 @@ def build_prompt(apis: list[Api], question: str, task: str, fmt: str) -> str:
 # Bounds keep a looping model from running to max_tokens inside a constrained answer. They cost no correct answer
 # on the upstream data (tests check each against every ground truth, and `rig selftest` plays every gold answer
 # through the grammar): the longest chain is 5 calls, the longest value 29 characters (a longer one can only match a
-# "$$$" wildcard, which any value matches), the longest API name 34, a call or object value at most 5 keys, values nest two levels and lists hold few items.
+# "$$$" wildcard, which any value matches), the longest API name 34, a call or object value at most 5 keys, lists 4
+# items, and values nest two levels.
 MAX_CALLS = 5
 MAX_VALUE_CHARS = 32
 MAX_NAME_CHARS = 64
