@@ -152,7 +152,7 @@ async def _mode(
                 engine.play(player)
                 res = await bench.run_episode(ep, engine, ctx, 0)
                 why = "; ".join(f"{r.check}: {r.why}" for r in engine.rejections) or None
-                results[agent].append((res, why))  # type: ignore[index]
+                results[agent].append((res, why))
     finally:
         await bench.teardown()
     _judge(report, cls, bench.opts, results)
@@ -189,7 +189,7 @@ def _judge(
             verdict = "cap" if metric in caps and not _constrained(report, metric) else "short"
         anti_expected = EXPECTED[role]["anti-gold"]
         if verdict == "ok" and anti_expected is not None and anti is not None and abs(anti - anti_expected) > 1e-9:
-            verdict = "anti above minimum"
+            verdict = "cap" if metric in caps else "anti above minimum"  # a floor of the metric's own definition
         report.metrics.append(
             MetricLine(metric=metric, role=role, gold=gold, anti=anti, verdict=verdict, cap=caps.get(metric, ""))
         )
@@ -206,7 +206,7 @@ def _shortfall(
     if rejected is not None:
         cause: Literal["constraint", "definition", "data", "scorer"] = "constraint"
         why = rejected
-    elif metric in caps and agent == "gold":
+    elif metric in caps:
         cause, why = "definition", caps[metric] + (f" ({r.error})" if r.error else "")
     else:
         cause, why = "scorer", r.error or "scored below the bound with no failure reason"
