@@ -300,12 +300,18 @@ class MobilityBench(Benchmark):
     def gold(self, episode: Episode, ctx: RunContext) -> Player:
         from rig.benchmarks.mobilitybench import gold as G
 
-        return G.gold(Case.model_validate(episode.ground_truth), self.opts.framework, str(self.data))
+        return G.gold(Case.model_validate(episode.ground_truth), self.opts.framework, self._gold_where())
 
     def anti_gold(self, episode: Episode, ctx: RunContext) -> Player:
         from rig.benchmarks.mobilitybench import gold as G
 
-        return G.anti_gold(Case.model_validate(episode.ground_truth), self.opts.framework, str(self.data))
+        return G.anti_gold(Case.model_validate(episode.ground_truth), self.opts.framework, self._gold_where())
+
+    def _gold_where(self) -> str:
+        """The file an episode's ground truth came from, for a "gold unavailable" line."""
+        from rig.benchmarks.mobilitybench.data import EPISODES_FILE
+
+        return str(self.data if self.upstream else self.data / EPISODES_FILE)
 
     @classmethod
     def selftest_modes(cls) -> list[SelftestMode]:

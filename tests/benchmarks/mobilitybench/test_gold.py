@@ -5,7 +5,10 @@ README documents; and one test per gap of issue 47 the self-test found (each fai
 from __future__ import annotations
 
 import asyncio
+import json
+import shutil
 from functools import cache
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -22,6 +25,7 @@ from rig.decoding.accept import Acceptor, acceptors
 from rig.execution.selftest import SelftestOptions, SelftestReport, run_selftest
 from rig.records import EpisodeResult, Sampling
 
+ROOT = Path(__file__).resolve().parents[3]
 JACCARD = {"mobilitybench": {"similarity": "jaccard"}}
 # The documented caps (README, "Caps of the metrics") and where each may apply.
 CAPS = {
@@ -150,3 +154,19 @@ def test_authored_route_tool_is_the_one_the_gold_steps_assume() -> None:
             assert route_tools == ["driving_route"], (case.id, route_tools)
             assert "drive" in case.query.lower(), (case.id, case.query)
             assert {"slot": "mode", "values": ["drive"]} in [c.model_dump() for c in case.truth.constraints or []]
+
+
+def test_malformed_gold_is_unavailable_per_episode(tmp_path: Path) -> None:
+    data = tmp_path / "mb"
+    shutil.copytree(ROOT / "benchmarks" / "mobilitybench", data)
+    doc = json.loads((data / "episodes.json").read_text())
+    doc["episodes"][0]["constraints"] = [{"slot": "mood", "values": ["calm"]}]  # no slot the agent can state
+    (data / "episodes.json").write_text(json.dumps(doc))
+    opts = SelftestOptions(
+        benchmarks=["mobilitybench"], data=data, options=JACCARD, modes=["tool_mode=prompt framework=react"]
+    )
+    report = run_selftest(opts, [])
+    (mode,) = report.benchmarks[0].modes
+    (line,) = mode.unavailable
+    assert line.startswith("mb-poi-01: ") and "episodes.json" in line and "constraints[0].slot" in line, line
+    assert mode.episodes == 15 and mode.error is None and report.ok  # the other episodes still ran, within bounds
