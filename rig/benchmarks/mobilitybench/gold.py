@@ -47,6 +47,7 @@ STEP_PHRASES: dict[str, dict[str, str]] = {
     },
 }
 NOTHING = {"en": "Say hello.", "zh": "打个招呼。"}
+_AND = {"en": " and ", "zh": "，"}
 ANTI_ANSWER = "No idea."
 # A scenario of another family whose reference label shares few characters with the gold's (ID 0 in both modes).
 ANTI_INTENT = ("Weather Query", "Point-to-Point Planning")
@@ -102,7 +103,7 @@ def step_texts(case: Case, where: str) -> list[str]:
             parts.append(phrases[locate].format(what=what))
         if i == main:
             parts += [phrases[g].format(what=what) for g in rest]
-        out.append(" and ".join(parts) if parts else phrases[locate or gold[0]].format(what=what))
+        out.append(_AND[_lang(case)].join(parts) if parts else phrases[locate or gold[0]].format(what=what))
     return out
 
 
@@ -135,10 +136,13 @@ def gold_answer(case: Case) -> str:
     route = route if isinstance(route, dict) else {}
     dist = ch.distance_m if ch and ch.distance_m is not None else route.get("distance_m")
     dur = ch.duration_s if ch and ch.duration_s is not None else route.get("duration_s")
+    zh = t.lang == "zh"  # the reference's route keywords on Chinese data are Chinese (公里, 分钟, 路线)
     if isinstance(dist, (int, float)):
-        parts.append(f"The route is {dist:.0f} m ({dist / 1000:.1f} km) long.")
+        parts.append(
+            f"路线全程约{dist / 1000:.1f}公里。" if zh else f"The route is {dist:.0f} m ({dist / 1000:.1f} km) long."
+        )
     if isinstance(dur, (int, float)):
-        parts.append(f"The route takes about {round(dur / 60)} minutes.")
+        parts.append(f"耗时约{round(dur / 60)}分钟。" if zh else f"The route takes about {round(dur / 60)} minutes.")
     if ch and ch.clock:
         parts.append(f"The time is {ch.clock}.")
     for group in ch.facts if ch else []:
