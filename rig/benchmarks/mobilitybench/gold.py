@@ -53,10 +53,9 @@ ANTI_ANSWER = "No idea."
 ANTI_INTENT = ("Weather Query", "Point-to-Point Planning")
 ANTI_PLACE = "Atlantis"
 _LOCATORS = ("query_poi", "reverse_geocoding")
-_STATUS_WORDS = {"clear": "clear", "slow": "slow", "congested": "congested"}
 
 
-def _where(case: Case, where: str, field: str) -> GoldUnavailable:
+def _unavailable(case: Case, where: str, field: str) -> GoldUnavailable:
     return GoldUnavailable(f"{where}: episode {case.id!r}.{field}")
 
 
@@ -67,7 +66,7 @@ def _lang(case: Case) -> str:
 def _gold_steps(case: Case, where: str) -> tuple[str, ...]:
     steps = lookup_scenario(LEXICONS[_lang(case)].gold_steps, case.scenario)
     if not steps:
-        raise _where(case, where, f"scenario: {case.scenario!r} has no gold atomic steps")
+        raise _unavailable(case, where, f"scenario: {case.scenario!r} has no gold atomic steps")
     return steps
 
 
@@ -89,7 +88,7 @@ def step_texts(case: Case, where: str) -> list[str]:
     the program has no lookup)."""
     program = case.truth.tool_list
     if not program:
-        raise _where(case, where, "tool_list: no ground-truth calls")
+        raise _unavailable(case, where, "tool_list: no ground-truth calls")
     phrases = STEP_PHRASES[_lang(case)]
     gold = list(_gold_steps(case, where))
     locate, rest = gold[0] if gold[0] in ("locate", "定位") else None, [g for g in gold if g not in ("locate", "定位")]
@@ -114,15 +113,15 @@ def gold_constraints(case: Case, where: str) -> dict[str, Any]:
     for n, item in enumerate(case.truth.constraints or []):
         schema = props.get(item.slot)
         if schema is None:
-            raise _where(case, where, f"constraints[{n}].slot: {item.slot!r} is not a constraint the agent can state")
+            raise _unavailable(case, where, f"constraints[{n}].slot: {item.slot!r} is no constraint the agent states")
         one = schema["items"] if schema.get("type") == "array" else schema
         value = next((v for v in item.values if not validate(v, one)), None)
         if value is None:
-            raise _where(case, where, f"constraints[{n}].values: none fits the {item.slot} schema")
+            raise _unavailable(case, where, f"constraints[{n}].values: none fits the {item.slot} schema")
         if schema.get("type") == "array":
             out.setdefault(item.slot, []).append(value)
         elif item.slot in out:
-            raise _where(case, where, f"constraints[{n}].slot: a second {item.slot!r}, which takes one value")
+            raise _unavailable(case, where, f"constraints[{n}].slot: a second {item.slot!r}, which takes one value")
         else:
             out[item.slot] = value
     return out
@@ -154,7 +153,7 @@ def gold_answer(case: Case) -> str:
     if ch and ch.similar:
         parts.append(ch.similar)
     if ch and ch.traffic:
-        parts.append(f"Traffic is {_STATUS_WORDS.get(ch.traffic, ch.traffic)}.")
+        parts.append(f"Traffic is {ch.traffic}.")
     poi = g.get("poi_result")
     if isinstance(poi, dict) and isinstance(poi.get("data"), dict) and poi["data"].get("name"):
         parts.append(f"{poi['data']['name']}.")
@@ -255,13 +254,14 @@ def gold(case: Case, framework: str, where: str) -> Player:
 
         return react
     steps = _plan_steps(case)
-    tasks = {texts[i] + f" (task {i + 1})": i for s in steps for i in s}
+    task_of = {i: f"{texts[i]} (task {i + 1})" for i in range(len(program))}  # numbered: each task text unique
+    tasks = {t: i for i, t in task_of.items()}
     slots = [str(v) for v in case.truth.slots.values() if isinstance(v, (str, int, float)) and v]
     plan = {
         "thinking": (f"The user asks: {case.query} Key facts: " + ", ".join(slots))[:600],
         "intent": case.scenario,
         "constraints": constraints,
-        "steps": [[next(t for t, j in tasks.items() if j == i) for i in s] for s in steps],
+        "steps": [[task_of[i] for i in s] for s in steps],
     }
 
     def plan_execute(request: ChatRequest) -> Call:
