@@ -29,10 +29,11 @@ from rig.registry import EXTERNAL, ModelSpec, Weights
 
 @dataclass(frozen=True)
 class Call:
-    """One tool call."""
+    """One tool call, with the thought a model writes beside it (text before the call; a constraint admits none)."""
 
     name: str
     arguments: dict[str, Any]
+    thought: str = ""
 
 
 @dataclass(frozen=True)
@@ -124,9 +125,12 @@ class ScriptedEngine(Engine):
         action = self.player(request)
         gen = Generation(request_hash=request.digest(), text="", timings=Timings(e2e_s=0.0), finish_reason="stop")
         if isinstance(action, Call) and request.tool_mode == "native" and request.tools:
+            gen.text = action.thought
             return Reply(gen, calls=[(action.name, json.dumps(action.arguments, ensure_ascii=False))])
         if isinstance(action, Call):
             gen.text = write({"name": action.name, "arguments": action.arguments}, request.constraint)
+            if action.thought and request.constraint is None:
+                gen.text = f"{action.thought}\n{gen.text}"
         else:
             gen.text = write(action.value, request.constraint, action.fmt)
         if request.constraint is not None:

@@ -348,6 +348,7 @@ class Benchmark(abc.ABC):
 
     @classmethod
     def selftest_caps(cls, options: Any) -> dict[str, str]:
-        """Metrics a correct agent cannot bring to their maximum by the metric's own definition, with why (RouteEval's
-        accuracy on a discrete map): the self-test reports their reachable maximum without failing."""
+        """Metrics a correct agent cannot bring to their maximum (or a wrong one to its minimum) by the metric's own
+        definition, with why (RouteEval's accuracy on a discrete map): the self-test reports what they reach without
+        failing."""
         return {}

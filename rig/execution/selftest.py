@@ -204,7 +204,7 @@ def _judge(
             verdict = "cap" if metric in caps and not _constrained(report, metric) else "short"
         anti_expected = EXPECTED[role]["anti-gold"]
         if verdict == "ok" and anti_expected is not None and anti is not None and abs(anti - anti_expected) > 1e-9:
-            verdict = "cap" if metric in caps else "anti above minimum"
+            verdict = "cap" if metric in caps else "anti above minimum"  # a floor of the metric's own definition
         report.metrics.append(
             MetricLine(metric=metric, role=role, gold=gold, anti=anti, verdict=verdict, cap=caps.get(metric, ""))
         )

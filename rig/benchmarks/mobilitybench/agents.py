@@ -230,13 +230,15 @@ async def run_react(
     )
     # Thoughts: the generation that made each step's call.
     step_gens = [g for g in out.generations if g.tool_calls]
-    thoughts = [_thought(g.text) for g in step_gens]
+    # Under json / yaml the reply is the call and nothing else (a YAML call has no "{" to cut a thought at).
+    thoughts = [_thought(g.text) if out.mode_used not in ("json", "yaml") else "" for g in step_gens]
     steps, actions = [], []
     for tc in out.tool_calls:
         if tc.name == FINAL or tc.error_category == "skipped":
             continue
-        th = thoughts[tc.step] if tc.step is not None and tc.step < len(thoughts) else ""
-        steps.append(f"{th} [{tc.name}]".strip())
+        # A step is its thought; the tool it called is its action (paper mode), never words of the step: the
+        # reference's keyword rules would read a tool name such as walking_route as a step of its own.
+        steps.append(thoughts[tc.step] if tc.step is not None and tc.step < len(thoughts) else "")
         actions.append(tool_actions(tc.name, tc.arguments))
     final = out.final
     pred = Prediction(
@@ -244,7 +246,7 @@ async def run_react(
         constraints=final.get("constraints") if final else None,
         thinking=" ".join(t for t in thoughts if t)
         + (" " + json.dumps(final.get("constraints"), ensure_ascii=False) if final else ""),
-        steps=steps,
+        steps=steps if any(steps) else None,  # no thought written (the constrained modes admit none): no plan text
         step_actions=actions,
         calls=_calls_of(out.tool_calls),
         delivered=out.stop == "final",

@@ -17,8 +17,19 @@ from typing import Any, Literal
 
 from pydantic import Field
 
+from rig.agents.scripted import Player
 from rig.agents.single import repeat_sampling
-from rig.benchmarks.base import Benchmark, BenchmarkOptions, DataError, ReferenceCalls, RunContext, Table, embedded_data
+from rig.benchmarks.base import (
+    Benchmark,
+    BenchmarkOptions,
+    DataError,
+    MetricRole,
+    ReferenceCalls,
+    RunContext,
+    SelftestMode,
+    Table,
+    embedded_data,
+)
 from rig.benchmarks.mobilitybench import scoring as M
 from rig.benchmarks.mobilitybench.data import Case
 from rig.benchmarks.mobilitybench.lexicon import FAMILIES, SCENARIOS
@@ -283,6 +294,45 @@ class MobilityBench(Benchmark):
             "is what the server returns as one (a server's Hermes parser makes <tool_call> tags one); JSON written in "
             "the text is no call and fails the worker's task (only its planner also reads a ```json block)",
         )
+
+    # -- self-test (gold.py) ------------------------------------------------------------------------------------
+
+    def gold(self, episode: Episode, ctx: RunContext) -> Player:
+        from rig.benchmarks.mobilitybench import gold as G
+
+        return G.gold(Case.model_validate(episode.ground_truth), self.opts.framework, self._gold_where())
+
+    def anti_gold(self, episode: Episode, ctx: RunContext) -> Player:
+        from rig.benchmarks.mobilitybench import gold as G
+
+        return G.anti_gold(Case.model_validate(episode.ground_truth), self.opts.framework, self._gold_where())
+
+    def _gold_where(self) -> str:
+        """The file an episode's ground truth came from, for a "gold unavailable" line."""
+        from rig.benchmarks.mobilitybench.data import EPISODES_FILE
+
+        return str(self.data if self.upstream else self.data / EPISODES_FILE)
+
+    @classmethod
+    def selftest_modes(cls) -> list[SelftestMode]:
+        tool_modes = [("none", t) for t in ("native", "prompt", "json", "yaml")] + [("json", "json"), ("yaml", "yaml")]
+        return [
+            SelftestMode(options={"framework": f}, decode=d, tool_mode=t)  # type: ignore[arg-type]
+            for f in ("react", "plan")
+            for d, t in tool_modes
+        ]
+
+    @classmethod
+    def selftest_metrics(cls, options: Any) -> dict[str, MetricRole]:
+        from rig.benchmarks.mobilitybench import gold as G
+
+        return G.metrics(options)
+
+    @classmethod
+    def selftest_caps(cls, options: Any) -> dict[str, str]:
+        from rig.benchmarks.mobilitybench import gold as G
+
+        return G.caps(options)
 
     @classmethod
     def headline(cls, result: EpisodeResult) -> float | None:

@@ -183,8 +183,16 @@ ZH = Lexicon(
     lat_range=(15.0, 55.0),
 )
 
+# English keywords match at a word start (Chinese has no word boundaries, so the reference's patterns have none):
+# "km" is no distance inside "Stockmann", "bus" no bus inside "business"; short words end at a word boundary too.
 _PLAN_EN = r"route planning|plan (?:a |the )?route|route|directions|navigat\w*|path|plan"
-_Q_EN = r"query|get|obtain|find|look up|lookup|search|locate|geocode|resolve"
+_Q_EN = r"query|get\b|obtain|find|look up|lookup|search|locate|geocode|resolve"
+
+
+def _w(words: str) -> str:
+    """Any of ``words`` (an alternation), starting at a word start."""
+    return rf"\b(?:{words})"
+
 
 EN = Lexicon(
     lang="en",
@@ -215,22 +223,40 @@ EN = Lexicon(
         "Route-Constrained Planning": ("locate", "route planning"),
     },
     step_patterns={
-        "locate": f"({_Q_EN}).*?(location|position|coordinates?|lat|longitude|address|where|start(?:ing)? point)"
-        f"|(location|position|coordinates?|address|where am i).*?({_Q_EN})",
-        "traffic query": f"({_Q_EN}|check).*?(traffic|congestion|jam|road condition)",
-        "weather query": _either(f"{_Q_EN}|check", "weather|temperature|rain|sunny|forecast|climate"),
-        "walking route": _either(r"walk\w*|on foot", _PLAN_EN),
-        "cycling route": _either(r"cycl\w*|bik\w*|bicycle", _PLAN_EN),
-        "transit route": _either(r"transit|bus|tram|metro|subway|public transport", _PLAN_EN),
-        "driving route": _either(r"driv\w*|car", _PLAN_EN),
-        "preference route": _either(r"prefer\w*|avoid\w*|shortest|fastest|highway|motorway|toll\w*|fewest", _PLAN_EN),
-        "waypoint route": _either(r"waypoints?|via|stop(?:ping)? at|pass(?:ing)? through|intermediate", _PLAN_EN),
-        "route planning": r"(route planning|plan (?:a |the )?route|directions|navigat\w*|routing)",
-        "transit info query": f"({_Q_EN}).*?(bus|tram|transit).*?(info\\w*|stop|timetable|schedule)",
-        "route distance": r"(route|directions|navigat\w*|path|calculat\w*|query).*?(distance|how far|km|kilomet)",
-        "time back-calculation": r"(departure time|when to leave|when should|leave by|"
-        r"work back|subtract|back-calculat)",
-        "nearby search": _either(r"nearby|near|around|close to|surrounding", r"search\w*|find|look\w*|what is|which"),
+        "locate": _w(_Q_EN)
+        + ".*?"
+        + _w(r"location|position|coordinates?|lat\b|latitude|longitude|address|where|start(?:ing)? point")
+        + "|"
+        + _w(r"location|position|coordinates?|address|where am i")
+        + ".*?"
+        + _w(_Q_EN),
+        "traffic query": _w(f"{_Q_EN}|check") + ".*?" + _w("traffic|congestion|jam|road condition"),
+        "weather query": _either(_w(f"{_Q_EN}|check"), _w("weather|temperature|rain|sunny|forecast|climate")),
+        "walking route": _either(_w(r"walk\w*|on foot"), _w(_PLAN_EN)),
+        "cycling route": _either(_w(r"cycl\w*|bik\w*|bicycle"), _w(_PLAN_EN)),
+        "transit route": _either(_w(r"transit|bus\b|buses|tram|metro|subway|public transport"), _w(_PLAN_EN)),
+        "driving route": _either(_w(r"driv\w*|cars?\b"), _w(_PLAN_EN)),
+        "preference route": _either(
+            _w(r"prefer\w*|avoid\w*|shortest|fastest|highway|motorway|toll\w*|fewest"), _w(_PLAN_EN)
+        ),
+        "waypoint route": _either(
+            _w(r"waypoints?|via\b|stop(?:ping)? at|pass(?:ing)? through|intermediate"), _w(_PLAN_EN)
+        ),
+        "route planning": _w(r"route planning|plan (?:a |the )?route|directions|navigat\w*|routing"),
+        "transit info query": _w(_Q_EN)
+        + ".*?"
+        + _w(r"bus\b|buses|tram|transit")
+        + ".*?"
+        + _w(r"info\w*|stop|timetable|schedule"),
+        "route distance": _w(r"route|directions|navigat\w*|path|calculat\w*|query")
+        + ".*?"
+        + _w(r"distance|how far|km\b|kilomet"),
+        "time back-calculation": _w(
+            r"departure time|when to leave|when should|leave by|work back|subtract|back-calculat"
+        ),
+        "nearby search": _either(
+            _w(r"nearby|near|around|close to|surrounding"), _w(r"search\w*|find|look\w*|what is|which")
+        ),
     },
     route_kw=("km", "kilomet", "minute", "hour", "route", "distance", "travel time", "via"),
     route_info_extra=("metre", "meter"),

@@ -195,12 +195,15 @@ def paper_decomposition(
 ) -> tuple[float | None, float | None]:
     """(DEC_P, DEC_R) with the paper's formulas: P = |V_gold matched by some step| / |V_gold|,
     R = |steps matching some gold action| / |V_pred|. A step's actions come from its text and, when given, from
-    the tool it called. No steps: (0, 0). Unknown scenario: (None, None)."""
+    the tool it called (a step without text has only that). No steps: (0, 0). Unknown scenario: (None, None)."""
     gold = GOLD_ACTIONS.get(scenario)
     if not gold:
         return None, None
-    steps = steps or []
-    per_step = [step_actions(s) | (actions[i] if actions and i < len(actions) else set()) for i, s in enumerate(steps)]
+    steps, actions = steps or [], actions or []
+    per_step = [
+        step_actions(steps[i] if i < len(steps) else "") | (actions[i] if i < len(actions) else set())
+        for i in range(max(len(steps), len(actions)))
+    ]
     if not per_step:
         return 0.0, 0.0
     covered = sum(1 for g in gold if any(_matches(a, g) for acts in per_step for a in acts))

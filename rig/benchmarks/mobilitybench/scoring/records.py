@@ -33,7 +33,7 @@ class Prediction(BaseModel):
     intent: str | None = None  # None: no intent output at all (planner failed / no final answer)
     constraints: dict[str, Any] | None = None
     thinking: str = ""
-    steps: list[str] | None = None  # plan tasks (P&E) or step descriptions (ReAct); None: no plan
+    steps: list[str] | None = None  # plan tasks (P&E) or step thoughts (ReAct); None: no plan text
     step_actions: list[set[str]] | None = None  # per step, atomic actions known from the tool it called (ReAct)
     calls: list[Call] = Field(default_factory=list)
     workers: list[int] | None = None  # Plan-and-Execute: the plan step of each worker run, in order (callers or not)

@@ -11,7 +11,14 @@ from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
-from rig.benchmarks.mobilitybench.lexicon import EVAL_TYPE, REF_SLOTS, REF_UNREACHABLE_SLOTS, Lexicon, lookup_scenario
+from rig.benchmarks.mobilitybench.lexicon import (
+    EVAL_TYPE,
+    REF_SLOTS,
+    REF_UNREACHABLE_SLOTS,
+    SCENARIOS,
+    Lexicon,
+    lookup_scenario,
+)
 from rig.benchmarks.mobilitybench.scoring.records import (
     ANSWER_THRESHOLD,
     ID_THRESHOLD,
@@ -26,6 +33,7 @@ from rig.benchmarks.mobilitybench.scoring.text import (
     count_words,
     has_word,
     haversine_km,
+    norm,
     repair_literal,
 )
 from rig.benchmarks.mobilitybench.similarity import Backend, CharJaccard
@@ -59,10 +67,17 @@ CHECK_MAX: dict[str, tuple[str, ...]] = {
 
 
 def ref_intent(intent: str | None, scenario: str, backend: Backend, lex: Lexicon) -> float | None:
-    """ID: 1 when sim(intent, the scenario's label) >= 0.7. None when there is no planner output."""
+    """ID: 1 when sim(intent, the scenario's label) >= 0.7. None when there is no planner output.
+
+    The rig's prompts ask for one of the eleven scenario names (the paper's task scenarios), not the reference's
+    intent labels, which its prompt never shows: a prediction that names a scenario is read as that scenario's label
+    (the four route scenarios share one there), other text is compared as written, as the reference does."""
     if intent is None:
         return None
     label = lookup_scenario(lex.intent_labels, scenario) or "Unknown intent"
+    named = next((s for s in SCENARIOS if norm(s) == norm(intent)), None)
+    if named is not None:
+        intent = lex.intent_labels[named]
     b = CharJaccard(lower=True) if isinstance(backend, CharJaccard) else backend  # the ID copy lower-cases
     return 1.0 if ref_sim(intent, label, b) >= ID_THRESHOLD else 0.0  # unstripped, as there
 
