@@ -9,6 +9,7 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator
 
+from rig.agents.scripted import Player
 from rig.agents.single import repeat_sampling
 from rig.agents.toolmode import effective_mode, prepare, read_calls
 from rig.benchmarks.base import (
@@ -16,13 +17,16 @@ from rig.benchmarks.base import (
     BenchmarkOptions,
     CommaList,
     DataError,
+    MetricRole,
     ReferenceCalls,
     RunContext,
+    SelftestMode,
     Table,
     embedded_data,
 )
 from rig.benchmarks.datahash import hash_paths
 from rig.benchmarks.routeeval import data as D
+from rig.benchmarks.routeeval import gold as G
 from rig.benchmarks.routeeval.prompts import ADDRESS_MAX, MAX_WAYPOINTS, TOOL, TOOL_NAME, messages
 from rig.benchmarks.routeeval.scoring import accuracy, check_call, is_mismatch
 from rig.benchmarks.routeeval.tables import pack_of_results, routeeval_tables, shipped_pack_facts, tags_of_pack
@@ -318,6 +322,35 @@ class RouteEval(Benchmark):
         if not name:  # results stored before the pack facts were tagged: a pack shipped with rig still has them
             bins, size, name = shipped_pack_facts(results, options.prompts or "helsinki")
         return routeeval_tables(results, label, bins, size, name)
+
+    # ---- the self-test (`rig selftest`) ------------------------------------------------------------
+
+    def _prompt(self, episode: Episode) -> D.RoutePrompt:
+        return next(p for p in self.prompts().prompts if p.id == episode.id)
+
+    def gold(self, episode: Episode, ctx: RunContext) -> Player:
+        where = f"routeeval {self.prompt_file()}"
+        return G.gold(self._prompt(episode), self.validator(), MAX_WAYPOINTS, where)
+
+    def anti_gold(self, episode: Episode, ctx: RunContext) -> Player:
+        return G.anti_gold(self._prompt(episode), f"routeeval {self.prompt_file()}")
+
+    @classmethod
+    def selftest_modes(cls) -> list[SelftestMode]:
+        """Both route measures in every tool mode (--decode does not apply: the tool mode is the output axis)."""
+        return [
+            SelftestMode(options={"route_measure": m}, tool_mode=t)
+            for m in ("sequence", "closed")
+            for t in ("native", "prompt", "json", "yaml")
+        ]
+
+    @classmethod
+    def selftest_metrics(cls, options: Any) -> dict[str, MetricRole]:
+        return G.metrics()
+
+    @classmethod
+    def selftest_caps(cls, options: Any) -> dict[str, str]:
+        return dict(G.CAPS)
 
 
 def _fail(res: EpisodeResult, category: str, why: str) -> EpisodeResult:
