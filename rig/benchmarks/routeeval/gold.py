@@ -54,7 +54,7 @@ class Planner:
     def __init__(self, validator: RouteValidator, site_i: int, city: str | None, max_waypoints: int) -> None:
         self.v, self.site_i, self.city, self.max = validator, site_i, city, max_waypoints
         site: Site = validator.sites[site_i]
-        self.pack = site.pack
+        self.pack: Any = site.pack  # a MapPack; None for a replay store alone (no network to search)
         self._from: dict[tuple[float, float], np.ndarray] = {}
         self._lengths: Any = None
         self._cands: list[tuple[str, float, float, int, float]] | None = None  # name, lat, lon, node, snap metres
@@ -175,10 +175,11 @@ def build_route(prompt: RoutePrompt, validator: RouteValidator, max_waypoints: i
             break
         best: tuple[float, list[Stop]] | None = None
         for _, option in _options(p, route, total, target)[:_MEASURED]:
-            cand = [s if s.pinned else p.stop(s.address, False) for s in option]  # where the validator puts it
-            if any(s is None for s in cand):
+            placed = [s if s.pinned else p.stop(s.address, False) for s in option]  # where the validator puts it
+            cand = [s for s in placed if s is not None]
+            if len(cand) < len(placed):
                 continue
-            d = p.length(cand)  # type: ignore[arg-type]
+            d = p.length(cand)
             if best is None or abs(d - target) < abs(best[0] - target):
                 best = (d, cand)
         if best is None or abs(best[0] - target) >= abs(total - target):
