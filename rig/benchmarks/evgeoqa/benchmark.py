@@ -292,10 +292,14 @@ class EVGeoQA(Benchmark):
     # -- the self-test (`rig selftest`) ----------------------------------------------------------------------
 
     def _where(self, episode: Episode) -> str:
+        self._load()
+        if self._upstream_files is not None:
+            return f"{self._upstream_files[0]}: Question_id {episode.id}"
         return f"evgeoqa {self.data}: query {episode.id}"
 
     def gold(self, episode: Episode, ctx: RunContext) -> Player:
-        return G.gold(episode.ground_truth, self.dataset().setting.search_radius_m, self._where(episode))
+        stations = self._upstream_files[1].name if self._upstream_files is not None else "the map pack"
+        return G.gold(episode.ground_truth, self.world(), self._where(episode), stations)
 
     def anti_gold(self, episode: Episode, ctx: RunContext) -> Player:
         return G.anti_gold(episode.ground_truth, self.index(), self._where(episode))

@@ -28,6 +28,7 @@ from rig.benchmarks.evgeoqa.tools import (
     SEARCH_POIS,
     SEARCH_STATIONS,
 )
+from rig.benchmarks.evgeoqa.world import World
 from rig.maps.geo import haversine_m
 from rig.records import ChatRequest, Message
 
@@ -176,9 +177,29 @@ def _query(ground_truth: dict[str, Any], where: str) -> Query:
     return q
 
 
-def gold(ground_truth: dict[str, Any], search_m: float, where: str) -> Player:
+def findable(a: AnswerStation, world: World) -> bool:
+    """Whether the tools can show this answer as suitable: its station in the world's table, and (when the data names
+    the place that makes it valid) that place among the station's POIs."""
+    s = world.station(a.station_id)
+    names = {p.name for p in world.pois_near(s.lat, s.lon)} if s is not None else set()
+    return bool(names) and (not a.poi_names or bool(names & set(a.poi_names)))
+
+
+def gold(ground_truth: dict[str, Any], world: World, where: str, station_file: str) -> Player:
+    """Upstream answers the tools cannot show (a station missing from the station table, which the importer adds
+    without POIs, or a place its POI list lacks) are the data's: left out, and an episode left with none is
+    ``GoldUnavailable``. Generated answers are all played: one the tools do not show is a shortfall of rig's own."""
     q = _query(ground_truth, where)
     targets = q.answers[:MAX_ANSWER]
+    if q.source == "upstream":
+        targets = [a for a in q.answers if findable(a, world)][:MAX_ANSWER]
+        if not targets:
+            ids = ", ".join(a.station_id for a in q.answers[:5])
+            raise GoldUnavailable(
+                f"{where}.Answer: no answer station ({ids}) is in {station_file} with its Station_poi_name among "
+                "its POIs, so no agent can find one"
+            )
+    search_m = world.setting.search_radius_m
     return lambda request: _next(q, targets, search_m, history(request))
 
 

@@ -76,3 +76,37 @@ def test_anti_gold_is_well_formed_and_wrong(helsinki_pack: Path) -> None:
         res = asyncio.run(bench.run_episode(ep, engine, ctx, 0))
         assert res.tags["stop"] == "final" and res.scores["format_errors"] == 0 and not engine.rejections
         assert res.scores["hits@3"] == 0.0 and res.error_category is not None
+
+
+def test_upstream_answer_no_agent_can_find_is_gold_unavailable(tmp_path: Path) -> None:
+    """Upstream data: an answer station missing from Stations.json (the importer adds it without POIs) or one whose
+    place the station's POI list lacks cannot be found by exploring. A query with another answer is played without
+    it; a query left with none is a "gold unavailable" line naming the files and the field, and the run goes on."""
+    from tests.benchmarks.evgeoqa.test_importer import USER, _answer, write_upstream
+
+    def question(qid: int, answers: list[dict]) -> dict:
+        return {
+            "Question_id": qid,
+            "Question": "我想吃饭顺便充电",
+            "Question_location_cord": USER,
+            "Question_poi": "中餐厅;中餐厅",
+            "Answer": answers,
+        }
+
+    missing = _answer("A9", [30.45, 120.31], 15.5, "饭店")  # no such station in the table
+    a1 = [30.440093, 120.304083]
+    qa = [
+        question(11, [missing, _answer("A1", a1, 16.2, "面馆")]),
+        question(13, [missing, _answer("A1", a1, 16.2, "别的")]),  # A1 lists 面馆 only
+    ]
+    data = write_upstream(tmp_path, qa=qa)
+    found, _ = acceptors(None)
+    opts = SelftestOptions(benchmarks=["evgeoqa"], data=data, options={"evgeoqa": {"city": "Hangzhou"}})
+    report = run_selftest(opts, found)
+    for mode in report.benchmarks[0].modes:
+        assert mode.error is None and not mode.shortfalls, (mode.mode.label, mode.shortfalls)
+        (line,) = mode.unavailable
+        assert line.startswith(f"13: {data / 'QA_Pairs.json'}: Question_id 13.Answer: ") and "Stations.json" in line
+        hits = {m.metric: m for m in mode.metrics}["hits@1"]
+        assert (hits.gold, hits.anti) == (1.0, 0.0)
+    assert report.ok
