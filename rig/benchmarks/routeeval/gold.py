@@ -218,6 +218,6 @@ def metrics() -> dict[str, MetricRole]:
 
 
 CAPS = {
-    "accuracy": "a route's length on a discrete map rarely equals the target exactly (accuracy is 1 only at "
-    "|d - t| = 0); gold reaches what one-waypoint changes of the reference route reach, each at least 0.95",
+    "accuracy": "1 only when the walked route is exactly the target length, which a map's discrete network of "
+    "named places almost never allows; gold lands as close as one-waypoint changes reach (README: Caps of the metrics)",
 }
