@@ -36,6 +36,7 @@ from rig.records import ChatRequest, Message
 _CLOSE_ENOUGH = 0.5
 _REACH = 0.9  # a station this share of the search radius away is searched for from where the agent stands
 _SAME_SPOT_M = 1.0
+_USER_COORD = "User coordinate [lon, lat]: "  # how the user turn shows it (agents.user_prompt)
 Step = tuple[str, dict[str, Any], Any]  # a call the agent made and what the tool answered
 
 
@@ -96,8 +97,8 @@ class GoldState:
     """What the conversation shows: where the agent stands, where it searched, the stations it saw (id -> (lon,
     lat) as returned), the places listed at each station it checked, and which stations it measured."""
 
-    def __init__(self, q: Query, steps: list[Step]) -> None:
-        self.user = (q.lat, q.lon)
+    def __init__(self, user: tuple[float, float], steps: list[Step]) -> None:
+        self.user = user
         self.pos = self.user
         self.searched: list[tuple[float, float]] = []
         self.seen: dict[str, tuple[float, float]] = {}
@@ -141,8 +142,22 @@ def _toward(pos: tuple[float, float], target: AnswerStation) -> dict[str, Any] |
     return None
 
 
-def _next(q: Query, targets: list[AnswerStation], search_m: float, steps: list[Step]) -> Action:
-    st = GoldState(q, steps)
+def user_coordinate(request: ChatRequest, q: Query) -> tuple[float, float]:
+    """The user's (lat, lon) as the prompt shows it (rounded to 6 decimals), which is all an agent knows; the
+    query's own when no user turn shows one."""
+    for m in request.messages:
+        _, sep, tail = m.content.rpartition(_USER_COORD)
+        if m.role == "user" and sep:
+            try:
+                lon, lat = json.loads(tail.strip())
+                return float(lat), float(lon)
+            except (ValueError, TypeError):
+                break
+    return q.lat, q.lon
+
+
+def _next(q: Query, targets: list[AnswerStation], search_m: float, request: ChatRequest) -> Action:
+    st = GoldState(user_coordinate(request, q), history(request))
     for t in targets:
         if t.station_id not in st.seen:
             d = haversine_m(*st.pos, t.lat, t.lon)
@@ -156,7 +171,7 @@ def _next(q: Query, targets: list[AnswerStation], search_m: float, steps: list[S
         if t.station_id not in st.pois:
             return Call(SEARCH_POIS, {"coord": at})
         if t.station_id not in st.measured:
-            return Call(CAL_DISTANCE, {"coord1": [q.lon, q.lat], "coord2": at})
+            return Call(CAL_DISTANCE, {"coord1": [st.user[1], st.user[0]], "coord2": at})
     # Only what the tools showed: a station seen, with a ground-truth place among the POIs listed at it (any place
     # when the data names none). Nothing shown: an answer that names no station, so the shortfall is reported.
     found = [t.station_id for t in targets if _suitable(st.pois.get(t.station_id), t)]
@@ -200,7 +215,7 @@ def gold(ground_truth: dict[str, Any], world: World, where: str, station_file: s
                 "its POIs, so no agent can find one"
             )
     search_m = world.setting.search_radius_m
-    return lambda request: _next(q, targets, search_m, history(request))
+    return lambda request: _next(q, targets, search_m, request)
 
 
 def anti_gold(ground_truth: dict[str, Any], index: StationIndex, where: str) -> Player:
@@ -210,7 +225,8 @@ def anti_gold(ground_truth: dict[str, Any], index: StationIndex, where: str) -> 
 
     def play(request: ChatRequest) -> Action:
         if not history(request):
-            return Call(SEARCH_STATIONS, {"coord": [q.lon, q.lat]})
+            lat, lon = user_coordinate(request, q)
+            return Call(SEARCH_STATIONS, {"coord": [lon, lat]})
         return Call(FINAL, {"stations": answer})
 
     return play

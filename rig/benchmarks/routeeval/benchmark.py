@@ -325,15 +325,17 @@ class RouteEval(Benchmark):
 
     # ---- the self-test (`rig selftest`) ------------------------------------------------------------
 
-    def _prompt(self, episode: Episode) -> D.RoutePrompt:
-        return next(p for p in self.prompts().prompts if p.id == episode.id)
+    def _prompt(self, episode: Episode) -> tuple[D.RoutePrompt, str]:
+        """The episode's prompt, and where it is (file and field) for a "gold unavailable" line."""
+        i, p = next((i, p) for i, p in enumerate(self.prompts().prompts) if p.id == episode.id)
+        return p, f"{self.prompt_file()}: prompts.{i} (id {p.id})"
 
     def gold(self, episode: Episode, ctx: RunContext) -> Player:
-        where = f"routeeval {self.prompt_file()}"
-        return G.gold(self._prompt(episode), self.validator(), MAX_WAYPOINTS, where)
+        prompt, where = self._prompt(episode)
+        return G.gold(prompt, self.validator(), MAX_WAYPOINTS, where)
 
     def anti_gold(self, episode: Episode, ctx: RunContext) -> Player:
-        return G.anti_gold(self._prompt(episode), f"routeeval {self.prompt_file()}")
+        return G.anti_gold(*self._prompt(episode))
 
     @classmethod
     def selftest_modes(cls) -> list[SelftestMode]:

@@ -149,7 +149,7 @@ def build_route(prompt: RoutePrompt, validator: RouteValidator, max_waypoints: i
     as one-waypoint changes of the closed reference reach."""
     site_i = next((i for i, s in enumerate(validator.sites) if s.covers(prompt.city)), None)
     if site_i is None or not prompt.reference:
-        raise GoldUnavailable(f"{where}: prompt {prompt.id!r}.reference: no reference places on a map that covers it")
+        raise GoldUnavailable(f"{where}.reference: no reference places on a map that covers the prompt")
     p = Planner(validator, site_i, prompt.city, max_waypoints)
     text = normalise_name(prompt.text)
     said = {normalise_name(v) for k, v in validator._aliases_raw.items() if normalise_name(k) in text}
@@ -159,12 +159,12 @@ def build_route(prompt: RoutePrompt, validator: RouteValidator, max_waypoints: i
         named = k in (0, len(closed) - 1) or normalise_name(addr) in text or normalise_name(addr) in said
         s = p.stop(addr, named)
         if s is None:
-            raise GoldUnavailable(f"{where}: prompt {prompt.id!r}.reference: {addr!r} is not on the map")
+            raise GoldUnavailable(f"{where}.reference: {addr!r} is not on the map")
         route.append(s)
     while len(route) > max_waypoints:  # drop the place whose removal costs least, never a pinned one
         drop = [i for i in range(1, len(route) - 1) if not route[i].pinned]
         if not drop:
-            raise GoldUnavailable(f"{where}: prompt {prompt.id!r}.reference: more places than a call takes")
+            raise GoldUnavailable(f"{where}.reference: more places than a call takes")
         route.pop(min(drop, key=lambda i: p.leg(route[i - 1], route[i]) + p.leg(route[i], route[i + 1])))
     target = prompt.target_miles * METRES_PER_MILE
     total = p.length(route)
@@ -206,7 +206,7 @@ def gold(prompt: RoutePrompt, validator: RouteValidator, max_waypoints: int, whe
 
 def anti_gold(prompt: RoutePrompt, where: str) -> Player:
     if not prompt.reference:
-        raise GoldUnavailable(f"{where}: prompt {prompt.id!r}.reference: no reference places")
+        raise GoldUnavailable(f"{where}.reference: no reference places")
     other = next(t for t in ROUTE_TYPES if t != prompt.route_type)
     place = {"address": prompt.reference[0], "description": "start"}
     call = Call(TOOL_NAME, {"estimated_distance": prompt.target_miles, "route_type": other, "waypoints": [place] * 2})

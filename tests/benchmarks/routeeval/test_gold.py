@@ -50,3 +50,31 @@ def test_gold_route_is_perfect_on_every_prompt(helsinki_pack: Path) -> None:
         assert places[0] == p.reference[0] and len(places) <= 12
         if p.route_type != "point-to-point":
             assert places[-1] == p.reference[0]
+
+
+def test_prompt_without_a_playable_reference_is_gold_unavailable(helsinki_pack: Path, tmp_path: Path) -> None:
+    """A lab's prompt pack (--data): a prompt with no reference places, or one the map does not have, gets a
+    "gold unavailable" line naming the file and the field; the other prompts still run, to their bounds."""
+    import yaml
+
+    base = {"city": "Helsinki", "region": "international", "category": "simple", "style": "simple"}
+    prompts = [
+        {**base, "id": "ok", "text": "Easy loop from Ateneum.", "target_miles": 1.5, "route_type": "loop",
+         "reference": ["Ateneum", "Kaisaniemen puisto", "Suomen Kansallisteatteri"]},
+        {**base, "id": "none", "text": "A loop from Ateneum.", "target_miles": 1.5, "route_type": "loop"},
+        {**base, "id": "away", "text": "A loop from Ateneum.", "target_miles": 1.5, "route_type": "loop",
+         "reference": ["Ateneum", "Central Park"]},
+    ]  # fmt: skip
+    pack = tmp_path / "mine.yaml"
+    pack.write_text(yaml.safe_dump({"name": "mine", "prompts": prompts}), encoding="utf-8")
+    opts = SelftestOptions(benchmarks=["routeeval"], data=pack, modes=["tool_mode=json route_measure=sequence"])
+    report = run_selftest(opts, [])
+    (mode,) = report.benchmarks[0].modes
+    assert mode.error is None and mode.episodes == 3
+    assert mode.unavailable == [
+        f"none: {pack}: prompts.1 (id none).reference: no reference places on a map that covers the prompt",
+        f"away: {pack}: prompts.2 (id away).reference: 'Central Park' is not on the map",
+    ]
+    lines = {m.metric: m for m in mode.metrics}
+    assert (lines["success"].gold, lines["success"].anti, lines["accuracy"].verdict) == (1.0, 0.0, "cap")
+    assert report.ok
