@@ -299,7 +299,7 @@ class EVGeoQA(Benchmark):
 
     def gold(self, episode: Episode, ctx: RunContext) -> Player:
         stations = self._upstream_files[1].name if self._upstream_files is not None else "the map pack"
-        return G.gold(episode.ground_truth, self.world(), self._where(episode), stations)
+        return G.gold(episode.ground_truth, self.world(), self._where(episode), stations, self.opts.max_steps)
 
     def anti_gold(self, episode: Episode, ctx: RunContext) -> Player:
         return G.anti_gold(episode.ground_truth, self.index(), self._where(episode))

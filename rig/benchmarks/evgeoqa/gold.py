@@ -156,9 +156,10 @@ def user_coordinate(request: ChatRequest, q: Query) -> tuple[float, float]:
     return q.lat, q.lon
 
 
-def _next(q: Query, targets: list[AnswerStation], search_m: float, request: ChatRequest) -> Action:
-    st = GoldState(user_coordinate(request, q), history(request))
-    for t in targets:
+def _next(q: Query, targets: list[AnswerStation], search_m: float, budget: int, request: ChatRequest) -> Action:
+    steps = history(request)
+    st = GoldState(user_coordinate(request, q), steps)
+    for t in targets if len(steps) < budget - 1 else []:  # the last step of the budget is the answer
         if t.station_id not in st.seen:
             d = haversine_m(*st.pos, t.lat, t.lon)
             if d <= _REACH * search_m and not st.searched_here():
@@ -200,10 +201,11 @@ def findable(a: AnswerStation, world: World) -> bool:
     return bool(names) and (not a.poi_names or bool(names & set(a.poi_names)))
 
 
-def gold(ground_truth: dict[str, Any], world: World, where: str, station_file: str) -> Player:
+def gold(ground_truth: dict[str, Any], world: World, where: str, station_file: str, budget: int) -> Player:
     """Upstream answers the tools cannot show (a station missing from the station table, which the importer adds
     without POIs, or a place its POI list lacks) are the data's: left out, and an episode left with none is
-    ``GoldUnavailable``. Generated answers are all played: one the tools do not show is a shortfall of rig's own."""
+    ``GoldUnavailable``. Generated answers are all played: one the tools do not show is a shortfall of rig's own.
+    ``budget`` is the step budget (max_steps): its last step answers with what has been found by then."""
     q = _query(ground_truth, where)
     targets = q.answers[:MAX_ANSWER]
     if q.source == "upstream":
@@ -215,7 +217,7 @@ def gold(ground_truth: dict[str, Any], world: World, where: str, station_file: s
                 "its POIs, so no agent can find one"
             )
     search_m = world.setting.search_radius_m
-    return lambda request: _next(q, targets, search_m, request)
+    return lambda request: _next(q, targets, search_m, budget, request)
 
 
 def anti_gold(ground_truth: dict[str, Any], index: StationIndex, where: str) -> Player:

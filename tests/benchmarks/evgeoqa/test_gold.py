@@ -110,3 +110,20 @@ def test_upstream_answer_no_agent_can_find_is_gold_unavailable(tmp_path: Path) -
         hits = {m.metric: m for m in mode.metrics}["hits@1"]
         assert (hits.gold, hits.anti) == (1.0, 0.0)
     assert report.ok
+
+
+def test_gold_answers_within_a_small_step_budget(helsinki_pack: Path) -> None:
+    """With max_steps=6, three stations cannot all be checked (up to five calls each): gold answers at its last
+    step with the stations found by then, and still hits."""
+    report = run_selftest(
+        SelftestOptions(benchmarks=["evgeoqa"], options={"evgeoqa": {"max_steps": 6}}, limit=13, modes=["native"]), []
+    )
+    (mode,) = report.benchmarks[0].modes
+    assert not mode.shortfalls and {m.metric: m.gold for m in mode.metrics}["hits@1"] == 1.0
+    bench = EVGeoQA(None, {"max_steps": 6})
+    ep = next(e for e in bench.episodes() if len(e.ground_truth["query"]["answers"]) == 3)
+    engine = ScriptedEngine()
+    ctx = RunContext(sampling=Sampling(), tool_mode="native")
+    engine.play(bench.gold(ep, ctx))
+    res = asyncio.run(bench.run_episode(ep, engine, ctx, 0))
+    assert res.scores["steps"] == 6 and res.tags["stop"] == "final" and res.scores["hits@1"] == 1.0
