@@ -104,24 +104,23 @@ class GoldState:
         self.seen: dict[str, tuple[float, float]] = {}
         self.pois: dict[str, set[str]] = {}  # station id -> the names Search_Nearby_POI showed at it
         self.measured: set[str] = set()
-        for name, args, answer in steps:
-            if isinstance(answer, dict) and "error" in answer:
-                continue
-            if name == SEARCH_STATIONS and isinstance(answer, list):
+        self.refused: set[tuple[tuple[float, float], str, float]] = set()  # moves a tool refused, from where
+        for name, args, answer in steps:  # a refused call counts as tried (nothing shown), so it is not repeated
+            listed = answer if isinstance(answer, list) else []
+            if name == SEARCH_STATIONS:
                 self.searched.append(self.pos)
-                for s in answer:
+                for s in listed:
                     at = _lonlat(s.get("coord")) if isinstance(s, dict) else None
                     if at is not None:
                         self.seen.setdefault(str(s.get("station_id")), at)
-            elif name == CHANGE_LOCATION and isinstance(answer, dict):
-                lon, lat = answer["new_location"]
-                self.pos = (lat, lon)
+            elif name == CHANGE_LOCATION:
+                moved = answer.get("new_location") if isinstance(answer, dict) else None
+                if isinstance(moved, list) and len(moved) == 2:
+                    self.pos = (moved[1], moved[0])
+                else:
+                    self.refused.add((self.pos, str(args.get("direction")), float(args.get("distance") or 0)))
             elif name == SEARCH_POIS:
-                names = (
-                    {str(p.get("poi_name")) for p in answer if isinstance(p, dict)}
-                    if isinstance(answer, list)
-                    else set()
-                )
+                names = {str(p.get("poi_name")) for p in listed if isinstance(p, dict)}
                 for sid in [sid for sid, at in self.seen.items() if _same(args.get("coord"), at)]:
                     self.pois[sid] = names
             elif name == CAL_DISTANCE:
@@ -165,8 +164,8 @@ def _next(q: Query, targets: list[AnswerStation], search_m: float, budget: int, 
             if d <= _REACH * search_m and not st.searched_here():
                 return Call(SEARCH_STATIONS, {"coord": [st.pos[1], st.pos[0]]})
             move = None if d <= _CLOSE_ENOUGH * search_m else _toward(st.pos, t)
-            if move is None:
-                continue  # searched where the data puts it and the tools do not show it: left out of the answer
+            if move is None or (st.pos, move["direction"], move["distance"]) in st.refused:
+                continue  # searched where the data puts it (or refused the way) and not shown: left out
             return Call(CHANGE_LOCATION, move)
         at = list(st.seen[t.station_id])
         if t.station_id not in st.pois:

@@ -7,6 +7,8 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+import pytest
+
 from rig.agents.scripted import ScriptedEngine
 from rig.benchmarks.base import RunContext
 from rig.benchmarks.evgeoqa.benchmark import EVGeoQA
@@ -127,3 +129,24 @@ def test_gold_answers_within_a_small_step_budget(helsinki_pack: Path) -> None:
     engine.play(bench.gold(ep, ctx))
     res = asyncio.run(bench.run_episode(ep, engine, ctx, 0))
     assert res.scores["steps"] == 6 and res.tags["stop"] == "final" and res.scores["hits@1"] == 1.0
+
+
+def test_gold_does_not_repeat_a_call_a_tool_refused(helsinki_pack: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A tool error (here every Cal_Distance has no route) is an answer too: gold tries each station's distance
+    once and answers, instead of asking again until the budget runs out."""
+    from rig.benchmarks.evgeoqa.world import NoRoute
+
+    bench = EVGeoQA(None, {})
+    ep = next(e for e in bench.episodes() if len(e.ground_truth["query"]["answers"]) == 3)
+
+    def no_route(a: object, b: object) -> float:
+        raise NoRoute("off the network")
+
+    monkeypatch.setattr(bench.world(), "distance", no_route)
+    engine = ScriptedEngine()
+    ctx = RunContext(sampling=Sampling(), tool_mode="prompt")
+    engine.play(bench.gold(ep, ctx))
+    res = asyncio.run(bench.run_episode(ep, engine, ctx, 0))
+    tried = [c for c in res.tool_calls if c.name == CAL_DISTANCE]
+    assert len(tried) == 3 and all(c.error_category == "no_route" for c in tried)
+    assert res.tags["stop"] == "final" and res.scores["hits@1"] == 1.0 and res.scores["steps"] < 20
