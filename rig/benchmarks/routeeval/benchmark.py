@@ -28,7 +28,7 @@ from rig.benchmarks.datahash import hash_paths
 from rig.benchmarks.routeeval import data as D
 from rig.benchmarks.routeeval import gold as G
 from rig.benchmarks.routeeval.prompts import ADDRESS_MAX, MAX_WAYPOINTS, TOOL, TOOL_NAME, messages
-from rig.benchmarks.routeeval.scoring import accuracy, check_call, is_mismatch
+from rig.benchmarks.routeeval.scoring import PERFECT, accuracy, check_call, is_mismatch
 from rig.benchmarks.routeeval.tables import pack_of_results, routeeval_tables, shipped_pack_facts, tags_of_pack
 from rig.benchmarks.routeeval.validate import RouteValidator, Site, store_cities
 from rig.engines.base import Engine
@@ -238,6 +238,7 @@ class RouteEval(Benchmark):
         res.scores = {
             "accuracy": 0.0,
             "success": 0.0,
+            "perfect": 0.0,
             "d_target_mi": target,
             "d_actual_mi": None,
             "n_waypoints": None,
@@ -295,7 +296,9 @@ class RouteEval(Benchmark):
             tc.verdict, tc.error, tc.error_category = "invalid", m.error, m.error_category
             return _fail(res, m.error_category or "other", m.error or "route not measured")
         d = float(m.miles)  # type: ignore[arg-type]
-        res.scores.update(d_actual_mi=d, accuracy=accuracy(d, target))
+        acc = accuracy(d, target)
+        # Per run, so that a correct agent's Perfect is checked to be 1 (`rig selftest`) while accuracy itself is capped
+        res.scores.update(d_actual_mi=d, accuracy=acc, perfect=float(acc >= PERFECT))
         if is_mismatch(d, target):
             return _fail(
                 res, "distance_mismatch", f"route is {d:.2f} mi for a {target:g} mi target (more than 50% off)"

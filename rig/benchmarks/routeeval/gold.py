@@ -214,7 +214,7 @@ def anti_gold(prompt: RoutePrompt, where: str) -> Player:
 
 
 def metrics() -> dict[str, MetricRole]:
-    return {"accuracy": "score", "success": "score", "route_type_match": "score"}
+    return {"accuracy": "score", "success": "score", "perfect": "score", "route_type_match": "score"}
 
 
 CAPS = {

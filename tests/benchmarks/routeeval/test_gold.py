@@ -25,7 +25,7 @@ def test_gold_reaches_every_bound_in_every_mode(helsinki_pack: Path) -> None:
     for mode in bench.modes:
         assert mode.error is None and mode.episodes == 2 and not mode.unavailable, mode.mode.label
         lines = {m.metric: m for m in mode.metrics}
-        for k in ("success", "route_type_match"):
+        for k in ("success", "perfect", "route_type_match"):
             assert (lines[k].gold, lines[k].anti, lines[k].verdict) == (1.0, 0.0, "ok"), (mode.mode.label, k)
         acc = lines["accuracy"]
         assert acc.verdict == "cap" and acc.anti == 0.0 and acc.gold is not None and acc.gold >= PERFECT
@@ -45,7 +45,8 @@ def test_gold_route_is_perfect_on_every_prompt(helsinki_pack: Path) -> None:
         engine.play(bench.gold(ep, ctx))
         res = asyncio.run(bench.run_episode(ep, engine, ctx, 0))
         assert res.error_category is None and res.scores["success"] == 1.0, (ep.id, res.error)
-        assert res.scores["accuracy"] >= PERFECT and res.scores["route_type_match"] == 1.0, ep.id
+        assert res.scores["accuracy"] >= PERFECT and res.scores["perfect"] == 1.0, ep.id
+        assert res.scores["route_type_match"] == 1.0
         places = [w["address"] for w in res.tool_calls[0].arguments["waypoints"]]
         assert places[0] == p.reference[0] and len(places) <= 12
         if p.route_type != "point-to-point":
@@ -78,3 +79,22 @@ def test_prompt_without_a_playable_reference_is_gold_unavailable(helsinki_pack: 
     lines = {m.metric: m for m in mode.metrics}
     assert (lines["success"].gold, lines["success"].anti, lines["accuracy"].verdict) == (1.0, 0.0, "cap")
     assert report.ok
+
+
+def test_a_route_measured_a_little_wrong_fails_the_selftest(helsinki_pack: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """Accuracy is capped, so a reader losing the loop's last waypoint (the way home: 5-20% of the route, still a
+    success) would hide under the cap; `perfect` is held to 1 and reports it."""
+    import rig.benchmarks.routeeval.benchmark as B
+
+    real = B.check_call
+
+    def drops_the_last(args, max_waypoints, address_max):  # type: ignore[no-untyped-def]
+        category, why, clean = real(args, max_waypoints, address_max)
+        return category, why, {**clean, "addresses": clean["addresses"][:-1]} if clean else clean
+
+    monkeypatch.setattr(B, "check_call", drops_the_last)
+    opts = SelftestOptions(benchmarks=["routeeval"], limit=1, modes=["tool_mode=json route_measure=sequence"])
+    (mode,) = run_selftest(opts, []).benchmarks[0].modes
+    lines = {m.metric: m for m in mode.metrics}
+    assert lines["success"].verdict == "ok" and lines["accuracy"].verdict == "cap"
+    assert lines["perfect"].verdict == "short" and lines["perfect"].gold == 0.0
