@@ -12,6 +12,7 @@ Anti-gold calls the tool well formed with another route type and one place twice
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 from itertools import pairwise
 from typing import Any
@@ -64,7 +65,7 @@ class Planner:
         return None if g is None else Stop(address, g.lat, g.lon, pinned)
 
     def leg(self, a: Stop, b: Stop) -> float:
-        return self.v._leg(self.site_i, (a.lat, a.lon), (b.lat, b.lon))
+        return self.v.leg(self.site_i, (a.lat, a.lon), (b.lat, b.lon))
 
     def length(self, route: list[Stop]) -> float:
         return sum(self.leg(a, b) for a, b in pairwise(route))
@@ -72,20 +73,22 @@ class Planner:
     def candidates(self) -> list[tuple[str, float, float, int, float]]:
         """Places whose name is theirs alone (the geocoder's exact match), with their walking-network node."""
         if self._cands is None:
-            router = self.pack.router
-            exact = self.pack._exact
+            from rig.maps.routing import RoutingError
+
+            pack, router = self.pack, self.pack.router
+            shared = Counter(pack.names_norm)
             out = []
-            for i, row in enumerate(self.pack.rows):
-                name, norm = row[2], row[3]
-                if not name or "," in name or len(name) > ADDRESS_MAX - 20 or len(exact.get(norm, ())) != 1:
+            for i, row in enumerate(pack.rows):
+                name = row[2]  # the place's display name (rig.maps.query's place columns)
+                if pack.kind[i] not in ("poi", "area") or not name or not words(name):
                     continue
-                if row[1] not in ("poi", "area") or not words(name):
-                    continue
+                if "," in name or len(name) > ADDRESS_MAX - 20 or shared[pack.names_norm[i]] != 1:
+                    continue  # a comma would split the address; a shared name may geocode to its twin
                 try:
-                    node, snap = router.snap("walk", float(self.pack.lat[i]), float(self.pack.lon[i]))
-                except Exception:  # off the walking network: not a place to run through
+                    node, snap = router.snap("walk", float(pack.lat[i]), float(pack.lon[i]))
+                except RoutingError:  # off the walking network: not a place to run through
                     continue
-                out.append((name, float(self.pack.lat[i]), float(self.pack.lon[i]), node, snap))
+                out.append((name, float(pack.lat[i]), float(pack.lon[i]), node, snap))
             self._cands = out
         return self._cands
 
@@ -152,7 +155,7 @@ def build_route(prompt: RoutePrompt, validator: RouteValidator, max_waypoints: i
         raise GoldUnavailable(f"{where}.reference: no reference places on a map that covers the prompt")
     p = Planner(validator, site_i, prompt.city, max_waypoints)
     text = normalise_name(prompt.text)
-    said = {normalise_name(v) for k, v in validator._aliases_raw.items() if normalise_name(k) in text}
+    said = {normalise_name(v) for k, v in validator.aliases.items() if normalise_name(k) in text}
     closed = _closed(prompt)
     route = []
     for k, addr in enumerate(closed):
