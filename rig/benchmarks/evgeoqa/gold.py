@@ -2,9 +2,10 @@
 
 Gold walks to each ground-truth station in turn (at most the three Hits@K reads), finds it with Search_Stations,
 confirms the activity with Search_Nearby_POI at the station's coordinate as Search_Stations returned it, measures it
-with Cal_Distance, and answers the stations in ground-truth order. Every step is decided from the conversation so
-far (its own calls and the tools' real answers), never from the tools' internals: a station that the tools do not
-show where the data says it is stays out of the answer, and the episode falls short instead of passing by fiat.
+with Cal_Distance, and answers the stations in ground-truth order. Every step is decided from the ground truth and
+the conversation so far (its own calls and the tools' real answers), never from the tools' internals: a station the
+tools do not show where the data puts it stays out of the answer, and the episode falls short instead of passing by
+fiat (upstream data aside, see ``gold``).
 
 Anti-gold makes one well-formed search and answers stations that match no ground-truth station (nor share a site
 with one), or an id no station has when the map has no other station."""
@@ -179,7 +180,8 @@ def _next(q: Query, targets: list[AnswerStation], search_m: float, budget: int, 
 
 
 def _suitable(listed: set[str] | None, t: AnswerStation) -> bool:
-    return bool(listed) and (not t.poi_names or bool(listed & set(t.poi_names)))  # type: ignore[operator]
+    """Places were listed at the station, the ground truth's own among them when the data names it."""
+    return listed is not None and bool(listed) and (not t.poi_names or bool(listed & set(t.poi_names)))
 
 
 def _query(ground_truth: dict[str, Any], where: str) -> Query:
@@ -196,8 +198,7 @@ def findable(a: AnswerStation, world: World) -> bool:
     """Whether the tools can show this answer as suitable: its station in the world's table, and (when the data names
     the place that makes it valid) that place among the station's POIs."""
     s = world.station(a.station_id)
-    names = {p.name for p in world.pois_near(s.lat, s.lon)} if s is not None else set()
-    return bool(names) and (not a.poi_names or bool(names & set(a.poi_names)))
+    return s is not None and _suitable({p.name for p in world.pois_near(s.lat, s.lon)}, a)
 
 
 def gold(ground_truth: dict[str, Any], world: World, where: str, station_file: str, budget: int) -> Player:
