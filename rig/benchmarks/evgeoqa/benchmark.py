@@ -13,17 +13,21 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator
 
+from rig.agents.scripted import Player
 from rig.agents.single import repeat_sampling
 from rig.benchmarks.base import (
     Benchmark,
     BenchmarkOptions,
     CommaList,
     DataError,
+    MetricRole,
     ReferenceCalls,
     RunContext,
+    SelftestMode,
     Table,
     read_data,
 )
+from rig.benchmarks.evgeoqa import gold as G
 from rig.benchmarks.evgeoqa.agents import MAX_FORMAT_ERRORS, MAX_STEPS, messages_for, run_georover
 from rig.benchmarks.evgeoqa.data import Dataset, Query
 from rig.benchmarks.evgeoqa.scoring import ARGUMENT_ERRORS, StationIndex, classify, hits
@@ -284,3 +288,32 @@ class EVGeoQA(Benchmark):
     @classmethod
     def tables(cls, results: list[EpisodeResult], options: Any, label: str = "") -> list[Table]:
         return evgeoqa_tables(results, label or "model")
+
+    # -- the self-test (`rig selftest`) ----------------------------------------------------------------------
+
+    def _where(self, episode: Episode) -> str:
+        self._load()
+        if self._upstream_files is not None:
+            return f"{self._upstream_files[0]}: Question_id {episode.id}"
+        return f"evgeoqa {self.data}: query {episode.id}"
+
+    def gold(self, episode: Episode, ctx: RunContext) -> Player:
+        stations = self._upstream_files[1].name if self._upstream_files is not None else "the map pack"
+        return G.gold(episode.ground_truth, self.world(), self._where(episode), stations, self.opts.max_steps)
+
+    def anti_gold(self, episode: Episode, ctx: RunContext) -> Player:
+        return G.anti_gold(episode.ground_truth, self.index(), self._where(episode))
+
+    @classmethod
+    def selftest_modes(cls) -> list[SelftestMode]:
+        """Every tool mode; --decode json and yaml reach GeoRover only as the tool mode they imply."""
+        return [
+            SelftestMode(tool_mode="native"),
+            SelftestMode(tool_mode="prompt"),
+            SelftestMode(decode="json", tool_mode="json"),
+            SelftestMode(decode="yaml", tool_mode="yaml"),
+        ]
+
+    @classmethod
+    def selftest_metrics(cls, options: Any) -> dict[str, MetricRole]:
+        return G.metrics()

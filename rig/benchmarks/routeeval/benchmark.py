@@ -9,6 +9,7 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator
 
+from rig.agents.scripted import Player
 from rig.agents.single import repeat_sampling
 from rig.agents.toolmode import effective_mode, prepare, read_calls
 from rig.benchmarks.base import (
@@ -16,15 +17,18 @@ from rig.benchmarks.base import (
     BenchmarkOptions,
     CommaList,
     DataError,
+    MetricRole,
     ReferenceCalls,
     RunContext,
+    SelftestMode,
     Table,
     embedded_data,
 )
 from rig.benchmarks.datahash import hash_paths
 from rig.benchmarks.routeeval import data as D
+from rig.benchmarks.routeeval import gold as G
 from rig.benchmarks.routeeval.prompts import ADDRESS_MAX, MAX_WAYPOINTS, TOOL, TOOL_NAME, messages
-from rig.benchmarks.routeeval.scoring import accuracy, check_call, is_mismatch
+from rig.benchmarks.routeeval.scoring import PERFECT, accuracy, check_call, is_mismatch
 from rig.benchmarks.routeeval.tables import pack_of_results, routeeval_tables, shipped_pack_facts, tags_of_pack
 from rig.benchmarks.routeeval.validate import RouteValidator, Site, store_cities
 from rig.engines.base import Engine
@@ -234,6 +238,7 @@ class RouteEval(Benchmark):
         res.scores = {
             "accuracy": 0.0,
             "success": 0.0,
+            "perfect": 0.0,
             "d_target_mi": target,
             "d_actual_mi": None,
             "n_waypoints": None,
@@ -291,7 +296,9 @@ class RouteEval(Benchmark):
             tc.verdict, tc.error, tc.error_category = "invalid", m.error, m.error_category
             return _fail(res, m.error_category or "other", m.error or "route not measured")
         d = float(m.miles)  # type: ignore[arg-type]
-        res.scores.update(d_actual_mi=d, accuracy=accuracy(d, target))
+        acc = accuracy(d, target)
+        # Per run, so that a correct agent's Perfect is checked to be 1 (`rig selftest`) while accuracy itself is capped
+        res.scores.update(d_actual_mi=d, accuracy=acc, perfect=float(acc >= PERFECT))
         if is_mismatch(d, target):
             return _fail(
                 res, "distance_mismatch", f"route is {d:.2f} mi for a {target:g} mi target (more than 50% off)"
@@ -318,6 +325,37 @@ class RouteEval(Benchmark):
         if not name:  # results stored before the pack facts were tagged: a pack shipped with rig still has them
             bins, size, name = shipped_pack_facts(results, options.prompts or "helsinki")
         return routeeval_tables(results, label, bins, size, name)
+
+    # ---- the self-test (`rig selftest`) ------------------------------------------------------------
+
+    def _prompt(self, episode: Episode) -> tuple[D.RoutePrompt, str]:
+        """The episode's prompt, and where it is (file and field) for a "gold unavailable" line."""
+        i, p = next((i, p) for i, p in enumerate(self.prompts().prompts) if p.id == episode.id)
+        return p, f"{self.prompt_file()}: prompts.{i} (id {p.id})"
+
+    def gold(self, episode: Episode, ctx: RunContext) -> Player:
+        prompt, where = self._prompt(episode)
+        return G.gold(prompt, self.validator(), MAX_WAYPOINTS, where)
+
+    def anti_gold(self, episode: Episode, ctx: RunContext) -> Player:
+        return G.anti_gold(*self._prompt(episode))
+
+    @classmethod
+    def selftest_modes(cls) -> list[SelftestMode]:
+        """Both route measures in every tool mode (--decode does not apply: the tool mode is the output axis)."""
+        return [
+            SelftestMode(options={"route_measure": m}, tool_mode=t)
+            for m in ("sequence", "closed")
+            for t in ("native", "prompt", "json", "yaml")
+        ]
+
+    @classmethod
+    def selftest_metrics(cls, options: Any) -> dict[str, MetricRole]:
+        return G.metrics()
+
+    @classmethod
+    def selftest_caps(cls, options: Any) -> dict[str, str]:
+        return dict(G.CAPS)
 
 
 def _fail(res: EpisodeResult, category: str, why: str) -> EpisodeResult:

@@ -180,7 +180,7 @@ def _route_metres(data: Any) -> float:
 class RouteValidator:
     def __init__(self, sites: list[Site], aliases: dict[str, str] | None = None) -> None:
         self.sites = sites
-        self._aliases_raw = dict(aliases or {})
+        self.aliases = dict(aliases or {})  # other names of a place -> its name on the map
         self._geo_cache: dict[tuple[int, str, str | None], Geocoded | None] = {}
         self._leg_cache: dict[tuple[int, tuple[float, ...]], float] = {}
 
@@ -192,7 +192,7 @@ class RouteValidator:
 
     def _alias(self, text: str, cw: set[str]) -> str | None:
         key = " ".join(_drop_city_words(words(text), cw))
-        for k, v in self._aliases_raw.items():
+        for k, v in self.aliases.items():
             if " ".join(_drop_city_words(words(k), cw)) == key and key:
                 return v
         return None
@@ -233,7 +233,8 @@ class RouteValidator:
                         )
         return None
 
-    def _leg(self, site_i: int, a: tuple[float, float], b: tuple[float, float]) -> float:
+    def leg(self, site_i: int, a: tuple[float, float], b: tuple[float, float]) -> float:
+        """Metres on foot from a to b on one site, as a route's legs are measured (cached)."""
         if a == b:
             return 0.0
         key = (site_i, (round(a[0], 7), round(a[1], 7), round(b[0], 7), round(b[1], 7)))
@@ -272,7 +273,7 @@ class RouteValidator:
             out.closed_by_validator = True
         out.routed = pts
         try:
-            out.legs_m = [self._leg(site_i, a, b) for a, b in pairwise(pts)]
+            out.legs_m = [self.leg(site_i, a, b) for a, b in pairwise(pts)]
         except (LookupError, ValueError, KeyError, TypeError) as exc:
             out.error_category, out.error = "other", str(exc)
             return out
