@@ -151,7 +151,8 @@ def reliability_lines(sums: list[RunSummary]) -> list[str]:
         if r is None or r.repeats < 2:
             continue
         text = screen_pass_k(r)
-        out.append(f"{s.benchmark}: {text} (success: {r.success})" if text else f"{s.benchmark}: {r.reason}")
+        episodes = r.rows[-1].episodes if r.rows else 0
+        out.append(f"{s.benchmark}: {text} over {episodes} episodes" if text else f"{s.benchmark}: {r.reason}")
     return out
 
 
