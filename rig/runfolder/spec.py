@@ -261,7 +261,7 @@ def spec_error(exc: ValidationError, where: str = "", cls: type[BaseModel] | Non
         name = (f"{where}: {'.'.join(loc)}" if where else flag(field, cls)) or "spec"
         msg = err["msg"].removeprefix("Value error, ")
         if not loc and msg.startswith("--"):  # a check across settings names its flags itself
-            lines.append(msg)
+            lines.append(f"{where}: {msg}" if where else msg)
         elif err["type"] == "extra_forbidden":
             lines.append(f"{name}: unknown setting")
         elif err["type"] != "value_error" and not isinstance(err.get("input"), dict):
