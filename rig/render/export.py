@@ -78,7 +78,7 @@ def episode_rows(run_dir: Path) -> list[dict[str, Any]]:
             "episode_id": r.episode_id,
             "repeat": r.repeat,
             "seed": r.seed,  # None: stored before rig recorded each repeat's seed (pass^k not measured)
-            "success": success[r.benchmark](r),  # pass^k's trial outcome (None: no headline score)
+            "success": success[r.benchmark](r) if r.benchmark in success else None,  # pass^k's trial (None: unscored)
             "failure_class": why.primary if why else None,  # the shared taxonomy's primary class
             "failure_detail": why.detail if why else None,  # the benchmark's own reason
             "status": r.status,
