@@ -289,7 +289,9 @@ def reliability(manifest: RunManifest, results: list[EpisodeResult], bench: type
     seed, or repeats identical by construction (temperature 0) beyond k = 1."""
     cfg = manifest.config
     out = Reliability(
-        repeats=cfg.repeats, ks=pass_ks(manifest.run_spec().pass_k, cfg.repeats), success=bench.success_note
+        repeats=cfg.repeats,
+        ks=pass_ks(manifest.spec.pass_k if manifest.spec else None, cfg.repeats),
+        success=bench.success_note,
     )
     trials = [(r.episode_id, ok) for r in results if (ok := bench.success(r)) is not None]
     if any(r.seed is None for r in results):
