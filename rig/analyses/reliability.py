@@ -96,7 +96,7 @@ def transition_tables(sums: list[RunSummary], labels: list[str], keys: list[set[
         out.append(
             Table(
                 title=f"Transitions from {labels[0]} to {label}",
-                columns=[f"{labels[0]}", f"{label}", "Episodes"],
+                columns=[f"From ({labels[0]})", f"To ({label})", "Episodes"],
                 rows=rows,
                 note=f"{sum(moves.values())} of {len(common)} paired (episode, repeat) results changed outcome; "
                 "correct: a success, else the primary class of the failure taxonomy",
