@@ -18,8 +18,9 @@ from rig.records import CALL_FORMS, EpisodeResult
 from rig.runfolder.config import BenchmarkInfo
 from rig.runfolder.manifest import RunManifest
 from rig.runfolder.spec import pass_ks
-from rig.scoring.reliability import episode_counts, estimate, pass_at_k, pass_hat_k
+from rig.scoring.reliability import episode_counts, estimate, per_episode
 from rig.scoring.stats import mean_ci, percentile, ratio_ci
+from rig.scoring.taxonomy import FailureClass
 from rig.telemetry.energy import processed_tokens
 from rig.telemetry.mbu import Efficiency, GenerationCost, efficiency
 from rig.telemetry.peak import describe, peak_doubts
@@ -150,7 +151,7 @@ class Failure(BaseModel):
 
     episode_id: str
     repeat: int
-    primary: str
+    primary: FailureClass
     detail: str
     mapped: bool = True
 
@@ -310,8 +311,8 @@ def reliability(manifest: RunManifest, results: list[EpisodeResult], bench: type
             f"pass^k for k > 1: not measured: at temperature 0 the {cfg.repeats} repeats are identical by construction"
         )
     for k in ks:
-        hat = [pass_hat_k(n, c, k) for n, c in out.counts.values() if n >= k]
-        at = [pass_at_k(n, c, k) for n, c in out.counts.values() if n >= k]
+        hat = list(per_episode(out.counts, k, "pass^k").values())
+        at = list(per_episode(out.counts, k, "pass@k").values())
         if not hat:
             out.reason = (
                 out.reason + "; " if out.reason else ""
