@@ -217,6 +217,7 @@ class EpisodeResult(BaseModel):
     started_at: float | None = None
     finished_at: float | None = None
     energy: EnergyReading | None = None  # the sum of its generations'; None: stored before rig measured energy
+    seed: int | None = None  # this repeat's sampling seed (`repeat_seed`); None: stored before rig recorded it
 
     @field_validator("scores")
     @classmethod

@@ -79,6 +79,10 @@ def test_bad_flags_exit_2_before_anything_is_written(tmp_path, flags, says) -> N
         (["--gpu", "-1"], "--gpu -1: Input should be greater than or equal to 0"),
         (["--decode", "json", "-O", "format=yaml"], "--decode json conflicts with callnavi.format=yaml"),
         (["--decode", "yaml", "--format", "json"], "--decode yaml conflicts with callnavi.format=json"),
+        (["--repeats", "3", "--pass-k", "1,4"], "--pass-k 1,4: k = 4 is outside 1 to --repeats 3"),
+        (["--repeats", "3", "--pass-k", "0,3"], "--pass-k 0,3: k = 0 is outside 1 to --repeats 3"),
+        (["--pass-k", "2"], "--pass-k 2: k = 2 is outside 1 to --repeats 1"),
+        (["--repeats", "3", "--pass-k", "1,x"], "--pass-k: '1,x': expected whole numbers separated by commas"),
     ],
 )
 def test_bad_run_settings_exit_2_before_the_model_loads(tmp_path, flags, says) -> None:  # type: ignore[no-untyped-def]
@@ -182,6 +186,32 @@ def test_resume_refuses_changed_flags_with_or_without_model(
     assert f"{field}:" in r.output
     r = CliRunner().invoke(app, [*base, "--no-report"])  # unchanged: resumes
     assert r.exit_code == 0, r.output
+
+
+def test_pass_k_on_resume_is_checked_against_the_runs_own_repeats(tmp_path, fake_engine) -> None:  # type: ignore[no-untyped-def]
+    """A resumed run's repeats come from its record: --pass-k 2 fits a run of 2 repeats (not refused against the
+    default of 1), --pass-k 3 is refused naming the flag, before anything runs."""
+    reg = _fake_registry(tmp_path)
+    out = tmp_path / "runs"
+    args = ["bench", *reg, "-b", "callnavi", "-O", "task=routing", "--limit", "1", "--repeats", "2", "--out", str(out)]
+    r = CliRunner().invoke(app, [*args, "--no-report", "--temperature", "0.5"])
+    assert r.exit_code == 0, r.output
+    (run_dir,) = out.iterdir()
+    base = ["bench", "--models", reg[1], "--resume", run_dir.name, "--out", str(out), "--no-report"]
+    r = CliRunner().invoke(app, [*base, "--pass-k", "3"])
+    assert r.exit_code == 2 and "--pass-k 3: k = 3 is outside 1 to --repeats 2" in r.output, r.output
+    r = CliRunner().invoke(app, [*base, "--pass-k", "2"])
+    assert r.exit_code == 0, r.output
+
+
+def test_compare_refuses_a_pass_k_above_repeats_before_anything_runs(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    reg = _fake_registry(tmp_path)
+    out = tmp_path / "cmp"
+    r = CliRunner().invoke(
+        app, ["compare", "fake", "--decode", "none,json", *reg[:2], "--pass-k", "5", "--out", str(out)]
+    )
+    assert r.exit_code == 2 and "--pass-k 5: k = 5 is outside 1 to --repeats 1" in r.output, r.output
+    assert not out.exists()
 
 
 def test_messages_with_square_brackets_print_as_written() -> None:

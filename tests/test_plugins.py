@@ -171,6 +171,27 @@ def test_an_installed_package_adds_an_engine_and_a_benchmark(installed: Path) ->
     assert load_registry(installed / "models.yaml").get("toy").engine == "sum_engine"  # models.yaml may name it
 
 
+def test_a_plugins_failures_fall_into_other_and_are_named_unmapped(installed: Path) -> None:
+    """A plugin that maps none of its reasons: each failure's class is "other", its reason kept as the detail, and
+    the report's taxonomy table names the reason as one the benchmark does not map."""
+    from rig.records import EpisodeResult
+    from rig.render.reliability import failure_table
+    from rig.runfolder.summary import RunSummary, failures
+
+    sums = get_benchmark_class("sums")
+    wrong = EpisodeResult(benchmark="sums", episode_id="q3", repeat=0, scores={"exact": 0.0})
+    right = EpisodeResult(benchmark="sums", episode_id="q1", repeat=0, scores={"exact": 1.0})
+    assert sums.success(right) is True and sums.success(wrong) is False
+    assert sums.failure_class(wrong) == ("other", "wrong answer", False)
+    taxonomy = failures([right, wrong], sums)
+    assert [(f.episode_id, f.primary) for f in taxonomy.failures] == [("q3", "other")]
+    fields = {n: None for n, f in RunSummary.model_fields.items() if f.is_required()}
+    summary = RunSummary.model_construct(**fields, failures=taxonomy)
+    table = failure_table(summary)
+    assert table is not None and table.rows == [["other", 1, "50.0%", "wrong answer (1)"]]
+    assert "Reasons the benchmark does not map (counted as other): wrong answer" in (table.note or "")
+
+
 def test_broken_plugins_are_named_with_their_distribution_and_rigs_own_still_load(
     installed: Path, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -18,6 +18,7 @@ from typing import Any, get_args
 
 from pydantic import BaseModel, Field, field_validator, model_validator
 
+from rig.analyses.reliability import failure_compare_table, pass_k_compare_table, transition_tables
 from rig.benchmarks.base import Table
 from rig.execution.bench import BenchError
 from rig.names import BadName
@@ -173,8 +174,12 @@ def compare_report(run_dirs: list[Path]) -> tuple[str, dict[str, Any]]:
         note="A flip compares per-episode scores at 0.5 (correct / wrong).",
     )
     t3 = efficiency_compare_table(sums, labels)
+    stored = [{(r.episode_id, r.repeat) for r in f.results(f.benchmarks[0].name)} for f in folders]
+    reliability = [pass_k_compare_table(sums, labels), failure_compare_table(sums, labels)]
+    reliability += transition_tables(sums, labels, stored)
     figs, plots_md = _figures(sums, labels)
-    md = "\n".join([f"# rig compare ({len(sums)} variants)", "", table_md(t1), table_md(t2), table_md(t3), *plots_md])
+    tables = [t1, t2, t3, *(t for t in reliability if t is not None)]
+    md = "\n".join([f"# rig compare ({len(sums)} variants)", "", *map(table_md, tables), *plots_md])
     return md, figs
 
 

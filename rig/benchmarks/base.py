@@ -21,6 +21,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationError
 
 from rig.engines.base import Engine
 from rig.records import CallForm, DecodeMode, Episode, EpisodeResult, Sampling, ToolMode
+from rig.scoring.taxonomy import FailureClass, classify
 
 if TYPE_CHECKING:
     from rig.agents.scripted import Player
@@ -207,6 +208,13 @@ class Benchmark(abc.ABC):
     # Flags of `rig bench` that are shorthands for one of this benchmark's options: flag name -> (option, what it
     # is, for messages). CallNavi: `--format yaml` is `-O callnavi.format=yaml`.
     flag_options: ClassVar[dict[str, tuple[str, str]]] = {}
+    # An episode succeeds (pass^k, pass@k, the failure taxonomy) when its headline reaches this; a benchmark whose
+    # headline is a partial score lowers it and says why in ``success_note``.
+    success_threshold: ClassVar[float] = 1.0
+    success_note: ClassVar[str] = "headline = 1"
+    # This benchmark's failure reasons (``failure_detail``) -> a class of the shared taxonomy (rig/scoring/taxonomy.py);
+    # a reason not listed, and every reason of a benchmark that lists none, is "other".
+    failure_classes: ClassVar[Mapping[str, FailureClass]] = {}
 
     def __init__(self, data: Path | None = None, options: Mapping[str, Any] | BenchmarkOptions | None = None) -> None:
         self.opts = self.parse_options(options)
@@ -293,6 +301,24 @@ class Benchmark(abc.ABC):
     def headline(cls, result: EpisodeResult) -> float | None:
         """The one per-episode score used for confidence intervals and comparisons."""
         return None
+
+    @classmethod
+    def success(cls, result: EpisodeResult) -> bool | None:
+        """Whether an episode succeeded, from its headline (None: no headline score, so no trial)."""
+        score = cls.headline(result)
+        return None if score is None else score >= cls.success_threshold
+
+    @classmethod
+    def failure_detail(cls, result: EpisodeResult) -> str:
+        """The benchmark's own reason an episode did not succeed: the key of ``failure_classes``."""
+        return result.error_category or "wrong answer"
+
+    @classmethod
+    def failure_class(cls, result: EpisodeResult) -> tuple[FailureClass, str, bool]:
+        """(primary class, detail, mapped) of an episode that did not succeed."""
+        detail = cls.failure_detail(result)
+        primary, mapped = classify(result, detail, cls.failure_classes)
+        return primary, detail, mapped
 
     @classmethod
     def reference_calls(cls, options: Any) -> ReferenceCalls:

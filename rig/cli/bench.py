@@ -65,6 +65,7 @@ def bench(
         True, "--report/--no-report", help="Write report.md and report.html and print a one-screen summary."
     ),
     shard: str | None = spec_option("shard"),
+    pass_k: str | None = spec_option("pass_k"),
     spec_file: Path | None = typer.Option(
         None, "--spec", help="A spec.json of run settings (what rig compare and rig sweep hand each cell); flags win."
     ),

@@ -58,6 +58,7 @@ def compare(
     seed: int = spec_option("seed", default=0, help="One seed for every variant, so episodes and sampling match."),
     max_tokens: int | None = spec_option("max_tokens"),
     models_file: Path | None = spec_option("models_file"),
+    pass_k: str | None = spec_option("pass_k"),
     runs_: list[Path] = typer.Option(
         [], "--run", help="Compare existing run folders of one benchmark instead of running variants (repeat it)."
     ),

@@ -27,7 +27,7 @@ from rig.registry import ModelSpec, default_registry_path, load_registry, resolv
 from rig.runfolder.config import BenchmarkInfo, RunConfig
 from rig.runfolder.folder import RunFolder
 from rig.runfolder.manifest import RunManifest, new_run_id
-from rig.runfolder.spec import RunSettings, RunSpec, make_spec, parse_shard, read_spec, setting
+from rig.runfolder.spec import RunSettings, RunSpec, make_spec, parse_shard, pass_k_error, read_spec, setting
 from rig.runfolder.store import Store
 from rig.runformat import storage_error
 
@@ -42,6 +42,9 @@ class BenchOptions(RunSpec):
     out: Path = RUNS
     resume: str | None = None
     idle_window_s: float = 2.0  # idle power is measured this long before the model loads (with an energy counter)
+
+    def _repeats_known(self) -> bool:
+        return self.resume is None or "repeats" in self.model_fields_set
 
 
 def bench_options(
@@ -231,6 +234,8 @@ def run_bench(
     if opts.resume:
         opts, old, lock = _open_resume(opts)
     try:
+        if opts.pass_k is not None and (why := pass_k_error(opts.pass_k, opts.repeats)):
+            raise BenchError(why)  # a resumed run's repeats come from its record
         if opts.model is None:
             raise BenchError("--model is required (see `rig models`)")
         spec, weights, chosen, cfg, skipped = _build(opts)

@@ -9,6 +9,7 @@ import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from rig.agents.single import repeat_seed
 from rig.benchmarks.base import Benchmark, RunContext
 from rig.engines.base import Engine
 from rig.records import Episode, EpisodeResult
@@ -125,6 +126,8 @@ async def _run_one(it: WorkItem, engine: Engine, ctx: RunContext) -> EpisodeResu
         res = _failed(it, "crash", f"{type(e).__name__}: {e}\n{traceback.format_exc(limit=3)}")
     res.started_at = res.started_at or started
     res.finished_at = time.time()
+    if res.seed is None:  # every benchmark samples a repeat with `repeat_sampling`, so this is the seed it used
+        res.seed = repeat_seed(ctx.sampling.seed, it.repeat)
     return res
 
 
@@ -141,7 +144,9 @@ def _store(store: Store, it: WorkItem, res: EpisodeResult) -> EpisodeResult:
         if full is not None:
             raise full from None
         why = f"the result could not be stored: {type(e).__name__}: {str(e)[:500]}"
-        return store.write(_failed(it, "store_error", why, started_at=res.started_at, finished_at=res.finished_at))
+        failed = _failed(it, "store_error", why, started_at=res.started_at, finished_at=res.finished_at)
+        failed.seed = res.seed
+        return store.write(failed)
 
 
 def _failed(

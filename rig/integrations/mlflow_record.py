@@ -177,6 +177,7 @@ def summary_metrics(prefix: str, s: RunSummary) -> tuple[dict[str, float], dict[
         ("decode_mbu_nvml", f.mbu_nvml, no_mbu if f.mbu is None else "no NVML data-sheet bandwidth (a CPU run)"),
         ("decode_bytes_per_s", f.decode_bytes_per_s, no_mbu),
         ("prefill_flops_per_s", f.prefill_flops_per_s, f.prefill_reason or "not measured"),
+        *reliability_values(s),
     ]
     metrics, reasons = {}, {}
     for name, v, why in values:
@@ -187,6 +188,26 @@ def summary_metrics(prefix: str, s: RunSummary) -> tuple[dict[str, float], dict[
         else:
             metrics[key] = value
     return metrics, reasons
+
+
+def reliability_values(s: RunSummary) -> list[tuple[str, Any, str]]:
+    """pass^k and pass@k (``pass_hat_<k>``, ``pass_at_<k>``) with their CIs per k asked for, a k not measured with
+    its reason; and the failure taxonomy's episodes per class (``failures_<class>``)."""
+    r, out = s.reliability, []
+    if r is not None:
+        rows = {p.k: p for p in r.rows}
+        for k in r.ks:
+            p, why = rows.get(k), r.reason or "not measured"
+            for name in ("pass_hat", "pass_at"):
+                mean, low, high = (getattr(p, f) for f in (name, f"{name}_low", f"{name}_high")) if p else (None,) * 3
+                out += [
+                    (f"{name}_{k}", mean, why),
+                    (f"{name}_{k}_ci_low", low, why),
+                    (f"{name}_{k}_ci_high", high, why),
+                ]
+    if s.failures is not None:
+        out += [(f"failures_{c}", n, "") for c, n in s.failures.classes().items()]
+    return out
 
 
 def table_metrics(prefix: str, tables: Iterable[Any]) -> dict[str, float]:

@@ -52,20 +52,6 @@ def no_values(replies: int, what: str) -> str:
     return "no replies stored" if replies == 0 else f"none of the {replies} replies recorded {what}"
 
 
-def failure_reason(r: EpisodeResult, score: float | None) -> str | None:
-    """Why an episode did not succeed: its recorded error category, else a reply cut at max_tokens, else a wrong
-    answer; None for a success (headline >= 0.5) or an episode without a headline score."""
-    if r.error_category:
-        return r.error_category
-    if r.status == "failed":
-        return "failed"
-    if score is None or score >= 0.5:
-        return None
-    if r.generations and r.generations[-1].finish_reason == "length":
-        return "cut at max_tokens"
-    return "wrong answer"
-
-
 class BenchDash(BaseModel):
     run: str
     run_no: int  # the run's place in the report, 1-based: figure file names of several runs
@@ -130,7 +116,10 @@ def _headlines_and_failures(dash: list[BenchDash], labels: list[str], figs: Figu
             figs.add(
                 "failures",
                 lambda: bar_plot(
-                    [k for k, _ in reasons], [float(n) for _, n in reasons], "Why episodes failed", "episodes"
+                    [k for k, _ in reasons],
+                    [float(n) for _, n in reasons],
+                    "Why episodes failed (failure taxonomy)",
+                    "episodes",
                 ),
             )
         )
@@ -207,14 +196,9 @@ def bench_dash(
     b: BenchmarkInfo,
     summary: RunSummary,
     results: list[EpisodeResult],
-    headline: dict[tuple[str, int], float],
 ) -> BenchDash:
     """One benchmark's dashboard entry: its summary, failure reasons and the latency and token distributions."""
-    reasons: dict[str, int] = {}
-    for r in results:
-        why = failure_reason(r, headline.get((r.episode_id, r.repeat)))
-        if why:
-            reasons[why] = reasons.get(why, 0) + 1
+    reasons = summary.failures.classes() if summary.failures else {}
     return BenchDash(
         run=label,
         run_no=i + 1,

@@ -13,7 +13,7 @@ from pydantic import BaseModel
 
 from rig.records import atomic_path
 from rig.runfolder.folder import RunFolder
-from rig.runfolder.summary import total
+from rig.runfolder.summary import Failure, benchmark_of, total
 from rig.runformat import RunFileError
 
 EXPORT_FORMATS = ("csv", "jsonl", "parquet")
@@ -61,9 +61,15 @@ def episode_rows(run_dir: Path) -> list[dict[str, Any]]:
     """One flat row per (episode, repeat): scores, status, summed tokens, first/last timings."""
     folder = RunFolder(run_dir)
     man, results = folder.manifest, folder.results()
+    failed: dict[tuple[str, str, int], Failure] = {}
+    for b in folder.benchmarks:
+        taxonomy = folder.summary(b.name).failures
+        failed.update({(b.name, f.episode_id, f.repeat): f for f in (taxonomy.failures if taxonomy else [])})
+    success = {b.name: benchmark_of(b).success for b in folder.benchmarks}
     rows = []
     for r in results:
         g = r.generations
+        why = failed.get((r.benchmark, r.episode_id, r.repeat))
         row: dict[str, Any] = {
             "run_id": man.run_id,
             "model": man.config.model.name,
@@ -71,6 +77,10 @@ def episode_rows(run_dir: Path) -> list[dict[str, Any]]:
             "benchmark": r.benchmark,
             "episode_id": r.episode_id,
             "repeat": r.repeat,
+            "seed": r.seed,  # None: stored before rig recorded each repeat's seed (pass^k not measured)
+            "success": success[r.benchmark](r) if r.benchmark in success else None,  # pass^k's trial (None: unscored)
+            "failure_class": why.primary if why else None,  # the shared taxonomy's primary class
+            "failure_detail": why.detail if why else None,  # the benchmark's own reason
             "status": r.status,
             "error_category": r.error_category,
             "error": (r.error or "")[:500] or None,

@@ -25,6 +25,7 @@ from rig.render.plots import (
     histogram_plot,
     save_figure,
 )
+from rig.render.reliability import failure_table, pass_k_table
 from rig.render.report import (
     NM,
     call_form_table,
@@ -176,11 +177,12 @@ def _run_section(folder: RunFolder, i: int, label: str, page: _Page) -> tuple[st
         if ci:
             parts.append(table_html(ci))
             best = summary.headline
+        parts += [table_html(t) for t in (pass_k_table(summary), failure_table(summary)) if t is not None]
         forms = call_form_table(summary)
         if forms:
             parts.append(table_html(forms))
         headline = summary.headline.by_episode() if summary.headline else {}
-        page.dash.append(bench_dash(label, i, b, summary, results, headline))
+        page.dash.append(bench_dash(label, i, b, summary, results))
         page.episodes += _episode_records(b, results, headline, page.prompts)
     run_summary = folder.summary()
     parts.append(table_html(telemetry_table(run_summary)))

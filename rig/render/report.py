@@ -11,6 +11,7 @@ from typing import Any
 from rig.benchmarks import benchmark_tables
 from rig.benchmarks.base import Table
 from rig.records import CALL_FORMS
+from rig.render.reliability import failure_table, pass_k_table
 from rig.runfolder.folder import RunFolder
 from rig.runfolder.summary import RunSummary
 
@@ -215,6 +216,7 @@ def report_markdown(run_dir: Path) -> str:
         ci = ci_table(summary, spec.name)
         if ci:
             out.append(table_md(ci))
+        out += [table_md(t) for t in (pass_k_table(summary), failure_table(summary)) if t is not None]
         forms = call_form_table(summary)
         if forms:
             out.append(table_md(forms))

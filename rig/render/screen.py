@@ -14,6 +14,7 @@ from rich.cells import cell_len
 
 from rig.benchmarks import get_benchmark_class
 from rig.benchmarks.base import Table
+from rig.render.reliability import screen_pass_k
 from rig.runfolder.folder import RunFolder
 from rig.runfolder.manifest import RunManifest
 from rig.runfolder.summary import RunSummary
@@ -142,6 +143,19 @@ def peak_lines(sums: list[RunSummary]) -> list[str]:
     return list(dict.fromkeys(sources + marks))
 
 
+def reliability_lines(sums: list[RunSummary]) -> list[str]:
+    """With repeats, each benchmark's pass^k at the largest k measured, or why it is not."""
+    out = []
+    for s in sums:
+        r = s.reliability
+        if r is None or r.repeats < 2:
+            continue
+        text = screen_pass_k(r)
+        episodes = r.rows[-1].episodes if r.rows else 0
+        out.append(f"{s.benchmark}: {text} over {episodes} episodes" if text else f"{s.benchmark}: {r.reason}")
+    return out
+
+
 def final_screen(run_dir: Path, width: int | None = None) -> tuple[Table, list[str]]:
     """The summary table and the lines under it (where report.md and the HTML report are, what to run next), laid
     out for a terminal `width` columns wide (None: the widest layout). The lines: the MBU peak's source and doubts,
@@ -154,7 +168,7 @@ def final_screen(run_dir: Path, width: int | None = None) -> tuple[Table, list[s
         if width is None or column_widths(table, width) is not None:
             break
         table = _layout(title, sums, layout)
-    lines = peak_lines(sums)
+    lines = peak_lines(sums) + reliability_lines(sums)
     lines.append(f"full tables: {run_dir / 'report.md'} (again with `rig report {run_dir}`)")
     html = run_dir / "report.html"
     lines.append(f"dashboard: {html}" if html.exists() else f"dashboard: rig report {run_dir} --html")

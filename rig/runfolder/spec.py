@@ -158,6 +158,34 @@ class RunSpec(RunSettings):
     models_file: Annotated[Path | None, Setting(flag="--models", resumed=False)] = Field(
         default=None, description="models.yaml to use."
     )
+    # What the reports show, not what the results depend on: not a RunSettings field, so not in the run hash.
+    pass_k: Annotated[list[int] | None, Setting(when_set=True)] = Field(
+        default=None,
+        description="k of pass^k and pass@k, comma-separated, each from 1 to --repeats (default: 1, 3, 5 and n, "
+        "those up to n = --repeats).",
+    )
+
+    @field_validator("pass_k", mode="before")
+    @classmethod
+    def _comma_ks(cls, v: Any) -> Any:
+        if isinstance(v, str):
+            parts = [p.strip() for p in v.split(",")]
+            if not all(p.lstrip("-").isdigit() for p in parts):
+                raise ValueError(f"{v!r}: expected whole numbers separated by commas, e.g. 1,3,5")
+            return [int(p) for p in parts]
+        return v
+
+    @model_validator(mode="after")
+    def _ks_within_repeats(self) -> RunSpec:
+        if self.pass_k is not None and self._repeats_known():
+            why = pass_k_error(self.pass_k, self.repeats)
+            if why:
+                raise ValueError(why)
+        return self
+
+    def _repeats_known(self) -> bool:
+        """Whether ``repeats`` is the run's (a resumed run takes its own from the record, checked then)."""
+        return True
 
     @model_validator(mode="before")
     @classmethod
@@ -174,6 +202,24 @@ class RunSpec(RunSettings):
         the fields that were set: what a cell's spec.json holds."""
         names = set(RunSpec.model_fields) & self.model_fields_set
         return self.model_dump(mode="json", include=names)
+
+
+def pass_k_error(ks: list[int], repeats: int) -> str | None:
+    """Why ``--pass-k`` cannot be measured over ``repeats`` trials of each episode, naming the flag; None when it
+    can."""
+    if not ks:
+        return "--pass-k: give at least one k"
+    bad = [k for k in ks if not 1 <= k <= repeats]
+    if bad:
+        return f"--pass-k {','.join(map(str, ks))}: k = {bad[0]} is outside 1 to --repeats {repeats}"
+    return None
+
+
+def pass_ks(ks: list[int] | None, repeats: int) -> list[int]:
+    """The k to report: those asked for, else 1, 3, 5 and n up to n = ``repeats``."""
+    if ks:
+        return sorted(set(ks))
+    return sorted({k for k in (1, 3, 5) if k <= repeats} | {repeats})
 
 
 # The CLI flag each field is given by, for error messages in the user's words.
@@ -214,7 +260,9 @@ def spec_error(exc: ValidationError, where: str = "", cls: type[BaseModel] | Non
         field = loc[0] if loc else ""
         name = (f"{where}: {'.'.join(loc)}" if where else flag(field, cls)) or "spec"
         msg = err["msg"].removeprefix("Value error, ")
-        if err["type"] == "extra_forbidden":
+        if not loc and msg.startswith("--"):  # a check across settings names its flags itself
+            lines.append(f"{where}: {msg}" if where else msg)
+        elif err["type"] == "extra_forbidden":
             lines.append(f"{name}: unknown setting")
         elif err["type"] != "value_error" and not isinstance(err.get("input"), dict):
             lines.append(f"{name}{':' if where else ''} {err.get('input')!r}: {msg}")

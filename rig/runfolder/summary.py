@@ -17,7 +17,10 @@ from rig.benchmarks import get_benchmark_class, recorded_options
 from rig.records import CALL_FORMS, EpisodeResult
 from rig.runfolder.config import BenchmarkInfo
 from rig.runfolder.manifest import RunManifest
+from rig.runfolder.spec import pass_ks
+from rig.scoring.reliability import episode_counts, estimate, per_episode
 from rig.scoring.stats import mean_ci, percentile, ratio_ci
+from rig.scoring.taxonomy import FailureClass
 from rig.telemetry.energy import processed_tokens
 from rig.telemetry.mbu import Efficiency, GenerationCost, efficiency
 from rig.telemetry.peak import describe, peak_doubts
@@ -116,6 +119,70 @@ def call_forms(
     return out
 
 
+class PassK(BaseModel):
+    """pass^k and pass@k at one k, each the mean over episodes with a 95% bootstrap CI over episodes."""
+
+    k: int
+    episodes: int  # episodes with at least k scored trials (the others are left out)
+    pass_hat: float
+    pass_hat_low: float
+    pass_hat_high: float
+    pass_at: float
+    pass_at_low: float
+    pass_at_high: float
+
+
+class Reliability(BaseModel):
+    """Success over the repeats of each episode: pass^k (every one of k trials succeeds) and pass@k (at least one),
+    at the k asked for. ``rows`` holds the k measured; ``reason`` says why the others (or all) are not measured,
+    never a 0 in their place."""
+
+    repeats: int  # trials per episode the run was planned with (n)
+    ks: list[int]  # the k asked for (--pass-k, else 1, 3, 5 and n up to n)
+    success: str  # what counts as a success: the benchmark's rule from its headline
+    rows: list[PassK] = Field(default_factory=list)
+    reason: str | None = None
+    counts: dict[str, tuple[int, int]] = Field(default_factory=dict)  # episode -> (trials, successes)
+
+
+class Failure(BaseModel):
+    """One (episode, repeat) that did not succeed: its primary class of the shared taxonomy and its benchmark's own
+    reason (the detail). ``mapped`` False: the benchmark does not map that reason, so the class is "other"."""
+
+    episode_id: str
+    repeat: int
+    primary: FailureClass
+    detail: str
+    mapped: bool = True
+
+
+class Failures(BaseModel):
+    """The failure taxonomy of a run's episodes of one benchmark (rig/scoring/taxonomy.py)."""
+
+    trials: int  # (episode, repeat) results classified or found a success
+    failures: list[Failure] = Field(default_factory=list)
+
+    def classes(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for f in self.failures:
+            out[f.primary] = out.get(f.primary, 0) + 1
+        return dict(sorted(out.items(), key=lambda kv: (-kv[1], kv[0])))
+
+    def details(self, primary: str) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for f in self.failures:
+            if f.primary == primary:
+                out[f.detail] = out.get(f.detail, 0) + 1
+        return dict(sorted(out.items(), key=lambda kv: (-kv[1], kv[0])))
+
+    def unmapped(self) -> list[str]:
+        return sorted({f.detail for f in self.failures if not f.mapped})
+
+    def states(self) -> dict[tuple[str, int], str]:
+        """(episode, repeat) -> the primary class of each failure; a stored result absent here succeeded."""
+        return {(f.episode_id, f.repeat): f.primary for f in self.failures}
+
+
 class RunSummary(BaseModel):
     """A run's measures over the results of one benchmark (or of all its benchmarks: `benchmark` None)."""
 
@@ -147,6 +214,8 @@ class RunSummary(BaseModel):
     energy: EnergySummary = Field(default_factory=lambda: EnergySummary(reason="not summarised"))
     efficiency: Efficiency = Field(default_factory=lambda: Efficiency(mbu_reason="not summarised"))
     call_forms: CallForms | None = None  # None: no call was read (or summarised over all benchmarks)
+    reliability: Reliability | None = None  # None: summarised over all benchmarks
+    failures: Failures | None = None  # None: summarised over all benchmarks
 
     @property
     def cut_share(self) -> float | None:
@@ -211,7 +280,64 @@ def summarize(
         energy=energy_summary(manifest, results, headline),
         efficiency=run_efficiency(manifest, results),
         call_forms=_call_forms(results, benchmark, headline),
+        reliability=reliability(manifest, results, benchmark_of(benchmark)) if benchmark else None,
+        failures=failures(results, benchmark_of(benchmark)) if benchmark else None,
     )
+
+
+def reliability(manifest: RunManifest, results: list[EpisodeResult], bench: type[Benchmark]) -> Reliability:
+    """pass^k and pass@k of one benchmark's results, or why not: results stored before rig recorded each repeat's
+    seed, or repeats identical by construction (temperature 0) beyond k = 1."""
+    cfg = manifest.config
+    out = Reliability(
+        repeats=cfg.repeats,
+        ks=pass_ks(manifest.spec.pass_k if manifest.spec else None, cfg.repeats),
+        success=bench.success_note,
+    )
+    trials = [(r.episode_id, ok) for r in results if (ok := bench.success(r)) is not None]
+    if any(r.seed is None for r in results):
+        out.reason = (
+            "pass^k: not measured: results stored without their repeat's seed (before rig recorded it, or re-scored)"
+        )
+        return out
+    if not trials:
+        out.reason = "pass^k: not measured: no episode has a headline score"
+        return out
+    out.counts = episode_counts(trials)
+    ks = out.ks
+    if cfg.temperature == 0 and cfg.repeats > 1:
+        ks = [k for k in ks if k == 1]
+        out.reason = (
+            f"pass^k for k > 1: not measured: at temperature 0 the {cfg.repeats} repeats are identical by construction"
+        )
+    for k in ks:
+        hat = list(per_episode(out.counts, k, "pass^k").values())
+        at = list(per_episode(out.counts, k, "pass@k").values())
+        if not hat:
+            out.reason = (
+                out.reason + "; " if out.reason else ""
+            ) + f"pass^{k}: not measured: no episode has {k} scored trials"
+            continue
+        out.rows.append(PassK(k=k, episodes=len(hat), **_ci("pass_hat", hat), **_ci("pass_at", at)))
+    return out
+
+
+def _ci(name: str, values: list[float]) -> dict[str, float]:
+    mean, low, high = estimate(values)
+    return {name: mean, f"{name}_low": low, f"{name}_high": high}
+
+
+def failures(results: list[EpisodeResult], bench: type[Benchmark]) -> Failures:
+    """Each result that is not a success, with its one primary class and its benchmark's reason."""
+    out = Failures(trials=len(results))
+    for r in results:
+        if bench.success(r) is True:
+            continue
+        primary, detail, mapped = bench.failure_class(r)
+        out.failures.append(
+            Failure(episode_id=r.episode_id, repeat=r.repeat, primary=primary, detail=detail, mapped=mapped)
+        )
+    return out
 
 
 def energy_summary(

@@ -151,3 +151,79 @@ def test_divergence_export_of_a_damaged_file_names_it_and_writes_nothing(
     with pytest.raises(ValueError, match=says):
         export_divergence(tmp_path, "classes", "csv")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["divergence.json"]
+
+
+def make_repeat_run(tmp_path: Path, repeats: int, temperature: float, n_eps: int = 6, salt: str = "") -> Path:
+    """A CallNavi run of ``repeats`` trials per episode whose fake engine answers right or wrong by the repeat's seed
+    and the question, so episodes succeed on some trials and not others."""
+    import asyncio
+    import hashlib
+
+    from rig.benchmarks.base import RunContext
+    from rig.execution.runner import plan, run_items
+    from rig.records import Sampling
+    from rig.runfolder.manifest import RunManifest, host_info
+    from rig.runfolder.store import Store
+    from rig.telemetry.gpu import GpuMemorySummary
+    from tests.execution.test_runner import oracle
+    from tests.fakes import FakeEngine
+    from tests.render.test_report import _build_fake
+
+    _spec, _w, bench, eps, cfg = _build_fake(n_eps)
+    cfg = cfg.model_copy(update={"repeats": repeats, "temperature": temperature})
+    right = oracle(bench)
+
+    def answer(req):  # type: ignore[no-untyped-def]
+        digest = hashlib.sha256(f"{salt}{req.sampling.seed}:{req.messages[-1].content}".encode()).digest()
+        return right(req) if digest[0] % 3 else "no answer here"
+
+    run_dir = tmp_path / f"rk{salt}"
+    run_dir.mkdir()
+    store = Store(run_dir / "results.sqlite")
+    ctx = RunContext(sampling=Sampling(temperature=temperature, seed=0))
+    asyncio.run(run_items(plan([(bench, eps)], repeats), FakeEngine(answer), store, ctx))
+    store.close()
+    RunManifest(
+        run_id=f"rk{salt}",
+        config_hash=cfg.digest(),
+        config=cfg,
+        host=host_info(),
+        started_at=0.0,
+        status="finished",
+        gpu_memory=GpuMemorySummary(available=False, reason="no --gpu given (CPU run)"),
+    ).write(run_dir)
+    return run_dir
+
+
+def test_pass_k_recomputed_from_the_jsonl_export_equals_the_reported_value(tmp_path: Path) -> None:
+    """Each repeat's seed and success are in `rig export --format jsonl`; pass^k and pass@k computed from those rows
+    alone (C(c,k)/C(n,k) per episode, averaged) are the numbers report.md prints."""
+    from math import comb
+
+    from typer.testing import CliRunner
+
+    from rig.cli import app
+    from rig.render.report import report_markdown
+    from rig.runfolder.folder import RunFolder
+
+    run_dir = make_repeat_run(tmp_path, repeats=5, temperature=0.7)
+    out = tmp_path / "e.jsonl"
+    r = CliRunner().invoke(app, ["export", str(run_dir), "--format", "jsonl", "--out", str(out)])
+    assert r.exit_code == 0, r.output
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert sorted({row["seed"] for row in rows}) == [0, 1, 2, 3, 4]  # each repeat's own seed
+    trials: dict[str, list[bool]] = {}
+    for row in rows:
+        trials.setdefault(row["episode_id"], []).append(row["success"])
+    assert any(0 < sum(t) < len(t) for t in trials.values())  # some episodes pass on some trials only
+    reported = {p.k: p for p in RunFolder(run_dir).summary("callnavi").reliability.rows}  # type: ignore[union-attr]
+    assert sorted(reported) == [1, 3, 5]
+    md = report_markdown(run_dir)
+    for k, p in reported.items():
+        hat = sum(comb(sum(t), k) / comb(len(t), k) for t in trials.values()) / len(trials)
+        at = sum(1 - comb(len(t) - sum(t), k) / comb(len(t), k) for t in trials.values()) / len(trials)
+        assert p.pass_hat == pytest.approx(hat) and p.pass_at == pytest.approx(at)
+        assert f"| k = {k} | {len(trials)} | {hat:.3f} [" in md
+    failed = [row for row in rows if row["success"] is False]
+    assert failed and all(row["failure_class"] and row["failure_detail"] for row in failed)
+    assert all(row["failure_class"] is None for row in rows if row["success"])

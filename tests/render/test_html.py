@@ -228,3 +228,22 @@ def test_dashboard_of_a_comparison_shows_the_pareto_plots(tmp_path: Path) -> Non
     assert "Across runs" in dashboard and "Score against latency" in dashboard
     assert "point:gemma3-270m (none/prompt) #1" in dashboard and "point:gemma3-270m (json/json) #2" in dashboard
     assert (tmp_path / "figures" / "pareto_latency.pdf").read_bytes()[:4] == b"%PDF"
+
+
+def test_html_shows_pass_k_and_the_failure_taxonomy(tmp_path: Path) -> None:
+    """A run with repeats: the page has the pass^k table with the values of its summary, the taxonomy table, and the
+    dashboard's failures figure counts the taxonomy's classes."""
+    pytest.importorskip("matplotlib")
+    from rig.runfolder.folder import RunFolder
+    from tests.render.test_export import make_repeat_run
+
+    run = make_repeat_run(tmp_path, repeats=3, temperature=0.7)
+    s = RunFolder(run).summary("callnavi")
+    assert s.reliability is not None and s.failures is not None and s.failures.failures
+    html = html_report([run])
+    assert "Reliability over repeats: pass^k and pass@k" in html and "Failure taxonomy" in html
+    for p in s.reliability.rows:
+        assert f"{p.pass_hat:.3f} [{p.pass_hat_low:.3f}, {p.pass_hat_high:.3f}]" in html
+    dashboard = html[html.index("Dashboard") : html.index("Reliability over repeats")]
+    for cls in s.failures.classes():
+        assert cls in dashboard

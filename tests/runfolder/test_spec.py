@@ -67,3 +67,24 @@ def test_a_setting_added_later_enters_hashes_and_keys_only_when_set() -> None:
 
 def test_the_axes_are_the_choices_among_the_run_settings() -> None:
     assert axes() == ("decode", "tool_mode")
+
+
+def test_pass_k_within_repeats_in_flags_and_files(tmp_path: Path) -> None:
+    """--pass-k takes a comma list; a k outside 1..repeats is refused naming the flag, and in a spec file the file."""
+    import json
+    import re
+
+    import pytest
+
+    from rig.runfolder.spec import SpecError, make_spec, pass_ks, read_spec
+
+    assert make_spec({"repeats": 5, "pass_k": "5,1,3"}, RunSpec).pass_k == [5, 1, 3]
+    assert pass_ks([5, 1, 3], 5) == [1, 3, 5] and pass_ks(None, 4) == [1, 3, 4] and pass_ks(None, 1) == [1]
+    with pytest.raises(SpecError, match=r"^--pass-k 1,6: k = 6 is outside 1 to --repeats 5$"):
+        make_spec({"repeats": 5, "pass_k": "1,6"}, RunSpec)
+    spec = tmp_path / "spec.json"
+    spec.write_text(json.dumps({"repeats": 2, "pass_k": [3]}))
+    with pytest.raises(
+        SpecError, match="^" + re.escape(f"{spec}: --pass-k 3: k = 3 is outside 1 to --repeats 2") + "$"
+    ):
+        read_spec(spec)

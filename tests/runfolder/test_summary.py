@@ -203,3 +203,101 @@ def test_call_forms_counted_and_the_episodes_only_rig_reads_named() -> None:
     # a benchmark without calls (or the whole run) has no forms to count
     assert summarize(manifest(), [result("a", gen())], info, EVGeoQA.headline).call_forms is None
     assert summarize(manifest(), results).call_forms is None
+
+
+# --- reliability over repeats and the failure taxonomy (issue 48) ------------------------------------------------
+
+FIXTURE_RUN = Path(__file__).parents[1] / "fixtures" / "run_before_issue17"
+
+
+def test_an_old_run_without_repeat_seeds_reads_pass_k_not_measured_never_0(tmp_path: Path) -> None:
+    """The recorded run stored no repeat seeds: every benchmark says pass^k is not measured and why, the report
+    prints that instead of a number, and MLflow gets no pass^k metric but the reason."""
+    import shutil
+
+    from rig.integrations.mlflow_record import summary_metrics
+    from rig.runfolder.folder import RunFolder
+
+    run = tmp_path / "run"
+    shutil.copytree(FIXTURE_RUN, run)
+    for s in RunFolder(run).summaries():
+        r = s.reliability
+        assert r is not None and r.rows == [] and r.counts == {}
+        assert r.reason is not None and "not measured" in r.reason and "seed" in r.reason
+        metrics, reasons = summary_metrics(s.benchmark or "", s)
+        assert not any("pass_hat" in k or "pass_at" in k for k in metrics)
+        assert "seed" in reasons[f"{s.benchmark}/pass_hat_1"]
+    md = report_markdown(run)
+    assert md.count("| k = 1 | – | not measured | not measured |") == 5
+    assert "Pass^k: not measured: results stored without their repeat's seed" in md
+
+
+def test_at_temperature_0_repeats_are_identical_by_construction(tmp_path: Path) -> None:
+    """n > 1 at temperature 0: pass^1 is the success rate, and k > 1 says why it is not measured rather than
+    printing pass^k = pass^1."""
+    from rig.runfolder.folder import RunFolder
+    from tests.render.test_export import make_repeat_run
+
+    r = RunFolder(make_repeat_run(tmp_path, repeats=3, temperature=0.0, n_eps=3)).summary("callnavi").reliability
+    assert r is not None and [p.k for p in r.rows] == [1] and r.ks == [1, 3]
+    assert r.reason is not None and "identical by construction" in r.reason
+
+
+def _check_one_class_each(run: Path) -> int:
+    """Every result that is not a success has exactly one primary class of the taxonomy, and no reason is unmapped;
+    returns how many failures there were."""
+    from rig.runfolder.folder import RunFolder
+    from rig.runfolder.summary import benchmark_of
+    from rig.scoring.taxonomy import FAILURE_CLASSES
+
+    folder, failures = RunFolder(run), 0
+    for b in folder.benchmarks:
+        bench, s = benchmark_of(b), folder.summary(b.name)
+        assert s.failures is not None
+        keys = [(f.episode_id, f.repeat) for f in s.failures.failures]
+        assert len(keys) == len(set(keys))  # one class each
+        missed = {(r.episode_id, r.repeat) for r in folder.results(b.name) if bench.success(r) is not True}
+        assert set(keys) == missed, b.name
+        assert all(f.primary in FAILURE_CLASSES and f.primary != "other" for f in s.failures.failures), b.name
+        assert s.failures.unmapped() == [], (b.name, s.failures.unmapped())
+        failures += len(keys)
+    return failures
+
+
+def test_every_failed_episode_of_the_embedded_models_five_benchmark_run_has_one_class() -> None:
+    """The recorded run of the embedded gemma3-270m over all five benchmarks."""
+    assert _check_one_class_each(FIXTURE_RUN) == 12
+
+
+def test_every_failed_episode_of_a_fake_engine_five_benchmark_run_has_one_class(  # type: ignore[no-untyped-def]
+    tmp_path, monkeypatch, helsinki_pack
+) -> None:
+    """`rig bench` over every benchmark with a fake engine, two repeats at temperature 0.7: each failure is
+    classified, each repeat carries its own seed, and the screen says pass^2."""
+    import re
+
+    from typer.testing import CliRunner
+
+    from rig.cli import app
+    from rig.execution import bench
+    from rig.runfolder.folder import RunFolder
+    from tests.execution.killable import ThreadedFakeEngine
+
+    monkeypatch.setenv("KILLABLE_DELAY", "0")
+    monkeypatch.setattr(bench, "create_engine", lambda spec, weights, gpu=None: ThreadedFakeEngine(spec, weights))
+    (tmp_path / "models.yaml").write_text(
+        "models:\n  fake:\n    engine: llamacpp\n    weights: {file: w.gguf}\n    quantization: none\n"
+        "    context_length: 4096\n"
+    )
+    (tmp_path / "w.gguf").write_bytes(b"")
+    out = tmp_path / "runs"
+    args = ["bench", "--models", str(tmp_path / "models.yaml"), "--model", "fake", "--limit", "1", "--repeats", "2"]
+    r = CliRunner().invoke(app, [*args, "--temperature", "0.7", "--out", str(out)])
+    assert r.exit_code == 0, r.output
+    (run,) = out.iterdir()
+    folder = RunFolder(run)
+    assert [b.name for b in folder.benchmarks] == ["callnavi", "evgeoqa", "mobilitybench", "routeeval", "urbangeo"]
+    assert {(x.repeat, x.seed) for x in folder.results()} == {(0, 0), (1, 1)}
+    assert _check_one_class_each(run) > 0
+    for b in folder.benchmarks:  # the one screen, with k > 1 measured
+        assert re.search(rf"{b.name}: pass\^2 0\.000 \[0\.000, 0\.000\] over [12] episodes", r.output), r.output

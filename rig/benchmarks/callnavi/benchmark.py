@@ -30,13 +30,34 @@ from rig.benchmarks.datahash import hash_paths
 from rig.decoding.constraint import Constraint
 from rig.engines.base import Engine
 from rig.records import Episode, EpisodeResult, Message
+from rig.scoring.taxonomy import FailureClass
 
 MAX_TOKENS = {"routing": 128, "params": 384}
+
+# Each reason (`failure_detail`: the error's first word, and for an AST failure its verdict) as a shared class.
+FAILURE_CLASSES: dict[str, FailureClass] = {
+    "parse": "malformed_output",
+    "cut": "cut_at_max_tokens",
+    "routing": "wrong_tool",
+    "undeclared API": "invented_entity",
+    "ast: empty_prediction": "malformed_output",
+    "ast: prediction_not_a_dict": "malformed_output",
+    "ast: missing_key_API_or_parameters": "malformed_output",
+    "ast: api_not_a_list": "malformed_output",
+    "ast: parameters_not_a_list": "malformed_output",
+    "ast: parameter_not_a_dict": "malformed_output",
+    "ast: reference_crash": "malformed_output",
+    "ast: api_list_mismatch": "wrong_tool",
+    "ast: parameter_count_mismatch": "wrong_argument",
+    "ast: missing_parameter_key": "wrong_argument",
+    "ast: value_mismatch": "wrong_argument",
+}
 
 
 class CallNavi(Benchmark):
     name = "callnavi"
     headline_name = "AST match (routing: EM)"  # a routing episode has no AST: its routing exact match counts
+    failure_classes = FAILURE_CLASSES
     version = "1"
     flag_options: ClassVar[dict[str, tuple[str, str]]] = {
         "format": ("format", "CallNavi's answer format: json or yaml")
@@ -180,6 +201,13 @@ class CallNavi(Benchmark):
             fenced = gen.text.lstrip().startswith("```")
             gen.call_form = "yaml" if self.opts.format == "yaml" else "fenced" if fenced else "bare"
         res.error = reason
+        if reason is not None and reason.startswith(("ast: api_list_mismatch", "routing")):
+            declared = {a.name.lower() for a in self.domains()[episode.tags["domain"]].apis}
+            named = res.output.get("API") if isinstance(res.output, dict) else res.output
+            listed = named if isinstance(named, list) else []
+            invented = [a for a in listed if isinstance(a, str) and a.strip().lower() not in declared]
+            if invented:
+                res.tags["undeclared_api"] = invented[0][:200]  # the taxonomy's invented entity
         return res
 
     @classmethod
@@ -225,6 +253,14 @@ class CallNavi(Benchmark):
     @classmethod
     def selftest_metrics(cls, options: Any) -> dict[str, MetricRole]:
         return G.metrics(options)
+
+    @classmethod
+    def failure_detail(cls, result: EpisodeResult) -> str:
+        if "undeclared_api" in result.tags:
+            return "undeclared API"
+        why = result.error or result.error_category or "wrong answer"
+        head, _, rest = why.partition(":")
+        return f"ast: {rest.split()[0]}" if head == "ast" and rest.split() else head
 
     @classmethod
     def tables(cls, results: list[EpisodeResult], options: Any, label: str = "") -> list[Table]:

@@ -36,6 +36,7 @@ from rig.benchmarks.evgeoqa.tools import CHANGE_LOCATION, FINAL, tool_specs
 from rig.benchmarks.evgeoqa.world import World
 from rig.engines.base import Engine
 from rig.records import Episode, EpisodeResult
+from rig.scoring.taxonomy import FailureClass
 
 GENERATED = Path("generated-from-pack")  # the recorded data path of generated queries (no machine path)
 # The cap on one reply (its option's default; the model's max_tokens applies when lower): one JSON tool call per
@@ -44,9 +45,22 @@ GENERATED = Path("generated-from-pack")  # the recorded data path of generated q
 REPLY_CAP = 512
 
 
+# Each failure cause (`scoring.classify`, the paper's) as a shared class; a hit at rank 2 or 3 but not 1 has no cause.
+FAILURE_CLASSES: dict[str, FailureClass] = {
+    "format_error": "malformed_output",
+    "max_tool_calls": "budget_spent",
+    "hallucinated_station": "invented_entity",
+    "factual_conflation": "wrong_answer",
+    "argument_error": "wrong_argument",
+    "insufficient_exploration": "wrong_answer",
+    "wrong answer": "wrong_answer",
+}
+
+
 class EVGeoQA(Benchmark):
     name = "evgeoqa"
     headline_name = "Hits@1"
+    failure_classes = FAILURE_CLASSES
     version = "1"
 
     class Options(BenchmarkOptions):

@@ -36,15 +36,31 @@ from rig.benchmarks.mobilitybench.lexicon import FAMILIES, SCENARIOS
 from rig.benchmarks.mobilitybench.tables import mean_of
 from rig.engines.base import Engine
 from rig.records import Episode, EpisodeResult, Message
+from rig.scoring.taxonomy import FailureClass
 
 MAX_OUTPUT = 8192
 PAPER_TEMPERATURE = 0.1
 COLUMNS = list(M.METRICS)
 
+# Each reason (`M.classify`'s, a wrong answer told apart by the tool errors before it) as a shared class.
+FAILURE_CLASSES: dict[str, FailureClass] = {
+    "max_steps": "budget_spent",
+    "format_errors": "malformed_output",
+    "no_plan": "malformed_output",  # Plan-and-Execute's planner gave no readable plan
+    "no_final_answer": "malformed_output",
+    "not_delivered": "wrong_answer",  # a final answer that does not deliver what was asked
+    "wrong_answer": "wrong_answer",
+    "not_delivered after an unknown tool": "wrong_tool",
+    "wrong_answer after an unknown tool": "wrong_tool",
+    "not_delivered after invalid arguments": "wrong_argument",
+    "wrong_answer after invalid arguments": "wrong_argument",
+}
+
 
 class MobilityBench(Benchmark):
     name = "mobilitybench"
     headline_name = "final pass rate"
+    failure_classes = FAILURE_CLASSES
     version = "1"
 
     class Options(BenchmarkOptions):
@@ -278,6 +294,17 @@ class MobilityBench(Benchmark):
         else:
             res.error_category = M.classify(run.stop, scores)
         return res
+
+    @classmethod
+    def failure_detail(cls, result: EpisodeResult) -> str:
+        why = result.error_category or "wrong_answer"
+        if why in ("not_delivered", "wrong_answer"):  # the first tool error, as EVGeoQA's causes do
+            errors = {c.error_category for c in result.tool_calls}
+            if "unknown_tool" in errors:
+                return f"{why} after an unknown tool"
+            if "invalid_arguments" in errors:
+                return f"{why} after invalid arguments"
+        return why
 
     @classmethod
     def reference_calls(cls, options: Any) -> ReferenceCalls:

@@ -28,11 +28,12 @@ from rig.benchmarks.datahash import hash_paths
 from rig.benchmarks.routeeval import data as D
 from rig.benchmarks.routeeval import gold as G
 from rig.benchmarks.routeeval.prompts import ADDRESS_MAX, MAX_WAYPOINTS, TOOL, TOOL_NAME, messages
-from rig.benchmarks.routeeval.scoring import PERFECT, accuracy, check_call, is_mismatch
+from rig.benchmarks.routeeval.scoring import MISMATCH, PERFECT, accuracy, check_call, is_mismatch
 from rig.benchmarks.routeeval.tables import pack_of_results, routeeval_tables, shipped_pack_facts, tags_of_pack
 from rig.benchmarks.routeeval.validate import RouteValidator, Site, store_cities
 from rig.engines.base import Engine
 from rig.records import ChatRequest, Episode, EpisodeResult, ToolCall
+from rig.scoring.taxonomy import FailureClass
 
 log = logging.getLogger(__name__)
 # The cap on a reply (its option's default; the model's max_tokens, 512 unless models.yaml says more, applies when
@@ -40,9 +41,26 @@ log = logging.getLogger(__name__)
 REPLY_CAP = 768
 
 
+# Each reason (`failure_detail`: the paper's Table 5 classes, its tool-calling failures told apart) as a shared class.
+FAILURE_CLASSES: dict[str, FailureClass] = {
+    "timeout": "cut_at_max_tokens",  # an engine error is a failed episode, classed before this table
+    "tool_calling_failure: no call": "malformed_output",
+    "tool_calling_failure: wrong tool": "wrong_tool",
+    "tool_calling_failure: arguments": "wrong_argument",
+    "invalid_route_type": "wrong_argument",
+    "invalid_waypoint": "invented_entity",  # a place the offline map cannot geocode
+    "distance_mismatch": "wrong_answer",
+    "other": "other",  # the paper's own "other errors": no map covers the city, a route not measured
+}
+
+
 class RouteEval(Benchmark):
     name = "routeeval"
     headline_name = "route accuracy"
+    # accuracy is partial (1 - deviation): a route within 50% of its target is the paper's success (Table 3)
+    success_threshold = 1.0 - MISMATCH
+    success_note = "route accuracy >= 0.5: within 50% of the target distance, the paper's success (Table 3)"
+    failure_classes = FAILURE_CLASSES
     version = "1"
 
     class Options(BenchmarkOptions):
@@ -305,6 +323,15 @@ class RouteEval(Benchmark):
             )
         res.scores["success"] = 1.0
         return res
+
+    @classmethod
+    def failure_detail(cls, result: EpisodeResult) -> str:
+        why = result.error_category or "wrong answer"
+        if why == "tool_calling_failure":  # the paper's one class, told apart by what `run_episode` wrote
+            error = result.error or ""
+            part = "no call" if error.startswith("no tool call") else "wrong tool" if error.startswith("called") else ""
+            return f"{why}: {part or 'arguments'}"
+        return why
 
     @classmethod
     def reference_calls(cls, options: Any) -> ReferenceCalls:

@@ -40,15 +40,31 @@ from rig.engines.base import Engine
 if TYPE_CHECKING:
     from rig.agents.scripted import Player
 from rig.records import ChatRequest, Episode, EpisodeResult, Generation
+from rig.scoring.taxonomy import FailureClass
 
 log = logging.getLogger(__name__)
 
 GENERATOR_VERSION = "1"
 
 
+# Each reason as a shared class; an answer read and scored without an error category is a wrong one.
+FAILURE_CLASSES: dict[str, FailureClass] = {
+    "unreadable_answer": "malformed_output",
+    "no_answer": "malformed_output",
+    "judge_error": "judge_failure",
+    "judge_unparsed": "judge_failure",
+    "wrong option": "wrong_answer",
+    "below half the points": "wrong_answer",
+}
+
+
 class UrbanGeoEval(Benchmark):
     name = "urbangeo"
     headline_name = "MCQ / reasoning score"
+    # a knowledge answer is 0 or 1; the reasoning total is partial: half its points is a success (the report's rule)
+    success_threshold = 0.5
+    success_note = "MCQ correct; reasoning total >= 50% of its points"
+    failure_classes = FAILURE_CLASSES
     version = "1"
 
     class Options(BenchmarkOptions):
@@ -425,6 +441,12 @@ class UrbanGeoEval(Benchmark):
             return result.scores.get("correct")
         pct = result.scores.get("total_pct")
         return None if pct is None else pct / 100.0
+
+    @classmethod
+    def failure_detail(cls, result: EpisodeResult) -> str:
+        if result.error_category:
+            return result.error_category
+        return "wrong option" if result.tags.get("module") == "knowledge" else "below half the points"
 
     @classmethod
     def headline_source(cls, results: list[EpisodeResult], options: Any) -> str | None:

@@ -166,3 +166,27 @@ def test_answer_bounds_fit_every_ground_truth(callnavi_data: Path) -> None:
     assert max(len(q.apis) for q in questions) <= MAX_CALLS
     assert all(len(q.parameters) in (0, len(q.apis)) for q in questions)
     assert max(len(s) for q in questions for s in strings(q.parameters)) <= MAX_VALUE_CHARS
+
+
+@pytest.mark.parametrize(
+    ("apis", "primary", "detail"),
+    [(["notAnApiOfTheDomain"], "invented_entity", "undeclared API"), (None, "wrong_tool", None)],
+)
+def test_an_api_the_domain_never_declared_is_an_invented_entity(apis, primary, detail) -> None:  # type: ignore[no-untyped-def]
+    """A wrong API list naming an API outside the domain's list is the taxonomy's invented entity; a wrong list of
+    declared APIs stays a wrong tool (its reason kept as the detail)."""
+    import asyncio
+
+    from rig.benchmarks.base import RunContext
+    from rig.records import Sampling
+    from tests.fakes import FakeEngine
+
+    bench = CallNavi()
+    ep = next(e for e in bench.episodes() if e.tags["task"] == "routing")
+    declared = [a.name for a in bench.domains()[ep.tags["domain"]].apis]
+    wrong = apis or [next(a for a in declared if a not in ep.ground_truth["API"])]
+    engine = FakeEngine(lambda _req: json.dumps(wrong))
+    res = asyncio.run(bench.run_episode(ep, engine, RunContext(sampling=Sampling()), 0))
+    assert CallNavi.success(res) is False
+    cls, why, mapped = CallNavi.failure_class(res)
+    assert (cls, mapped) == (primary, True) and why == (detail or "routing")
