@@ -23,6 +23,7 @@ from rig.engines.textcalls import calls_from_text, parse_arguments
 from rig.engines.thinking import allow_thinking_gbnf, strip_thinking
 from rig.records import ChatRequest, Generation, Message, ParsedCall, ParseStatus, ToolSpec
 from rig.registry import ModelSpec
+from rig.telemetry.gpu import visible_devices
 
 if TYPE_CHECKING:
     from rig.telemetry.energy import EnergyMeter
@@ -104,6 +105,27 @@ class Engine(abc.ABC):
 
     async def close(self) -> None:
         return None
+
+    def device_count(self) -> int:
+        """How many devices from ``--gpu``'s position the model spans (vLLM's tensor parallelism)."""
+        return 1
+
+    def device_env(self) -> dict[str, str]:
+        """The environment that puts a backend the engine starts (a library that reads it at import, a server
+        process) on the devices ``--gpu`` names: CUDA_VISIBLE_DEVICES narrowed to ``device_count`` entries from
+        that position, not replaced by the number itself; {} on a CPU run."""
+        if self.gpu is None:
+            return {}
+        try:
+            return {"CUDA_VISIBLE_DEVICES": ",".join(visible_devices(self.gpu, self.device_count()))}
+        except ValueError as e:
+            raise EngineError(str(e)) from None
+
+    def device_placement(self) -> str | None:
+        """None when this engine puts the model on the device ``--gpu`` names, which telemetry watches; otherwise
+        why it cannot, recorded with the run's GPU readings and printed, since they may then be another device's.
+        An engine that places the model itself says so by overriding this."""
+        return f"engine {self.name!r} does not declare that it places the model on the device --gpu names"
 
     def describe(self) -> dict[str, Any]:
         """What the engine found out at load (detected features, counters) for the run manifest."""

@@ -176,6 +176,9 @@ class LlamaCppEngine(Engine):
             raise EngineError(str(e)) from None
         return {"n_gpu_layers": -1, "split_mode": llama_cpp.LLAMA_SPLIT_MODE_NONE, "main_gpu": self.gpu}
 
+    def device_placement(self) -> str | None:
+        return None  # gpu_kwargs: main_gpu
+
     def _load_sync(self) -> None:
         from llama_cpp import Llama
         from llama_cpp.llama_chat_format import Jinja2ChatFormatter

@@ -152,6 +152,12 @@ class OllamaEngine(Engine):
             await self._http.aclose()
             self._http = None
 
+    def device_placement(self) -> str | None:
+        return (
+            f"the model runs in the Ollama server at {self.host}, which rig does not start and which chooses its "
+            "own device (its CUDA_VISIBLE_DEVICES is the server's, set where it was started)"
+        )
+
     async def vram_bytes(self) -> int | None:
         """``size_vram`` of this model from /api/ps: Ollama's estimate (see VRAM_LABEL), None if not loaded."""
         assert self._http is not None, "engine not loaded"

@@ -167,6 +167,7 @@ class OpenAICompatEngine(Engine):
                 port = free_port()
                 self.server = LocalServer(
                     self._spawn_argv(port),
+                    env=self.device_env(),
                     port=port,
                     name="openai_compat server",
                     ready_timeout_s=self.args.ready_timeout_s,
@@ -187,6 +188,14 @@ class OpenAICompatEngine(Engine):
             self._http = None
         if self.server is not None:
             await self.server.stop()
+
+    def device_placement(self) -> str | None:
+        if self.args.spawn is not None:
+            return None  # the spawned server gets CUDA_VISIBLE_DEVICES narrowed to --gpu's device (device_env)
+        return (
+            f"the model runs in a server at {self.args.base_url} that rig attached to and did not start, so rig "
+            "cannot choose its device; start it on that device, or let rig start it (engine_args.spawn)"
+        )
 
     def describe(self) -> dict[str, Any]:
         return {

@@ -28,7 +28,6 @@ from rig.engines.base import (
 )
 from rig.records import ChatRequest, Generation, Timings
 from rig.registry import ModelSpec
-from rig.telemetry.gpu import visible_devices
 
 
 class VllmArgs(EngineArgs):
@@ -74,16 +73,11 @@ class VllmEngine(Engine):
             max_concurrency=self.args.max_num_seqs or 64,
         )
 
-    def device_env(self) -> dict[str, str]:
-        """The environment that makes vLLM use the devices ``--gpu`` names (a position in CUDA_VISIBLE_DEVICES, as
-        for every engine): the variable narrowed to them, not replaced by the number itself."""
-        if self.gpu is None:
-            return {}
-        try:
-            devices = visible_devices(self.gpu, self.args.tensor_parallel_size or 1)
-        except ValueError as e:
-            raise EngineError(str(e)) from None
-        return {"CUDA_VISIBLE_DEVICES": ",".join(devices)}
+    def device_count(self) -> int:
+        return self.args.tensor_parallel_size or 1
+
+    def device_placement(self) -> str | None:
+        return None  # device_env, before vLLM is imported
 
     async def load(self) -> None:
         env = self.device_env()
