@@ -14,9 +14,10 @@ import os
 import sys
 import time
 import uuid
-from typing import Any
+from typing import Any, ClassVar
 
 from rig.engines.base import (
+    FIRST_SAMPLING,
     Capabilities,
     Engine,
     EngineArgs,
@@ -57,6 +58,7 @@ class VllmEngine(Engine):
     name = "vllm"
     Args = VllmArgs
     args: VllmArgs
+    SAMPLING: ClassVar[dict[str, str]] = {**FIRST_SAMPLING, "min_p": "min_p", "repeat_penalty": "repetition_penalty"}
 
     def __init__(self, spec: ModelSpec, weights: str, *, gpu: int | None = None) -> None:
         super().__init__(spec, weights, gpu=gpu)
@@ -123,12 +125,7 @@ class VllmEngine(Engine):
                 # llama.cpp (xgrammar's own schema converter allows unbounded whitespace and digit runs)
                 so = StructuredOutputsParams(grammar=self.gbnf(c))
         return SamplingParams(
-            temperature=s.temperature,
-            top_p=s.top_p,
-            top_k=s.top_k or 0,
-            max_tokens=s.max_tokens,
-            seed=s.seed,
-            stop=s.stop or None,
+            **{"top_k": 0, **self.sampling_args(s)},  # top_k 0: every token, vLLM's "off"
             skip_special_tokens=False,
             structured_outputs=so,
             output_kind=RequestOutputKind.FINAL_ONLY,

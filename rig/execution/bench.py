@@ -16,7 +16,7 @@ from rig import offline
 from rig.benchmarks import benchmark_names, benchmark_plugins, get_benchmark_class
 from rig.benchmarks.base import Benchmark, DataError, RunContext
 from rig.bundle import BundleError, bundle_id_for
-from rig.engines import create_engine
+from rig.engines import MissingExtra, create_engine, engine_class
 from rig.execution.runner import plan
 from rig.execution.turn import Turn, close_engine_log, engine_log
 from rig.interrupt import sigterm_as_interrupt
@@ -115,6 +115,10 @@ def _build(opts: BenchOptions) -> tuple[ModelSpec, str, list[tuple[Benchmark, li
     }
     if upd:
         spec = spec.model_copy(update={"sampling": spec.sampling.model_copy(update=upd)})
+    # A sampling field the engine cannot take is refused before anything runs, naming entry and field (a missing
+    # backend is named when the engine is made, as before).
+    with contextlib.suppress(MissingExtra):
+        engine_class(spec.engine).check_sampling(spec)
     weights = resolve_weights(spec, reg.path)
     names = [opts.benchmark] if opts.benchmark else benchmark_names()
     if opts.data is not None and len(names) > 1:
