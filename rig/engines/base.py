@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from rig.decoding.constraint import Constraint
 from rig.engines.textcalls import calls_from_text, parse_arguments
 from rig.engines.thinking import allow_thinking_gbnf, strip_thinking
-from rig.records import ChatRequest, Generation, Message, ParsedCall, ParseStatus, Sampling, ToolSpec
+from rig.records import ChatRequest, Generation, Message, ParsedCall, ParseStatus, Sampling, Since, ToolSpec
 from rig.registry import ModelSpec
 from rig.telemetry.gpu import visible_devices
 
@@ -73,7 +73,7 @@ OWN_CODE = ""
 
 # The Sampling fields of the first hash version, which every engine read before engines declared their fields: what
 # an engine that declares none (a plugin written before) is taken to accept.
-FIRST_SAMPLING = {n: n for n in ("temperature", "top_p", "top_k", "max_tokens", "seed", "stop")}
+FIRST_SAMPLING = {n: n for n, f in Sampling.model_fields.items() if not any(isinstance(m, Since) for m in f.metadata)}
 
 
 class Engine(abc.ABC):

@@ -124,7 +124,8 @@ class RunSettings(BaseModel):
     gpu: Annotated[int | None, Setting(per_job=True)] = Field(
         default=None,
         ge=0,
-        description="GPU to use: a position in CUDA_VISIBLE_DEVICES (every engine alike); CPU when omitted.",
+        description="GPU to use: a position in CUDA_VISIBLE_DEVICES (every engine rig starts alike; a server rig "
+        "attaches to, or Ollama, chooses its own, which the run reports); CPU when omitted.",
     )
 
     @field_validator("shard")
