@@ -12,6 +12,8 @@ import pytest
 
 from rig.execution import turn
 from rig.execution.bench import BenchOptions, run_bench
+from rig.names import escape
+from rig.render.html import html_report
 from rig.render.report import report_markdown
 from rig.runfolder.manifest import RunManifest
 from rig.telemetry.gpu import GpuMemorySummary, GpuSampler
@@ -67,3 +69,5 @@ def test_an_attached_server_run_names_the_device_it_watched(
     watched = "GPU memory and energy read on GPU 3 (Fake H200, GPU-3f), which may not be the model's device"
     assert any(m.startswith("warning: --gpu 0: GPU memory and energy are read on GPU 3 (Fake H200") for m in said)
     assert f"- {watched}: {gpu.placement}" in report_markdown(run_dir)
+    page = html_report([run_dir])
+    assert "GPU readings" in page and escape(f"read on {gpu.watched()}, which may not be the model") in page
