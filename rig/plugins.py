@@ -102,9 +102,11 @@ def _declared(group: str) -> tuple[dict[str, list[Plugin]], list[str]]:
             log.debug("distribution metadata not readable: %s: %s", type(e).__name__, e)
             continue
         key = re.sub(r"[-_.]+", "-", str(name)).lower()
-        if not text or key in seen:
+        if key in seen:  # a later copy of a distribution on the path, which imports would not reach
             continue
         seen.add(key)
+        if not text:
+            continue
         dist_name = f"{name} {version}"
         for g, line in _rig_lines(text):
             if g != group:
