@@ -6,12 +6,16 @@ A lab's package declares, in its pyproject.toml::
     mybench = "mylab.bench:MyBench"
 
 and, once installed beside rig, `rig bench --benchmark mybench` runs it: nothing in rig is edited. Discovery reads
-only the packages' metadata (no plugin is imported until a run asks for it), once per process. A plugin that cannot
-be used never stops rig's own engines and benchmarks: a name that clashes with a built-in (the built-in wins), a name
-two distributions declare, or a name a run folder or `-O name.key` could not carry is left out with a warning naming
-its distribution; one that fails to import, or is not the class it should be, is a `PluginError` naming it when it
-is asked for, and skipped with a warning in a run of every benchmark. Only the standard library is imported here:
-the registries of engines and benchmarks sit on top of it.
+only the packages' metadata (no plugin is imported until a run asks for it), once per process, and only rig's two
+groups of it: another package's damaged metadata (an entry_points.txt that is not UTF-8, a line without `=`) is
+passed over, never raised, so it cannot stop `rig --help`; a malformed line in rig's groups is a warning naming its
+distribution. A plugin that cannot be used never stops rig's own engines and benchmarks: a name that clashes with a
+built-in (the built-in wins), a name two distributions declare, or a name a run folder or `-O name.key` could not
+carry is left out with a warning naming its distribution; one that fails to import (whatever it raises, `SystemExit`
+included), or is not the class it should be, is a `PluginError` naming it when it is asked for, and skipped with a
+warning in a run of every benchmark; an engine plugin whose construction or `load` raises is a `PluginError` too
+(`rig.execution.turn`). Only the standard library is imported here: the registries of engines and benchmarks sit on
+top of it.
 """
 
 from __future__ import annotations
@@ -20,16 +24,21 @@ import functools
 import importlib.metadata
 import logging
 import re
-from collections.abc import Collection
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 ENGINE_GROUP = "rig.engines"
 BENCHMARK_GROUP = "rig.benchmarks"
+GROUPS = (ENGINE_GROUP, BENCHMARK_GROUP)
 # A plugin's name becomes part of run ids, folder names and `-O name.key`: letters, digits, _ and -.
 NAME = re.compile(r"[A-Za-z][A-Za-z0-9_-]{0,63}")
 
 log = logging.getLogger(__name__)
+
+
+def _kind(group: str) -> str:
+    return "engine" if group == ENGINE_GROUP else "benchmark"
 
 
 class PluginError(ImportError):
@@ -49,8 +58,7 @@ class Plugin:
     requirement: str | None = None
 
     def __str__(self) -> str:
-        kind = "engine" if self.group == ENGINE_GROUP else "benchmark"
-        return f"{kind} plugin {self.name!r} ({self.target}) from {self.dist}"
+        return f"{_kind(self.group)} plugin {self.name!r} ({self.target}) from {self.dist}"
 
 
 @dataclass(frozen=True)
@@ -61,24 +69,65 @@ class Found:
     problems: list[str]
 
 
-def _dist(ep: importlib.metadata.EntryPoint) -> str:
-    dist = ep.dist
-    return "an unknown distribution" if dist is None else f"{dist.metadata['Name']} {dist.version}"
+# An entry point's value as importlib.metadata reads it: module, optional :attribute, optional [extras] (ignored).
+_TARGET = re.compile(r"(?P<module>[\w.]+)\s*(?::\s*(?P<attr>[\w.]+)\s*)?(?:\[.*\]\s*)?")
 
 
-def _requirement(ep: importlib.metadata.EntryPoint) -> str | None:
-    dist = ep.dist
-    return None if dist is None else f"{dist.metadata['Name']}=={dist.version}"
+def _rig_lines(text: str) -> Iterator[tuple[str, str]]:
+    """(group, line) for each entry of rig's groups in an entry_points.txt; other groups are never parsed, so a
+    neighbour's malformed line there cannot stop rig."""
+    group = None
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line or line.startswith(("#", ";")):
+            continue
+        if line.startswith("[") and line.endswith("]"):
+            group = line[1:-1].strip()
+        elif group in GROUPS:
+            yield group, line
+
+
+def _declared(group: str) -> tuple[dict[str, list[Plugin]], list[str]]:
+    """Every entry of ``group`` by name, read from each installed distribution's metadata once (the first of a name
+    on the path wins, as for imports), and the malformed ones of ``group`` named. Only rig's groups are read: a
+    distribution whose metadata cannot be read at all (not UTF-8, missing) is passed over."""
+    by_name: dict[str, list[Plugin]] = {}
+    problems: list[str] = []
+    seen: set[str] = set()
+    for dist in importlib.metadata.distributions():
+        try:
+            name, version = dist.metadata["Name"], dist.version
+            text = dist.read_text("entry_points.txt")
+        except Exception as e:  # whatever a damaged neighbour raises; ours cannot be told from it
+            log.debug("distribution metadata not readable: %s: %s", type(e).__name__, e)
+            continue
+        key = re.sub(r"[-_.]+", "-", str(name)).lower()
+        if key in seen:  # a later copy of a distribution on the path, which imports would not reach
+            continue
+        seen.add(key)
+        if not text:
+            continue
+        dist_name = f"{name} {version}"
+        for g, line in _rig_lines(text):
+            if g != group:
+                continue
+            entry, eq, target = (part.strip() for part in line.partition("="))
+            found = _TARGET.fullmatch(target)
+            if not eq or not entry or found is None:
+                problems.append(f"{_kind(g)} entry {line!r} from {dist_name} ignored: not 'name = module:attribute'")
+                continue
+            target = found["module"] + (f":{found['attr']}" if found["attr"] else "")
+            plugin = Plugin(group, entry, target, dist_name, f"{name}=={version}")
+            by_name.setdefault(entry, []).append(plugin)
+    return by_name, problems
 
 
 @functools.cache
 def discover(group: str, builtin: tuple[str, ...]) -> Found:
     """The plugins of ``group`` whose names are free (not in ``builtin``, declared once, well formed); each one
     left out is a warning, logged once per process."""
-    by_name: dict[str, list[Plugin]] = {}
-    for ep in importlib.metadata.entry_points(group=group):
-        by_name.setdefault(ep.name, []).append(Plugin(group, ep.name, ep.value, _dist(ep), _requirement(ep)))
-    plugins, problems = {}, []
+    by_name, problems = _declared(group)
+    plugins = {}
     for name, found in sorted(by_name.items()):
         if name in builtin:
             problems += [f"{p} ignored: {name!r} is rig's own" for p in found]
@@ -102,7 +151,7 @@ def load(plugin: Plugin, base: type, name_attr: str = "name") -> Any:
         obj: Any = importlib.import_module(module)
         for part in attr.split(".") if attr else []:
             obj = getattr(obj, part)
-    except Exception as e:  # a plugin's own bug, whatever it raises, is its problem, named as such
+    except (Exception, SystemExit) as e:  # a plugin's own bug, even sys.exit() on import, is its problem, named
         raise PluginError(f"{plugin}: cannot be imported: {type(e).__name__}: {e}") from e
     if not (isinstance(obj, type) and issubclass(obj, base)):
         what = f"the class {obj.__module__}.{obj.__qualname__}" if isinstance(obj, type) else f"{type(obj).__name__}"

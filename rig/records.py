@@ -13,6 +13,7 @@ import math
 import os
 import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal, TypeVar, get_args
 
@@ -73,13 +74,57 @@ DivergenceTopK = Annotated[
 DEFAULT_DIVERGENCE_TOP_K = 20
 
 
+@dataclass(frozen=True)
+class Since:
+    """Marks a field of a hashed record (``Sampling``, ``Weights``, ...) added after hashes of that record existed:
+    ``version`` is the hash version that brought it. It enters the config hash and the request hash only when set
+    (not at its default, None), so every record made before it keeps its hash: an older run still resumes and its
+    divergence replay still matches its stored request hashes. A field added to a hashed record from now on is
+    ``Annotated[... | None, Since(HASH_VERSION + 1)] = None`` (and HASH_VERSION moves to that number)."""
+
+    version: int
+
+
+# The hash version of today's records: 1 is every field hashes held before `Since` existed.
+HASH_VERSION = 2
+
+
+def hash_view(record: BaseModel) -> Any:
+    """``record`` as JSON values the way hashes read it: its dump, less each `Since` field left at its default, in
+    nested records too."""
+    data = record.model_dump(mode="json")
+    _drop_unset_since(record, data)
+    return data
+
+
+def _drop_unset_since(record: BaseModel, data: dict[str, Any]) -> None:
+    for name, f in type(record).model_fields.items():
+        if name not in data:
+            continue
+        value = getattr(record, name)
+        if any(isinstance(m, Since) for m in f.metadata) and value == f.get_default(call_default_factory=True):
+            del data[name]
+        elif isinstance(value, BaseModel) and isinstance(data[name], dict):
+            _drop_unset_since(value, data[name])
+        elif isinstance(value, list) and isinstance(data[name], list):
+            for item, dumped in zip(value, data[name], strict=False):
+                if isinstance(item, BaseModel) and isinstance(dumped, dict):
+                    _drop_unset_since(item, dumped)
+
+
 class Sampling(BaseModel):
+    """How a reply is sampled. Each engine declares which fields its backend takes and under which name
+    (`Engine.SAMPLING`); a field set for an engine that does not take it is refused, naming entry and field."""
+
     temperature: Finite = 0.0
     top_p: Finite = 1.0
     top_k: int | None = None
     max_tokens: MaxTokens = DEFAULT_MAX_TOKENS
     seed: int = 0
     stop: list[str] = Field(default_factory=list)
+    # Unset (None): the engine's neutral value (llama.cpp's min_p 0, repeat penalty 1), not its library's default.
+    min_p: Annotated[float | None, Since(2)] = Field(default=None, ge=0, le=1, allow_inf_nan=False)
+    repeat_penalty: Annotated[float | None, Since(2)] = Field(default=None, gt=0, allow_inf_nan=False)
 
 
 class ChatRequest(BaseModel):
@@ -90,8 +135,9 @@ class ChatRequest(BaseModel):
     sampling: Sampling = Field(default_factory=Sampling)
 
     def digest(self) -> str:
-        """Stable hash of the request, so identical prompts are recognisable across runs."""
-        blob = json.dumps(self.model_dump(mode="json"), sort_keys=True, ensure_ascii=False)
+        """Stable hash of the request, so identical prompts are recognisable across runs (`hash_view`: a field
+        added later changes no earlier request's hash)."""
+        blob = json.dumps(hash_view(self), sort_keys=True, ensure_ascii=False)
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 

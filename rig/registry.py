@@ -11,13 +11,13 @@ import os
 import re
 import stat
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from rig.inputs import InputError, file_kind, read_yaml
 from rig.names import name_error, printable
-from rig.records import Sampling
+from rig.records import Sampling, Since
 from rig.weight_parts import Parts
 
 # "external": predictions made outside rig and re-scored by `rig rescore`, in their run's manifest only; not an engine
@@ -46,7 +46,8 @@ class Weights(BaseModel):
     package: str | None = None  # an installed Python package that carries a GGUF (the embedded model)
     ollama: str | None = None  # an Ollama tag, pulled by the user beforehand
     served: str | None = None  # model name on an already running OpenAI-compatible server
-    parts: Parts | None = None  # a GGUF split across pip packages, joined by rig into its cache (rig.weight_parts)
+    # a GGUF split across pip packages, joined by rig into its cache (rig.weight_parts); came after runs were hashed
+    parts: Annotated[Parts | None, Since(2)] = None
 
     @model_validator(mode="after")
     def _exactly_one(self) -> Weights:

@@ -60,7 +60,8 @@ def stopped_midway(cwd: Path, ready: Path, target: str, args: list[str], how: st
     """`rig ARGS` with ``target`` slowed (tests/stopping.py), stopped after the first call of it returned: Ctrl-C
     as a terminal sends it (SIGINT to the process group) or SIGTERM to the process alone. Shared by the real-signal
     tests of merge, models convert and bundle create."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    # this checkout first; what the test put on the path after it (the sweep tests' plugins)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)}
     argv = [sys.executable, "-m", "tests.stopping", str(ready), target, "30", *args]
     pipe = subprocess.PIPE
     proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=pipe, stderr=pipe, text=True, start_new_session=True)

@@ -310,3 +310,94 @@ def test_rig_bench_runs_a_plugin_installed_into_a_fresh_environment(tmp_path: Pa
         "benchmark plugin 'crashes' (broken_imports:Bench) from broken_plugins 0.1: cannot be imported: "
         "ModuleNotFoundError: No module named 'a_module_that_is_not_installed'"
     ) in r.stderr
+
+
+# Neighbours: distributions that have nothing to do with rig, with metadata importlib.metadata cannot parse.
+NEIGHBOURS = {
+    "latin1-0.1.dist-info/entry_points.txt": "[console_scripts]\ncafé = cafe:main\n".encode("latin-1"),
+    "noeq-0.1.dist-info/entry_points.txt": b"[console_scripts]\nnot an entry point\n",
+    "badrig-0.1.dist-info/entry_points.txt": b"[rig.benchmarks]\nbench_without_target\n",
+}
+
+
+def _neighbours(site: Path) -> None:
+    for path, data in NEIGHBOURS.items():
+        name = path.split("-")[0]
+        (site / path).parent.mkdir(parents=True, exist_ok=True)
+        (site / path).write_bytes(data)
+        (site / path).with_name("METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 0.1\n")
+
+
+def test_a_neighbours_damaged_metadata_never_stops_rig(installed: Path, caplog: pytest.LogCaptureFixture) -> None:
+    _neighbours(installed)
+    plugins.discover.cache_clear()
+    with caplog.at_level(logging.WARNING):
+        names = benchmark_names()
+    assert "sums" in names and "sum_engine" in engine_names() and set(BENCHMARKS) <= set(names)
+    # a malformed line in rig's own group is named with its distribution; the others' groups are never read
+    said = caplog.text
+    assert "benchmark entry 'bench_without_target' from badrig 0.1 ignored: not 'name = module:attribute'" in said
+    assert "latin1" not in caplog.text and "noeq" not in caplog.text
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(installed), str(REPO)])}
+    env.pop("PYDANTIC_DISABLE_PLUGINS", None)  # as a user's shell has it
+    r = subprocess.run([sys.executable, "-m", "rig.cli", "--help"], env=env, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
+    r = subprocess.run(
+        [sys.executable, "-m", "rig.cli", "benchmarks"], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert r.returncode == 0 and "sums" in r.stdout, r.stdout + r.stderr
+
+
+EXITS = {
+    "exits_on_import.py": "import sys\nsys.exit(0)\n",
+    "raises_on_load.py": (
+        "from rig.engines.base import Capabilities, Engine\n\n"
+        "class Boom(Engine):\n    name = 'boom'\n\n"
+        "    @property\n    def capabilities(self):\n        return Capabilities()\n\n"
+        "    async def load(self):\n        raise RuntimeError('no device for boom')\n"
+    ),
+}
+EXITS_ENTRY_POINTS = {"rig.engines": {"boom": "raises_on_load:Boom"}, "rig.benchmarks": {"quits": "exits_on_import:B"}}
+
+
+@pytest.fixture
+def exiting(installed: Path) -> Iterator[Path]:
+    for path, text in _dist_files("exits", EXITS, EXITS_ENTRY_POINTS).items():
+        (installed / path).parent.mkdir(parents=True, exist_ok=True)
+        (installed / path).write_text(text)
+    plugins.discover.cache_clear()
+    yield installed
+    for module in ("exits_on_import", "raises_on_load"):
+        sys.modules.pop(module, None)
+
+
+def test_a_plugin_that_exits_on_import_is_named_and_skipped(
+    exiting: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    from rig.execution.bench import BenchOptions, run_bench
+    from rig.runfolder.folder import RunFolder
+
+    with pytest.raises(plugins.PluginError, match=r"'quits' \(exits_on_import:B\) from exits 0\.1: cannot be imported"):
+        get_benchmark_class("quits")
+    # a run of every benchmark still runs rig's own (narrowed to CallNavi) and the working plugin's
+    monkeypatch.setitem(sys.modules["rig.benchmarks"].__dict__, "BENCHMARKS", {"callnavi": BENCHMARKS["callnavi"]})
+    plugins.discover.cache_clear()
+    (exiting / "models.yaml").write_text(MODELS)
+    said: list[str] = []
+    run = run_bench(
+        BenchOptions(model="toy", models_file=exiting / "models.yaml", out=exiting / "runs", limit=1),
+        on_event=said.append,
+    )
+    assert [b.name for b in RunFolder(run).manifest.config.benchmarks] == ["callnavi", "sums"]
+    assert any("benchmark plugin 'quits'" in line and "SystemExit" in line for line in said if "skipped" in line)
+
+
+def test_an_engine_plugin_whose_load_raises_is_named_exit_2(exiting: Path) -> None:
+    (exiting / "models.yaml").write_text(MODELS.replace("toy:", "boomy:").replace("sum_engine", "boom"))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(exiting), str(REPO)])}
+    cmd = [sys.executable, "-m", "rig.cli", "bench", "--models", str(exiting / "models.yaml"), "--model", "boomy"]
+    cmd += ["--benchmark", "callnavi", "--limit", "1", "--out", str(exiting / "runs"), "--no-report"]
+    r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120, cwd=exiting)
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "Traceback" not in r.stderr
+    assert "engine plugin 'boom' (raises_on_load:Boom) from exits 0.1: RuntimeError: no device for boom" in r.stderr

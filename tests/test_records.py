@@ -4,7 +4,8 @@ from pathlib import Path
 import pytest
 from pydantic import BaseModel, ValidationError, model_validator
 
-from rig.records import Sampling, atomic_path, read_record, write_atomic, write_record
+from rig.decoding.constraint import Constraint
+from rig.records import ChatRequest, Message, Sampling, ToolSpec, atomic_path, read_record, write_atomic, write_record
 
 
 class Rec(BaseModel):
@@ -74,3 +75,22 @@ def test_call_form_is_additive() -> None:
     assert Generation.model_validate(old).call_form is None
     g = Generation(request_hash="h", call_form="fenced")
     assert Generation.model_validate_json(g.model_dump_json()).call_form == "fenced"
+
+
+# Computed on the rig before Sampling gained min_p and repeat_penalty: a request hash is what a stored generation
+# records and what the divergence pass's replay checks, so a new field must change none.
+KNOWN_REQUEST = ChatRequest(
+    messages=[Message(role="system", content="Route it."), Message(role="user", content="From A to B?")],
+    tools=[ToolSpec(name="route", description="A route.", parameters={"type": "object", "properties": {"to": {}}})],
+    tool_mode="json",
+    constraint=Constraint(kind="json_schema", schema_={"type": "object"}),
+    sampling=Sampling(temperature=0.7, top_p=0.9, top_k=40, max_tokens=128, seed=3, stop=["</s>"]),
+)
+
+
+def test_the_hash_of_a_known_request_is_unchanged_by_later_sampling_fields() -> None:
+    assert KNOWN_REQUEST.digest() == "eefc8078554d7361"
+    assert ChatRequest(messages=[Message(role="user", content="hi")]).digest() == "cf8ac93f723dfa35"
+    for field, value in (("min_p", 0.05), ("repeat_penalty", 1.1)):  # set, a field is part of the request
+        sampling = KNOWN_REQUEST.sampling.model_copy(update={field: value})
+        assert KNOWN_REQUEST.model_copy(update={"sampling": sampling}).digest() != KNOWN_REQUEST.digest()

@@ -108,7 +108,7 @@ def cell_spec(variant: Variant | str, o: RunSpec) -> RunSpec:
     all (so --limit samples the same questions and pairs line up)."""
     v = variant if isinstance(variant, Variant) else Variant(model=variant)
     fields = {k: val for k, val in o.model_dump(include=set(RunSpec.model_fields)).items() if val is not None}
-    fields.update(model=v.model, seed=o.seed if o.seed is not None else 0)
+    fields.update(model=v.model, seed=o.seeded().seed)
     if "decode" in v.modes and "tool_mode" not in v.modes:
         # A variant's decode mode without a tool mode gets bench's own rule for it (--decode json constrains the
         # tool calls too), not the command's tool mode, which followed the command's decode.

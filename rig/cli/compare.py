@@ -55,7 +55,7 @@ def compare(
         help="Default: the --decode format, else prompt; a list (prompt,json) runs every variant under each.",
     ),
     option: list[str] = spec_option("options", "-O", default=[]),
-    seed: int = spec_option("seed", default=0, help="One seed for every variant, so episodes and sampling match."),
+    seed: int | None = spec_option("seed", help="One seed for every variant, so episodes and sampling match."),
     max_tokens: int | None = spec_option("max_tokens"),
     models_file: Path | None = spec_option("models_file"),
     pass_k: str | None = spec_option("pass_k"),

@@ -51,7 +51,7 @@ def load(
     decode: str = spec_option("decode"),
     tool_mode: str | None = spec_option("tool_mode", default=None),
     option: list[str] = spec_option("options", "-O", default=[]),
-    seed: int = spec_option("seed", default=0, help="One seed for every level, so episodes and sampling match."),
+    seed: int | None = spec_option("seed", help="One seed for every level, so episodes and sampling match."),
     max_tokens: int | None = spec_option("max_tokens"),
     models_file: Path | None = spec_option("models_file"),
     mlflow: str | None = mlflow_option(),

@@ -21,8 +21,9 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from rig.decoding.constraint import Constraint
 from rig.engines.textcalls import calls_from_text, parse_arguments
 from rig.engines.thinking import allow_thinking_gbnf, strip_thinking
-from rig.records import ChatRequest, Generation, Message, ParsedCall, ParseStatus, ToolSpec
+from rig.records import ChatRequest, Generation, Message, ParsedCall, ParseStatus, Sampling, Since, ToolSpec
 from rig.registry import ModelSpec
+from rig.telemetry.gpu import visible_devices
 
 if TYPE_CHECKING:
     from rig.telemetry.energy import EnergyMeter
@@ -67,17 +68,57 @@ def openai_messages(messages: list[Message]) -> list[dict[str, Any]]:
     return [m.model_dump(exclude_none=True) for m in messages]
 
 
+# A Sampling field an engine takes through code of its own (a conversion, a call apart), not sent under a name.
+OWN_CODE = ""
+
+# The Sampling fields of the first hash version, which every engine read before engines declared their fields: what
+# an engine that declares none (a plugin written before) is taken to accept.
+FIRST_SAMPLING = {n: n for n, f in Sampling.model_fields.items() if not any(isinstance(m, Since) for m in f.metadata)}
+
+
 class Engine(abc.ABC):
     name: ClassVar[str] = "engine"
     Args: ClassVar[type[EngineArgs]] = EngineArgs
+    # How each Sampling field reaches the backend: its name there (`sampling_args` sends it when set), or OWN_CODE.
+    # A field missing here is one the backend cannot take: a model entry that sets it is refused, naming entry and
+    # field. A new Sampling field is one line here in each engine that takes it.
+    SAMPLING: ClassVar[dict[str, str]] = FIRST_SAMPLING
 
     def __init__(self, spec: ModelSpec, weights: str, *, gpu: int | None = None) -> None:
         self.spec = spec
         self.weights = weights
         self.gpu = gpu
         self.args = validate_engine_args(self.Args, spec, self.name)
+        self.check_sampling(spec)
         self.counters: dict[str, int] = {"tool_calls_from_text": 0}
         self.meter: EnergyMeter | None = None  # set by the run: reads the energy counter around each call
+
+    @classmethod
+    def check_sampling(cls, spec: ModelSpec) -> None:
+        """An EngineError naming the models.yaml entry and the field when the entry's sampling sets a field this
+        engine's backend does not take (before a run starts, so it is never silently left out)."""
+        s = spec.sampling
+        unsupported = [
+            name
+            for name, f in Sampling.model_fields.items()
+            if name not in cls.SAMPLING and getattr(s, name) != f.get_default(call_default_factory=True)
+        ]
+        if unsupported:
+            fields = ", ".join(f"sampling.{n}" for n in unsupported)
+            raise EngineError(
+                f"models.yaml entry {spec.name!r}: {fields} is not supported by engine {cls.name!r} "
+                f"(it takes: {', '.join(cls.SAMPLING)}); remove it from the entry or use another engine"
+            )
+
+    def sampling_args(self, s: Sampling) -> dict[str, Any]:
+        """The request's sampling under the backend's names (`SAMPLING`): each field it takes by name, when set (an
+        unset field, None or no stop strings, is left to the engine's own neutral value)."""
+        out = {}
+        for name, api in self.SAMPLING.items():
+            value = getattr(s, name)
+            if api != OWN_CODE and value is not None and value != []:
+                out[api] = value
+        return out
 
     @property
     @abc.abstractmethod
@@ -104,6 +145,27 @@ class Engine(abc.ABC):
 
     async def close(self) -> None:
         return None
+
+    def device_count(self) -> int:
+        """How many devices from ``--gpu``'s position the model spans (vLLM's tensor parallelism)."""
+        return 1
+
+    def device_env(self) -> dict[str, str]:
+        """The environment that puts a backend the engine starts (a library that reads it at import, a server
+        process) on the devices ``--gpu`` names: CUDA_VISIBLE_DEVICES narrowed to ``device_count`` entries from
+        that position, not replaced by the number itself; {} on a CPU run."""
+        if self.gpu is None:
+            return {}
+        try:
+            return {"CUDA_VISIBLE_DEVICES": ",".join(visible_devices(self.gpu, self.device_count()))}
+        except ValueError as e:
+            raise EngineError(str(e)) from None
+
+    def device_placement(self) -> str | None:
+        """None when this engine puts the model on the device ``--gpu`` names, which telemetry watches; otherwise
+        why it cannot, recorded with the run's GPU readings and printed, since they may then be another device's.
+        An engine that places the model itself says so by overriding this."""
+        return f"engine {self.name!r} does not declare that it places the model on the device --gpu names"
 
     def describe(self) -> dict[str, Any]:
         """What the engine found out at load (detected features, counters) for the run manifest."""

@@ -26,10 +26,19 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Any, ClassVar, Literal, TypeVar
 
 from rig.decoding.constraint import Constraint
-from rig.engines.base import Capabilities, Engine, EngineArgs, EngineError, Reply, openai_messages, openai_tools
+from rig.engines.base import (
+    OWN_CODE,
+    Capabilities,
+    Engine,
+    EngineArgs,
+    EngineError,
+    Reply,
+    openai_messages,
+    openai_tools,
+)
 from rig.engines.llamacpp_grammar import LazyGrammar
 from rig.records import ChatRequest, Generation, Sampling, Timings
 from rig.registry import ModelSpec
@@ -110,6 +119,15 @@ class LlamaCppEngine(Engine):
     name = "llamacpp"
     Args = LlamaCppArgs
     args: LlamaCppArgs
+    # max_tokens, seed and stop: the decode loop's own (a token budget, set_seed, stop strings cut from the text)
+    SAMPLING: ClassVar[dict[str, str]] = {
+        **dict.fromkeys(("max_tokens", "seed", "stop"), OWN_CODE),
+        "temperature": "temp",
+        "top_p": "top_p",
+        "top_k": "top_k",
+        "min_p": "min_p",
+        "repeat_penalty": "repeat_penalty",
+    }
 
     def __init__(self, spec: ModelSpec, weights: str, *, gpu: int | None = None) -> None:
         super().__init__(spec, weights, gpu=gpu)
@@ -175,6 +193,9 @@ class LlamaCppEngine(Engine):
         except ValueError as e:
             raise EngineError(str(e)) from None
         return {"n_gpu_layers": -1, "split_mode": llama_cpp.LLAMA_SPLIT_MODE_NONE, "main_gpu": self.gpu}
+
+    def device_placement(self) -> str | None:
+        return None  # gpu_kwargs: main_gpu
 
     def _load_sync(self) -> None:
         from llama_cpp import Llama
@@ -438,15 +459,9 @@ class LlamaCppEngine(Engine):
         finish = "length"
         eog = False
         vocab = self.llm._model.vocab
-        for tok in self.llm.generate(
-            tokens,
-            temp=s.temperature,
-            top_p=s.top_p,
-            top_k=s.top_k or 0,
-            min_p=0.0,
-            repeat_penalty=1.0,
-            logits_processor=procs,
-        ):
+        # neutral where unset: llama-cpp-python's own min_p 0.05 and repeat_penalty 1.1 would change every reply
+        neutral = {"top_k": 0, "min_p": 0.0, "repeat_penalty": 1.0}
+        for tok in self.llm.generate(tokens, **(neutral | self.sampling_args(s)), logits_processor=procs):
             now = time.perf_counter()
             if llama_cpp.llama_vocab_is_eog(vocab, tok):
                 finish = "stop"

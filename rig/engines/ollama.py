@@ -13,12 +13,21 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Any
+from typing import Any, ClassVar
 
 import httpx
 from pydantic import field_validator
 
-from rig.engines.base import Capabilities, Engine, EngineArgs, EngineError, NativeCall, Reply, openai_tools
+from rig.engines.base import (
+    FIRST_SAMPLING,
+    Capabilities,
+    Engine,
+    EngineArgs,
+    EngineError,
+    NativeCall,
+    Reply,
+    openai_tools,
+)
 from rig.engines.server import ClientPerLoop, http_error_message, loopback_url
 from rig.records import ChatRequest, Generation, Message
 from rig.registry import ModelSpec
@@ -58,6 +67,12 @@ class OllamaEngine(Engine):
     name = "ollama"
     Args = OllamaArgs
     args: OllamaArgs
+    SAMPLING: ClassVar[dict[str, str]] = {
+        **FIRST_SAMPLING,
+        "max_tokens": "num_predict",
+        "min_p": "min_p",
+        "repeat_penalty": "repeat_penalty",
+    }
 
     def __init__(self, spec: ModelSpec, weights: str, *, gpu: int | None = None) -> None:
         super().__init__(spec, weights, gpu=gpu)
@@ -152,6 +167,12 @@ class OllamaEngine(Engine):
             await self._http.aclose()
             self._http = None
 
+    def device_placement(self) -> str | None:
+        return (
+            f"the model runs in the Ollama server at {self.host}, which rig does not start and which chooses its "
+            "own device (its CUDA_VISIBLE_DEVICES is the server's, set where it was started)"
+        )
+
     async def vram_bytes(self) -> int | None:
         """``size_vram`` of this model from /api/ps: Ollama's estimate (see VRAM_LABEL), None if not loaded."""
         assert self._http is not None, "engine not loaded"
@@ -177,18 +198,7 @@ class OllamaEngine(Engine):
         return out
 
     def _body(self, request: ChatRequest) -> dict[str, Any]:
-        s = request.sampling
-        options: dict[str, Any] = {
-            "num_ctx": self.spec.context_length,
-            "temperature": s.temperature,
-            "seed": s.seed,
-            "num_predict": s.max_tokens,
-            "top_p": s.top_p,
-        }
-        if s.top_k is not None:
-            options["top_k"] = s.top_k
-        if s.stop:
-            options["stop"] = s.stop
+        options: dict[str, Any] = {"num_ctx": self.spec.context_length, **self.sampling_args(request.sampling)}
         # truncate/shift false: newer servers then fail an overflowing prompt instead of cutting it silently.
         body: dict[str, Any] = {
             "model": self.tag,

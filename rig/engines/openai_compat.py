@@ -16,13 +16,22 @@ import os
 import sys
 import time
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import httpx
 from pydantic import field_validator, model_validator
 
 from rig.decoding.constraint import Constraint
-from rig.engines.base import Capabilities, Engine, EngineArgs, EngineError, Reply, openai_messages, openai_tools
+from rig.engines.base import (
+    FIRST_SAMPLING,
+    Capabilities,
+    Engine,
+    EngineArgs,
+    EngineError,
+    Reply,
+    openai_messages,
+    openai_tools,
+)
 from rig.engines.server import ClientPerLoop, LocalServer, free_port, http_error_message, loopback_url
 from rig.records import ChatRequest, Generation
 from rig.registry import ModelSpec
@@ -111,6 +120,8 @@ class OpenAICompatEngine(Engine):
     name = "openai_compat"
     Args = OpenAICompatArgs
     args: OpenAICompatArgs
+    # OpenAI's names; min_p as vLLM, SGLang and llama_cpp.server take it (a repeat penalty has no name they share)
+    SAMPLING: ClassVar[dict[str, str]] = {**FIRST_SAMPLING, "min_p": "min_p"}
 
     def __init__(self, spec: ModelSpec, weights: str, *, gpu: int | None = None) -> None:
         super().__init__(spec, weights, gpu=gpu)
@@ -167,6 +178,7 @@ class OpenAICompatEngine(Engine):
                 port = free_port()
                 self.server = LocalServer(
                     self._spawn_argv(port),
+                    env=self.device_env(),
                     port=port,
                     name="openai_compat server",
                     ready_timeout_s=self.args.ready_timeout_s,
@@ -187,6 +199,14 @@ class OpenAICompatEngine(Engine):
             self._http = None
         if self.server is not None:
             await self.server.stop()
+
+    def device_placement(self) -> str | None:
+        if self.args.spawn is not None:
+            return None  # the spawned server gets CUDA_VISIBLE_DEVICES narrowed to --gpu's device (device_env)
+        return (
+            f"the model runs in a server at {self.args.base_url} that rig attached to and did not start, so rig "
+            "cannot choose its device; start it on that device, or let rig start it (engine_args.spawn)"
+        )
 
     def describe(self) -> dict[str, Any]:
         return {
@@ -342,11 +362,7 @@ class OpenAICompatEngine(Engine):
     def _request_body(self, request: ChatRequest) -> dict[str, Any]:
         s = request.sampling
         body = self._base_body(openai_messages(request.messages), s.max_tokens, stream=True)
-        body.update(temperature=s.temperature, top_p=s.top_p, seed=s.seed)
-        if s.top_k is not None:
-            body["top_k"] = s.top_k
-        if s.stop:
-            body["stop"] = s.stop
+        body.update(self.sampling_args(s))
         if request.tool_mode == "native" and request.tools:
             body["tools"] = openai_tools(request.tools)
         c = request.constraint

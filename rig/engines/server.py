@@ -179,6 +179,7 @@ class LocalServer:
         self,
         argv: list[str],
         *,
+        env: dict[str, str] | None = None,
         host: str = "127.0.0.1",
         port: int,
         ready_path: str = "/v1/models",
@@ -191,6 +192,7 @@ class LocalServer:
         if not is_loopback_host(host):
             raise EngineError(f"{name}: host {host!r} is not loopback; a local server listens on 127.0.0.1 only")
         self.argv = argv
+        self.env = env or {}  # over this process's environment: the device --gpu names (Engine.device_env)
         self.host, self.port = host, port
         self.ready_path = ready_path
         self.ready_timeout_s = ready_timeout_s
@@ -238,6 +240,7 @@ class LocalServer:
                 stdin=subprocess.DEVNULL,
                 stdout=fd,
                 stderr=subprocess.STDOUT,
+                env=os.environ | self.env if self.env else None,
                 start_new_session=True,
             )
         except OSError as e:

@@ -14,9 +14,10 @@ import os
 import sys
 import time
 import uuid
-from typing import Any
+from typing import Any, ClassVar
 
 from rig.engines.base import (
+    FIRST_SAMPLING,
     Capabilities,
     Engine,
     EngineArgs,
@@ -28,7 +29,6 @@ from rig.engines.base import (
 )
 from rig.records import ChatRequest, Generation, Timings
 from rig.registry import ModelSpec
-from rig.telemetry.gpu import visible_devices
 
 
 class VllmArgs(EngineArgs):
@@ -58,6 +58,7 @@ class VllmEngine(Engine):
     name = "vllm"
     Args = VllmArgs
     args: VllmArgs
+    SAMPLING: ClassVar[dict[str, str]] = {**FIRST_SAMPLING, "min_p": "min_p", "repeat_penalty": "repetition_penalty"}
 
     def __init__(self, spec: ModelSpec, weights: str, *, gpu: int | None = None) -> None:
         super().__init__(spec, weights, gpu=gpu)
@@ -74,16 +75,11 @@ class VllmEngine(Engine):
             max_concurrency=self.args.max_num_seqs or 64,
         )
 
-    def device_env(self) -> dict[str, str]:
-        """The environment that makes vLLM use the devices ``--gpu`` names (a position in CUDA_VISIBLE_DEVICES, as
-        for every engine): the variable narrowed to them, not replaced by the number itself."""
-        if self.gpu is None:
-            return {}
-        try:
-            devices = visible_devices(self.gpu, self.args.tensor_parallel_size or 1)
-        except ValueError as e:
-            raise EngineError(str(e)) from None
-        return {"CUDA_VISIBLE_DEVICES": ",".join(devices)}
+    def device_count(self) -> int:
+        return self.args.tensor_parallel_size or 1
+
+    def device_placement(self) -> str | None:
+        return None  # device_env, before vLLM is imported
 
     async def load(self) -> None:
         env = self.device_env()
@@ -129,12 +125,7 @@ class VllmEngine(Engine):
                 # llama.cpp (xgrammar's own schema converter allows unbounded whitespace and digit runs)
                 so = StructuredOutputsParams(grammar=self.gbnf(c))
         return SamplingParams(
-            temperature=s.temperature,
-            top_p=s.top_p,
-            top_k=s.top_k or 0,
-            max_tokens=s.max_tokens,
-            seed=s.seed,
-            stop=s.stop or None,
+            **{"top_k": 0, **self.sampling_args(s)},  # top_k 0: every token, vLLM's "off"
             skip_special_tokens=False,
             structured_outputs=so,
             output_kind=RequestOutputKind.FINAL_ONLY,

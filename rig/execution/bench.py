@@ -16,7 +16,7 @@ from rig import offline
 from rig.benchmarks import benchmark_names, benchmark_plugins, get_benchmark_class
 from rig.benchmarks.base import Benchmark, DataError, RunContext
 from rig.bundle import BundleError, bundle_id_for
-from rig.engines import create_engine
+from rig.engines import MissingExtra, create_engine, engine_class
 from rig.execution.runner import plan
 from rig.execution.turn import Turn, close_engine_log, engine_log
 from rig.interrupt import sigterm_as_interrupt
@@ -118,14 +118,16 @@ def _build(opts: BenchOptions) -> tuple[ModelSpec, str, list[tuple[Benchmark, li
     }
     if upd:
         spec = spec.model_copy(update={"sampling": spec.sampling.model_copy(update=upd)})
+    # A sampling field the engine cannot take is refused before anything runs, naming entry and field (a missing
+    # backend is named when the engine is made, as before).
+    with contextlib.suppress(MissingExtra):
+        engine_class(spec.engine).check_sampling(spec)
     weights = resolve_weights(spec, reg.path)
     names = [opts.benchmark] if opts.benchmark else benchmark_names()
     if opts.data is not None and len(names) > 1:
         raise BenchError("--data names one benchmark's data: pass --benchmark too")
     routed = _route_options(opts.options, names, single=opts.benchmark is not None)
     chosen, infos, skipped = [], [], []
-    # In a run of every benchmark, a plugin that fails to load or to build is skipped: never rig's own ones.
-    plugin_failures = (Exception,) if opts.benchmark is None else ()
     for name in names:
         try:
             cls = get_benchmark_class(name)
@@ -140,10 +142,14 @@ def _build(opts: BenchOptions) -> tuple[ModelSpec, str, list[tuple[Benchmark, li
                 raise
             skipped.append(f"{name}: {e}")
             continue
-        except plugin_failures as e:
-            if name not in benchmark_plugins():
+        except (Exception, SystemExit) as e:  # a plugin's failure, even sys.exit(), is the plugin's, named
+            plugin = benchmark_plugins().get(name)
+            if plugin is None or (opts.benchmark and isinstance(e, BenchError)):
                 raise
-            skipped.append(str(e) if isinstance(e, PluginError) else f"{benchmark_plugins()[name]}: {e!r}")
+            failed = e if isinstance(e, PluginError) else PluginError(f"{plugin}: {type(e).__name__}: {e}")
+            if opts.benchmark:  # asked for by name: the run stops, naming it
+                raise failed from e
+            skipped.append(str(failed))  # in a run of every benchmark it is skipped: never rig's own ones
             continue
         if not episodes:
             if opts.benchmark:
@@ -238,6 +244,8 @@ def run_bench(
             raise BenchError(why)  # a resumed run's repeats come from its record
         if opts.model is None:
             raise BenchError("--model is required (see `rig models`)")
+        if old is None:
+            opts = opts.seeded()  # a resumed run keeps its recorded seed (None in runs from before DEFAULT_SEED)
         spec, weights, chosen, cfg, skipped = _build(opts)
         if old is not None:
             _check_unchanged(opts, old, cfg)

@@ -122,7 +122,7 @@ async def _run_one(it: WorkItem, engine: Engine, ctx: RunContext) -> EpisodeResu
         res = await it.benchmark.run_episode(it.episode, engine, ctx, it.repeat)
     except asyncio.CancelledError:
         raise
-    except Exception as e:  # an engine or benchmark bug must not end the run: record it, go on
+    except (Exception, SystemExit) as e:  # a bug, a plugin's sys.exit() too, must not end the run: record it
         res = _failed(it, "crash", f"{type(e).__name__}: {e}\n{traceback.format_exc(limit=3)}")
     res.started_at = res.started_at or started
     res.finished_at = time.time()

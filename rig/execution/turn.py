@@ -9,15 +9,17 @@ import logging
 import signal
 import sqlite3
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rig.benchmarks.base import RunContext
-from rig.engines.base import Engine
+from rig.engines import ENGINES, engine_plugins
+from rig.engines.base import Engine, EngineError
 from rig.execution.runner import run_items
+from rig.plugins import PluginError
 from rig.registry import ModelSpec
 from rig.runfolder.manifest import RunManifest, package_versions
 from rig.runfolder.store import Store
@@ -123,8 +125,10 @@ class Turn:
                 handled.append(sig)
         engine = None
         try:
-            engine = self.make_engine(self.spec, self.weights, gpu=self.opts.gpu)
-            await self.load(engine)
+            with plugin_named(self.spec.engine):
+                engine = self.make_engine(self.spec, self.weights, gpu=self.opts.gpu)
+                self.note_placement(engine)
+                await self.load(engine)
             on_done = self.tick(len(items))
             await run_items(
                 items, engine, self.store, ctx, concurrency=self.opts.concurrency, on_done=on_done, meter=self.meter
@@ -143,6 +147,18 @@ class Turn:
                 await _uncancellable(engine.close())
             for sig in handled:
                 loop.remove_signal_handler(sig)
+
+    def note_placement(self, engine: Engine) -> None:
+        """Where rig cannot put the model on the device --gpu names, the run records and says which device its
+        memory and energy readings are of, and why they may be another's: never silently."""
+        note = engine.device_placement() if self.opts.gpu is not None else None
+        if note is None:
+            return
+        self.sampler.summary.placement = note
+        self.say(
+            f"warning: --gpu {self.opts.gpu}: GPU memory and energy are read on {self.sampler.summary.watched()}, "
+            f"which may not be the model's device: {note}"
+        )
 
     async def load(self, engine: Engine) -> None:
         engine.meter = self.meter
@@ -177,6 +193,22 @@ class Turn:
         finally:
             self.store.close()
         return None
+
+
+@contextlib.contextmanager
+def plugin_named(engine: str) -> Iterator[None]:
+    """An engine plugin whose construction or load raises (anything but an `EngineError`, its way of saying what
+    is wrong; `SystemExit` included) is a `PluginError` naming it and its distribution, not a traceback or a
+    silent exit. rig's own engines' errors pass unchanged."""
+    plugin = engine_plugins().get(engine) if engine not in ENGINES else None
+    try:
+        yield
+    except EngineError:
+        raise
+    except (Exception, SystemExit) as e:
+        if plugin is None:
+            raise
+        raise PluginError(f"{plugin}: {type(e).__name__}: {e}") from e
 
 
 class _LogFile(logging.FileHandler):

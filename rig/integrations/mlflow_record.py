@@ -19,6 +19,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from rig.records import hash_view
 from rig.runfolder.folder import RunFolder
 from rig.runfolder.summary import RunSummary
 
@@ -90,7 +91,9 @@ def run_params(folder: RunFolder) -> dict[str, str]:
         if getattr(m, k) is not None:
             out[f"model.{k}"] = getattr(m, k)
     out["model.weights"] = m.weights.model_dump(mode="json", exclude_none=True)
-    out["model.sampling"] = m.sampling.model_dump(mode="json")
+    # as hashes read it: a field added later is absent while unset, so a run exported before keeps its params
+    # (MLflow refuses a changed param on re-export)
+    out["model.sampling"] = hash_view(m.sampling)
     if m.engine_args:
         out["model.engine_args"] = m.engine_args
     if man.weights_sha256:

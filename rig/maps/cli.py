@@ -8,6 +8,8 @@ from typing import Any, NoReturn
 
 import typer
 
+from rig.names import printable
+
 app = typer.Typer(
     help="Offline map packs (OpenStreetMap extracts) and the map tools that answer from them.",
     no_args_is_help=True,
@@ -18,8 +20,15 @@ KINDS = ("geocode", "reverse", "route", "nearby", "stations", "distance")
 DIALECTS = ("plain", "google", "amap")
 
 
+def _say(msg: str, err: bool = False) -> None:
+    """A message that carries data (a path, a name from a pack, an error quoting a value), made printable as
+    `rig.cli.common.say` makes every other command's (no escape sequences or bidi controls reach the terminal);
+    that module sits above the map service, so the shared `printable` is used here."""
+    typer.echo(printable(msg), err=err)
+
+
 def _fail(msg: str, code: int = 2) -> NoReturn:
-    typer.echo(f"error: {msg}", err=True)
+    _say(f"error: {msg}", err=True)
     raise typer.Exit(code)
 
 
@@ -48,7 +57,7 @@ def build(
         _fail(f"{extract.name}: {exc}")
         return
     c = info.counts
-    typer.echo(
+    _say(
         f"built {out} from {info.source_file} in {info.build_seconds:.1f} s: {c['nodes']} nodes, "
         f"{c['edges']} edges, {c['pois']} POIs, {c['streets']} streets, {c['areas']} areas, "
         f"{c['addresses']} addresses, {c['charging_stations']} charging stations"
@@ -196,7 +205,7 @@ def record(
                     counts["recorded" if rec.recorded > before else ans.label] += 1
                 except Exception as e:  # one failed request must not lose the others already stored
                     counts["failed"] += 1
-                    typer.echo(f"{q.endpoint} {q.args}: {type(e).__name__}: {e}", err=True)
+                    _say(f"{q.endpoint} {q.args}: {type(e).__name__}: {e}", err=True)
             bar.advance()
     rs.close()
     typer.echo(json.dumps({"provider": cfg.provider, "store": str(store), "live": live, **counts}))

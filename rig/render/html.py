@@ -220,6 +220,11 @@ def _manifest_html(folder: RunFolder) -> str:
             else f"temperature {cfg.temperature}, seed {cfg.seed}, max tokens {cfg.max_tokens}, repeats {cfg.repeats}",
         ),
         ("Hardware", f"{man.host.cpu} x{man.host.cpu_count}; GPU {gpu_name}"),
+        *(
+            [("GPU readings", f"read on {gpu.watched()}, which may not be the model's device: {gpu.placement}")]
+            if gpu is not None and gpu.placement
+            else []
+        ),
         ("Versions", ", ".join(f"{k} {v}" for k, v in man.versions.items())),
         ("Data", "; ".join(f"{b.name} {b.data_hash} ({b.data_path})" for b in cfg.benchmarks)),
         ("Status", man.status),

@@ -13,6 +13,7 @@ from rig.benchmarks.base import Table
 from rig.records import CALL_FORMS
 from rig.render.reliability import failure_table, pass_k_table
 from rig.runfolder.folder import RunFolder
+from rig.runfolder.manifest import RunManifest
 from rig.runfolder.summary import RunSummary
 
 NM = "not measured"
@@ -180,6 +181,14 @@ def ci_table(s: RunSummary, label: str) -> Table | None:
     )
 
 
+def _placement(man: RunManifest) -> list[str]:
+    """The report's line for a run whose GPU readings may be another device's than the model's."""
+    gpu = man.gpu_memory
+    if gpu is None or gpu.placement is None:
+        return []
+    return [f"- GPU memory and energy read on {gpu.watched()}, which may not be the model's device: {gpu.placement}"]
+
+
 def report_markdown(run_dir: Path) -> str:
     folder = RunFolder(run_dir)
     man = folder.manifest
@@ -197,6 +206,7 @@ def report_markdown(run_dir: Path) -> str:
         ),
         f"- Host: {man.host.cpu} ({man.host.cpu_count} CPUs); GPU: "
         f"{(man.gpu_memory.device_name if man.gpu_memory and man.gpu_memory.available else 'none')}",
+        *_placement(man),
         f"- Status: {man.status}; rig {man.rig_version} ({(man.git_revision or 'no git')[:10]}); "
         f"versions: {', '.join(f'{k} {v}' for k, v in man.versions.items())}",
         "",

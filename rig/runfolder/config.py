@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidatorFunctionWrapHandler, model_validator
 
+from rig.records import hash_view
 from rig.registry import ModelSpec
 from rig.runfolder.spec import RunSettings, setting
 
@@ -85,18 +86,15 @@ class RunConfig(RunSettings):
             return config
 
     def digest(self) -> str:
-        # A setting added after hashes existed (`Setting.when_set`: the shard, ...) is left out while at its
-        # default, so the hashes of runs made before it still match on resume.
+        # Settings and record fields added after hashes existed (`Setting.when_set`: the shard; `records.Since`:
+        # weights.parts, sampling.min_p, ...) are left out while at their default, so the hashes of runs made before
+        # them still match on resume.
         unset = {
             name
             for name, f in RunSettings.model_fields.items()
             if setting(f).when_set and getattr(self, name) == f.get_default(call_default_factory=True)
         }
-        fields = self.model_dump(mode="json", exclude=unset)
-        weights = fields["model"]["weights"]
-        if weights.get("parts") is None:
-            # weights.parts came after runs were hashed: left out while unset, so those runs still resume.
-            weights.pop("parts", None)
+        fields = {k: v for k, v in hash_view(self).items() if k not in unset}
         for b in fields["benchmarks"]:
             # BenchmarkInfo had a `settings` field (always {} since typed options); runs recorded with it still
             # resume because the hash keeps it.

@@ -23,6 +23,7 @@ from typing import Annotated, Any, Literal, TypeVar, get_args, get_origin
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic.fields import FieldInfo
+from typing_extensions import Self
 
 from rig.records import DecodeMode, MaxTokens, ToolMode, write_atomic
 
@@ -36,6 +37,11 @@ ORDERS: tuple[str, ...] = get_args(Order)
 # even one episode is days of model time, and no engine rig drives batches beyond 1,024 requests in flight.
 MAX_REPEATS = 10_000
 MAX_CONCURRENCY = 1024
+
+# The seed of a run whose command was given no --seed, the same for `rig bench`, compare's variants, load's levels and
+# a sweep's cells, so each samples the same --limit questions and their episodes pair up. Recorded in the run's spec;
+# it overrides the models.yaml entry's seed, as --seed does.
+DEFAULT_SEED = 0
 
 _SHARD = re.compile(r"(\d+)/(\d+)")
 
@@ -118,7 +124,8 @@ class RunSettings(BaseModel):
     gpu: Annotated[int | None, Setting(per_job=True)] = Field(
         default=None,
         ge=0,
-        description="GPU to use: a position in CUDA_VISIBLE_DEVICES (every engine alike); CPU when omitted.",
+        description="GPU to use: a position in CUDA_VISIBLE_DEVICES (every engine rig starts alike; a server rig "
+        "attaches to, or Ollama, chooses its own, which the run reports); CPU when omitted.",
     )
 
     @field_validator("shard")
@@ -196,6 +203,10 @@ class RunSpec(RunSettings):
         elif isinstance(data, dict) and "tool_mode" in data and data["tool_mode"] is None:
             data = {k: v for k, v in data.items() if k != "tool_mode"}
         return data
+
+    def seeded(self) -> Self:
+        """This spec, with `DEFAULT_SEED` recorded when no seed was given: what every command runs a new run with."""
+        return self if self.seed is not None else self.model_copy(update={"seed": DEFAULT_SEED})
 
     def spec_fields(self) -> dict[str, Any]:
         """The RunSpec part of this object (a BenchOptions also says where the run goes), as JSON values, with only

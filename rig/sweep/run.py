@@ -16,7 +16,7 @@ import subprocess
 import tarfile
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import Any, Literal
@@ -30,7 +30,6 @@ from rig.runfolder.folder import RunFolder
 from rig.runfolder.spec import default_tool_mode
 from rig.sweep.spec import Cell, SweepSpec
 
-BENCH_ENTRY = ("-m", "rig.cli")  # what follows the interpreter in a cell's command; tests swap in a fake engine
 STATE = "job.json"
 LOCK_WAIT_S = 120.0  # how long a retry waits for the previous attempt's process to let go of the run
 
@@ -127,7 +126,6 @@ def attempt(
     shard: int,
     shards: int,
     num_gpus: float,
-    entry: Sequence[str],
     devices: list[str] | None = None,
     cwd: str | None = None,
 ) -> Attempt:
@@ -141,7 +139,6 @@ def attempt(
     # Ray (or the local scheduler) has narrowed CUDA_VISIBLE_DEVICES to this cell's GPUs: the first is ordinal 0.
     spec = cell.spec(shard=f"{shard}/{shards}" if shards > 1 else None, gpu=0 if num_gpus > 0 else None)
     argv = bench_argv(spec, jdir, jdir, resume=prev.name if prev else None)
-    argv[1:3] = list(entry)
     st = _read_state(jdir) or JobState(cell=cell.key, shard=shard, shards=shards)
     with open(jdir / "bench.log", "ab") as log:
         env = os.environ.copy()
@@ -193,7 +190,6 @@ def _ray_attempt(
     shard: int,
     shards: int,
     num_gpus: float,
-    entry: Sequence[str],
     ship: bool,
     shipped: bytes | None,
     cwd: str,
@@ -201,12 +197,12 @@ def _ray_attempt(
     """Runs on a Ray worker. With `ship` there is no shared output path: the job folder (`shipped`, None on a first
     attempt) travels to the worker and back as a tarball; otherwise the worker writes straight into `jdir`."""
     if not ship:
-        return attempt(cell, Path(jdir), shard, shards, num_gpus, entry, cwd=cwd), None
+        return attempt(cell, Path(jdir), shard, shards, num_gpus, cwd=cwd), None
     with tempfile.TemporaryDirectory(prefix="rig-cell-") as tmp:
         local = Path(tmp) / "job"
         if shipped:
             _unpack(shipped, local)
-        res = attempt(cell, local, shard, shards, num_gpus, entry, cwd=cwd)
+        res = attempt(cell, local, shard, shards, num_gpus, cwd=cwd)
         return res, _pack(local)
 
 
@@ -240,7 +236,7 @@ Outcome = Future[tuple[Attempt, bytes | None]]
 class _Ray:
     """Cells as Ray tasks with the cell's resources; Ray queues them until the cluster has room."""
 
-    def __init__(self, address: str, spec: SweepSpec, entry: Sequence[str], ship: bool, width: int) -> None:
+    def __init__(self, address: str, spec: SweepSpec, ship: bool, width: int) -> None:
         import ray as ray_mod
 
         if not ray_mod.is_initialized():
@@ -254,7 +250,7 @@ class _Ray:
         self.opts: dict[str, Any] = {"num_cpus": res.num_cpus, "num_gpus": res.num_gpus}
         if res.memory_gb:
             self.opts["memory"] = int(res.memory_gb * 2**30)
-        self.spec, self.entry, self.ship, self.width = spec, entry, ship, width
+        self.spec, self.ship, self.width = spec, ship, width
 
     def room(self) -> bool:
         return True
@@ -262,7 +258,7 @@ class _Ray:
     def submit(self, c: Cell, s: int, jd: Path) -> Outcome:
         blob = _pack(jd) if self.ship else None
         res = self.spec.resources
-        args = (c, str(jd), s, self.spec.shards, res.num_gpus, list(self.entry), self.ship, blob, os.getcwd())
+        args = (c, str(jd), s, self.spec.shards, res.num_gpus, self.ship, blob, os.getcwd())
         return self.task.options(**self.opts).remote(*args).future()
 
     def done(self, fut: Outcome) -> None:
@@ -275,8 +271,8 @@ class _Ray:
 class _Local:
     """Cells as threads on this machine, each given the GPUs it asks for while it runs."""
 
-    def __init__(self, spec: SweepSpec, entry: Sequence[str], parallel: int | None) -> None:
-        self.spec, self.entry = spec, entry
+    def __init__(self, spec: SweepSpec, parallel: int | None) -> None:
+        self.spec = spec
         self.gpus = local_gpus()
         self.free = list(self.gpus)
         self.need = int(spec.resources.num_gpus + 0.999) if self.gpus else 0
@@ -295,7 +291,7 @@ class _Local:
         res = self.spec.resources
 
         def run() -> tuple[Attempt, bytes | None]:
-            return attempt(c, jd, s, self.spec.shards, res.num_gpus, self.entry, devs), None
+            return attempt(c, jd, s, self.spec.shards, res.num_gpus, devs), None
 
         fut = self.pool.submit(run)
         self.held[id(fut)] = devs
@@ -316,7 +312,6 @@ def run_sweep(
     parallel: int | None = None,
     ray: str | None = None,
     ship: bool = False,
-    entry: Sequence[str] = BENCH_ENTRY,
     on_update: Callable[[list[JobState], Path], Any] | None = None,
     say: Callable[[str], Any] = print,
 ) -> SweepResult:
@@ -328,9 +323,7 @@ def run_sweep(
     todo = [j for j in jobs if j[3].status == "pending"]
     if len(jobs) > len(todo):
         say(f"{len(jobs) - len(todo)} of {len(jobs)} jobs already finished; skipped")
-    sched: _Ray | _Local = (
-        _Ray(ray, spec, entry, ship, len(todo) or 1) if ray is not None else _Local(spec, entry, parallel)
-    )
+    sched: _Ray | _Local = _Ray(ray, spec, ship, len(todo) or 1) if ray is not None else _Local(spec, parallel)
 
     def report() -> None:
         if on_update:

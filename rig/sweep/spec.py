@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, field_validator
 
 from rig.inputs import InputError, read_yaml
-from rig.runfolder.spec import RunSpec, axes, make_spec, setting
+from rig.runfolder.spec import DEFAULT_SEED, RunSpec, axes, make_spec, setting
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -67,7 +67,7 @@ def _from_entries() -> set[str]:
 
 
 # The leaderboard pairs cells by episode: one seed for every cell unless the file gives one, as in compare and load.
-_SWEEP_DEFAULTS = {"seed": 0}
+_SWEEP_DEFAULTS = {"seed": DEFAULT_SEED}
 
 
 @functools.cache

@@ -34,6 +34,16 @@ class GpuMemorySummary(BaseModel):
     peak_bytes: int | None = None
     mean_bytes: float | None = None
     samples: list[GpuSample] = Field(default_factory=list)
+    # Why these readings (and the energy read on the same device) may be another device's than the model's: its
+    # engine does not put the model on the device --gpu names (an attached server, Ollama). None: rig placed it
+    # there, or no --gpu was given; also in runs recorded before rig said so.
+    placement: str | None = None
+
+    def watched(self) -> str:
+        """The device these readings are of, in words."""
+        if not self.available:
+            return f"no device ({self.reason or 'no reason recorded'})"
+        return f"GPU {self.device_index} ({self.device_name}, {self.device_uuid})"
 
     @property
     def load_bytes(self) -> int | None:

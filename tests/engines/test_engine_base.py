@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from rig.engines import ENGINES
-from rig.engines.base import Capabilities, Engine, EngineArgs, EngineError, Reply, openai_tools
-from rig.records import ChatRequest, Generation, Message, ToolSpec
+from rig.engines.base import FIRST_SAMPLING, Capabilities, Engine, EngineArgs, EngineError, Reply, openai_tools
+from rig.records import ChatRequest, Generation, Message, Sampling, ToolSpec
 from rig.registry import ModelSpec, Weights, load_registry
 
 REPO = Path(__file__).resolve().parents[2]
@@ -261,3 +261,63 @@ def test_openai_tools_is_the_function_shape() -> None:
         }
     ]
     assert openai_tools([]) == []
+
+
+# -- sampling as data ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", list(ENGINES))
+def test_every_engine_maps_sampling_fields_it_names_and_takes_the_first_ones(name: str) -> None:
+    table = engine_cls(name).SAMPLING
+    assert set(table) <= set(Sampling.model_fields)
+    assert set(FIRST_SAMPLING) <= set(table)  # what every engine sent before the tables
+
+
+def test_each_engine_sends_the_fields_set_under_its_own_names() -> None:
+    s = Sampling(temperature=0.5, top_k=None, min_p=0.1, repeat_penalty=1.2, max_tokens=32, stop=[])
+    llama = engine_cls("llamacpp")(spec(), "x.gguf")
+    # the decode loop's own fields are not passed by name; an unset top_k / empty stop is left to the neutral value
+    assert llama.sampling_args(s) == {"temp": 0.5, "top_p": 1.0, "min_p": 0.1, "repeat_penalty": 1.2}
+    vllm = engine_cls("vllm")(spec("vllm"), "x")
+    assert vllm.sampling_args(s)["repetition_penalty"] == 1.2 and vllm.sampling_args(s)["max_tokens"] == 32
+    ollama = engine_cls("ollama")(spec("ollama"), "x")
+    assert ollama.sampling_args(s)["num_predict"] == 32 and "max_tokens" not in ollama.sampling_args(s)
+    # an earlier request (no min_p / repeat_penalty) is sent exactly as before they existed
+    assert "min_p" not in llama.sampling_args(Sampling()) and "repeat_penalty" not in ollama.sampling_args(Sampling())
+
+
+def test_a_sampling_field_the_engine_cannot_take_is_refused_naming_entry_and_field() -> None:
+    entry = spec("openai_compat").model_copy(update={"sampling": Sampling(repeat_penalty=1.1)})
+    with pytest.raises(EngineError, match=r"entry 'tiny': sampling\.repeat_penalty is not supported by engine "):
+        engine_cls("openai_compat")(entry, "x")
+
+    class Older(Engine):  # a plugin from before the tables: the first fields, nothing later
+        name = "older"
+
+        @property
+        def capabilities(self) -> Capabilities:
+            return Capabilities()
+
+        async def load(self) -> None:
+            return None
+
+    Older(spec().model_copy(update={"sampling": Sampling(temperature=0.7, top_k=5)}), "x.gguf")
+    with pytest.raises(EngineError, match=r"sampling\.min_p is not supported by engine 'older'"):
+        Older(spec().model_copy(update={"sampling": Sampling(min_p=0.05)}), "x.gguf")
+
+
+def test_rig_bench_refuses_it_before_the_run_folder_exists(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from rig.cli import app
+
+    (tmp_path / "models.yaml").write_text(
+        "models:\n  srv:\n    engine: openai_compat\n    weights: {served: m}\n    quantization: bf16\n"
+        "    context_length: 512\n    engine_args: {base_url: 'http://127.0.0.1:9'}\n"
+        "    sampling: {repeat_penalty: 1.1}\n"
+    )
+    args = ["bench", "--models", str(tmp_path / "models.yaml"), "--model", "srv", "--out", str(tmp_path / "runs")]
+    r = CliRunner().invoke(app, [*args, "--benchmark", "callnavi", "--limit", "1"])
+    assert r.exit_code == 2, r.output
+    assert "models.yaml entry 'srv': sampling.repeat_penalty is not supported by engine 'openai_compat'" in r.output
+    assert not (tmp_path / "runs").exists()

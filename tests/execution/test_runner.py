@@ -135,3 +135,22 @@ def test_teardown_runs_when_the_run_is_aborted(tmp_path: Path) -> None:
             )
         )
     assert b.log == ["setup", "episode", "teardown"]
+
+
+def test_an_episode_that_calls_sys_exit_is_a_recorded_crash_not_the_end_of_the_run(tmp_path: Path) -> None:
+    """A plugin's engine or benchmark calling sys.exit() mid-episode (exit 0: the run would end 'successfully'
+    having run nothing more) is that episode's failure, like any other exception."""
+    b = CallNavi()
+    eps = b.episodes()
+    target = b.domains()["maps"].questions[3].text
+
+    def answer(req):  # type: ignore[no-untyped-def]
+        if target in req.messages[-1].content:
+            raise SystemExit(0)
+        return oracle(b)(req)
+
+    store = Store(tmp_path / "r.sqlite")
+    stats = run(plan([(b, eps)], 1), FakeEngine(answer), store)
+    assert stats.done == len(eps) and stats.failed == 2
+    failed = [r for r in store.results() if r.status == "failed"]
+    assert {r.error_category for r in failed} == {"crash"} and failed[0].error.startswith("SystemExit: 0")

@@ -153,3 +153,34 @@ def test_a_fifo_or_device_as_spec_is_refused_without_hanging(tmp_path: Path, kin
     says = "is a FIFO (named pipe), not a file" if kind == "fifo" else "is a character device, not a file"
     assert r.returncode == 2 and f"{path}: {says}" in " ".join(r.stderr.split()), r.stderr
     assert not (tmp_path / "runs").exists()
+
+
+def test_every_command_without_seed_records_the_same_seed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """rig bench, compare, load and sweep: one default seed, recorded in each run's spec, so their --limit samples
+    are the same questions (before, `rig bench` recorded none and sampled with the model's seed)."""
+    from rig.analyses.compare import cell_spec
+    from rig.analyses.load.run import run_load
+    from rig.execution import bench
+    from rig.execution.bench import bench_options
+    from rig.runfolder.manifest import RunManifest
+    from rig.runfolder.spec import DEFAULT_SEED
+    from rig.sweep.spec import load_sweep
+    from tests.analyses.load.test_load import _stood_in_load
+    from tests.execution.test_bench_efficiency import MODELS, DecodingEngine
+
+    (tmp_path / "models.yaml").write_text(MODELS.replace("{file: w.gguf}", "{file: w.gguf}\n    sampling: {seed: 5}"))
+    (tmp_path / "w.gguf").write_bytes(b"GGUF")
+    monkeypatch.setenv("RIG_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(bench, "create_engine", lambda spec, weights, gpu=None: DecodingEngine(spec, weights))
+    flags = {"model": "tiny", "benchmark": "callnavi", "limit": 1, "models_file": tmp_path / "models.yaml"}
+
+    run = run_bench(bench_options({**flags, "out": tmp_path / "runs", "idle_window_s": 0.0}))
+    manifest = RunManifest.read(run)
+    assert manifest.run_spec().seed == DEFAULT_SEED and manifest.config.seed == DEFAULT_SEED  # not the model's 5
+    assert cell_spec("tiny", bench_options(flags)).seed == DEFAULT_SEED
+    calls, settings = _stood_in_load(tmp_path / "load", monkeypatch, ends={}, levels=(1,))
+    run_load(settings)
+    assert [spec.seed for spec, _ in calls] == [DEFAULT_SEED]
+    (tmp_path / "sweep.yaml").write_text("models: [tiny]\nbenchmarks: [callnavi]\nmodels_file: models.yaml\n")
+    _, cells = load_sweep(tmp_path / "sweep.yaml")
+    assert [c.spec().seed for c in cells] == [DEFAULT_SEED]

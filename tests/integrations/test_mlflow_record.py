@@ -1,11 +1,15 @@
-"""What a run sends to MLflow, computed from the run folder alone (no server)."""
+"""What a run sends to MLflow, computed from the run folder alone (no server): the same from the same folder on every
+export, whatever rig exports it."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
-from rig.integrations.mlflow_record import summary_metrics
+from rig.integrations.mlflow_record import run_params, summary_metrics
 from rig.runfolder.folder import RunFolder
+
+OLD_RUN = Path(__file__).parents[1] / "fixtures" / "run_before_min_p"
 
 
 def test_pass_k_and_the_failure_classes_are_metrics(tmp_path: Path) -> None:
@@ -23,3 +27,11 @@ def test_pass_k_and_the_failure_classes_are_metrics(tmp_path: Path) -> None:
     assert {k: v for k, v in metrics.items() if "/failures_" in k} == {
         f"callnavi/failures_{c}": n for c, n in s.failures.classes().items()
     }
+
+
+def test_a_run_from_before_a_sampling_field_sends_the_sampling_it_sent_then() -> None:
+    """MLflow refuses a changed param: a field Sampling gained since (min_p, unset) must not appear in the export of
+    a run an earlier rig exported."""
+    recorded = json.loads((OLD_RUN / "manifest.json").read_text())["config"]["model"]["sampling"]
+    sent = run_params(RunFolder(OLD_RUN))["model.sampling"]
+    assert json.loads(sent) == recorded

@@ -37,3 +37,10 @@ def test_build(helsinki_pbf, tmp_path) -> None:
     res = runner.invoke(app, ["build", str(helsinki_pbf), "--out", str(tmp_path / "p")])
     assert res.exit_code == 0, res.output
     assert (tmp_path / "p" / "pack.json").is_file()
+
+
+def test_an_error_quoting_a_path_reaches_the_terminal_printable(tmp_path) -> None:
+    bad = tmp_path / "pack\x1b]0;owned\x07\u202e"  # a terminal title sequence and a bidi override in a name
+    res = runner.invoke(app, ["info", str(bad)])
+    assert res.exit_code == 2 and "error: " in res.output
+    assert "\x1b" not in res.output and "\u202e" not in res.output and "\\x1b" in res.output

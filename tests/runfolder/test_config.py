@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from rig.records import Sampling, Since
 from rig.registry import ModelSpec, Weights
 from rig.runfolder.config import BenchmarkInfo, RunConfig
 from rig.runfolder.manifest import RunManifest
@@ -75,3 +76,34 @@ def test_a_parts_model_is_hashed_with_its_parts() -> None:
     assert with_parts.digest() != base.digest()
     changed = model.model_copy(update={"weights": Weights.model_validate({"parts": {**parts, "version": "1.1"}})})
     assert base.model_copy(update={"model": changed}).digest() != with_parts.digest()
+
+
+# Computed on the rig before Sampling gained min_p and repeat_penalty (records.Since), for a model whose sampling sets
+# every field it then had.
+SAMPLED = {"temperature": 0.7, "top_p": 0.9, "top_k": 40, "max_tokens": 96, "seed": 3, "stop": ["</s>"]}
+
+
+def test_a_sampling_field_added_later_changes_no_earlier_hash_and_enters_it_when_set() -> None:
+    config = _config()
+    config = config.model_copy(
+        update={"model": config.model.model_copy(update={"sampling": Sampling(**SAMPLED)}), "seed": 3}
+    )
+    assert config.digest() == "a47d755b35a0b302"
+    for field, value in (("min_p", 0.05), ("repeat_penalty", 1.1)):
+        sampling = Sampling(**SAMPLED, **{field: value})
+        changed = config.model_copy(update={"model": config.model.model_copy(update={"sampling": sampling})})
+        assert changed.digest() != config.digest()
+
+
+def test_every_later_field_of_a_hashed_record_is_optional_and_unset_by_default() -> None:
+    """What keeps earlier hashes: a `Since` field's default is None, which hash_view leaves out."""
+    later = {
+        (record.__name__, name): next(m for m in f.metadata if isinstance(m, Since)).version
+        for record in (Sampling, Weights)
+        for name, f in record.model_fields.items()
+        if any(isinstance(m, Since) for m in f.metadata)
+    }
+    assert {("Sampling", "min_p"), ("Sampling", "repeat_penalty"), ("Weights", "parts")} <= set(later)
+    for record, name in later:
+        assert {"Sampling": Sampling, "Weights": Weights}[record].model_fields[name].default is None, name
+        assert later[record, name] > 1, name  # 1: the fields hashes held before Since existed

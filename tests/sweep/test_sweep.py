@@ -1,5 +1,6 @@
-"""rig sweep without a model: the real `rig bench` in each cell's process, with a fake engine (tests/sweep/
-fake_cell.py), so scheduling, resume, retries, shards and the leaderboard are tested in seconds."""
+"""rig sweep without a model: the real `rig bench` in each cell's process, with a fake engine installed as a plugin
+(tests/sweep/fake_cell.py, tests/sweep/conftest.py), so scheduling, resume, retries, shards and the leaderboard are
+tested in seconds."""
 
 from __future__ import annotations
 
@@ -22,11 +23,10 @@ from rig.sweep.run import JobState, attempt, job_dir, run_folder, run_sweep
 from rig.sweep.spec import load_sweep
 from tests.conftest import REPO
 
-FAKE = ("-m", "tests.sweep.fake_cell")
 MODELS = """models:
-  fake-a: {engine: llamacpp, weights: {file: fake.gguf}, quantization: q4_k_m, context_length: 4096,
+  fake-a: {engine: fake, weights: {file: fake.gguf}, quantization: q4_k_m, context_length: 4096,
            sampling: {temperature: 0.0, max_tokens: 16, seed: 0}}
-  fake-b: {engine: llamacpp, weights: {file: fake.gguf}, quantization: q4_0, context_length: 4096,
+  fake-b: {engine: fake, weights: {file: fake.gguf}, quantization: q4_0, context_length: 4096,
            sampling: {temperature: 0.0, max_tokens: 16, seed: 0}}
 """
 
@@ -35,7 +35,7 @@ MODELS = """models:
 def sweep_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     (tmp_path / "fake.gguf").write_bytes(b"GGUF")
     (tmp_path / "models.yaml").write_text(MODELS)
-    monkeypatch.chdir(REPO)  # the cells run `python -m tests.sweep.fake_cell` from the repository
+    monkeypatch.chdir(REPO)  # the cells import the plugins' code from the repository
     monkeypatch.setenv("FAKE_DELAY", "0.05")
     return tmp_path
 
@@ -91,7 +91,7 @@ def test_one_model_under_two_names_is_refused_as_a_duplicate(sweep_dir: Path) ->
     from rig.sweep.spec import SweepError
 
     (sweep_dir / "models.yaml").write_text(
-        MODELS + "  fake-v:\n    engine: llamacpp\n    weights: {file: fake.gguf}\n    context_length: 4096\n"
+        MODELS + "  fake-v:\n    engine: fake\n    weights: {file: fake.gguf}\n    context_length: 4096\n"
         "    variants: {q4: {quantization: q4_0}}\n"
     )
     f = write(sweep_dir, "models: [fake-v-q4, fake-a, fake-v]\nbenchmarks: [callnavi]\nmodels_file: models.yaml\n")
@@ -132,7 +132,7 @@ def test_sweep_runs_each_cell_then_skips_finished_ones(sweep_dir: Path) -> None:
     out = sweep_dir / "out"
     seen: list[str] = []  # statuses the live table was shown
     res = run_sweep(
-        spec, cells, out, entry=FAKE, on_update=lambda jobs, _o: seen.extend(j.status for j in jobs), say=lambda m: None
+        spec, cells, out, on_update=lambda jobs, _o: seen.extend(j.status for j in jobs), say=lambda m: None
     )
     assert res.failed == [] and len(res.cells) == 4
     assert all(j.status == "done" and j.attempts == 1 for j in res.jobs)
@@ -153,18 +153,13 @@ def test_sweep_runs_each_cell_then_skips_finished_ones(sweep_dir: Path) -> None:
         assert f"| {h.mean:.3f} | {h.low:.3f} | {h.high:.3f} |" in row
     assert "Paired differences against fake-a" in md and (out / "leaderboard.html").read_text().count("<svg") == 2
     logs = {c.key: (out / "cells" / c.key / "bench.log").stat().st_size for c in cells}
-    again = run_sweep(spec, cells, out, entry=FAKE, say=lambda m: None)
+    again = run_sweep(spec, cells, out, say=lambda m: None)
     assert again.cells == res.cells  # same run folders, nothing re-run
     assert all(j.attempts == 1 for j in again.jobs)
     assert logs == {c.key: (out / "cells" / c.key / "bench.log").stat().st_size for c in cells}
 
 
-def test_list_null_and_mapping_options_reach_each_cell_exactly(
-    sweep_dir: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    from rig import benchmarks
-
-    monkeypatch.setitem(benchmarks.BENCHMARKS, "mapped", "tests.sweep.fake_cell:Mapped")
+def test_list_null_and_mapping_options_reach_each_cell_exactly(sweep_dir: Path) -> None:
     f = write(
         sweep_dir,
         "models: [fake-a]\nbenchmarks:\n  - {name: callnavi, options: {domains: [maps], task: routing}}\n"
@@ -172,7 +167,7 @@ def test_list_null_and_mapping_options_reach_each_cell_exactly(
         "limit: 1\nmodels_file: models.yaml\n",
     )
     spec, cells = load_sweep(f)
-    res = run_sweep(spec, cells, sweep_dir / "out", entry=FAKE, say=lambda m: None)
+    res = run_sweep(spec, cells, sweep_dir / "out", say=lambda m: None)
     assert res.failed == [] and len(cells) == 2
     for entry, c in zip(spec.benchmarks, cells, strict=True):
         man = RunManifest.read(Path(res.cells[c.key] or ""))
@@ -231,7 +226,7 @@ def test_local_cells_run_at_once_where_the_gpus_allow(
         f"models_file: models.yaml\nresources: {{num_gpus: {num_gpus}}}\n",
     )
     spec, cells = load_sweep(f)
-    res = run_sweep(spec, cells, sweep_dir / "out", entry=FAKE, say=lambda m: None)
+    res = run_sweep(spec, cells, sweep_dir / "out", say=lambda m: None)
     assert res.failed == []
     spans = []
     for c in cells:
@@ -273,7 +268,7 @@ def test_killed_cell_is_retried_and_resumed_without_loss_or_repeat(
 
     t = threading.Thread(target=killer)
     t.start()
-    res = run_sweep(spec, cells, out, entry=FAKE, say=lambda m: None)
+    res = run_sweep(spec, cells, out, say=lambda m: None)
     t.join()
     assert killed, "the cell finished before it could be killed"
     job = res.jobs[0]
@@ -291,7 +286,7 @@ def test_a_retry_waits_for_the_dead_attempts_process_to_let_go_of_the_run(sweep_
     f = write(sweep_dir, "models: [fake-a]\nbenchmarks: [callnavi]\nlimit: 2\nmodels_file: models.yaml\n")
     spec, cells = load_sweep(f)
     out = (sweep_dir / "out").resolve()
-    run_sweep(spec, cells, out, entry=FAKE, say=lambda m: None)
+    run_sweep(spec, cells, out, say=lambda m: None)
     jd = job_dir(out, cells[0], 0, 1)
     run = run_folder(jd)
     assert run is not None
@@ -304,7 +299,7 @@ def test_a_retry_waits_for_the_dead_attempts_process_to_let_go_of_the_run(sweep_
     releaser.start()
     t0 = time.monotonic()
     try:
-        a = attempt(cells[0], jd, 0, 1, 0, FAKE)
+        a = attempt(cells[0], jd, 0, 1, 0)
     finally:
         releaser.cancel()
         held.release()
@@ -319,7 +314,7 @@ def test_resuming_a_cell_whose_model_changed_is_refused_not_mixed(sweep_dir: Pat
     f = write(sweep_dir, "models: [fake-a]\nbenchmarks: [callnavi]\nlimit: 2\nmodels_file: models.yaml\n")
     spec, cells = load_sweep(f)
     out = (sweep_dir / "out").resolve()
-    run_sweep(spec, cells, out, entry=FAKE, say=lambda m: None)
+    run_sweep(spec, cells, out, say=lambda m: None)
     run = run_folder(job_dir(out, cells[0], 0, 1))
     assert run is not None
     before = stored(run)
@@ -329,7 +324,7 @@ def test_resuming_a_cell_whose_model_changed_is_refused_not_mixed(sweep_dir: Pat
     (sweep_dir / "models.yaml").write_text(MODELS.replace("context_length: 4096", "context_length: 2048", 1))
     spec, cells2 = load_sweep(f)
     assert cells2[0].key == cells[0].key
-    res = run_sweep(spec, cells2, out, entry=FAKE, say=lambda m: None)
+    res = run_sweep(spec, cells2, out, say=lambda m: None)
     job = res.jobs[0]
     assert job.status == "failed" and job.attempts == 2 and len(job.errors) == 1
     assert "exit 2" in job.errors[0] and "model.context_length: 4096 -> 2048" in job.errors[0]
@@ -346,14 +341,14 @@ def test_cell_that_keeps_dying_is_reported_and_the_sweep_goes_on(
         "limit: 1\nmax_retries: 1\nmodels_file: models.yaml\n",
     )
     spec, cells = load_sweep(f)
-    res = run_sweep(spec, cells, sweep_dir / "out", entry=FAKE, say=lambda m: None)
+    res = run_sweep(spec, cells, sweep_dir / "out", say=lambda m: None)
     bad, good = res.jobs
     assert bad.status == "failed" and bad.attempts == 2 and all("killed by signal 9" in e for e in bad.errors)
     assert good.status == "done" and res.failed == [cells[0].key] and res.cells[cells[0].key] is None
     md = write_leaderboard(sweep_dir / "out", cells, res.cells, "fake-b")
     assert "### Failed cells" in md and cells[0].key in md.split("### Failed cells")[1]
     # re-running the sweep retries the failed cell afresh (the limit is per run), the finished one is left alone
-    again = run_sweep(spec, cells, sweep_dir / "out", entry=FAKE, say=lambda m: None)
+    again = run_sweep(spec, cells, sweep_dir / "out", say=lambda m: None)
     assert again.jobs[0].status == "failed" and again.jobs[0].attempts == 4 and len(again.jobs[0].errors) == 2
     assert again.jobs[1].attempts == 1
 
@@ -362,8 +357,8 @@ def test_two_shards_merged_equal_one_run(sweep_dir: Path) -> None:
     body = "models: [fake-a]\nbenchmarks: [callnavi]\nlimit: 5\nrepeats: 2\nmodels_file: models.yaml\n"
     one = load_sweep(write(sweep_dir, body, "one.yaml"))
     two = load_sweep(write(sweep_dir, body + "shards: 2\n", "two.yaml"))
-    r1 = run_sweep(*one, sweep_dir / "one", entry=FAKE, say=lambda m: None)
-    r2 = run_sweep(*two, sweep_dir / "two", entry=FAKE, say=lambda m: None)
+    r1 = run_sweep(*one, sweep_dir / "one", say=lambda m: None)
+    r2 = run_sweep(*two, sweep_dir / "two", say=lambda m: None)
     assert [j.name.endswith(f"[{i}/2]") for i, j in enumerate(r2.jobs, 1)] == [True, True]
     single, merged = Path(r1.cells[one[1][0].key] or ""), Path(r2.cells[two[1][0].key] or "")
     shard_runs = [run_folder(job_dir(sweep_dir / "two", two[1][0], i, 2)) for i in range(2)]
@@ -395,7 +390,7 @@ def test_merge_refuses_an_incomplete_set_of_shards(sweep_dir: Path) -> None:
     spec, cells = load_sweep(
         write(sweep_dir, "models: [fake-a]\nbenchmarks: [callnavi]\nlimit: 2\nshards: 2\nmodels_file: models.yaml\n")
     )
-    run_sweep(spec, cells, sweep_dir / "out", entry=FAKE, say=lambda m: None)
+    run_sweep(spec, cells, sweep_dir / "out", say=lambda m: None)
     shard0 = run_folder(job_dir(sweep_dir / "out", cells[0], 0, 2))
     r = subprocess.run(
         [sys.executable, "-m", "rig.cli", "merge", str(shard0), "--out", str(sweep_dir / "m")],
@@ -410,7 +405,7 @@ def _two_shards(sweep_dir: Path) -> tuple[Path, Path]:
     spec, cells = load_sweep(
         write(sweep_dir, "models: [fake-a]\nbenchmarks: [callnavi]\nlimit: 4\nshards: 2\nmodels_file: models.yaml\n")
     )
-    run_sweep(spec, cells, sweep_dir / "out", entry=FAKE, say=lambda m: None)
+    run_sweep(spec, cells, sweep_dir / "out", say=lambda m: None)
     shards = [run_folder(job_dir(sweep_dir / "out", cells[0], i, 2)) for i in (0, 1)]
     assert all(s is not None for s in shards)
     return shards[0], shards[1]  # type: ignore[return-value]

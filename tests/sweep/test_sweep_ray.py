@@ -1,6 +1,6 @@
 """rig sweep on a Ray cluster started as a user starts one (`ray start --head --node-ip-address 127.0.0.1`), joined
-with `--ray ADDRESS`; cells run the fake engine (tests/sweep/fake_cell.py), so the Ray path itself is what is tested:
-tasks, a worker killed mid-cell, run folders shipped back to the driver."""
+with `--ray ADDRESS`; cells run the fake engine (tests/sweep/fake_cell.py, a plugin), so the Ray path itself is what
+is tested: tasks, a worker killed mid-cell, run folders shipped back to the driver."""
 
 from __future__ import annotations
 
@@ -22,6 +22,7 @@ from rig.runfolder.manifest import RunManifest
 from rig.sweep.run import JobState, job_dir, run_folder
 from rig.sweep.spec import load_sweep
 from tests.conftest import REPO
+from tests.sweep.conftest import plugin_path
 from tests.sweep.test_sweep import MODELS, stored, write
 
 # The test's own loopback cluster: no token (Ray keeps one in the user's home, shared by every cluster there).
@@ -45,7 +46,7 @@ def cluster() -> Iterator[str]:
             [*argv, "--temp-dir", tmp, "--block"],
             stdout=out,
             stderr=subprocess.STDOUT,
-            env=os.environ | RAY_ENV | {"FAKE_DELAY": "0.4"},
+            env=os.environ | RAY_ENV | {"FAKE_DELAY": "0.4", "PYTHONPATH": plugin_path()},
         )
     try:
         deadline = time.time() + 120
@@ -73,12 +74,12 @@ def sweep_dir(tmp_path: Path) -> Path:
 def rig_sweep(f: Path, out: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     """`rig sweep` as a user runs it (with the fake engine in its cells), from the repository."""
     return subprocess.run(
-        [sys.executable, "-m", "tests.sweep.fake_cell", "sweep", str(f), "--out", str(out), *args],
+        [sys.executable, "-m", "rig.cli", "sweep", str(f), "--out", str(out), *args],
         capture_output=True,
         text=True,
         timeout=300,
         cwd=REPO,
-        env=os.environ | RAY_ENV | (env or {}),
+        env=os.environ | RAY_ENV | {"PYTHONPATH": plugin_path()} | (env or {}),
     )
 
 

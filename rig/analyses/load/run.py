@@ -151,7 +151,7 @@ def run_load(
             ldir = claim_folder(o.out, f"load-{time.strftime('%Y%m%d-%H%M%S')}-{o.benchmark}")
         except OutputError as e:
             raise BenchError(str(e)) from None
-        o = o.model_copy(update={"seed": o.seed if o.seed is not None else 0, "resume": None})
+        o = o.seeded().model_copy(update={"resume": None})
         settings = settings.model_copy(update={"bench": o})
         plan = LoadPlan(settings=settings)
         write_record(ldir / "plan.json", plan)
