@@ -56,11 +56,13 @@ def test_sigterm_is_ctrl_c_in_the_block_and_restored_after() -> None:
     assert signal.getsignal(signal.SIGTERM) is before
 
 
-def stopped_midway(cwd: Path, ready: Path, target: str, args: list[str], how: str) -> subprocess.CompletedProcess[str]:
+def stopped_midway(
+    cwd: Path, ready: Path, target: str, args: list[str], how: str, path: tuple[str, ...] = ()
+) -> subprocess.CompletedProcess[str]:
     """`rig ARGS` with ``target`` slowed (tests/stopping.py), stopped after the first call of it returned: Ctrl-C
     as a terminal sends it (SIGINT to the process group) or SIGTERM to the process alone. Shared by the real-signal
-    tests of merge, models convert and bundle create."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    tests of merge, models convert and bundle create. ``path``: more folders for the child's sys.path."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), *path])}
     argv = [sys.executable, "-m", "tests.stopping", str(ready), target, "30", *args]
     pipe = subprocess.PIPE
     proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=pipe, stderr=pipe, text=True, start_new_session=True)
