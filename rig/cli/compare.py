@@ -211,8 +211,8 @@ def _finish(
                 md = write_compare(cdir, runs, extra=section, extra_html=divergence_section(cdir))
             except (NewerFormatError, RunFileError) as e:
                 fail(str(e))
-    except typer.Exit as e:
-        if fresh and e.exit_code == 130:
+    except BaseException:
+        if fresh:  # a comparison of existing runs that stopped, failed or was refused leaves no folder behind
             shutil.rmtree(cdir, ignore_errors=True)
         raise
     say(f"comparison: {cdir} (compare.md, compare.html; figures as SVG, PDF and PNG)")
