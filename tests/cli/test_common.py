@@ -186,3 +186,15 @@ def test_a_tracking_server_that_never_answers_ends_the_export(tmp_path: Path) ->
         uri = f"http://127.0.0.1:{silent.getsockname()[1]}"
         code, output = rig_cli(["export", str(run), "--mlflow", uri], tmp_path, timeout=150)
     assert code == 2 and f"MLflow at {uri}" in " ".join(output.split()), output
+
+
+@pytest.mark.parametrize("command", ["bench", "compare", "load"])
+@pytest.mark.parametrize("seed", [str(1 << 64), str(-(1 << 63) - 1)])
+def test_a_seed_no_engine_takes_is_refused_before_the_model_loads(command: str, seed: str, tmp_path: Path) -> None:
+    """A seed past 64 bits reached model load, where llama-cpp-python's ctypes call failed ("int too long")."""
+    args = [command, *(["gemma3-270m", "--decode", "none,json"] if command == "compare" else []), "--seed", seed]
+    args += ["--models", str(REPO / "models.yaml"), "--out", str(tmp_path), "-b", "callnavi"]
+    r = CliRunner().invoke(app, args)
+    said = " ".join(r.output.split())
+    assert r.exit_code == 2 and f"--seed {seed}: Input should be" in said and "Traceback" not in said, r.output
+    assert not any(tmp_path.iterdir())
