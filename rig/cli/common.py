@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import shlex
+import sys
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any, NoReturn
@@ -31,6 +32,12 @@ def say(msg: object, console: Console | None = None) -> None:
     (``rig.names.printable``: no escape sequences or bidi controls, no 50 MB line). Every message that carries data
     (paths, errors, the library's `say` callbacks) goes through here."""
     (console or err).print(escape(printable(msg)), highlight=False, soft_wrap=True)
+
+
+def print_markdown(md: str) -> None:
+    """A report's markdown on stdout (to be read or piped into a file): text from run folders and plugins in it made
+    printable (no escape sequence or bidi control reaches the terminal), its long table lines kept whole."""
+    sys.stdout.write(printable(md, None) + "\n")
 
 
 def fail(msg: str, code: int = 2) -> NoReturn:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import shutil
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, get_args
 
@@ -18,6 +17,7 @@ from rig.cli.common import (
     fail,
     mlflow_option,
     mlflow_ready,
+    print_markdown,
     say,
     spec_list,
     spec_option,
@@ -216,7 +216,7 @@ def _finish(
             shutil.rmtree(cdir, ignore_errors=True)
         raise
     say(f"comparison: {cdir} (compare.md, compare.html; figures as SVG, PDF and PNG)")
-    sys.stdout.write(md + "\n")
+    print_markdown(md)
     mlflow, experiment, allow = sink
     if mlflow is not None:
         from rig.integrations.mlflow import compare_group

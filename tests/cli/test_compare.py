@@ -252,3 +252,13 @@ def test_a_refused_compare_of_runs_leaves_no_comparison_folder(case: str, tmp_pa
     r = CliRunner().invoke(app, ["compare", "--run", str(runs[0]), "--run", str(runs[1]), "--out", str(out)])
     assert r.exit_code == 2 and says in " ".join(r.output.split()), r.output
     assert not out.exists() or not any(out.iterdir())
+
+
+def test_compare_markdown_on_the_terminal_carries_no_escape(tmp_path: Path) -> None:
+    from tests.cli.test_report import HOSTILE, hostile_run
+
+    runs = [hostile_run(tmp_path / "a"), hostile_run(tmp_path / "b")]
+    r = CliRunner().invoke(app, ["compare", "--run", str(runs[0]), "--run", str(runs[1]), "--out", str(tmp_path)])
+    assert r.exit_code == 0, r.output
+    assert "# rig compare" in r.stdout and not any(c in r.stdout for c in "\x1b\x07\u202e")
+    assert HOSTILE.split("\x1b")[0] in r.stdout
