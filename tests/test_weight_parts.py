@@ -296,11 +296,13 @@ def test_rig_bench_on_the_0_5b_joins_and_runs_with_no_network(tmp_path: Path) ->
         assert status(parts).state == "assembled"  # joined, verified and stamped inside the namespace
 
 
+@pytest.mark.parametrize("command", ["bench", "quantize"])
 def test_sigterm_while_joining_exits_130_and_keeps_no_temporary(
-    tmp_path: Path, site: Path, chunks: list[bytes]
+    command: str, tmp_path: Path, site: Path, chunks: list[bytes]
 ) -> None:
-    """`rig bench` on a parts model, stopped by SIGTERM while the parts are being joined: exit 130 with what to do,
-    no temporary and no file under the final name (it was exit 143, silent, and the temporary stayed)."""
+    """`rig bench` (or `rig models quantize`) on a parts model, stopped by SIGTERM while the parts are being joined:
+    exit 130 with what to do, no temporary and no file under the final name (it was exit 143, silent, and the
+    temporary stayed)."""
     import yaml
 
     from tests.test_interrupt import stopped_midway
@@ -314,8 +316,11 @@ def test_sigterm_while_joining_exits_130_and_keeps_no_temporary(
     }
     (tmp_path / "models.yaml").write_text(yaml.safe_dump({"models": {"tiny-parts": entry}}))
     args = ["bench", "--model", "tiny-parts", "-b", "callnavi", "--limit", "1", "--models", "models.yaml"]
+    if command == "quantize":
+        args = ["models", "quantize", "tiny-parts", "--to", "q8_0", "--out", "q8.gguf", "--models", "models.yaml"]
     r = stopped_midway(tmp_path, tmp_path / "ready", "rig.weight_parts:_chunks", args, "sigterm", path=(str(site),))
     assert r.returncode == 130, r.stderr[-3000:]
     path = cache_path(p)
     assert "interrupted:" in r.stderr and f"{path} was not assembled" in r.stderr and "Traceback" not in r.stderr
     assert leftovers(path) == [] and not path.exists() and not stamp_path(path).exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cache", "models.yaml", "ready", "site"]

@@ -123,7 +123,8 @@ def quantize(
         if register:  # the file must take the entry before a GB is written (it was found after, the GGUF left)
             check_new_name(Path(path), new)
             append_entry(Path(path), copy | entry, check_only=True)
-        src = resolve_weights(spec, source_registry)
+        with stops_cleanly("nothing written; run the command again"):  # joining a parts model's GGUF is long
+            src = resolve_weights(spec, source_registry)
         t = time.perf_counter()
         with stops_cleanly(f"nothing written under {dst} or to {path}; run the command again"):
             quantize_gguf(src, dst.resolve(), to)
@@ -169,7 +170,8 @@ def convert(
         copy = source_copy(Path(path), model, spec, source_registry, new) if register else {}
         if register:
             check_new_name(Path(path), new)
-        src = Path(resolve_weights(spec, source_registry))
+        with stops_cleanly("nothing written; run the command again"):  # joining a parts model's GGUF is long
+            src = Path(resolve_weights(spec, source_registry))
         dst = (out_path or default_out_dir(new, src)).resolve()
         t = time.perf_counter()
         with stops_cleanly(f"nothing written under {dst} or to {path}; run the command again"):
