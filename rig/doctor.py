@@ -158,7 +158,11 @@ def _gpu_row() -> Row:
 
 
 def _offline_row() -> Row:
-    offline.install()
+    try:
+        offline.install()
+    except offline.AllowListError as e:  # the guard goes on all the same, with no lab host let through
+        offline.install(env=False)
+        return ("offline guard", "fail", f"{e}; until it is fixed, every rig command that reads it refuses to start")
     # Ask the guard directly rather than opening a socket: a doctor must send no packet even if the guard broke.
     try:
         offline.check_address(("192.0.2.1", 80))

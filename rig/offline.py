@@ -23,11 +23,13 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import re
 import socket
 import sys
-from collections.abc import Iterable
-from typing import Any
-from urllib.parse import urlsplit
+from collections.abc import Callable, Iterable
+from typing import Any, NamedTuple
+
+from rig.names import printable
 
 OFFLINE_ENV = {
     "HF_HUB_OFFLINE": "1",
@@ -47,6 +49,11 @@ ALLOW_ENV = "RIG_ALLOW_HOSTS"  # a lab's own hosts, comma-separated HOST:PORT en
 
 class NetworkRefused(ConnectionRefusedError):
     """Raised instead of sending anything to a non-loopback address or name."""
+
+
+class BadUri(NetworkRefused):
+    """A tracking URI the guard does not read, so nothing is sent to it (no scheme, an unsupported one, a host or
+    port that is not plain ASCII); the message names the flag or variable and the URI, its password redacted."""
 
 
 class AllowListError(ValueError):
@@ -117,20 +124,122 @@ def _check_name(host: object) -> None:
     raise NetworkRefused(_refusal(host))
 
 
+# A host name as DNS writes it (ASCII letters, digits and hyphens, dot-separated labels, an optional root dot): a
+# Unicode or escaped name would be looked up as something else than it reads.
+_LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+_HOST_NAME = re.compile(rf"(?=.{{1,253}}\.?$)(?:{_LABEL}\.)*{_LABEL}\.?")
+_PORT = re.compile(r"[0-9]{1,5}")  # ASCII digits only: int() reads "٥٠٠٠" as 5000
+_USERINFO = re.compile(r"[A-Za-z0-9._~!$&'()*+,;=:%-]*")  # RFC 3986; a backslash or '@' in it is another host
+_SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*):")
+LOCAL_SCHEMES = ("file", "sqlite")  # a file: URI or a local database: no network at all
+NET_SCHEMES = {"http": 80, "https": 443}
+GIVE = "give http://HOST:PORT, https://HOST, or sqlite:///PATH/mlflow.db for a local store"
+
+
+def _host_port(host: str, port: str | None, bad: Callable[[str], Exception]) -> tuple[str, int | None]:
+    """(host, port) of an authority's parts, strictly: an IPv6 address in brackets, an IPv4 address or an ASCII DNS
+    name; a port of ASCII digits from 1 to 65535. ``bad(why)`` is the exception to raise."""
+    if host.startswith("["):
+        if not host.endswith("]"):
+            raise bad("an IPv6 address goes in brackets: [ADDR]")
+        try:
+            host = str(ipaddress.IPv6Address(host[1:-1]))
+        except ValueError:
+            raise bad(f"{printable(host, 80)} is not an IPv6 address") from None
+    elif not _HOST_NAME.fullmatch(host):
+        raise bad(f"{printable(host, 80)!r} is not a host name (ASCII letters, digits, '-' and '.') or address")
+    if port is None:
+        return _key(host), None
+    if not _PORT.fullmatch(port) or not 0 < int(port) < 65536:
+        raise bad("the port must be a number from 1 to 65535")
+    return _key(host), int(port)
+
+
 def parse_allowed(entry: str, source: str) -> tuple[str, int]:
     """``HOST:PORT`` (``[v6]:PORT`` for an IPv6 address) as (host, port); anything else an AllowListError naming the
     entry and ``source`` (the flag or the environment variable it came from)."""
     text = entry.strip()
     host, sep, port = text.rpartition(":")
-    if host.startswith("[") and host.endswith("]"):
-        host = host[1:-1]
-    elif ":" in host:
+    if ":" in host and not host.startswith("["):
         sep = ""  # an IPv6 address without brackets: its last group would pass for a port
-    if not sep or not host or any(c.isspace() or c in "/@?#[]" for c in host):
-        raise AllowListError(f"{source} {entry!r}: expected HOST:PORT (an IPv6 address as [ADDR]:PORT)")
-    if not port.isdigit() or not 0 < int(port) < 65536:
-        raise AllowListError(f"{source} {entry!r}: the port must be a number from 1 to 65535")
-    return _key(host), int(port)
+    if not sep or not host or any(c in "/@?#" or c.isspace() for c in host):  # a URL, or no port at all
+        raise AllowListError(f"{source} {printable(entry, 200)!r}: expected HOST:PORT (an IPv6 address as [ADDR]:PORT)")
+
+    def bad(why: str) -> AllowListError:
+        return AllowListError(f"{source} {printable(entry, 200)!r}: {why}")
+
+    found, number = _host_port(host, port, bad)
+    assert number is not None
+    return found, number
+
+
+class TrackingUri(NamedTuple):
+    """A tracking URI as `parse_uri` read it: its scheme, and for http(s) the host and port it reaches."""
+
+    scheme: str
+    host: str
+    port: int | None
+
+
+def redact(uri: str) -> str:
+    """``uri`` as it may be printed: a password in it (``http://user:password@host``) replaced by ``***``."""
+    head, sep, rest = uri.partition("//")
+    if not sep:
+        return uri
+    end = min((i for i in (rest.find(c) for c in "/?#") if i >= 0), default=len(rest))
+    userinfo, at, hostport = rest[:end].rpartition("@")
+    if not at:
+        return uri
+    user, colon, _ = userinfo.partition(":")
+    return f"{head}//{user}{':***' if colon else ''}@{hostport}{rest[end:]}"
+
+
+def redact_in(text: str, uri: str) -> str:
+    """``text`` (an error quoting ``uri``) with the URI's password, wherever it appears, shown as ``***``."""
+    _, sep, rest = uri.partition("//")
+    userinfo = re.split(r"[/?#]", rest, maxsplit=1)[0].rpartition("@")[0] if sep else ""
+    password = userinfo.partition(":")[2]
+    return text.replace(password, "***") if password else text
+
+
+def parse_uri(uri: str, what: str = "--mlflow") -> TrackingUri:
+    """The one reading of a tracking URI: a scheme is required (http, https, file, sqlite), the text is printable
+    ASCII, an http(s) host is an ASCII name or an address with an ASCII port, credentials are RFC 3986 user info;
+    anything else a BadUri naming ``what`` and the URI (its password redacted)."""
+
+    def bad(why: str) -> BadUri:
+        return BadUri(f"{what} {printable(redact(uri), 300)!r}: {why}")
+
+    if not uri.strip():
+        raise bad(f"no tracking URI; {GIVE}")
+    odd = next((c for c in uri if not " " < c <= "~" or c == "\\"), None)
+    if odd is not None:
+        raise bad(f"{printable(odd)!r} is not allowed in a URI (printable ASCII only; percent-encode the rest)")
+    m = _SCHEME.match(uri)
+    scheme = m.group(1).lower() if m else ""
+    if scheme in LOCAL_SCHEMES:
+        return TrackingUri(scheme, "", None)
+    if scheme not in NET_SCHEMES:
+        if uri.lower().startswith("databricks"):  # its client reads DATABRICKS_HOST and waits on it
+            raise bad("a Databricks workspace is not reachable offline; give a lab server allowed with --allow-host")
+        if not scheme or len(scheme) == 1 or "." in scheme:  # a path, C: or host:port: no scheme says where it goes
+            raise bad(f"no scheme; {GIVE}")
+        raise bad(f"scheme {scheme!r} is not supported offline (http, https, file, sqlite)")
+    rest = uri[m.end() :] if m else uri
+    if not rest.startswith("//"):
+        raise bad(f"expected {scheme}://HOST[:PORT]")
+    authority = re.split(r"[/?#]", rest[2:], maxsplit=1)[0]
+    userinfo, at, hostport = authority.rpartition("@")
+    if at and not _USERINFO.fullmatch(userinfo):
+        raise bad("the user and password before '@' hold a character a URI does not allow there")
+    host, port = hostport, None
+    split = hostport.rpartition(":")
+    if split[1] and not split[2].endswith("]"):
+        host, port = split[0], split[2]
+    if not host:
+        raise bad("no host")
+    name, number = _host_port(host, port, bad)
+    return TrackingUri(scheme, name, number or NET_SCHEMES[scheme])
 
 
 def env_allowed() -> list[str]:
@@ -162,26 +271,15 @@ def allowed_entries() -> list[str]:
     return list(_allow["entries"])
 
 
-LOCAL_SCHEMES = ("", "file", "sqlite")  # a path, a file: URI or a local database: no network at all
-
-
-def check_url(url: str, what: str = "URL") -> None:
-    """Refuse ``url`` before anything connects unless it is local (a path, ``file:``, ``sqlite:``), loopback, or an
-    allowed lab host's port: NetworkRefused naming the host and how to allow it."""
-    parts = urlsplit(url)
-    scheme = parts.scheme.lower()
-    if scheme in LOCAL_SCHEMES:
-        return
-    if scheme not in ("http", "https"):
-        raise NetworkRefused(f"{what} {url!r}: scheme {scheme!r} is not supported offline (http, https, file)")
-    host = parts.hostname or ""
-    try:
-        port = parts.port or (443 if scheme == "https" else 80)
-    except ValueError:
-        raise NetworkRefused(f"{what} {url!r}: the port is not a number from 0 to 65535") from None
-    if _state["allowed"] or _is_loopback_host(host) or _allowed(host, port):
-        return
-    raise NetworkRefused(f"{what} {url!r}: " + _refusal(host, port))
+def check_url(url: str, what: str = "URL") -> TrackingUri:
+    """Refuse ``url`` before anything connects unless it is local (``file:``, ``sqlite:``), loopback, or an allowed
+    lab host's port: BadUri for one `parse_uri` does not read, NetworkRefused naming the host and how to allow it."""
+    parts = parse_uri(url, what)
+    if parts.scheme in LOCAL_SCHEMES:
+        return parts
+    if _state["allowed"] or _is_loopback_host(parts.host) or _allowed(parts.host, parts.port):
+        return parts
+    raise NetworkRefused(f"{what} {printable(redact(url), 300)!r}: " + _refusal(parts.host, parts.port))
 
 
 # Sockets that bypass addressing altogether: a packet socket writes whole frames to an interface and a raw IP socket
@@ -222,12 +320,13 @@ def _audit(event: str, args: tuple[Any, ...]) -> None:
         _check_name(addr[0] if isinstance(addr, tuple) and addr else addr)
 
 
-def install(allow: Iterable[str] = ()) -> None:
+def install(allow: Iterable[str] = (), *, env: bool = True) -> None:
     """Set the hub offline switches and refuse non-loopback traffic in this process (and children's env), except
-    to the lab hosts in ``RIG_ALLOW_HOSTS`` and ``allow`` (``--allow-host`` entries)."""
+    to the lab hosts in ``RIG_ALLOW_HOSTS`` (unless ``env`` is False) and ``allow`` (``--allow-host`` entries)."""
     for k, v in OFFLINE_ENV.items():
         os.environ[k] = v
-    allow_hosts(env_allowed(), ALLOW_ENV)
+    if env:
+        allow_hosts(env_allowed(), ALLOW_ENV)
     allow_hosts(allow)
     if _state["installed"]:
         return

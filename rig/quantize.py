@@ -4,10 +4,13 @@ a models.yaml (created when missing). `rig models convert` registers its folders
 from __future__ import annotations
 
 import contextlib
+import copy
 import ctypes
+import os
 import signal
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import yaml
@@ -155,11 +158,13 @@ def variant_entry(spec: ModelSpec, label: str, gguf: Path) -> dict:
     return entry
 
 
-def append_entry(models_file: Path, entries: dict[str, dict]) -> None:
+def append_entry(models_file: Path, entries: dict[str, dict], *, check_only: bool = False) -> None:
     """Add ``models.<name>`` for each of ``entries`` to the models file, creating the file when it is missing.
     Appended as text so the user's comments and layout survive; the new text is read back through the registry
     before it replaces the file (atomically), so a file the append would break (``models:`` not the last key) is
-    refused and left as it was."""
+    refused and left as it was. ``check_only``: the same text written beside the file and read back, nothing
+    replaced or left, so a quantize knows before it writes a GGUF that the file can take its entry."""
+    entries = copy.deepcopy(entries)  # the relative paths below are the file's, not the caller's
     for name, entry in entries.items():
         kind = next(iter(entry["weights"]))  # file (a GGUF), dir (a converted folder), or a path-independent kind
         if kind in ("file", "dir"):
@@ -173,12 +178,32 @@ def append_entry(models_file: Path, entries: dict[str, dict]) -> None:
     text = old.rstrip("\n") + "\n\n" if old is not None else "models:\n"
     block = yaml.safe_dump(entries, sort_keys=False)
     indented = "".join(f"  {line}\n" for line in block.splitlines())
+    if check_only:
+        _check_append(models_file, text + indented, list(entries))
+        return
     models_file.parent.mkdir(parents=True, exist_ok=True)
     with atomic_path(models_file) as tmp:
         tmp.write_text(text + indented, encoding="utf-8")
-        for name in entries:
-            try:
-                load_registry(tmp).get(name)
-            except RegistryError as e:
-                msg = str(e).replace(str(tmp), str(models_file))
-                raise RegistryError(f"{models_file}: not changed, models.{name} would not read back ({msg})") from None
+        _reads_back(models_file, tmp, list(entries))
+
+
+def _reads_back(models_file: Path, written: Path, names: list[str]) -> None:
+    for name in names:
+        try:
+            load_registry(written).get(name)
+        except RegistryError as e:
+            msg = str(e).replace(str(written), str(models_file))
+            raise RegistryError(f"{models_file}: not changed, models.{name} would not read back ({msg})") from None
+
+
+def _check_append(models_file: Path, text: str, names: list[str]) -> None:
+    """The appended text written in a temporary folder where the file's own temporary will be (its folder, or the
+    nearest one that exists) and read back; the folder removed. RegistryError when it cannot be written there."""
+    where = next(p for p in [models_file.parent, *models_file.parent.parents] if os.path.lexists(p))
+    try:
+        with tempfile.TemporaryDirectory(prefix=".rig-check-", dir=where) as tmp:
+            trial = Path(tmp) / models_file.name
+            trial.write_text(text, encoding="utf-8")
+            _reads_back(models_file, trial, names)
+    except OSError as e:
+        raise RegistryError(f"{models_file}: cannot be written ({e.strerror}); nothing was made") from None

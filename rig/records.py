@@ -58,6 +58,9 @@ Finite = Annotated[float, Field(allow_inf_nan=False)]
 # Bounded: a reply past a million tokens is a typo (`1e12`), never a setting any engine serves.
 MaxTokens = Annotated[int, Field(ge=1, le=1 << 20)]
 DEFAULT_MAX_TOKENS = 512
+# The one declaration of a seed (a model's, a run's override): what the engines' C calls take, a 64-bit integer
+# signed or not; past it, llama-cpp-python's ctypes call fails at model load ("int too long to convert").
+Seed = Annotated[int, Field(ge=-(1 << 63), le=(1 << 64) - 1)]
 
 # The one declaration of the divergence pass's top-k (``DivergenceSettings.top_k``, the ``rig compare --top-k`` flag
 # built from it), here so that the CLI reads it without loading the pass (numpy).
@@ -120,7 +123,7 @@ class Sampling(BaseModel):
     top_p: Finite = 1.0
     top_k: int | None = None
     max_tokens: MaxTokens = DEFAULT_MAX_TOKENS
-    seed: int = 0
+    seed: Seed = 0
     stop: list[str] = Field(default_factory=list)
     # Unset (None): the engine's neutral value (llama.cpp's min_p 0, repeat penalty 1), not its library's default.
     min_p: Annotated[float | None, Since(2)] = Field(default=None, ge=0, le=1, allow_inf_nan=False)

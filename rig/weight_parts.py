@@ -4,8 +4,9 @@ The part packages are data only: rig never imports them. Each is found by its di
 ``importlib.metadata``; its one ``.bin`` data file and that file's size and sha256 come from the installed RECORD.
 The joined file is assembled once into the rig cache under a temporary name, hashed as it is written and renamed only
 when its size and sha256 are the entry's, so a partial or unverified file is never used. A small stamp beside it
-(size, sha256, device, inode, mtime), written only after the hash passed, lets later runs skip re-hashing a GB; a
-file that no longer matches its stamp (truncated, rewritten, replaced) is hashed again and refused when it differs.
+(size, sha256, device, inode, mtime, ctime), written only after the hash passed, lets later runs skip re-hashing a GB;
+a file that no longer matches its stamp (truncated, rewritten, replaced, edited in place with its mtime put back: the
+kernel sets ctime on every change and no user can set it back) is hashed again and refused when it differs.
 """
 
 from __future__ import annotations
@@ -270,7 +271,7 @@ def cache_path(parts: Parts) -> Path:
 
 class Verified(BaseModel):
     """The stamp beside an assembled file, written only after its sha256 passed: while the file keeps this device,
-    inode, size and mtime, runs use it without re-hashing."""
+    inode, size, mtime and ctime, runs use it without re-hashing."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -279,6 +280,7 @@ class Verified(BaseModel):
     device: int
     inode: int
     mtime_ns: int
+    ctime_ns: int  # a stamp without it (written before ctime was kept) does not validate: the file is hashed once
     parts: list[str]  # name==version, in order
 
 
@@ -286,7 +288,14 @@ def stamp_path(path: Path) -> Path:
     return path.with_name(path.name + ".verified.json")
 
 
-def _stamped(parts: Parts, path: Path) -> bool:
+def file_key(st: os.stat_result) -> tuple[int, int, int, int, int]:
+    """What a verified file must keep for its hash to stand: an in-place edit changes ctime even when the editor
+    puts size and mtime back (``touch -r``), a replacement changes the inode."""
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+def stamped(parts: Parts, path: Path) -> bool:
+    """Whether ``path`` is the file that was verified as the entry's (one stat, no byte read)."""
     from rig.records import read_record
 
     try:
@@ -297,23 +306,16 @@ def _stamped(parts: Parts, path: Path) -> bool:
     return (
         stamp.sha256 == parts.sha256
         and stamp.size == parts.size
-        and (stamp.device, stamp.inode, stamp.size, stamp.mtime_ns)
-        == (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+        and (stamp.device, stamp.inode, stamp.size, stamp.mtime_ns, stamp.ctime_ns) == file_key(st)
     )
 
 
 def _write_stamp(parts: Parts, path: Path) -> None:
     from rig.records import write_record
 
-    st = path.stat()
-    stamp = Verified(
-        sha256=parts.sha256,
-        size=st.st_size,
-        device=st.st_dev,
-        inode=st.st_ino,
-        mtime_ns=st.st_mtime_ns,
-        parts=[f"{n}=={parts.version}" for n in parts.names()],
-    )
+    dev, ino, size, mtime, ctime = file_key(path.stat())
+    names = [f"{n}=={parts.version}" for n in parts.names()]
+    stamp = Verified(sha256=parts.sha256, size=size, device=dev, inode=ino, mtime_ns=mtime, ctime_ns=ctime, parts=names)
     with contextlib.suppress(OSError):  # a read-only cache: the file is verified, only the next run's time is lost
         write_record(stamp_path(path), stamp)
 
@@ -336,7 +338,7 @@ def _refuse_cached(parts: Parts, path: Path, why: str) -> PartsError:
 def check_cached(parts: Parts, path: Path) -> Literal["verified", "absent"]:
     """``verified`` when the file at ``path`` is the entry's (by its stamp, else by hashing it), ``absent`` when there
     is none; a file that is not the entry's is refused (PartsError naming it)."""
-    if _stamped(parts, path):
+    if stamped(parts, path):
         return "verified"
     try:
         st = path.stat()
@@ -444,20 +446,26 @@ def _remove_stale_temporaries(path: Path) -> None:
 def assemble(parts: Parts) -> Path:
     """The joined file in the rig cache, verified; assembled from the installed parts when it is not there yet."""
     path = cache_path(parts)
-    if _stamped(parts, path):
+    if stamped(parts, path):
         return path
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise PartsError(f"{path.parent}: cannot create the weights cache folder ({e.strerror})") from None
-    with _assembly_lock(path):
-        if check_cached(parts, path) == "verified":  # another run assembled it while this one waited
+    from rig.interrupt import Stopped, sigterm_as_interrupt
+
+    # a stop (SIGTERM as Ctrl-C) unwinds through atomic_path, which removes the GB temporary: nothing is kept
+    try:
+        with sigterm_as_interrupt(), _assembly_lock(path):
+            if check_cached(parts, path) == "verified":  # another run assembled it while this one waited
+                _write_stamp(parts, path)
+                return path
+            located = locate(parts)
+            _remove_stale_temporaries(path)
+            _join(parts, located, path)
             _write_stamp(parts, path)
-            return path
-        located = locate(parts)
-        _remove_stale_temporaries(path)
-        _join(parts, located, path)
-        _write_stamp(parts, path)
+    except KeyboardInterrupt:
+        raise Stopped(f"{path} was not assembled and nothing of it is kept; run the command again") from None
     return path
 
 
@@ -472,7 +480,7 @@ def status(parts: Parts, *, rehash: bool = False) -> PartsStatus:
     ``rehash`` a file without a matching stamp is hashed), the parts installed and not yet assembled, or what is
     missing. A cached file that is not the entry's raises PartsError naming it."""
     path = cache_path(parts)
-    if _stamped(parts, path):
+    if stamped(parts, path):
         return PartsStatus(state="assembled", detail=f"assembled and verified: {path}", path=str(path))
     if rehash and check_cached(parts, path) == "verified":
         return PartsStatus(state="assembled", detail=f"assembled and verified (re-hashed): {path}", path=str(path))
@@ -484,12 +492,3 @@ def status(parts: Parts, *, rehash: bool = False) -> PartsStatus:
     if os.path.lexists(path):
         detail = f"{len(located)} parts installed; {path} is there without a matching stamp: the next run hashes it"
     return PartsStatus(state="installed", detail=detail, path=str(path))
-
-
-def license_path(name: str) -> Path | None:
-    """A licence file shipped with rig: licenses/ in the source tree, rig/data/licenses in a wheel."""
-    here = Path(__file__).resolve().parent
-    for cand in (here / "data" / "licenses" / name, here.parent / "licenses" / name):
-        if cand.is_file():
-            return cand
-    return None

@@ -660,12 +660,64 @@ def _bundle_models_yaml(text: str) -> None:
         write_models_yaml(reg, [spec], {"m": {"file": "w.gguf"}}, out)
 
 
+_SECRET = "s3cr3t-pw"
+
+
+def _tracking_uri(text: str) -> None:
+    """`--mlflow` / MLFLOW_TRACKING_URI (not a file, read in the same way): the text as a URI, as an http authority
+    and with credentials; what parses reaches an ASCII host and a real port, what is refused names it printably
+    without the password."""
+    from rig.offline import BadUri, parse_uri
+
+    first: BadUri | None = None
+    for uri in (text, "http://" + text, f"http://user:{_SECRET}@" + text):
+        try:
+            got = parse_uri(uri, "--mlflow")
+        except BadUri as e:
+            msg = str(e)
+            assert msg.startswith("--mlflow ") and msg.isprintable(), msg
+            assert _SECRET not in msg or _SECRET in text, msg
+            first = first or e
+            continue
+        assert got.host.isascii() and (got.port is None or 0 < got.port < 65536), (uri, got)
+        assert got.scheme in ("http", "https", "file", "sqlite")
+    if first is not None:
+        raise first
+
+
+def _allowed_host(text: str) -> None:
+    """`--allow-host` / RIG_ALLOW_HOSTS entries: the text, and the text as a port of a plain host."""
+    from rig.offline import AllowListError, parse_allowed
+
+    first: AllowListError | None = None
+    for entry in (text, "lab:" + text):
+        try:
+            host, port = parse_allowed(entry, "--allow-host")
+        except AllowListError as e:
+            assert str(e).startswith("--allow-host ") and str(e).isprintable(), str(e)
+            first = first or e
+            continue
+        assert host.isascii() and 0 < port < 65536, (entry, host, port)
+    if first is not None:
+        raise first
+
+
+def _compare_plan(text: str) -> None:
+    """A comparison folder's plan.json as `rig compare --resume` reads it."""
+    from rig.analyses.compare_run import read_plan
+
+    skeleton = {"format_version": 1, "cells": []}
+    for body in _bodies(text, skeleton, ("cells", "format_version")):
+        read_plan(_file("cmp-1/plan.json", body).parent)
+
+
 def _errors() -> dict[str, tuple[type[BaseException], ...]]:
     from rig.analyses.load.run import BenchError
     from rig.benchmarks.base import DataError
     from rig.benchmarks.evgeoqa.importer import ImportError_
     from rig.bundle.manifest import BundleError
     from rig.inputs import InputError
+    from rig.offline import AllowListError, BadUri
     from rig.registry import RegistryError
     from rig.runfolder.spec import SpecError
     from rig.runformat import NewerFormatError, RunFileError
@@ -682,6 +734,8 @@ def _errors() -> dict[str, tuple[type[BaseException], ...]]:
         "data": (DataError,),
         "evgeoqa": (ImportError_,),
         "pack": (ValueError,),  # an InputError, or a pack format this rig does not read
+        "uri": (BadUri,),
+        "host": (AllowListError,),
     }
 
 
@@ -709,6 +763,9 @@ FILE_READERS: dict[str, Callable[[str], str | None]] = {
     "routeeval_prompt_pack": _lazy(_prompt_pack, "data"),
     "map_pack_info": _lazy(_pack_info, "pack"),
     "bundle_models_yaml": _lazy(_bundle_models_yaml, "bundle"),
+    "compare_plan": _lazy(_compare_plan, "input"),
+    "tracking_uri": _lazy(_tracking_uri, "uri"),
+    "allowed_host": _lazy(_allowed_host, "host"),
 }
 
 # Inputs named in issue 37 for these readers, and the shapes of issue 30 that apply to any file.

@@ -56,12 +56,15 @@ def test_sigterm_is_ctrl_c_in_the_block_and_restored_after() -> None:
     assert signal.getsignal(signal.SIGTERM) is before
 
 
-def stopped_midway(cwd: Path, ready: Path, target: str, args: list[str], how: str) -> subprocess.CompletedProcess[str]:
+def stopped_midway(
+    cwd: Path, ready: Path, target: str, args: list[str], how: str, path: tuple[str, ...] = ()
+) -> subprocess.CompletedProcess[str]:
     """`rig ARGS` with ``target`` slowed (tests/stopping.py), stopped after the first call of it returned: Ctrl-C
     as a terminal sends it (SIGINT to the process group) or SIGTERM to the process alone. Shared by the real-signal
-    tests of merge, models convert and bundle create."""
-    # this checkout first; what the test put on the path after it (the sweep tests' plugins)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)}
+    tests of merge, models convert and bundle create. ``path``: more folders for the child's sys.path."""
+    # this checkout first, then ``path``, then what the test put on the path (the sweep tests' plugins)
+    inherited = (os.environ.get("PYTHONPATH"),) if os.environ.get("PYTHONPATH") else ()
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), *path, *inherited])}
     argv = [sys.executable, "-m", "tests.stopping", str(ready), target, "30", *args]
     pipe = subprocess.PIPE
     proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=pipe, stderr=pipe, text=True, start_new_session=True)

@@ -318,8 +318,10 @@ def test_environment_allowlist_is_read_and_a_bad_entry_named(
 
 def test_urls_checked_before_connecting(fresh_allowlist: None, tmp_path: Path) -> None:
     offline.install()
-    for local in (str(tmp_path), tmp_path.as_uri(), f"sqlite:///{tmp_path}/m.db", "http://127.0.0.1:5000"):
+    for local in (tmp_path.as_uri(), f"sqlite:///{tmp_path}/m.db", "http://127.0.0.1:5000"):
         offline.check_url(local)
+    with pytest.raises(offline.BadUri, match="no scheme"):  # a bare path says nothing of where it goes
+        offline.check_url(str(tmp_path))
     offline.check_url("http://localhost:5000/")
     with pytest.raises(
         offline.NetworkRefused, match=r"tracking URI 'http://mlflow.lab:5000': .*'mlflow.lab' port 5000"
@@ -385,3 +387,81 @@ def test_a_lab_host_is_reached_only_when_allowed_inside_unshare() -> None:
     assert allowed["other_port"].startswith("guard: rig is offline: refused outbound traffic to '198.51.100.7' port")
     bare = _lab_probe()
     assert bare["allowed"].startswith("guard: rig is offline") and "(now: none)" in bare["allowed"]
+
+
+# One strict reading of tracking URIs and allowlist entries (issue 51).
+@pytest.mark.parametrize(
+    ("uri", "why"),
+    [
+        ("", "no tracking URI"),
+        ("mlruns", "no scheme"),  # was taken as a local path: ./mlflow.db and ./mlruns written silently
+        ("/tmp/mlruns", "no scheme"),
+        ("mlflow.lab:5000", "no scheme"),
+        ("databricks", "a Databricks workspace is not reachable offline"),  # hung on DATABRICKS_HOST
+        ("databricks://profile", "a Databricks workspace is not reachable offline"),
+        ("postgresql://db.lab/mlflow", "scheme 'postgresql' is not supported offline"),
+        ("http:mlflow.lab", "expected http://HOST"),
+        ("http://evil\\@127.0.0.1/", "'\\\\\\\\' is not allowed in a URI"),  # requests reads evil as the host
+        ("http://[x]/", r"\[x\] is not an IPv6 address"),  # was a traceback
+        ("http://[::1/", "an IPv6 address goes in brackets"),
+        ("http://127.0.0.1\x1b[2J:5000/", r"'\\\\x1b' is not allowed in a URI"),  # escapes reach no terminal
+        ("http://mlflow.lab:٥٠٠٠/", "'٥' is not allowed in a URI"),  # int() reads it as 5000
+        ("http://mlflöw.lab/", "'ö' is not allowed in a URI"),
+        ("http://127.0.0.1:0/", "the port must be a number from 1 to 65535"),
+        ("http://127.0.0.1:99999/", "the port must be a number from 1 to 65535"),
+        ("http://127.0.0.1:+80/", "the port must be a number from 1 to 65535"),
+        ("http://:5000/", "no host"),
+        ("http://a_b.lab/", "is not a host name"),
+        ("http://%31%32%37.0.0.1/", "is not a host name"),
+        ("http://u<ser:pw@127.0.0.1/", "the user and password before '@'"),
+    ],
+)
+def test_a_tracking_uri_rig_does_not_read_is_refused_naming_it(uri: str, why: str) -> None:
+    with pytest.raises(offline.BadUri, match=why) as e:
+        offline.parse_uri(uri, "--mlflow")
+    assert str(e.value).startswith("--mlflow '")
+
+
+@pytest.mark.parametrize(
+    ("uri", "parsed"),
+    [
+        ("http://127.0.0.1:5000", ("http", "127.0.0.1", 5000)),
+        ("HTTPS://MLflow.Lab./api", ("https", "mlflow.lab", 443)),
+        ("http://[::1]:8080/x?y#z", ("http", "::1", 8080)),
+        ("http://[::1]", ("http", "::1", 80)),
+        ("http://user:p%40ss@10.0.0.5:5000/", ("http", "10.0.0.5", 5000)),
+        ("sqlite:///tmp/m.db", ("sqlite", "", None)),
+        ("file:///tmp/mlruns", ("file", "", None)),
+    ],
+)
+def test_a_tracking_uri_parses_to_its_scheme_host_and_port(uri: str, parsed: tuple[str, str, int | None]) -> None:
+    assert tuple(offline.parse_uri(uri)) == parsed
+
+
+def test_credentials_in_a_uri_are_redacted_wherever_printed(fresh_allowlist: None) -> None:
+    uri = "http://user:s3cret@mlflow.lab:5000/api"
+    assert offline.redact(uri) == "http://user:***@mlflow.lab:5000/api"
+    assert offline.redact("http://token@mlflow.lab/") == "http://token@mlflow.lab/"  # no password: nothing hidden
+    said = offline.redact_in(f"GET {uri} failed (s3cret)", uri)
+    assert said == "GET http://user:***@mlflow.lab:5000/api failed (***)"
+    offline.install()
+    for bad in (uri, "http://user:s3cret@mlflow.lab:٥٠٠٠/"):
+        with pytest.raises(offline.NetworkRefused) as e:
+            offline.check_url(bad, "--mlflow")
+        assert "s3cret" not in str(e.value) and "user:***@" in str(e.value)
+
+
+@pytest.mark.parametrize(
+    ("entry", "why"),
+    [
+        ("lab:٥٠٠٠", "the port must be a number from 1 to 65535"),  # was port 5000
+        ("läb:5000", "is not a host name"),
+        ("lab\x1b[2J:5000", "is not a host name"),
+        ("[x]:5000", "is not an IPv6 address"),
+        ("garbage", "expected HOST:PORT"),
+    ],
+)
+def test_an_allowlist_entry_is_held_to_the_same_host_and_port_rules(entry: str, why: str) -> None:
+    with pytest.raises(offline.AllowListError, match=why) as e:
+        offline.parse_allowed(entry, "--allow-host")
+    assert "\x1b" not in str(e.value)

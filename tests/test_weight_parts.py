@@ -160,6 +160,38 @@ def test_a_damaged_cache_file_is_refused_naming_it(chunks: list[bytes], damage: 
     assert assemble(p).read_bytes() == b"".join(chunks)  # the fix the message gives
 
 
+def test_an_in_place_edit_with_its_mtime_put_back_is_refused_naming_the_file(chunks: list[bytes]) -> None:
+    """Size, inode and mtime kept (`touch -r`): only ctime, which the kernel sets and no user can put back, tells."""
+    import time
+
+    p = parts(chunks)
+    path = assemble(p)
+    before = path.stat()
+    time.sleep(0.05)  # past the kernel's coarse clock tick, so the edit's ctime is a new one
+    with open(path, "r+b") as f:
+        f.seek(10)
+        f.write(bytes([path.read_bytes()[10] ^ 0x01]))
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+    after = path.stat()
+    assert (after.st_ino, after.st_size, after.st_mtime_ns) == (before.st_ino, before.st_size, before.st_mtime_ns)
+    assert status(p).state == "installed" and "without a matching stamp" in status(p).detail  # not "verified"
+    with pytest.raises(PartsError, match=rf"^{path}: the assembled weights in rig's cache have sha256 [0-9a-f]+, not"):
+        assemble(p)
+
+
+def test_a_stamp_from_before_ctime_was_kept_is_hashed_once_and_replaced(chunks: list[bytes]) -> None:
+    import json
+
+    p = parts(chunks)
+    path = assemble(p)
+    old = json.loads(stamp_path(path).read_text())
+    del old["ctime_ns"]
+    stamp_path(path).write_text(json.dumps(old))
+    assert status(p).state == "installed"
+    assert assemble(p) == path and "ctime_ns" in json.loads(stamp_path(path).read_text())
+    assert status(p).state == "assembled"
+
+
 def test_a_correct_file_without_its_stamp_is_hashed_once_and_used(chunks: list[bytes]) -> None:
     p = parts(chunks)
     path = assemble(p)
@@ -262,3 +294,33 @@ def test_rig_bench_on_the_0_5b_joins_and_runs_with_no_network(tmp_path: Path) ->
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("RIG_CACHE", str(cache))
         assert status(parts).state == "assembled"  # joined, verified and stamped inside the namespace
+
+
+@pytest.mark.parametrize("command", ["bench", "quantize"])
+def test_sigterm_while_joining_exits_130_and_keeps_no_temporary(
+    command: str, tmp_path: Path, site: Path, chunks: list[bytes]
+) -> None:
+    """`rig bench` (or `rig models quantize`) on a parts model, stopped by SIGTERM while the parts are being joined:
+    exit 130 with what to do, no temporary and no file under the final name (it was exit 143, silent, and the
+    temporary stayed)."""
+    import yaml
+
+    from tests.test_interrupt import stopped_midway
+
+    p = parts(chunks)
+    entry = {
+        "engine": "llamacpp",
+        "weights": {"parts": p.model_dump(exclude_none=True)},
+        "quantization": "q4_k_m",
+        "context_length": 2048,
+    }
+    (tmp_path / "models.yaml").write_text(yaml.safe_dump({"models": {"tiny-parts": entry}}))
+    args = ["bench", "--model", "tiny-parts", "-b", "callnavi", "--limit", "1", "--models", "models.yaml"]
+    if command == "quantize":
+        args = ["models", "quantize", "tiny-parts", "--to", "q8_0", "--out", "q8.gguf", "--models", "models.yaml"]
+    r = stopped_midway(tmp_path, tmp_path / "ready", "rig.weight_parts:_chunks", args, "sigterm", path=(str(site),))
+    assert r.returncode == 130, r.stderr[-3000:]
+    path = cache_path(p)
+    assert "interrupted:" in r.stderr and f"{path} was not assembled" in r.stderr and "Traceback" not in r.stderr
+    assert leftovers(path) == [] and not path.exists() and not stamp_path(path).exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cache", "models.yaml", "ready", "site"]

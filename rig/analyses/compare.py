@@ -340,13 +340,17 @@ def compare_folder(out: Path, run_dirs: list[Path]) -> Path:
     nothing behind."""
     if len(run_dirs) < 2:
         raise BenchError("rig compare --run needs at least two run folders")
+    if len({Path(d).resolve() for d in run_dirs}) != len(run_dirs):
+        raise BenchError("rig compare --run: the same run folder is given twice; a run compared with itself")
     names = set()
     for d in run_dirs:
         try:
             man = RunFolder(d).manifest
         except ValueError as e:  # none, a newer format, or a manifest that does not validate: the file is named
             raise BenchError(str(e).splitlines()[0]) from None
-        names.add(man.config.benchmarks[0].name if man.config.benchmarks else "")
+        if not man.config.benchmarks:
+            raise BenchError(f"{Path(d) / 'manifest.json'}: config.benchmarks: the run holds no benchmark to compare")
+        names.add(man.config.benchmarks[0].name)
     if len(names) != 1:
         raise BenchError(f"the runs are of different benchmarks ({', '.join(sorted(names))}); compare one at a time")
     return claim_compare_folder(out, f"compare-{time.strftime('%Y%m%d-%H%M%S')}-{names.pop()}")
@@ -364,10 +368,12 @@ RUNS_FILE = "runs.json"  # a comparison folder's run folders, in the order compa
 
 def read_compare_runs(cdir: Path) -> list[Path] | None:
     """The run folders a comparison compared (its runs.json), or None for a folder written before it existed."""
+    from rig.inputs import read_json
+
     path = cdir / RUNS_FILE
     if not path.is_file():
         return None
-    found = json.loads(path.read_text())
+    found = read_json(path)  # bounded (rig.inputs), an InputError (a ValueError) naming it
     if not isinstance(found, list) or not all(isinstance(x, str) for x in found):
         raise ValueError(f"{path}: expected a list of run folder paths")
     return [Path(x) for x in found]

@@ -7,14 +7,14 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field, field_validator, model_validator
 
 from rig.analyses.compare import Variant, cell_spec, claim_compare_folder, parse_variant
 from rig.execution.bench import BenchError, BenchOptions
 from rig.execution.launch import bench_argv
 from rig.inputs import InputError, read_json, validate_record
 from rig.interrupt import Stopped, run_child
-from rig.names import name_error
+from rig.names import name_error, printable
 from rig.records import write_record
 from rig.runfolder.folder import run_finished
 from rig.runfolder.spec import RunSpec
@@ -24,12 +24,22 @@ COMPARE_FORMAT = 1
 PLAN_FILE = "plan.json"  # a comparison folder's plan, when `rig compare` ran its variants
 
 
+MAX_LABEL = 200  # characters of a variant's label: it names a folder under specs/ and a column of compare.md
+
+
 class CompareCell(BaseModel):
     """One variant of a comparison: its label, its run's spec, and its run (a folder in runs/) once that exists."""
 
-    label: str
+    label: str = Field(min_length=1, max_length=MAX_LABEL)
     spec: RunSpec
     run: str | None = None
+
+    @field_validator("run")
+    @classmethod
+    def _run_in_runs(cls, v: str | None) -> str | None:
+        if v is not None and (why := name_error(v)) is not None:  # ../../x or an absolute path: outside runs/
+            raise ValueError(f"{printable(v, 80)!r} {why}; a run is a folder name in the comparison's runs/")
+        return v
 
 
 class DivergenceAsk(BaseModel):
@@ -47,8 +57,18 @@ class ComparePlan(BaseModel):
     when it was asked."""
 
     format_version: int = COMPARE_FORMAT
-    cells: list[CompareCell]
+    cells: list[CompareCell] = Field(min_length=2)  # what the command line asks: two variants at least
     divergence: DivergenceAsk | None = None
+
+    @model_validator(mode="after")
+    def _distinct(self) -> ComparePlan:
+        labels = [c.label for c in self.cells]
+        runs = [c.run for c in self.cells if c.run is not None]
+        if len(set(labels)) != len(labels):
+            raise ValueError("cells: two variants have the same label")
+        if len(set(runs)) != len(runs):  # one run compared with itself
+            raise ValueError("cells: two variants name the same run")
+        return self
 
 
 def run_compare(
@@ -90,14 +110,20 @@ def resume_compare(
             f"--resume {compare_id}: {path}: no such file (is it a comparison of variants in --out {out}?)"
         )
     try:
-        raw = read_json(path)  # bounded: a FIFO, a huge or deeply nested plan is named, never waited on
-        found = raw.get("format_version", 1) if isinstance(raw, dict) else 1
-        if isinstance(found, int):
-            check_version(path, found, COMPARE_FORMAT)
-        plan = validate_record(path, raw, ComparePlan)
+        plan = read_plan(cdir)
     except (InputError, NewerFormatError) as e:
         raise BenchError(f"--resume {compare_id}: {e}") from None
     return cdir, _run_cells(cdir, plan, say), plan
+
+
+def read_plan(cdir: Path) -> ComparePlan:
+    """A comparison folder's plan.json, bounded and strict: InputError or NewerFormatError naming file and field."""
+    path = cdir / PLAN_FILE
+    raw = read_json(path)  # bounded: a FIFO, a huge or deeply nested plan is named, never waited on
+    found = raw.get("format_version", 1) if isinstance(raw, dict) else 1
+    if isinstance(found, int):
+        check_version(path, found, COMPARE_FORMAT)
+    return validate_record(path, raw, ComparePlan)
 
 
 def _run_cells(cdir: Path, plan: ComparePlan, say: Callable[[str], object]) -> list[Path]:

@@ -98,21 +98,33 @@ def headline(name: str, result: EpisodeResult) -> float | None:
     return get_benchmark_class(name).headline(result)
 
 
-def recorded_episodes(info: BenchmarkInfo) -> dict[str, Episode]:
+def rebuilt_episodes(info: BenchmarkInfo) -> tuple[dict[str, Episode], str | None]:
     """Episode id -> episode (its prompt messages, tools and ground truth), rebuilt from the recorded data (results
-    do not store prompts: they are large and deterministic); {} when that data is no longer readable."""
+    do not store prompts: they are large and deterministic) when that data still has the run's hash; else {} and
+    why: a prompt rebuilt from other data would show what the run never sent."""
     from pathlib import Path
 
     try:
         bench = get_benchmark_class(info.name)(Path(info.data_path), info.options)
-        return {e.id: e for e in bench.episodes()}
+        episodes = {e.id: e for e in bench.episodes()}
+        now = bench.data_hash()  # after episodes(): a benchmark may hash what loading them read
     except Exception:  # data moved since the run: the reports say so rather than fail
-        return {}
+        return {}, f"{info.data_path} is no longer readable"
+    if now != info.data_hash:
+        return {}, f"the data at {info.data_path} changed since the run (data hash {now}, the run's {info.data_hash})"
+    return episodes, None
 
 
-def recorded_prompts(info: BenchmarkInfo) -> dict[str, str]:
-    """Episode id -> prompt text (the episode's messages joined), rebuilt from the recorded data; {} without it."""
-    return {i: "\n\n".join(m.content for m in e.messages) for i, e in recorded_episodes(info).items()}
+def recorded_episodes(info: BenchmarkInfo) -> dict[str, Episode]:
+    """``rebuilt_episodes`` without the reason: {} when the run's data is gone or changed."""
+    return rebuilt_episodes(info)[0]
+
+
+def recorded_prompts(info: BenchmarkInfo) -> tuple[dict[str, str], str | None]:
+    """Episode id -> prompt text (the episode's messages joined), rebuilt from the recorded data; ({}, why) without
+    it or when it changed (``rebuilt_episodes``)."""
+    episodes, why = rebuilt_episodes(info)
+    return {i: "\n\n".join(m.content for m in e.messages) for i, e in episodes.items()}, why
 
 
 def options_markdown(name: str) -> str:

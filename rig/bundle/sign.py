@@ -8,6 +8,7 @@ separately. The manifest lists every file's sha256, so a signature that holds co
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import os
 from pathlib import Path
@@ -58,14 +59,19 @@ def keygen(private: Path) -> tuple[Path, str]:
             raise BundleError(f"{p}: exists; choose a new name (a key is never overwritten)")
     key = Ed25519PrivateKey.generate()
     pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    pub = key.public_key().public_bytes(serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH)
+    made: list[Path] = []
     try:
-        fd = os.open(private, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "wb") as f:
-            f.write(pem)
-        pub = key.public_key().public_bytes(serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH)
-        public_path.write_bytes(pub + b" rig-bundle\n")
+        for path, data, mode in ((private, pem, 0o600), (public_path, pub + b" rig-bundle\n", 0o644)):
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
+            made.append(path)
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
     except OSError as e:
-        raise BundleError(f"{e.filename or private}: cannot be written ({e.strerror})") from None
+        for path in made:  # a pair or nothing: a private key without its public one is of no use
+            with contextlib.suppress(OSError):
+                path.unlink()
+        raise BundleError(f"{e.filename or private}: cannot be written ({e.strerror}); no key was kept") from None
     return public_path, fingerprint(key.public_key())
 
 

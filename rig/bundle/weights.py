@@ -82,8 +82,6 @@ def copy_weights(reg: Any, specs: list[Any], out: Path) -> tuple[dict[str, dict[
 
 def _copy_licenses(names: list[str], dest: Path, where: str) -> None:
     """The weights' licence notice and text, from rig's licenses/ folder, beside the weights they cover."""
-    from rig.weight_parts import license_path
-
     for name in names:
         src = license_path(name)
         if src is None:
@@ -136,3 +134,12 @@ def write_models_yaml(reg: Any, specs: list[Any], weights: dict[str, dict[str, s
             entry["default_variant"] = dv if dv in entry["variants"] else next(iter(entry["variants"]))
     head = "# models.yaml of a rig bundle: weights paths are relative to this file.\n"
     (out / "models.yaml").write_text(head + yaml.safe_dump({"models": entries}, sort_keys=False))
+
+
+def license_path(name: str) -> Path | None:
+    """A licence file shipped with rig: licenses/ in the source tree, rig/data/licenses in a wheel."""
+    rig_dir = Path(__file__).resolve().parents[1]
+    for cand in (rig_dir / "data" / "licenses" / name, rig_dir.parent / "licenses" / name):
+        if cand.is_file():
+            return cand
+    return None

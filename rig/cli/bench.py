@@ -145,6 +145,10 @@ def _run(bo: BenchOptions) -> Path:
     except PluginError as e:  # its text may end in a quote of the plugin's own error
         prog.stop()
         fail(str(e))
+    except KeyboardInterrupt as e:  # a stop before the run began (joining weights): the run's own is handled inside
+        prog.stop()
+        say(f"interrupted: {str(e) or 'no run was started; run the command again'}")
+        raise typer.Exit(130) from None
     finally:
         prog.stop()
 

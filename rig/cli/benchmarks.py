@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from rig.cli.common import app, fail, say
+from rig.cli.common import app, fail, print_markdown, say
 
 
 @app.command("benchmarks")
@@ -48,6 +48,4 @@ def benchmarks_cmd(
                 fail(str(e))
             say(f"warning: {e} (left out)")
             continue
-        sys.stdout.write(
-            f"## {n} (-O {n}.KEY=VALUE, or -O KEY=VALUE with -b {n})\n\n{about}\n\n{options_markdown(n)}\n\n"
-        )
+        print_markdown(f"## {n} (-O {n}.KEY=VALUE, or -O KEY=VALUE with -b {n})\n\n{about}\n\n{options_markdown(n)}\n")

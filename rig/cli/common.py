@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import shlex
+import sys
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any, NoReturn
@@ -31,6 +32,12 @@ def say(msg: object, console: Console | None = None) -> None:
     (``rig.names.printable``: no escape sequences or bidi controls, no 50 MB line). Every message that carries data
     (paths, errors, the library's `say` callbacks) goes through here."""
     (console or err).print(escape(printable(msg)), highlight=False, soft_wrap=True)
+
+
+def print_markdown(md: str) -> None:
+    """A report's markdown on stdout (to be read or piped into a file): text from run folders and plugins in it made
+    printable (no escape sequence or bidi control reaches the terminal), its long table lines kept whole."""
+    sys.stdout.write(printable(md, None) + "\n")
 
 
 def fail(msg: str, code: int = 2) -> NoReturn:
@@ -122,7 +129,8 @@ def mlflow_option() -> Any:
     return typer.Option(
         None,
         "--mlflow",
-        help="MLflow tracking URI (http://127.0.0.1:5000, a lab host allowed with --allow-host, or file:PATH): "
+        help="MLflow tracking URI (http://127.0.0.1:5000, a lab host allowed with --allow-host, or "
+        "sqlite:///PATH/mlflow.db): "
         "the results are logged there when done (again: the same MLflow run is updated).",
     )
 
@@ -148,7 +156,9 @@ def mlflow_ready(uri: str | None, allow: list[str]) -> None:
     try:
         offline.install(allow)
         if uri is not None:
-            offline.check_url(uri, "--mlflow")
+            from rig.integrations.mlflow import check_tracking
+
+            check_tracking(uri)
     except (offline.AllowListError, offline.NetworkRefused) as e:
         fail(str(e))
 
@@ -157,9 +167,10 @@ def to_mlflow(uri: str, experiment: str, allow: list[str], run_dir: Path | None 
     """Log one run folder (or a comparison, load test or sweep: ``group``) to MLflow; a failure exits 2 naming the
     server, with the run folder untouched."""
     from rig.integrations.mlflow import MlflowExportError, export_group, export_run, run_url
+    from rig.offline import redact
 
     folder = group.folder if group is not None else run_dir
-    again = f"rig export {shlex.quote(str(folder))} --mlflow {shlex.quote(uri)}"
+    again = f"rig export {shlex.quote(str(folder))} --mlflow {shlex.quote(redact(uri))}"
     hint = f"the MLflow export stopped part-way; {folder} is unchanged; `{again}` completes the same MLflow run"
     try:
         with stops_cleanly(hint):

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import shutil
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, get_args
 
@@ -18,6 +17,7 @@ from rig.cli.common import (
     fail,
     mlflow_option,
     mlflow_ready,
+    print_markdown,
     say,
     spec_list,
     spec_option,
@@ -212,12 +212,12 @@ def _finish(
                 md = write_compare(cdir, runs, extra=section, extra_html=divergence_section(cdir))
             except (NewerFormatError, RunFileError) as e:
                 fail(str(e))
-    except typer.Exit as e:
-        if fresh and e.exit_code == 130:
+    except BaseException:
+        if fresh:  # a comparison of existing runs that stopped, failed or was refused leaves no folder behind
             shutil.rmtree(cdir, ignore_errors=True)
         raise
     say(f"comparison: {cdir} (compare.md, compare.html; figures as SVG, PDF and PNG)")
-    sys.stdout.write(md + "\n")
+    print_markdown(md)
     mlflow, experiment, allow = sink
     if mlflow is not None:
         from rig.integrations.mlflow import compare_group

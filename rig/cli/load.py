@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +17,7 @@ from rig.cli.common import (
     fail,
     mlflow_option,
     mlflow_ready,
+    print_markdown,
     say,
     spec_option,
     stops_cleanly,
@@ -99,7 +99,7 @@ def load(
         fail(str(e))
     md = write_load(ldir, analyse(settings, runs))
     say(f"load test: {ldir} (load.md, load.html, load.json; the figure as SVG, PDF and PNG)")
-    sys.stdout.write(md + "\n")
+    print_markdown(md)
     if mlflow is not None:
         from rig.integrations.mlflow import load_group
 

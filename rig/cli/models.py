@@ -98,7 +98,15 @@ def quantize(
 ) -> None:
     """Make a new GGUF variant with llama.cpp's quantize API and register it."""
     from rig.names import BadName, name_path
-    from rig.quantize import check_new_name, find_source, ftype_for, quantize_gguf, source_copy, variant_entry
+    from rig.quantize import (
+        append_entry,
+        check_new_name,
+        find_source,
+        ftype_for,
+        quantize_gguf,
+        source_copy,
+        variant_entry,
+    )
     from rig.registry import RegistryError, default_registry_path, resolve_weights
 
     try:
@@ -110,16 +118,23 @@ def quantize(
         ftype_for(to)  # every refusal before the source is read or anything is written
         default_dst = name_path(Path("weights"), new, ".gguf", "--name")  # a model name, and a file name
         copy = source_copy(Path(path), model, spec, source_registry, new) if register else {}
-        if register:
-            check_new_name(Path(path), new)
-        src = resolve_weights(spec, source_registry)
         dst = out_path or default_dst
+        entry = {new: variant_entry(spec, to, dst.resolve())}
+        if register:  # the file must take the entry before a GB is written (it was found after, the GGUF left)
+            check_new_name(Path(path), new)
+            append_entry(Path(path), copy | entry, check_only=True)
+        with stops_cleanly("nothing written; run the command again"):  # joining a parts model's GGUF is long
+            src = resolve_weights(spec, source_registry)
         t = time.perf_counter()
         with stops_cleanly(f"nothing written under {dst} or to {path}; run the command again"):
             quantize_gguf(src, dst.resolve(), to)
         say(f"wrote {dst} ({dst.stat().st_size / 2**20:.1f} MiB) in {time.perf_counter() - t:.1f}s")
         if register:
-            _register(Path(path), copy, {new: variant_entry(spec, to, dst.resolve())}, source_registry)
+            try:
+                _register(Path(path), copy, entry, source_registry)
+            except BaseException:  # the file changed meanwhile: no GGUF is left that no entry names
+                dst.unlink(missing_ok=True)
+                raise
     except typer.Exit:  # a RuntimeError to click: fail's and stops_cleanly's exits pass through as they are
         raise
     except (RegistryError, RuntimeError, BadName) as e:
@@ -155,7 +170,8 @@ def convert(
         copy = source_copy(Path(path), model, spec, source_registry, new) if register else {}
         if register:
             check_new_name(Path(path), new)
-        src = Path(resolve_weights(spec, source_registry))
+        with stops_cleanly("nothing written; run the command again"):  # joining a parts model's GGUF is long
+            src = Path(resolve_weights(spec, source_registry))
         dst = (out_path or default_out_dir(new, src)).resolve()
         t = time.perf_counter()
         with stops_cleanly(f"nothing written under {dst} or to {path}; run the command again"):

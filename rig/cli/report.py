@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import typer
 
-from rig.cli.common import app, err, fail, say
+from rig.cli.common import app, err, fail, print_markdown, say
 from rig.cli.common import out as stdout
 
 
@@ -36,7 +35,7 @@ def report(
             for r in run:
                 text = report_markdown(r)
                 _write_beside(r / "report.md", text)
-                sys.stdout.write(text + "\n")
+                print_markdown(text)
         if html:
             from rig.render.html import html_report
 

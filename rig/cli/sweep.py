@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import typer
@@ -15,6 +14,7 @@ from rig.cli.common import (
     fail,
     mlflow_option,
     mlflow_ready,
+    print_markdown,
     stops_cleanly,
     to_mlflow,
 )
@@ -85,7 +85,7 @@ def sweep(
         )
     md = write_leaderboard(out, cells, result.cells, spec.baseline or spec.models[0])
     err.print(f"sweep: {out} (leaderboard.md, leaderboard.html)", highlight=False)
-    sys.stdout.write(md + "\n")
+    print_markdown(md)
     if mlflow is not None:
         from rig.integrations.mlflow import sweep_group
 

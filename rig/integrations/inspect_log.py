@@ -3,11 +3,12 @@ shows (`rig export RUN --format inspect`).
 
 Built with inspect_ai's own pydantic types and written by its own writer, so the file is the format its reader
 accepts. A sample is an episode (repeat r is epoch r + 1): its input is the episode's prompt messages, rebuilt from
-the recorded data (results do not store prompts; when the data is gone the input says so), then per model turn the
-assistant message with its tool calls and a tool message with each call's answer or error; the output is the last
-turn, scores are the episode's scores under the benchmark's own metric names plus the headline, token usage and
-timings are the stored ones, a failed episode's error is the sample's error. The eval records the model, the dataset
-and the run's settings; its results hold the headline with its CI from the run's `RunSummary`.
+the recorded data (results do not store prompts; when the data is gone, or its hash is no longer the run's, the input
+says so instead), then per model turn the assistant message with its tool calls and a tool message with each call's
+answer or error; the output is the last turn, scores are the episode's scores under the benchmark's own metric names
+plus the headline, token usage and timings are the stored ones, a failed episode's error is the sample's error. The
+eval records the model, the dataset and the run's settings; its results hold the headline with its CI from the run's
+`RunSummary`.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from rig.benchmarks import get_benchmark_class, recorded_episodes
+from rig.benchmarks import get_benchmark_class, rebuilt_episodes
 from rig.records import Episode, EpisodeResult, Generation, Message, ToolCall, atomic_path
 from rig.runfolder.config import BenchmarkInfo, RunConfig
 from rig.runfolder.folder import RunFolder
@@ -49,19 +50,35 @@ class InspectUnavailable(RuntimeError):
     """inspect_ai is not installed (the `inspect` extra)."""
 
 
+class InspectExportError(ValueError):
+    """A run that cannot become Inspect logs as it is (a damaged manifest, a benchmark not installed, an output
+    folder that is a link); str() names the file and field."""
+
+
+def _time(t: float | None) -> datetime | None:
+    """A stored time (seconds since 1970) as a UTC datetime; None when it is none or none a calendar holds (1e20)."""
+    if t is None:
+        return None
+    try:
+        return datetime.fromtimestamp(t, tz=timezone.utc)
+    except (OverflowError, ValueError, OSError):
+        return None
+
+
 def _iso(t: float | None) -> str | None:
-    return None if t is None else datetime.fromtimestamp(t, tz=timezone.utc).isoformat()
+    when = _time(t)
+    return None if when is None else when.isoformat()
 
 
 def _json(v: Any) -> str:
     return v if isinstance(v, str) else json.dumps(v, ensure_ascii=False, default=str)
 
 
-def _input(episode: Episode | None, info: BenchmarkInfo) -> list[ChatMessage]:
+def _input(episode: Episode | None, why: str | None) -> list[ChatMessage]:
     from inspect_ai.model import ChatMessageAssistant, ChatMessageSystem, ChatMessageTool, ChatMessageUser
 
     if episode is None:
-        return [ChatMessageUser(content=f"(prompt unavailable: {info.data_path} is no longer readable)")]
+        return [ChatMessageUser(content=f"(prompt unavailable: {why or 'the episode is not in the data'})")]
 
     def one(m: Message) -> ChatMessage:
         if m.role == "system":
@@ -192,7 +209,7 @@ def _invalid(c: ToolCall) -> str | None:
 def _sample(
     r: EpisodeResult,
     episode: Episode | None,
-    info: BenchmarkInfo,
+    why: str | None,
     model: str,
     headline: float | None,
     config: GenerateConfig,
@@ -201,7 +218,7 @@ def _sample(
     from inspect_ai.model import ChatCompletionChoice, ChatMessageAssistant, ModelOutput
     from inspect_ai.scorer import Score
 
-    inputs = _input(episode, info)
+    inputs = _input(episode, why)
     turns, events = _turns(r, model, inputs, config)
     final = ChatMessageAssistant(content="")
     for m in turns:
@@ -348,11 +365,11 @@ def eval_log(folder: RunFolder, benchmark: str) -> EvalLog:
     model = cfg.model.name
     summary = folder.summary(benchmark)
     results = folder.results(benchmark)
-    episodes = recorded_episodes(info)
+    episodes, why = rebuilt_episodes(info)  # none when the data changed: a log never shows prompts not sent
     headlines = summary.headline.by_episode() if summary.headline else {}
     generate = _generate_config(cfg)
     samples = [
-        _sample(r, episodes.get(r.episode_id), info, model, headlines.get((r.episode_id, r.repeat)), generate)
+        _sample(r, episodes.get(r.episode_id), why, model, headlines.get((r.episode_id, r.repeat)), generate)
         for r in results
     ]
     eval_id = hashlib.sha256(f"{man.run_id}/{benchmark}".encode()).hexdigest()[:22]
@@ -381,7 +398,13 @@ def eval_log(folder: RunFolder, benchmark: str) -> EvalLog:
 
 def log_name(folder: RunFolder, benchmark: str) -> str:
     """The file name Inspect's own logs use: the start time, the task and an id (`inspect view` lists these)."""
-    stamp = datetime.fromtimestamp(folder.manifest.started_at, tz=timezone.utc).strftime("%Y-%m-%dT%H-%M-%S+00-00")
+    when = _time(folder.manifest.started_at)
+    if when is None:
+        raise InspectExportError(
+            f"{folder.path / 'manifest.json'}: started_at: {folder.manifest.started_at!r} is not a time (seconds "
+            "since 1970, before the year 10000); the manifest is damaged"
+        )
+    stamp = when.strftime("%Y-%m-%dT%H-%M-%S+00-00")
     digest = hashlib.sha256(f"{folder.manifest.run_id}/{benchmark}".encode()).hexdigest()[:22]
     return f"{stamp}_{benchmark}_{digest}.eval"
 
@@ -391,8 +414,23 @@ def write_inspect_logs(run_dir: Path, out: Path | None = None) -> list[Path]:
     under a temporary name first; returns the files."""
     from inspect_ai.log import write_eval_log
 
+    from rig.benchmarks import benchmark_names
+
     folder = RunFolder(run_dir)
-    out = out or folder.path / "inspect"
+    for i, b in enumerate(folder.benchmarks):  # every refusal before anything is written
+        if b.name not in benchmark_names():
+            raise InspectExportError(
+                f"{folder.path / 'manifest.json'}: config.benchmarks[{i}].name: benchmark {b.name!r} is not "
+                "installed here (`rig benchmarks` lists those that are), so its logs cannot be built"
+            )
+        log_name(folder, b.name)
+    if out is None:
+        out = folder.path / "inspect"
+        if out.is_symlink() or (out.exists() and not out.is_dir()):
+            raise InspectExportError(
+                f"{out}: is {'a symbolic link' if out.is_symlink() else 'not a folder'}; the logs are written only "
+                "inside the run folder: remove it, or give the folder they go to with --out"
+            )
     out.mkdir(parents=True, exist_ok=True)
     paths = []
     for b in folder.benchmarks:

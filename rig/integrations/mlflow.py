@@ -67,7 +67,15 @@ ARTIFACT_SHA = "rig.artifact_sha256."  # + artifact path: the sha256 of what was
 BATCH_METRICS, BATCH_PARAMS, BATCH_TAGS = 1000, 100, 100
 # A down server should fail in seconds, not after MLflow's default seven retries with exponential backoff; a lab
 # that wants more sets these variables itself.
-HTTP_DEFAULTS = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "2", "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1"}
+HTTP_DEFAULTS = {
+    "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "2",
+    "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1",
+    # seconds a request may wait for the server's next byte (MLflow's own default is 120, three tries: six minutes
+    # of a silent server holding the command)
+    "MLFLOW_HTTP_REQUEST_TIMEOUT": "20",
+}
+# MLflow's variables that name a server besides --mlflow: each must pass what the flag passes.
+TRACKING_ENV = ("MLFLOW_TRACKING_URI", "MLFLOW_REGISTRY_URI")
 
 
 class ExportResult(BaseModel):
@@ -87,7 +95,8 @@ def export_key_value(key: str) -> str:
 
 @contextmanager
 def _server_errors(uri: str, what: str) -> Iterator[None]:
-    """Any failure of the client or the server as one MlflowExportError naming the server and how to finish."""
+    """Any failure of the client or the server as one MlflowExportError naming the server (``uri`` as given; its
+    password is shown as ***, also where the client's own message quotes it) and how to finish."""
     try:
         yield
     except MlflowExportError:
@@ -95,10 +104,13 @@ def _server_errors(uri: str, what: str) -> Iterator[None]:
     except offline.NetworkRefused as e:
         raise MlflowExportError(str(e)) from None
     except Exception as e:  # MLflow's and requests' exceptions, OSError: the client wraps them in many types
-        reason = " ".join(str(e).split())[:400] or type(e).__name__
+        reason = offline.redact_in(" ".join(str(e).split()), uri)[:400] or type(e).__name__
+        hint = "run the same export again once the server answers: it resumes where this one stopped"
+        if offline.parse_uri(uri).scheme == "file":  # MLflow 3 refuses a file store unless told otherwise
+            hint = "if MLflow refuses a file store, give sqlite:///PATH/mlflow.db (a local database) instead"
         raise MlflowExportError(
-            f"MLflow at {uri}: {what} failed ({type(e).__name__}: {reason}). The run folder is unchanged; run the "
-            "same export again once the server answers: it resumes where this one stopped."
+            f"MLflow at {offline.redact(uri)}: {what} failed ({type(e).__name__}: {reason}). The run folder is "
+            f"unchanged; {hint}."
         ) from None
 
 
@@ -106,17 +118,21 @@ class Exporter:
     """One tracking server and experiment; `send` makes (or finds) one MLflow run and brings it up to date."""
 
     def __init__(self, uri: str, experiment: str = DEFAULT_EXPERIMENT, allow: Iterable[str] = ()) -> None:
-        offline.install(allow)
-        offline.check_url(uri, "--mlflow")
+        try:
+            offline.install(allow)
+            check_tracking(uri)
+        except (offline.AllowListError, offline.NetworkRefused) as e:
+            raise MlflowExportError(str(e)) from None
         for k, v in HTTP_DEFAULTS.items():
             os.environ.setdefault(k, v)
         try:
             from mlflow.tracking import MlflowClient
         except ImportError:
             raise MlflowExportError("--mlflow needs the mlflow package: pip install 'rig[mlflow]'") from None
-        self.uri = uri
-        self.client = MlflowClient(tracking_uri=uri)
+        self.given = uri
+        self.uri = offline.redact(uri)  # what messages show: never the password
         with _server_errors(uri, f"finding experiment {experiment!r}"):
+            self.client = MlflowClient(tracking_uri=uri)
             found = self.client.get_experiment_by_name(experiment)
             if found is None:
                 try:
@@ -129,7 +145,7 @@ class Exporter:
             else:
                 if found.lifecycle_stage == "deleted":
                     raise MlflowExportError(
-                        f"MLflow at {uri}: experiment {experiment!r} is deleted; restore it or name another with "
+                        f"MLflow at {self.uri}: experiment {experiment!r} is deleted; restore it or name another with "
                         "--mlflow-experiment"
                     )
                 self.experiment_id = found.experiment_id
@@ -149,7 +165,7 @@ class Exporter:
         """Create or find the MLflow run of ``rec`` and send what it lacks; the run ends FINISHED."""
         from mlflow.entities import Metric, Param, RunTag
 
-        with _server_errors(self.uri, f"exporting {rec.key}"):
+        with _server_errors(self.given, f"exporting {rec.key}"):
             run = self._find(rec)
             changed = run is None
             tags = {**rec.tags, EXPORT_KEY: export_key_value(rec.key), "mlflow.runName": rec.name}
@@ -239,9 +255,10 @@ def export_run(
 ) -> ExportResult:
     """One rig run as one MLflow run (found again by its run id on a later export)."""
     folder = RunFolder(run_dir)
-    ex = exporter or Exporter(uri, experiment, allow)
     with tempfile.TemporaryDirectory(prefix="rig-mlflow-") as tmp:
-        return ex.send(run_record(folder, Path(tmp)))
+        rec = run_record(folder, Path(tmp))  # a refusal (a link in the folder) before the server is touched
+        ex = exporter or Exporter(uri, experiment, allow)
+        return ex.send(rec)
 
 
 def export_group(
@@ -254,19 +271,34 @@ def export_group(
     """A comparison, load test or sweep: a parent MLflow run with the group's own files, and a nested run per member
     (variant, level, cell), each found again by group and run id."""
     folders = [(label, RunFolder(path)) for label, path in group.runs]  # every member readable before anything is sent
-    ex = Exporter(uri, experiment, allow)
-    parent = ex.send(group_record(group))
-    for label, folder in folders:
-        with tempfile.TemporaryDirectory(prefix="rig-mlflow-") as tmp:
-            rec = run_record(folder, Path(tmp), key=f"{group.kind}:{group.id}/{folder.manifest.run_id}", name=label)
+    with tempfile.TemporaryDirectory(prefix="rig-mlflow-") as tmp:
+        records = []  # every member's files checked (a link is refused) before anything is sent
+        for i, (label, folder) in enumerate(folders):
+            key = f"{group.kind}:{group.id}/{folder.manifest.run_id}"
+            rec = run_record(folder, Path(tmp) / str(i), key=key, name=label)
             rec.tags["rig.group_id"] = group.id
+            records.append((label, rec))
+        ex = Exporter(uri, experiment, allow)
+        parent = ex.send(group_record(group))
+        for label, rec in records:
             say(f"mlflow: {group.kind} {group.id}: {label}")
             parent.children.append(ex.send(rec, parent=parent.mlflow_run_id))
     return parent
 
 
+def check_tracking(uri: str) -> None:
+    """The tracking URI through the offline guard (`offline.check_url`: BadUri, NetworkRefused), and MLflow's own
+    tracking variables, which its client may read besides the URI it is given, checked the same way."""
+    offline.check_url(uri, "--mlflow")
+    for var in TRACKING_ENV:
+        if var in os.environ:
+            offline.check_url(os.environ[var], var)
+
+
 def run_url(uri: str, result: ExportResult) -> str:
-    """Where the MLflow UI shows the run (for an http(s) tracking URI), else the tracking URI and run id."""
+    """Where the MLflow UI shows the run (for an http(s) tracking URI), else the tracking URI and run id; a password
+    in the URI is shown as ***."""
+    uri = offline.redact(uri)
     if uri.startswith(("http://", "https://")):
         return f"{uri.rstrip('/')}/#/experiments/{result.experiment_id}/runs/{result.mlflow_run_id}"
     return f"{uri} (run {result.mlflow_run_id})"

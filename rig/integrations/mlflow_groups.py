@@ -18,6 +18,8 @@ from rig.integrations.mlflow_record import (
     as_text,
     clip,
     metric_key,
+    own_file,
+    own_files,
 )
 
 FIGURE_SUFFIXES = (".svg", ".pdf", ".png")
@@ -36,10 +38,10 @@ class Group(BaseModel):
 
 
 def _own_files(folder: Path, names: Iterable[str]) -> dict[str, Path]:
-    """The group's own files that exist, and its figures (SVG, PDF, PNG written beside them) under figures/."""
-    out = {n: folder / n for n in names if (folder / n).is_file()}
-    figures = sorted(p for p in folder.iterdir() if p.is_file() and p.suffix in FIGURE_SUFFIXES)
-    out.update({f"figures/{p.name}": p for p in figures})
+    """The group's own files that exist, and its figures (SVG, PDF, PNG written beside them) under figures/: regular
+    files of the folder only, a symbolic link refused naming it (``own_file``)."""
+    out = {n: p for n in names if (p := own_file(folder, n)) is not None}
+    out.update({f"figures/{name}": p for name, p in own_files(folder, "", FIGURE_SUFFIXES).items()})
     return out
 
 
@@ -75,8 +77,9 @@ def load_group(ldir: Path) -> Group:
     """A load folder: each level's run (plan.json), load.md, load.html, load.json, the figure; the verdict."""
     from rig.analyses.load.records import LoadReport
     from rig.analyses.load.run import LoadPlan
+    from rig.inputs import read_record
 
-    plan = LoadPlan.model_validate_json((ldir / "plan.json").read_text())
+    plan = read_record(ldir / "plan.json", LoadPlan)  # bounded; run ids are folder names under runs/
     runs = [(f"concurrency {level}", ldir / "runs" / rid) for level, rid in sorted(plan.runs.items())]
     s = plan.settings
     params = {
@@ -86,7 +89,7 @@ def load_group(ldir: Path) -> Group:
     }
     metrics = {}
     if (ldir / "load.json").is_file():
-        rep = LoadReport.model_validate_json((ldir / "load.json").read_text())
+        rep = read_record(ldir / "load.json", LoadReport)
         if rep.verdict.level is not None:
             metrics["load/verdict_level"] = float(rep.verdict.level)
     files = _own_files(ldir, ("load.md", "load.html", "load.json"))

@@ -13,12 +13,14 @@ import hashlib
 import json
 import math
 import re
+import stat
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from rig.inputs import file_kind
 from rig.records import hash_view
 from rig.runfolder.folder import RunFolder
 from rig.runfolder.summary import RunSummary
@@ -47,6 +49,61 @@ class ExportRecord(BaseModel):
     steps: dict[str, list[tuple[int, float]]] = Field(default_factory=dict)  # per-episode scores
     tags: dict[str, str] = Field(default_factory=dict)
     artifacts: dict[str, Path] = Field(default_factory=dict)  # artifact path -> local file
+
+
+def own_file(folder: Path, rel: str) -> Path | None:
+    """``folder/rel`` when it is a regular file of the folder itself, None when it is absent; a symbolic link on the
+    way (the file or a folder such as figures/) or anything but a regular file is refused, naming it, so an export
+    never uploads what a link in a run folder points to."""
+    path = folder
+    for part in Path(rel).parts:
+        path = path / part
+        try:
+            st = path.lstat()
+        except FileNotFoundError:
+            return None
+        if stat.S_ISLNK(st.st_mode):
+            raise MlflowExportError(
+                f"{path}: is a symbolic link; rig exports only the files inside {folder}, never what a link points "
+                "to: replace the link with the file itself, or remove it"
+            )
+    if not stat.S_ISREG(st.st_mode):
+        raise MlflowExportError(f"{path}: is {file_kind(st.st_mode)}, not a regular file; it is not exported")
+    return path
+
+
+def own_files(folder: Path, sub: str, suffixes: tuple[str, ...] | None = None) -> dict[str, Path]:
+    """The regular files directly in ``folder/sub`` (``sub`` "" for the folder itself), by their artifact path;
+    ``suffixes``: only those (figures). A link among them is refused, as ``own_file`` does."""
+    where = folder / sub if sub else folder
+    if sub and own_dir(folder, sub) is None:
+        return {}
+    out: dict[str, Path] = {}
+    for p in sorted(where.iterdir()):
+        if suffixes is not None and p.suffix not in suffixes:
+            continue
+        if p.is_dir() and not p.is_symlink():
+            continue
+        rel = f"{sub}/{p.name}" if sub else p.name
+        found = own_file(folder, rel)
+        if found is not None:
+            out[rel] = found
+    return out
+
+
+def own_dir(folder: Path, sub: str) -> Path | None:
+    """``folder/sub`` when it is a real folder inside ``folder`` (not a link to one), else None; a link is refused."""
+    path = folder / sub
+    try:
+        st = path.lstat()
+    except FileNotFoundError:
+        return None
+    if stat.S_ISLNK(st.st_mode):
+        raise MlflowExportError(
+            f"{path}: is a symbolic link; rig exports only the files inside {folder}, never what a link points to: "
+            "replace the link with the folder itself, or remove it"
+        )
+    return path if stat.S_ISDIR(st.st_mode) else None
 
 
 # -- names ---------------------------------------------------------------------------------------------------------
@@ -274,13 +331,11 @@ def run_record(folder: RunFolder, files: Path, key: str | None = None, name: str
             man.weights_sha256_reason or "the run's manifest records no weights hash (written before rig hashed them)"
         )
     files.mkdir(parents=True, exist_ok=True)
-    rec.artifacts = {"manifest.json": folder.path / "manifest.json"}
-    if (folder.path / "report.md").is_file() and (folder.path / "report.html").is_file():
-        rec.artifacts["report.md"] = folder.path / "report.md"
-        rec.artifacts["report.html"] = folder.path / "report.html"
-        figures = folder.path / "figures"
-        if figures.is_dir():
-            rec.artifacts.update({f"figures/{p.name}": p for p in sorted(figures.iterdir()) if p.is_file()})
+    manifest = own_file(folder.path, "manifest.json")
+    rec.artifacts = {"manifest.json": manifest} if manifest is not None else {}
+    md, html = own_file(folder.path, "report.md"), own_file(folder.path, "report.html")
+    if md is not None and html is not None:
+        rec.artifacts.update({"report.md": md, "report.html": html, **own_files(folder.path, "figures")})
     else:
         rec.artifacts.update(_rendered_report(folder.path, files))
     rows = episode_rows(folder.path)

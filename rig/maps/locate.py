@@ -7,6 +7,7 @@ extract's sha256, and reused; nothing is ever downloaded.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
 import shutil
@@ -54,15 +55,36 @@ def helsinki_pack_dir() -> Path:
     tmp = Path(tempfile.mkdtemp(prefix=out.name + ".", dir=out.parent))
     try:
         build_pack(pbf, tmp)
-        try:
-            tmp.rename(out)
-        except OSError:  # another process won the race; its pack is as good as ours
-            if not (out / "pack.json").is_file():
-                raise
+        _put_in_place(tmp, out)
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
     return out
+
+
+def _put_in_place(tmp: Path, out: Path) -> None:
+    """Rename the freshly built pack ``tmp`` onto ``out``. When ``out`` is taken: another process's sound pack is
+    kept (it won the race); a damaged one (a pack.json that is missing or does not read) is moved aside and removed,
+    so one damaged cache entry does not fail every later run ("Directory not empty")."""
+    try:
+        tmp.rename(out)
+        return
+    except OSError:
+        pass
+    try:
+        read_info(out)
+        return  # another process's pack, as good as ours
+    except (FileNotFoundError, ValueError):
+        pass
+    aside = Path(tempfile.mkdtemp(prefix=out.name + ".damaged.", dir=out.parent))
+    with contextlib.suppress(FileNotFoundError):  # moved by another process meanwhile
+        out.rename(aside / "pack")
+    try:
+        tmp.rename(out)
+    except OSError:
+        read_info(out)  # another process put its pack in place first; anything else is named by the reader
+    finally:
+        shutil.rmtree(aside, ignore_errors=True)
 
 
 def resolve_pack_dir(value: str | os.PathLike[str] | None) -> Path:

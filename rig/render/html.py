@@ -240,13 +240,13 @@ def _episode_records(
     b: BenchmarkInfo, results: list[EpisodeResult], headline: dict[tuple[str, int], float], prompts: dict[str, str]
 ) -> list[dict[str, Any]]:
     """The episode browser's records of one benchmark; each episode's prompt added to ``prompts`` once, rebuilt
-    from the recorded data (when the data has moved, the prompt says so)."""
-    texts = recorded_prompts(b)
+    from the recorded data (when the data has moved or changed, the prompt says so)."""
+    texts, why = recorded_prompts(b)
     out = []
     for r in results:
         pkey = f"{b.name}/{r.episode_id}"
         if pkey not in prompts:
-            prompts[pkey] = _clip(texts.get(r.episode_id, f"(prompt unavailable: {b.data_path} not readable)"))
+            prompts[pkey] = _clip(texts.get(r.episode_id, f"(prompt unavailable: {why or 'not in the data'})"))
         out.append(
             {
                 "benchmark": r.benchmark,

@@ -25,7 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from pydantic.fields import FieldInfo
 from typing_extensions import Self
 
-from rig.records import DecodeMode, MaxTokens, ToolMode, write_atomic
+from rig.records import DecodeMode, MaxTokens, Seed, ToolMode, write_atomic
 
 Order = Literal["grouped", "shuffled"]
 
@@ -112,7 +112,7 @@ class RunSettings(BaseModel):
     temperature: float | None = Field(
         default=None, ge=0, allow_inf_nan=False, description="Override the model's temperature."
     )
-    seed: int | None = Field(default=None, description="Override the model's seed.")
+    seed: Seed | None = Field(default=None, description="Override the model's seed.")
     max_tokens: MaxTokens | None = Field(default=None, description="Override the model's max_tokens.")
     repeats: int = Field(default=1, ge=1, le=MAX_REPEATS, description="Runs per episode (stability scores need k > 1).")
     limit: int | None = Field(default=None, ge=1, description="Run a seeded sample of N questions.")

@@ -6,7 +6,8 @@ best peak seen (`replaces`). Measuring is `rig.telemetry.bandwidth`'s.
 
 The cache is a file another process or a crash can damage: it is read through the bounded readers (regular file
 only, opened without blocking, size cap, nesting cap, finite numbers) and validated strictly (no string or bool for a
-number, every figure positive and plausible); a damaged file or entry is ignored with the reason, naming the file.
+number, every figure positive and plausible, a time a calendar holds and not past tomorrow); a damaged file or entry
+is ignored with the reason, naming the file.
 """
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ NEAR_PEAK = 0.9  # a run decoding at 90% of the peak or more: the peak may be lo
 CACHE_MAX_BYTES = 256 * 1024  # a few devices' probes are a few KiB
 MAX_BYTES_PER_S = 1e15  # 1 PB/s: far above any memory (HBM3e is about 5e12); more is a damaged figure
 MAX_FLOPS_PER_S = 1e18
+LAST_TIME = 253402300799.0  # 9999-12-31 23:59:59 UTC: the last second a calendar date can show
+FUTURE_SLACK_S = 86400.0  # a clock a day ahead is a wrong clock, not a probe from the future
 
 
 class ProbeConditions(BaseModel):
@@ -67,7 +70,7 @@ class BandwidthProbe(BaseModel):
     # GPU: max memory clock x bus width (x2 for double data rate)
     nvml_bytes_per_s: float | None = Field(default=None, gt=0, le=MAX_BYTES_PER_S, allow_inf_nan=False)
     nvml_reason: str | None = None  # why there is no NVML figure
-    measured_at: float = Field(ge=0, allow_inf_nan=False)  # seconds since the epoch (UTC)
+    measured_at: float = Field(ge=0, le=LAST_TIME, allow_inf_nan=False)  # seconds since the epoch (UTC)
     conditions: ProbeConditions | None = None  # None: probed before rig recorded them
 
 
@@ -121,6 +124,9 @@ def read_cache(path: Path) -> tuple[dict[str, BandwidthProbe | str], str | None]
             continue
         if probe.device != key:
             out[key] = f"{path}: {key}: the probe is of {probe.device}"
+            continue
+        if probe.measured_at > time.time() + FUTURE_SLACK_S:  # it would read as never old, and outlive any refresh
+            out[key] = f"{path}: {key}.measured_at: {utc(probe.measured_at)} is in the future"
             continue
         out[key] = probe
     return out, None

@@ -99,3 +99,102 @@ def test_an_export_format_or_allowlist_entry_that_is_wrong_exits_2_naming_it(tmp
     r = CliRunner().invoke(app, ["export", str(run), "--mlflow", "http://192.0.2.5:5000"])
     assert r.exit_code == 2
     assert "refused outbound traffic to '192.0.2.5' port 5000" in " ".join(r.output.split())
+
+
+def five_run(tmp_path: Path) -> Path:
+    import shutil
+
+    run = tmp_path / "run"
+    shutil.copytree(Path(__file__).parents[1] / "fixtures" / "run_before_issue17", run)
+    return run
+
+
+def rig_cli(args: list[str], cwd: Path, env: dict[str, str] | None = None, timeout: float = 120) -> tuple[int, str]:
+    """`rig ARGS` as its own process, under a timeout (an export that waits on a server must not hold the suite)."""
+    import os
+    import subprocess
+    import sys
+
+    full = {**os.environ, "PYTHONPATH": str(REPO), **(env or {})}
+    r = subprocess.run(
+        [sys.executable, "-m", "rig.cli", *args], cwd=cwd, env=full, capture_output=True, text=True, timeout=timeout
+    )
+    return r.returncode, r.stdout + r.stderr
+
+
+@pytest.mark.parametrize(
+    ("uri", "env", "says"),
+    [
+        ("", {}, "--mlflow '': no tracking URI"),  # wrote ./mlflow.db and ./mlruns
+        ("mlruns", {}, "--mlflow 'mlruns': no scheme"),
+        ("databricks", {"DATABRICKS_HOST": "https://192.0.2.7"}, "a Databricks workspace is not reachable offline"),
+        ("http://evil\\@127.0.0.1/", {}, "is not allowed in a URI"),
+        ("http://[x]/", {}, r"--mlflow 'http://[x]/': [x] is not an IPv6 address"),
+        ("http://127.0.0.1\x1b[2J:5000/", {}, r"'\\x1b' is not allowed in a URI"),
+        ("http://127.0.0.1:5000", {"MLFLOW_TRACKING_URI": "databricks"}, "MLFLOW_TRACKING_URI 'databricks'"),
+    ],
+    ids=["empty", "no-scheme", "databricks", "backslash", "bad-ipv6", "escape", "tracking-env"],
+)
+def test_a_tracking_uri_is_refused_before_anything_is_written(
+    uri: str, env: dict[str, str], says: str, tmp_path: Path
+) -> None:
+    run = five_run(tmp_path)
+    code, output = rig_cli(["export", str(run), "--mlflow", uri], tmp_path, env)
+    assert code == 2, output
+    assert says in " ".join(output.split()) and "Traceback" not in output and "\x1b" not in output
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run"]  # no mlflow.db, no mlruns
+
+
+def test_a_file_store_uri_is_a_named_error(tmp_path: Path) -> None:
+    """`--mlflow file:PATH`, which the help once offered: MLflow 3 refuses a file store; named, never a traceback."""
+    run = five_run(tmp_path)
+    code, output = rig_cli(["export", str(run), "--mlflow", f"file:{tmp_path / 'mlruns'}"], tmp_path)
+    text = " ".join(output.split())
+    assert "Traceback" not in output
+    assert code == 0 or (code == 2 and f"MLflow at file:{tmp_path / 'mlruns'}" in text and "sqlite:///" in text)
+
+
+def test_a_password_in_the_tracking_uri_is_never_printed(tmp_path: Path) -> None:
+    from rig.engines.server import free_port
+
+    run = five_run(tmp_path)
+    uri = f"http://user:s3cret@127.0.0.1:{free_port()}"  # nothing listens: the export fails, naming the server
+    code, output = rig_cli(["export", str(run), "--mlflow", uri], tmp_path)
+    assert code == 2 and "s3cret" not in output, output
+    assert "MLflow at http://user:***@127.0.0.1:" in " ".join(output.split())
+
+
+def test_an_allowlist_entry_or_variable_that_is_wrong_is_named_never_a_traceback(tmp_path: Path) -> None:
+    run = five_run(tmp_path)
+    code, output = rig_cli(["export", str(run), "--mlflow", "http://127.0.0.1:1", "--allow-host", "lab:٥٠٠٠"], tmp_path)
+    assert code == 2 and "--allow-host 'lab:٥٠٠٠': the port must be a number from 1 to 65535" in output, output
+    code, output = rig_cli(["doctor"], tmp_path, {"RIG_ALLOW_HOSTS": "garbage"}, timeout=300)
+    assert code == 1 and "Traceback" not in output, output  # a failed check, with the others still shown
+    assert "RIG_ALLOW_HOSTS 'garbage': expected" in " ".join(output.replace("│", " ").split())
+    assert "callnavi" in output
+
+
+def test_a_tracking_server_that_never_answers_ends_the_export(tmp_path: Path) -> None:
+    """A server that takes the connection and never answers: the export ends with a named error instead of waiting
+    on MLflow's two-minute timeout three times over (rig's own request timeout and retries: about a minute)."""
+    import socket
+
+    run = five_run(tmp_path)
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)  # the kernel completes the handshakes; nothing ever reads or answers
+        uri = f"http://127.0.0.1:{silent.getsockname()[1]}"
+        code, output = rig_cli(["export", str(run), "--mlflow", uri], tmp_path, timeout=150)
+    assert code == 2 and f"MLflow at {uri}" in " ".join(output.split()), output
+
+
+@pytest.mark.parametrize("command", ["bench", "compare", "load"])
+@pytest.mark.parametrize("seed", [str(1 << 64), str(-(1 << 63) - 1)])
+def test_a_seed_no_engine_takes_is_refused_before_the_model_loads(command: str, seed: str, tmp_path: Path) -> None:
+    """A seed past 64 bits reached model load, where llama-cpp-python's ctypes call failed ("int too long")."""
+    args = [command, *(["gemma3-270m", "--decode", "none,json"] if command == "compare" else []), "--seed", seed]
+    args += ["--models", str(REPO / "models.yaml"), "--out", str(tmp_path), "-b", "callnavi"]
+    r = CliRunner().invoke(app, args)
+    said = " ".join(r.output.split())
+    assert r.exit_code == 2 and f"--seed {seed}: Input should be" in said and "Traceback" not in said, r.output
+    assert not any(tmp_path.iterdir())

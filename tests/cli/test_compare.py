@@ -192,3 +192,73 @@ def test_a_stopped_divergence_comparison_resumes_without_rerunning_what_finished
     md = (cdir / "compare.md").read_text()
     assert "## Token-level divergence against gemma3-270m@decode=none" in md
     assert "| gemma3-270m@decode=json,tool_mode=json | self | all |" in md
+
+
+def _plan(cells: list[dict[str, Any]]) -> str:
+    import json
+
+    return json.dumps({"format_version": 1, "cells": cells})
+
+
+def _cell(label: str, run: str | None = None) -> dict[str, Any]:
+    return {"label": label, "spec": {"model": "gemma3-270m", "benchmark": "callnavi", "limit": 1}, "run": run}
+
+
+@pytest.mark.parametrize(
+    ("cells", "says"),
+    [
+        ([_cell("a", "../../x"), _cell("b")], "cells.0.run: Value error, '../../x' has a path separator"),
+        ([_cell("a", "/tmp/x"), _cell("b")], "cells.0.run: Value error, '/tmp/x' has a path separator"),
+        ([_cell("a", "r1"), _cell("b", "r1")], "cells: two variants name the same run"),  # a run compared with itself
+        ([_cell("a"), _cell("a")], "cells: two variants have the same label"),
+        ([], "cells: List should have at least 2 items"),
+        ([_cell("x" * 100_000), _cell("b")], "cells.0.label: String should have at most 200 characters"),
+        ([_cell("a", "r\x1b[2J"), _cell("b")], "has a control character"),
+    ],
+    ids=["parent", "absolute", "same-run", "same-label", "no-cells", "huge-label", "escape"],
+)
+def test_a_resume_plan_rig_would_not_write_is_refused_before_anything_runs(
+    cells: list[dict[str, Any]], says: str, tmp_path: Path
+) -> None:
+    """plan.json is held to what `rig compare` writes: a run outside runs/, a run shared by two cells, no cells or a
+    100 KB label (an OSError naming its spec folder) is refused naming the file and field; no variant runs."""
+    cdir = tmp_path / "cmp"
+    cdir.mkdir()
+    (cdir / "plan.json").write_text(_plan(cells))
+    r = CliRunner().invoke(app, ["compare", "--resume", "cmp", "--out", str(tmp_path)])
+    said = " ".join(r.output.split())
+    assert r.exit_code == 2 and f"--resume cmp: {cdir / 'plan.json'}: " in said and says in said, r.output
+    assert "Traceback" not in said and "\x1b" not in r.output
+    assert sorted(p.name for p in cdir.iterdir()) == ["plan.json"]  # no runs/, no specs/
+
+
+@pytest.mark.parametrize("case", ["no-benchmarks", "same-run"])
+def test_a_refused_compare_of_runs_leaves_no_comparison_folder(case: str, tmp_path: Path) -> None:
+    import json
+
+    runs = [tmp_path / "a", tmp_path / "b"]
+    for run in runs:
+        shutil.copytree(OLD_RUN, run)
+    if case == "no-benchmarks":  # was an IndexError, after the comparison folder was made
+        for run in runs:
+            man = json.loads((run / "manifest.json").read_text())
+            man["config"]["benchmarks"] = []
+            (run / "manifest.json").write_text(json.dumps(man))
+        says = f"{runs[0] / 'manifest.json'}: config.benchmarks: the run holds no benchmark to compare"
+    else:
+        runs[1] = runs[0].parent / "b" / ".." / "a"
+        says = "the same run folder is given twice"
+    out = tmp_path / "out"
+    r = CliRunner().invoke(app, ["compare", "--run", str(runs[0]), "--run", str(runs[1]), "--out", str(out)])
+    assert r.exit_code == 2 and says in " ".join(r.output.split()), r.output
+    assert not out.exists() or not any(out.iterdir())
+
+
+def test_compare_markdown_on_the_terminal_carries_no_escape(tmp_path: Path) -> None:
+    from tests.cli.test_report import HOSTILE, hostile_run
+
+    runs = [hostile_run(tmp_path / "a"), hostile_run(tmp_path / "b")]
+    r = CliRunner().invoke(app, ["compare", "--run", str(runs[0]), "--run", str(runs[1]), "--out", str(tmp_path)])
+    assert r.exit_code == 0, r.output
+    assert "# rig compare" in r.stdout and not any(c in r.stdout for c in "\x1b\x07\u202e")
+    assert HOSTILE.split("\x1b")[0] in r.stdout

@@ -42,3 +42,32 @@ def test_bad_flags_exit_2_with_one_line(flags: list[str], words: str, tmp_path: 
     assert words in " ".join(r.output.split())
     assert "Traceback" not in r.output
     assert not out.exists()  # nothing was written
+
+
+@pytest.mark.parametrize(
+    ("levels", "runs", "says"),
+    [
+        ([2, 1], {}, "settings.levels: Value error, list the levels in ascending order"),  # ran 2 then 1
+        ([], {}, "settings.levels: Value error, the first level must be 1"),  # was an IndexError
+        ([0, 1], {}, "settings.levels: Value error, 0 is outside 1..1024"),
+        ([1, 5000], {}, "settings.levels: Value error, 5000 is outside 1..1024"),
+        ([1, 2], {"1": "../../x"}, "runs.1: '../../x' has a path separator"),
+        ([1, 2], {"3": "r3"}, "runs: level 3 is not one of the load's levels [1, 2]"),
+    ],
+    ids=["descending", "none", "zero", "too-many", "outside", "unknown-level"],
+)
+def test_a_resume_plan_the_flags_would_refuse_is_refused_before_anything_runs(
+    levels: list[int], runs: dict[str, str], says: str, tmp_path: Path
+) -> None:
+    import json
+
+    ldir = tmp_path / "load-1"
+    ldir.mkdir()
+    settings = {"bench": {"model": "gemma3-270m", "benchmark": "callnavi", "models_file": str(REPO / "models.yaml")}}
+    plan = {"format_version": 1, "settings": settings | {"levels": levels}, "runs": runs}
+    (ldir / "plan.json").write_text(json.dumps(plan))
+    r = CliRunner().invoke(app, ["load", "--resume", "load-1", "--out", str(tmp_path)])
+    said = " ".join(r.output.split())
+    assert r.exit_code == 2 and f"{ldir / 'plan.json'}: " in said and says in said, r.output
+    assert "Traceback" not in said
+    assert sorted(p.name for p in ldir.iterdir()) == ["plan.json"]  # no level ran

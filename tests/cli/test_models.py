@@ -168,14 +168,47 @@ def test_a_refused_file_is_named_and_nothing_is_written(
 
 
 def test_an_append_that_would_break_the_file_is_refused_whole(tmp_path: Path, quantize_calls: list) -> None:
-    """`models:` not the last key: text appended would land under another key; the file stays as it was."""
+    """`models:` not the last key: text appended would land under another key; the file stays as it was, and this
+    is found before the GGUF is written (it was found after, and the 278 MB GGUF was left)."""
     models = tmp_path / "models.yaml"
     content = RIG_MODELS + "\nnotes:\n  kept: yes\n"
     models.write_text(content)
     r = quantize(tmp_path, models)
     assert r.exit_code == 2 and "models.g8 would not read back" in " ".join(r.output.split()), r.output
     assert models.read_text() == content
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["models.yaml", "w"]  # the GGUF stays; no temporary
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["models.yaml"]  # no GGUF, no temporary
+    assert quantize_calls == []  # refused before llama.cpp was asked
+
+
+def test_a_models_file_that_cannot_be_written_is_refused_before_the_gguf(tmp_path: Path, quantize_calls: list) -> None:
+    (tmp_path / "lab").write_text("a file where the models file's folder should be")
+    models = tmp_path / "lab" / "models.yaml"
+    r = quantize(tmp_path, models)
+    said = " ".join(r.output.split())
+    assert r.exit_code == 2 and f"{models}: cannot be written (Not a directory); nothing was made" in said, r.output
+    assert quantize_calls == [] and sorted(p.name for p in tmp_path.iterdir()) == ["lab"]
+
+
+def test_a_models_file_changed_while_quantizing_leaves_no_gguf(
+    tmp_path: Path, quantize_calls: list, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Checked before, refused after (another command appended a key meanwhile): the new GGUF is removed, so no
+    file is left that no entry names."""
+    import rig.quantize
+
+    models = tmp_path / "models.yaml"
+    models.write_text(RIG_MODELS)
+    real = rig.quantize.run_quantize
+
+    def then_the_file_changes(src: str, dst: Path, ftype: int, threads: int | None) -> int:
+        code = real(src, dst, ftype, threads)
+        models.write_text(RIG_MODELS + "\nnotes:\n  kept: yes\n")
+        return code
+
+    monkeypatch.setattr(rig.quantize, "run_quantize", then_the_file_changes)
+    r = quantize(tmp_path, models)
+    assert r.exit_code == 2 and "models.g8 would not read back" in " ".join(r.output.split()), r.output
+    assert len(quantize_calls) == 1 and list((tmp_path / "w").iterdir()) == []
 
 
 def test_a_failed_quantize_leaves_no_short_gguf(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -208,3 +208,81 @@ _WAIT = (
     "    except OSError:\n"
     "        time.sleep(0.5)\n"
 )
+
+
+def _one_benchmark_run(tmp_path: Path, data: Path, **manifest: Any) -> Path:
+    """The five-benchmark run cut to its CallNavi part, reading its data from ``data``; manifest fields replaced."""
+    run = tmp_path / "run"
+    shutil.copytree(FIVE, run)
+    man = json.loads((run / "manifest.json").read_text())
+    man["config"]["benchmarks"] = [b | {"data_path": str(data)} for b in man["config"]["benchmarks"][:1]]
+    for key, value in manifest.items():
+        if key == "benchmark_name":
+            man["config"]["benchmarks"][0]["name"] = value
+        else:
+            man[key] = value
+    (run / "manifest.json").write_text(json.dumps(man))
+    return run
+
+
+def _input_text(sample: Any) -> str:
+    return sample.input if isinstance(sample.input, str) else "\n".join(m.text for m in sample.input)
+
+
+def _export_inspect(run: Path, *more: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    argv = [sys.executable, "-m", "rig.cli", "export", str(run), "--format", "inspect", *more]
+    return subprocess.run(argv, env=env, capture_output=True, text=True, timeout=300)
+
+
+def test_prompts_are_rebuilt_only_from_data_with_the_runs_hash(tmp_path: Path) -> None:
+    """The same data: the prompts the run sent. The data edited since: no prompt is shown, the input says why (it
+    showed the edited question, one the run never sent)."""
+    data = tmp_path / "callnavi"
+    shutil.copytree(REPO / "benchmarks" / "callnavi" / "sample", data)
+    run = _one_benchmark_run(tmp_path, data)
+    r = _export_inspect(run, "--out", str(tmp_path / "same"))
+    assert r.returncode == 0, r.stderr
+    (log,) = (tmp_path / "same").iterdir()
+    first = read_eval_log(str(log)).samples[0]  # type: ignore[index]
+    assert "prompt unavailable" not in _input_text(first) and _input_text(first).strip()
+    questions = data / "Questions" / "maps.json"
+    questions.write_text(questions.read_text().replace("?", "? Also, send the key to the lab.", 1))
+    r = _export_inspect(run, "--out", str(tmp_path / "edited"))
+    assert r.returncode == 0, r.stderr
+    (log,) = (tmp_path / "edited").iterdir()
+    samples = read_eval_log(str(log)).samples or []
+    assert samples and all(
+        _input_text(s).startswith(f"(prompt unavailable: the data at {data} changed since the run (data hash ")
+        for s in samples
+    )
+    assert not any("send the key" in str(m.content) for s in samples for m in s.messages)
+
+
+def test_an_inspect_folder_that_is_a_link_is_refused_and_not_written_through(tmp_path: Path) -> None:
+    run = _one_benchmark_run(tmp_path, tmp_path / "gone")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (run / "inspect").symlink_to(elsewhere)
+    r = _export_inspect(run)
+    text = " ".join(r.stderr.split())
+    assert r.returncode == 2 and f"{run / 'inspect'}: is a symbolic link" in text and "Traceback" not in text
+    assert list(elsewhere.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    ("change", "says"),
+    [
+        ({"started_at": 1e20}, "manifest.json: started_at: 1e+20 is not a time"),
+        ({"benchmark_name": "gone-bench"}, "config.benchmarks[0].name: benchmark 'gone-bench' is not installed here"),
+    ],
+    ids=["far-future", "unknown-benchmark"],
+)
+def test_a_manifest_inspect_cannot_express_is_named_and_nothing_written(
+    change: dict[str, Any], says: str, tmp_path: Path
+) -> None:
+    run = _one_benchmark_run(tmp_path, tmp_path / "gone", **change)
+    r = _export_inspect(run)
+    text = " ".join(r.stderr.split())
+    assert r.returncode == 2 and says in text and "Traceback" not in text, r.stderr[-2000:]
+    assert not (run / "inspect").exists()

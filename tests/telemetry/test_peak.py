@@ -110,3 +110,52 @@ def test_describe_says_when_and_under_what_conditions() -> None:
     )
     old = probe_record(at=1_700_000_000.0, conditions=False)
     assert describe(old) == "CPU probe of 2023-11-14 22:13 UTC, conditions not recorded"
+
+
+@pytest.mark.parametrize("ahead_s", [1e20, 10 * 86400.0], ids=["past-any-calendar", "ten-days-ahead"])
+def test_a_cached_probe_dated_in_the_future_is_damaged_not_used(
+    ahead_s: float, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """It passed validation, then every report of the run that copied it crashed formatting its date (1e20); one a
+    few days ahead would never read as old. `rig doctor` now names it instead of ending in a traceback."""
+    import os
+    import subprocess
+    import sys
+
+    monkeypatch.setenv("RIG_CACHE", str(tmp_path))
+    entry = probe_record().model_dump(mode="json")
+    entry["measured_at"] = ahead_s if ahead_s > 1e12 else time.time() + ahead_s
+    cache_path().parent.mkdir(parents=True)
+    cache_path().write_text(json.dumps({"cpu": entry}))
+    probe, why = cached_probe(None)
+    assert probe is None and why is not None and why.startswith(f"damaged bandwidth cache ignored ({cache_path()}: ")
+    assert "cpu.measured_at: " in why
+    repo = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": str(repo)}
+    r = subprocess.run(
+        [sys.executable, "-m", "rig.cli", "doctor"], env=env, capture_output=True, text=True, timeout=300, cwd=tmp_path
+    )
+    assert "Traceback" not in r.stderr and "damaged bandwidth cache ignored" in " ".join(r.stdout.split()), r.stderr
+
+
+def test_reports_of_a_run_that_recorded_a_far_future_probe_still_render(tmp_path: Path) -> None:
+    """`rig report` and `rig compare --run` of a run whose manifest copied such a probe: it was an OverflowError every
+    time; the probe is now unusable by name and the MBU rows say not measured."""
+    import shutil
+
+    from typer.testing import CliRunner
+
+    from rig.cli import app
+
+    fixture = Path(__file__).resolve().parents[1] / "fixtures" / "run_before_issue17"
+    runs = [tmp_path / "a", tmp_path / "b"]
+    for run in runs:
+        shutil.copytree(fixture, run)
+        man = json.loads((run / "manifest.json").read_text())
+        entry = probe_record().model_dump(mode="json") | {"measured_at": 1e20}
+        man |= {"format_version": 2, "bandwidth": entry}
+        (run / "manifest.json").write_text(json.dumps(man))
+    r = CliRunner().invoke(app, ["report", str(runs[0])])
+    assert r.exit_code == 0 and r.exception is None, r.output
+    r = CliRunner().invoke(app, ["compare", "--run", str(runs[0]), "--run", str(runs[1]), "--out", str(tmp_path)])
+    assert r.exit_code == 0 and r.exception is None, r.output

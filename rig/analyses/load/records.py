@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
 
-from rig.analyses.load.slo import LOAD_FORMAT, Slo
+from rig.analyses.load.slo import LOAD_FORMAT, Slo, levels_problem
 from rig.execution.bench import BenchOptions
 
 
@@ -18,6 +18,14 @@ class LoadSettings(BaseModel):
     levels: list[int]
     slos: list[Slo] = Field(default_factory=list)
     margin: float = Field(default=0.05, ge=0, lt=1)
+
+    @field_validator("levels")
+    @classmethod
+    def _levels(cls, v: list[int]) -> list[int]:
+        problem = levels_problem(v)  # a plan.json is held to what --concurrency accepts
+        if problem is not None:
+            raise ValueError(problem)
+        return v
 
 
 class SloCheck(BaseModel):

@@ -7,14 +7,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, Field, ValidationError, model_validator
 
 from rig.analyses.load.records import LoadSettings
 from rig.analyses.load.slo import LOAD_FORMAT
 from rig.execution.bench import BenchError, BenchOptions
 from rig.inputs import InputError, read_json, validate_record
 from rig.interrupt import Stopped, run_child
-from rig.names import printable
+from rig.names import name_error, printable
 from rig.paths import RUNS
 from rig.records import OutputError, claim_folder, write_record
 from rig.runfolder.folder import run_finished
@@ -72,6 +72,17 @@ class LoadPlan(BaseModel):
     format_version: int = LOAD_FORMAT
     settings: LoadSettings
     runs: dict[int, str] = Field(default_factory=dict)  # level -> run id (a folder in the load folder's runs/)
+
+    @model_validator(mode="after")
+    def _runs_inside(self) -> LoadPlan:
+        """A run id is one folder name under runs/ of a level the load has: resume and export stay in the folder."""
+        for level, rid in self.runs.items():
+            if level not in self.settings.levels:
+                raise ValueError(f"runs: level {level} is not one of the load's levels {self.settings.levels}")
+            problem = name_error(rid)
+            if problem is not None:
+                raise ValueError(f"runs.{level}: {printable(rid, 80)!r} {problem}; a run id is a folder name in runs/")
+        return self
 
 
 def _open_plan(out: Path, load_id: str) -> tuple[Path, LoadPlan]:
@@ -135,6 +146,7 @@ def run_load(
     if resume is not None:
         ldir, plan = _open_plan(out, resume)
         settings = plan.settings
+        _check(settings)  # a plan is held to what a new load's flags are: the engine may serve fewer now
         changed = resume_changes(settings, given or {})
         if changed:
             raise BenchError(

@@ -64,6 +64,23 @@ def parse_slos(text: str | None) -> list[Slo]:
     return slos
 
 
+def levels_problem(levels: list[int]) -> str | None:
+    """Why ``levels`` cannot be a load's levels (ascending, distinct, from 1, at least two, each at most
+    MAX_CONCURRENCY), else None: the one check of the flag and of a plan.json that `--resume` reads."""
+    bad = next((n for n in levels if not 1 <= n <= MAX_CONCURRENCY), None)
+    if bad is not None:
+        return f"{printable(bad, 40)} is outside 1..{MAX_CONCURRENCY}"
+    if len(set(levels)) != len(levels):
+        return "a level is listed twice"
+    if levels != sorted(levels):
+        return "list the levels in ascending order"
+    if not levels or levels[0] != 1:
+        return "the first level must be 1, the reference the others are paired with"
+    if len(levels) < 2:
+        return "give at least two levels (1 and a higher one)"
+    return None
+
+
 def parse_levels(text: str) -> list[int]:
     """`1,2,4` -> ascending distinct levels that start at 1 (the reference); a BenchError naming the item."""
     levels: list[int] = []
@@ -77,12 +94,7 @@ def parse_levels(text: str) -> list[int]:
         if n > MAX_CONCURRENCY:  # refused here, before any level runs, not when its process is started
             raise BenchError(f"--concurrency {text!r}: {printable(item, 40)} is above {MAX_CONCURRENCY}")
         levels.append(n)
-    if len(set(levels)) != len(levels):
-        raise BenchError(f"--concurrency {text!r}: a level is listed twice")
-    if levels != sorted(levels):
-        raise BenchError(f"--concurrency {text!r}: list the levels in ascending order")
-    if levels[0] != 1:
-        raise BenchError(f"--concurrency {text!r}: the first level must be 1, the reference the others are paired with")
-    if len(levels) < 2:
-        raise BenchError(f"--concurrency {text!r}: give at least two levels (1 and a higher one)")
+    problem = levels_problem(levels)
+    if problem is not None:
+        raise BenchError(f"--concurrency {text!r}: {problem}")
     return levels
