@@ -176,12 +176,13 @@ class CallNavi(Benchmark):
         if ctx.decode not in ("none", self.opts.format):
             raise DataError(f"--decode {ctx.decode} does not match callnavi --format {self.opts.format}")
         sampling = repeat_sampling(ctx.sampling, repeat, cap=MAX_TOKENS[task])
-        gen = await single_call(engine, episode, sampling, self.constraint_for(episode, ctx.decode))
+        constraint = self.constraint_for(episode, ctx.decode)
+        gen = await single_call(engine, episode, sampling, constraint)
         res = EpisodeResult(
             benchmark=self.name,
             episode_id=episode.id,
             repeat=repeat,
-            tags={**episode.tags, "mode": self.opts.mode},
+            tags={**episode.tags, "mode": self.opts.mode} | G.admitted_tag(episode, constraint),
             generations=[gen],
         )
         if gen.error:

@@ -7,6 +7,8 @@ from typing import Any
 
 from rig.agents.scripted import Answer, Player
 from rig.benchmarks.base import GoldUnavailable, MetricRole
+from rig.decoding.constraint import Constraint
+from rig.decoding.validate import validate
 from rig.records import Episode
 
 
@@ -40,6 +42,20 @@ def anti_gold(episode: Episode, fmt: str, declared: list[str], where: str) -> Pl
     other = next((n for n in declared if n not in apis), apis[0] + "Other")
     answer = _answer(episode, [other, *apis[1:]], fmt)
     return lambda _request: answer
+
+
+def admitted_tag(episode: Episode, constraint: Constraint | None) -> dict[str, str]:
+    """Under a grammar, whether the episode's gold answer lies inside it (``gold_admitted``: yes / no), so the report
+    can state the ceiling the grammar's bounds put on the scores of a data set whose answers exceed them."""
+    if constraint is None or constraint.schema_ is None or episode.ground_truth.get("gold_error"):
+        return {}
+    gt = episode.ground_truth
+    value = (
+        gt.get("API")
+        if episode.tags["task"] == "routing"
+        else {"API": gt.get("API"), "parameters": gt.get("parameters")}
+    )
+    return {"gold_admitted": "no" if validate(value, constraint.schema_) else "yes"}
 
 
 def metrics(options: Any) -> dict[str, MetricRole]:

@@ -102,6 +102,22 @@ def _table4_row(
     return row
 
 
+def _ceiling_note(results: list[EpisodeResult]) -> str:
+    """Under a grammar, the gold answers outside it (its bounds: calls, keys, value lengths) and the ceiling that puts
+    on each task's score; "" when every gold answer was inside, or the run was not constrained."""
+    out = []
+    for task in D.TASKS:
+        judged = [r for r in results if r.tags.get("task") == task and r.tags.get("gold_admitted") in ("yes", "no")]
+        outside = sum(r.tags["gold_admitted"] == "no" for r in judged)
+        if outside:
+            metric = "routing EM" if task == "routing" else "AST, structure and order"
+            out.append(
+                f" Ceiling: {outside} of {len(judged)} {task} gold answers lie outside the answer grammar's bounds, so "
+                f"{metric} cannot exceed {(len(judged) - outside) / len(judged):.3f} under --decode here."
+            )
+    return "".join(out)
+
+
 def callnavi_tables(
     results: list[EpisodeResult], label: str = "", paper_denominators: bool = False, fmt: str = "json"
 ) -> list[Table]:
@@ -120,6 +136,7 @@ def callnavi_tables(
     )
     if failed:
         common += f" {failed} episode(s) failed in the engine and count as wrong."
+    common += _ceiling_note(results)
     mode = scored_mode(results)
     both_scored = any(_has_mode(r, m) for r in results for m in MODES)
     others = [m for m in MODES if m != mode] if both_scored else []
