@@ -63,13 +63,17 @@ def own_file(folder: Path, rel: str) -> Path | None:
         except FileNotFoundError:
             return None
         if stat.S_ISLNK(st.st_mode):
-            raise MlflowExportError(
-                f"{path}: is a symbolic link; rig exports only the files inside {folder}, never what a link points "
-                "to: replace the link with the file itself, or remove it"
-            )
+            raise _link_refused(path, folder, "file" if part == Path(rel).parts[-1] else "folder")
     if not stat.S_ISREG(st.st_mode):
         raise MlflowExportError(f"{path}: is {file_kind(st.st_mode)}, not a regular file; it is not exported")
     return path
+
+
+def _link_refused(path: Path, folder: Path, what: str) -> MlflowExportError:
+    return MlflowExportError(
+        f"{path}: is a symbolic link; rig exports only the files inside {folder}, never what a link points to: "
+        f"replace the link with the {what} itself, or remove it"
+    )
 
 
 def own_files(folder: Path, sub: str, suffixes: tuple[str, ...] | None = None) -> dict[str, Path]:
@@ -99,10 +103,7 @@ def own_dir(folder: Path, sub: str) -> Path | None:
     except FileNotFoundError:
         return None
     if stat.S_ISLNK(st.st_mode):
-        raise MlflowExportError(
-            f"{path}: is a symbolic link; rig exports only the files inside {folder}, never what a link points to: "
-            "replace the link with the folder itself, or remove it"
-        )
+        raise _link_refused(path, folder, "folder")
     return path if stat.S_ISDIR(st.st_mode) else None
 
 
