@@ -48,6 +48,8 @@ class _JsonBuilder:
         sh = self.norm.shape(s, path)
         if isinstance(sh, AnyValue):  # shared primitives need no per-schema alias rule
             return prims.json_any(self.g, self.any_depth)
+        if isinstance(sh, Prim) and sh.type == "string" and sh.pattern is not None:
+            return prims.pattern_string(self.g, sh.pattern)
         if isinstance(sh, Prim) and sh.type == "string":
             return prims.json_string(self.g, sh.min_len, sh.max_len)
         if isinstance(sh, Prim) and sh.type in ("number", "integer"):

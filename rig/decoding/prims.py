@@ -52,6 +52,14 @@ def json_string(g: Grammar, lo: int = 0, hi: int | None = None) -> Ref:
     return g.define(("json-string", lo, hi), name, build)
 
 
+def pattern_string(g: Grammar, pattern: str) -> Ref:
+    """A double-quoted string whose content is the language of a plain anchored pattern (``schema.plain_pattern``):
+    no character of it needs an escape, so the same text is a JSON string and a YAML double-quoted scalar."""
+    from rig.decoding.regex import regex_to_ir
+
+    return g.define(("pattern-string", pattern), "pstring", lambda: seq(Lit('"'), regex_to_ir(pattern), Lit('"')))
+
+
 def _hex4_not_surrogate() -> Expr:
     return alt(seq(Cls("0-9a-cA-Ce-fE-F"), rep(HEX, 3, 3)), seq(Cls("dD"), Cls("0-7"), rep(HEX, 2, 2)))
 

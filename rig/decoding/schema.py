@@ -10,6 +10,7 @@ distinct required keys, enums of distinct values, or different types.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -89,6 +90,7 @@ class Prim:
     type: str  # string | number | integer | boolean | null
     min_len: int = 0  # strings only, in code points
     max_len: int | None = None
+    pattern: str | None = None  # strings only: an anchored pattern of plain ASCII (``plain_pattern``)
 
 
 @dataclass(frozen=True)
@@ -146,7 +148,8 @@ class Normalizer:
             raise SchemaError(f"{path}: schema must be an object or boolean, got {s!r}")
         s = self._flatten(s, path)
         if self.strict:
-            bad = sorted(set(s) & _UNSUPPORTED - ({"maxProperties"} if _free_keys(s) else set()))
+            enforced = ({"maxProperties"} if _free_keys(s) else set()) | ({"pattern"} if _plain_string(s) else set())
+            bad = sorted(set(s) & _UNSUPPORTED - enforced)
             if bad:
                 raise UnsupportedSchema(
                     f"{path}: JSON-schema keyword(s) {bad} cannot be enforced by a grammar; pass strict=False to "
@@ -176,6 +179,8 @@ class Normalizer:
             lo, hi = int(s.get("minLength", 0)), s.get("maxLength")
             if hi is not None and int(hi) < lo:
                 raise SchemaError(f"{path}: maxLength {hi} < minLength {lo}")
+            if _plain_string(s):  # the pattern is the string's whole language, its length bound included
+                return Prim("string", pattern=s["pattern"])
             return Prim("string", lo, None if hi is None else int(hi))
         if types in ("number", "integer", "boolean", "null"):
             return Prim(types)
@@ -271,6 +276,24 @@ class Normalizer:
                 else f"{path}: items is `false` but minItems is {lo}"
             )
         return Arr(items, lo, None if hi is None else int(hi))
+
+
+_PLAIN = re.compile(
+    r"\^(?:[A-Za-z0-9_-]|\[(?:[A-Za-z0-9_]|[0-9]-[0-9]|[A-Z]-[A-Z]|[a-z]-[a-z])+\]|[()|?*+]|\{\d+(?:,\d*)?\})+\$"
+)
+
+
+def plain_pattern(pattern: Any) -> bool:
+    """A ``pattern`` a grammar writes exactly: anchored at both ends (a JSON-schema pattern is a search, so anything
+    else admits text around it), built of ASCII letters, digits, ``_`` and ``-``, classes of those (ranges within one
+    kind: ``a-z``, ``A-Z``, ``0-9``), groups, ``|`` and quantifiers; so no string it admits needs an escape in JSON or
+    YAML (identifiers: ``^[A-Za-z_][A-Za-z0-9_]{0,63}$``)."""
+    return isinstance(pattern, str) and _PLAIN.fullmatch(pattern) is not None
+
+
+def _plain_string(s: dict) -> bool:
+    """A string schema whose ``pattern`` the grammar enforces (with no length bound beside it: the pattern has one)."""
+    return plain_pattern(s.get("pattern")) and not {"minLength", "maxLength"} & s.keys()
 
 
 def _free_keys(s: dict) -> bool:

@@ -18,7 +18,9 @@ from rig.decoding import (
     parse_output,
     to_gbnf,
     to_lark,
+    validate,
     yaml_schema_to_gbnf,
+    yaml_schema_to_lark,
 )
 from tests.decoding.cases import NESTED, PERSON
 
@@ -114,11 +116,39 @@ def test_parse_output() -> None:
     assert parse_output("anything", Constraint(kind="grammar", grammar='root ::= "a"')) == ("anything", None)
 
 
-def test_strict_refuses_unenforceable_keywords() -> None:
-    s = {"type": "object", "properties": {"code": {"type": "string", "pattern": "^[A-Z]{3}$"}}}
+@pytest.mark.parametrize("pattern", ["[A-Z]{3}", "^[A-Z]{3}", r"^\d{3}$", "^a.c$", "^[^a]$", "^[0-z]$"])
+def test_strict_refuses_unenforceable_keywords(pattern: str) -> None:
+    """A pattern is a search, and a grammar writes only a plain anchored one exactly (``schema.plain_pattern``): an
+    unanchored one, an escape, ``.``, a negated class or a range across kinds is refused in strict mode."""
+    s = {"type": "object", "properties": {"code": {"type": "string", "pattern": pattern}}}
     with pytest.raises(UnsupportedSchema, match="pattern"):
         json_schema_to_gbnf(s)
     assert "code" in json_schema_to_gbnf(s, strict=False)
+    plain = {"type": "object", "properties": {"code": {"type": "string", "pattern": "^[A-Z]{3}$", "maxLength": 3}}}
+    with pytest.raises(UnsupportedSchema, match="pattern"):  # a length bound beside it is not the pattern's
+        json_schema_to_gbnf(plain)
+
+
+@pytest.mark.parametrize("fmt", ["json", "yaml"])
+def test_a_plain_anchored_pattern_is_enforced(fmt: str, engines) -> None:  # type: ignore[no-untyped-def]
+    s = {
+        "type": "object",
+        "properties": {"name": {"type": "string", "pattern": "^[A-Za-z_][A-Za-z0-9_]{0,3}$"}},
+        "required": ["name"],
+        "additionalProperties": False,
+    }
+    to_g, to_l = (
+        (json_schema_to_gbnf, json_schema_to_lark) if fmt == "json" else (yaml_schema_to_gbnf, yaml_schema_to_lark)
+    )
+    gbnf, lark = to_g(s), to_l(s)
+
+    def doc(name: str) -> str:
+        return json.dumps({"name": name}) if fmt == "json" else f'name: "{name}"\n'
+
+    for name in ("a", "_x1", "getX"):
+        assert validate({"name": name}, s) == [] and all(engines(gbnf, lark, doc(name)).values()), name
+    for name in ("", "1a", "getXY", "a b", "a-b", "]['a'"):
+        assert validate({"name": name}, s) and not any(engines(gbnf, lark, doc(name)).values()), name
 
 
 def test_refs_defs_allof_and_type_lists(engines) -> None:  # type: ignore[no-untyped-def]

@@ -75,6 +75,9 @@ def build_prompt(apis: list[Api], question: str, task: str, fmt: str) -> str:
 MAX_CALLS = 5
 MAX_VALUE_CHARS = 32
 MAX_NAME_CHARS = 64
+# An API name is an identifier (every declared and every gold name of the upstream data is one): a grammar that let
+# any string stand for a name let Qwen2.5-Coder 1.5B write its Python-list habit inside one string ("]['getX', 'a']").
+NAME_PATTERN = f"^[A-Za-z_][A-Za-z0-9_]{{0,{MAX_NAME_CHARS - 1}}}$"
 MAX_LIST_ITEMS = 5  # the data's longest list: 4
 MAX_ARGS = 6  # keys of a call or of an object value (the data's most: 5)
 VALUE_DEPTH = 3
@@ -101,14 +104,14 @@ def value_schema(depth: int = VALUE_DEPTH) -> dict:
 def answer_schema(apis: list[Api], task: str) -> dict:
     """JSON schema of a well-formed answer, used when output is grammar-constrained.
 
-    API names are any name of at most MAX_NAME_CHARS (upstream answers name APIs the domain's list lacks, such as
-    aviation's ``getpassengerName``) and each call's arguments any keys with any value (``value_schema``). What the
+    API names are any identifier of at most MAX_NAME_CHARS (upstream answers name APIs the domain's list lacks, such
+    as aviation's ``getpassengerName``) and each call's arguments any keys with any value (``value_schema``). What the
     grammar holds is the shape: in the params task, ``parameters`` holds one object per listed API (or none: six
     shopping answers list an API with ``parameters: []``); without that tie a small model repeats argument objects
     until max_tokens. ``apis`` is kept for the signature's sake: the names are shown to the model in the prompt.
     """
     del apis  # the grammar no longer narrows names or keys to the declared ones (see the docstring)
-    names = {"type": "string", "minLength": 1, "maxLength": MAX_NAME_CHARS}
+    names = {"type": "string", "pattern": NAME_PATTERN}
     if task == "routing":
         return {"type": "array", "items": names, "minItems": 1, "maxItems": MAX_CALLS}
     call = {"type": "object", "additionalProperties": value_schema(VALUE_DEPTH), "maxProperties": MAX_ARGS}
