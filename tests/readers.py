@@ -711,6 +711,34 @@ def _compare_plan(text: str) -> None:
         read_plan(_file("cmp-1/plan.json", body).parent)
 
 
+def _entry_points(text: str) -> None:
+    """A distribution's entry_points.txt (a neighbour's or a plugin's), as the text and as lines of rig's groups:
+    discovery never raises; each plugin found names a well-formed target, each line left out is a
+    warning naming the distribution."""
+    import re
+    import sys
+
+    from rig import plugins
+
+    site = _tmp() / "files" / "entry-points-site"
+    info = site / "rig_fuzz_dist-0.1.dist-info"
+    info.mkdir(parents=True, exist_ok=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: rig-fuzz-dist\nVersion: 0.1\n")
+    saved = sys.path[:]
+    sys.path[:] = [str(site)]  # this distribution alone: discovery reads every one on the path
+    try:
+        for body in (text, f"[{plugins.ENGINE_GROUP}]\n{text}", f"[{plugins.BENCHMARK_GROUP}]\nx = {text}"):
+            (info / "entry_points.txt").write_bytes(body.encode("utf-8", "surrogatepass"))
+            for group in (plugins.ENGINE_GROUP, plugins.BENCHMARK_GROUP):
+                plugins.discover.cache_clear()
+                found = plugins.discover(group, ())
+                assert all(re.fullmatch(r"[\w.]+(:[\w.]+)?", p.target) for p in found.plugins.values()), found
+                assert all("rig-fuzz-dist 0.1" in w for w in found.problems), found.problems
+    finally:
+        sys.path[:] = saved
+        plugins.discover.cache_clear()
+
+
 def _errors() -> dict[str, tuple[type[BaseException], ...]]:
     from rig.analyses.load.run import BenchError
     from rig.benchmarks.base import DataError
@@ -766,6 +794,7 @@ FILE_READERS: dict[str, Callable[[str], str | None]] = {
     "compare_plan": _lazy(_compare_plan, "input"),
     "tracking_uri": _lazy(_tracking_uri, "uri"),
     "allowed_host": _lazy(_allowed_host, "host"),
+    "entry_points": _named(_entry_points, ()),
 }
 
 # Inputs named in issue 37 for these readers, and the shapes of issue 30 that apply to any file.
