@@ -339,7 +339,7 @@ def test_reference_mode_uses_the_references_similarity(tmp_path: Path) -> None:
     weather = _rescore_one(tmp_path / "a", rows, "reference", "jaccard-lower")["case_1"]
     assert weather.tags["similarity_model"] == "char-jaccard-lower"
     assert weather.tags["reference_similarity_model"] == "char-jaccard"
-    from rig.benchmarks.mobilitybench.benchmark import mobility_tables
+    from rig.benchmarks.mobilitybench.tables import mobility_tables
 
     ref_table = next(t for t in mobility_tables([weather], "m") if "reference metric mode" in t.title)
     assert "Jaccard unless a model directory): char-jaccard." in (ref_table.note or "")
@@ -476,7 +476,7 @@ def test_mobilitybench_rescore_is_plan_and_execute_with_its_calls_and_unreported
     assert [c.name for c in weather.tool_calls] == ["weather_query"]
     assert weather.scores["paper:IT"] == 10 and weather.scores["paper:OT"] == 2
     assert poi.scores["paper:IT"] is None and poi.scores["paper:OT"] is None  # not reported, never 0
-    from rig.benchmarks.mobilitybench.benchmark import mobility_tables
+    from rig.benchmarks.mobilitybench.tables import mobility_tables
 
     (table,) = [t for t in mobility_tables([weather, poi], "m") if t.title.startswith("MobilityBench tokens")]
     (row,) = table.rows

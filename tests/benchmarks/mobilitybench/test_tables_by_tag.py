@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from rig.benchmarks.mobilitybench.benchmark import mobility_tables
+from rig.benchmarks.mobilitybench.tables import mobility_tables
 from rig.runformat import read_results
 
 FIXTURE = Path(__file__).parents[2] / "fixtures" / "run_before_issue17" / "results.sqlite"
