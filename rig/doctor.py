@@ -8,8 +8,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from rig import offline
-from rig.engines import ENGINES
+from rig import offline, plugins
 
 if TYPE_CHECKING:
     from rig.telemetry.peak import BandwidthProbe
@@ -30,17 +29,7 @@ print(len(list(zip(range(2), llm.generate(llm.tokenize(b"Hello"), temp=0.0)))))
 def run_checks(data: Path | None = None, models_file: Path | None = None, benchmark: str | None = None) -> list[Row]:
     """Engines, plugins, llama.cpp, GPUs, the guard, models.yaml and weights; then one benchmark's data (``benchmark``,
     default ``DEFAULT_BENCHMARK``): its embedded sample and, with ``data``, that folder."""
-    rows: list[Row] = []
-    for name, (_t, module, extra) in ENGINES.items():
-        found = importlib.util.find_spec(module) is not None
-        rows.append(
-            (
-                f"engine {name}",
-                "ok" if found else "warn",
-                f"module {module} importable" if found else f"not installed: pip install 'rig[{extra}]'",
-            )
-        )
-    rows += _plugin_rows()
+    rows = engine_rows() + _plugin_rows()
     rows.append(_llamacpp_row(models_file))
     rows.append(_gpu_row())
     rows.append(_offline_row())
@@ -67,6 +56,22 @@ def run_checks(data: Path | None = None, models_file: Path | None = None, benchm
     return rows
 
 
+def engine_rows() -> list[Row]:
+    """rig's own engines, as the registry lists them: whether each one's backend module is installed (looked up,
+    not imported)."""
+    rows: list[Row] = []
+    for name, entry in plugins.own(plugins.ENGINE_GROUP).items():
+        found = entry.needs is None or importlib.util.find_spec(entry.needs) is not None
+        rows.append(
+            (
+                f"engine {name}",
+                "ok" if found else "warn",
+                f"module {entry.needs} importable" if found else f"not installed: pip install 'rig[{entry.extra}]'",
+            )
+        )
+    return rows
+
+
 def _parts_row(label: str, parts: Parts) -> Row:
     """A model joined from part packages: assembled and verified (a cached file without its stamp is hashed here, so
     a truncated or altered one fails), its parts installed, or which parts are missing."""
@@ -81,14 +86,7 @@ def _parts_row(label: str, parts: Parts) -> Row:
 
 def _plugin_rows() -> list[Row]:
     """Engines and benchmarks of installed packages: each imported and checked, each one left out with why."""
-    from rig import plugins
-    from rig.benchmarks import BENCHMARKS
-    from rig.benchmarks.base import Benchmark
-    from rig.engines.base import Engine
-
-    return plugins.listing(plugins.ENGINE_GROUP, ENGINES, Engine) + plugins.listing(
-        plugins.BENCHMARK_GROUP, BENCHMARKS, Benchmark
-    )
+    return plugins.listing(plugins.ENGINE_GROUP) + plugins.listing(plugins.BENCHMARK_GROUP)
 
 
 def _data_rows(benchmark: str | None, data: Path | None) -> list[Row]:

@@ -1,6 +1,8 @@
-"""Engines and benchmarks from installed packages: entry points in the groups `rig.engines` and `rig.benchmarks`.
+"""The one registry of everything pluggable: engines and benchmarks, rig's own and those of installed packages.
 
-A lab's package declares, in its pyproject.toml::
+rig's own are declared here as lazy "module:attribute" entries, the shape of an entry point, and loaded exactly as a
+plugin is (imported only when a run asks, checked to be the kind's class under its entry's name). A lab's package
+declares its own in its pyproject.toml::
 
     [project.entry-points."rig.benchmarks"]
     mybench = "mylab.bench:MyBench"
@@ -14,17 +16,19 @@ built-in (the built-in wins), a name two distributions declare, or a name a run 
 carry is left out with a warning naming its distribution; one that fails to import (whatever it raises, `SystemExit`
 included), or is not the class it should be, is a `PluginError` naming it when it is asked for, and skipped with a
 warning in a run of every benchmark; an engine plugin whose construction or `load` raises is a `PluginError` too
-(`rig.execution.turn`). Only the standard library is imported here: the registries of engines and benchmarks sit on
-top of it.
+(`rig.execution.turn`). Only the standard library is imported here: engines, benchmarks, models.yaml validation,
+`rig doctor`, bundles and every command read this one table (`table`, `names`, `load`).
 """
 
 from __future__ import annotations
 
 import functools
+import importlib
 import importlib.metadata
+import importlib.util
 import logging
 import re
-from collections.abc import Collection, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -45,9 +49,14 @@ class PluginError(ImportError):
     """A plugin that cannot be used; str() names the plugin, its distribution and why."""
 
 
+class MissingExtra(ImportError):
+    """One of rig's own entries whose backend module is not installed; str() names the pip extra that brings it."""
+
+
 @dataclass(frozen=True)
 class Plugin:
-    """One entry point: the name it registers, the object it points at and the distribution declaring it."""
+    """One entry, rig's own or an installed package's entry point: the name it registers, the object it points at
+    ("module:attribute", imported only by `load`) and the distribution declaring it."""
 
     group: str
     name: str
@@ -56,9 +65,42 @@ class Plugin:
     # the declaring distribution's name and version (None: an entry point of no known distribution): what a bundle
     # pins to carry the plugin
     requirement: str | None = None
+    builtin: bool = False  # rig's own: never pinned by a bundle, its errors rig's own (not a PluginError)
+    # rig's own only: the backend module that must be importable (looked up, never imported: importing vLLM
+    # initialises CUDA, after which --gpu could no longer choose the device) and the pip extra that brings it
+    needs: str | None = None
+    extra: str | None = None
 
     def __str__(self) -> str:
-        return f"{_kind(self.group)} plugin {self.name!r} ({self.target}) from {self.dist}"
+        return f"{_kind(self.group)} {'' if self.builtin else 'plugin '}{self.name!r} ({self.target}) from {self.dist}"
+
+
+def _own(group: str, name: str, target: str, needs: str | None = None, extra: str | None = None) -> Plugin:
+    return Plugin(group, name, target, "rig", builtin=True, needs=needs, extra=extra)
+
+
+# rig's own, in the order commands list them: a new engine or benchmark is its module plus one line here.
+ENGINES: dict[str, Plugin] = {
+    p.name: p
+    for p in (
+        _own(ENGINE_GROUP, "llamacpp", "rig.engines.llamacpp:LlamaCppEngine", "llama_cpp", "llamacpp"),
+        _own(ENGINE_GROUP, "openai_compat", "rig.engines.openai_compat:OpenAICompatEngine", "httpx", "openai"),
+        _own(ENGINE_GROUP, "ollama", "rig.engines.ollama:OllamaEngine", "httpx", "ollama"),
+        _own(ENGINE_GROUP, "vllm", "rig.engines.vllm:VllmEngine", "vllm", "vllm"),
+    )
+}
+BENCHMARKS: dict[str, Plugin] = {
+    p.name: p
+    for p in (
+        _own(BENCHMARK_GROUP, "callnavi", "rig.benchmarks.callnavi.benchmark:CallNavi"),
+        _own(BENCHMARK_GROUP, "evgeoqa", "rig.benchmarks.evgeoqa.benchmark:EVGeoQA"),
+        _own(BENCHMARK_GROUP, "mobilitybench", "rig.benchmarks.mobilitybench.benchmark:MobilityBench"),
+        _own(BENCHMARK_GROUP, "routeeval", "rig.benchmarks.routeeval.benchmark:RouteEval"),
+        _own(BENCHMARK_GROUP, "urbangeo", "rig.benchmarks.urbangeo.benchmark:UrbanGeoEval"),
+    )
+}
+# The class each group's entries must be (imported only when one is loaded).
+BASES = {ENGINE_GROUP: "rig.engines.base:Engine", BENCHMARK_GROUP: "rig.benchmarks.base:Benchmark"}
 
 
 @dataclass(frozen=True)
@@ -143,16 +185,54 @@ def discover(group: str, builtin: tuple[str, ...]) -> Found:
     return Found(plugins, problems)
 
 
-def load(plugin: Plugin, base: type, name_attr: str = "name") -> Any:
-    """The class ``plugin`` points at, imported; a `PluginError` naming plugin and distribution when it does not
-    import, is not a subclass of ``base``, or declares another ``name`` than its entry point's."""
-    module, _, attr = plugin.target.partition(":")
+def own(group: str) -> dict[str, Plugin]:
+    """rig's own entries of ``group`` (read when called, so a test may register one)."""
+    return ENGINES if group == ENGINE_GROUP else BENCHMARKS
+
+
+def table(group: str) -> dict[str, Plugin]:
+    """Everything ``group`` offers, by name: rig's own in their order, then installed packages' whose names are free.
+    Metadata only: nothing is imported."""
+    builtin = own(group)
+    return {**builtin, **discover(group, tuple(builtin)).plugins}
+
+
+def names(group: str) -> tuple[str, ...]:
+    """The names ``table`` holds, in its order."""
+    return tuple(table(group))
+
+
+def installed(group: str, name: str) -> Plugin | None:
+    """The installed package's entry of that name; None for rig's own or an unknown name (its errors are not a
+    plugin's to be named for)."""
+    entry = table(group).get(name)
+    return None if entry is None or entry.builtin else entry
+
+
+def _attribute(target: str) -> Any:
+    module, _, attr = target.partition(":")
+    obj: Any = importlib.import_module(module)
+    for part in attr.split(".") if attr else []:
+        obj = getattr(obj, part)
+    return obj
+
+
+def load(plugin: Plugin, name_attr: str = "name") -> Any:
+    """The class ``plugin`` points at, imported and checked to be its group's class under its entry's name. rig's own
+    whose backend is not installed is `MissingExtra`; a plugin that does not import, and any entry that is not a
+    subclass of its group's class or declares another ``name``, is a `PluginError` naming it and its distribution."""
+    if plugin.needs is not None and importlib.util.find_spec(plugin.needs) is None:
+        raise MissingExtra(
+            f"{_kind(plugin.group)} {plugin.name!r} needs the Python module {plugin.needs!r}, which is not installed. "
+            f"Install it with: pip install 'rig[{plugin.extra}]'"
+        )
     try:
-        obj: Any = importlib.import_module(module)
-        for part in attr.split(".") if attr else []:
-            obj = getattr(obj, part)
+        obj = _attribute(plugin.target)
     except (Exception, SystemExit) as e:  # a plugin's own bug, even sys.exit() on import, is its problem, named
+        if plugin.builtin:
+            raise
         raise PluginError(f"{plugin}: cannot be imported: {type(e).__name__}: {e}") from e
+    base = _attribute(BASES[plugin.group])
     if not (isinstance(obj, type) and issubclass(obj, base)):
         what = f"the class {obj.__module__}.{obj.__qualname__}" if isinstance(obj, type) else f"{type(obj).__name__}"
         raise PluginError(f"{plugin}: is {what}, not a subclass of {base.__module__}.{base.__qualname__}")
@@ -162,14 +242,14 @@ def load(plugin: Plugin, base: type, name_attr: str = "name") -> Any:
     return obj
 
 
-def listing(group: str, builtin: Collection[str], base: type) -> list[tuple[str, str, str]]:
-    """`rig doctor`'s rows for one group: each plugin imported and checked (ok, or fail with why), and each one
-    left out (warn)."""
-    found = discover(group, tuple(builtin))
+def listing(group: str) -> list[tuple[str, str, str]]:
+    """`rig doctor`'s rows for the installed packages' entries of one group: each plugin imported and checked (ok,
+    or fail with why), and each one left out (warn)."""
+    found = discover(group, tuple(own(group)))
     rows = []
     for name, plugin in found.plugins.items():
         try:
-            load(plugin, base)
+            load(plugin)
             rows.append((f"plugin {name}", "ok", f"{plugin.target} from {plugin.dist}"))
         except PluginError as e:
             rows.append((f"plugin {name}", "fail", str(e)))

@@ -26,10 +26,11 @@ EXTERNAL = "external"
 
 
 def engine_names() -> tuple[str, ...]:
-    """The engines a models.yaml entry may name: rig's engine table and installed plugins (none is imported)."""
-    from rig.engines.table import engine_names as names
+    """The engines a models.yaml entry may name: the one registry's, rig's own and installed plugins' (none is
+    imported)."""
+    from rig import plugins
 
-    return names()
+    return plugins.names(plugins.ENGINE_GROUP)
 
 
 class RegistryError(Exception):

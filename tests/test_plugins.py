@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import importlib.util
 import logging
 import os
 import subprocess
@@ -18,9 +19,17 @@ import pytest
 
 from rig import plugins
 from rig.benchmarks import BENCHMARKS, benchmark_classes, benchmark_names, get_benchmark_class
+from rig.benchmarks.callnavi.benchmark import CallNavi
 from rig.engines import ENGINES, engine_class, engine_names
 
 REPO = Path(__file__).resolve().parents[1]
+
+
+class OwnSums(CallNavi):
+    """A benchmark registered as rig's own are: one entry in the registry."""
+
+    name = "ownsums"
+
 
 # A lab's package: an engine that adds the two numbers of a prompt "a+b", and a benchmark of such sums.
 TOY = '''"""Sums: a toy rig plugin."""
@@ -256,7 +265,7 @@ def test_a_run_of_every_benchmark_skips_the_broken_plugins_and_runs_the_rest(
     from rig.execution.bench import BenchOptions, run_bench
     from rig.runfolder.folder import RunFolder
 
-    monkeypatch.setitem(sys.modules["rig.benchmarks"].__dict__, "BENCHMARKS", {"callnavi": BENCHMARKS["callnavi"]})
+    monkeypatch.setattr(plugins, "BENCHMARKS", {"callnavi": BENCHMARKS["callnavi"]})
     plugins.discover.cache_clear()
     (installed / "models.yaml").write_text(MODELS)
     said: list[str] = []
@@ -380,7 +389,7 @@ def test_a_plugin_that_exits_on_import_is_named_and_skipped(
     with pytest.raises(plugins.PluginError, match=r"'quits' \(exits_on_import:B\) from exits 0\.1: cannot be imported"):
         get_benchmark_class("quits")
     # a run of every benchmark still runs rig's own (narrowed to CallNavi) and the working plugin's
-    monkeypatch.setitem(sys.modules["rig.benchmarks"].__dict__, "BENCHMARKS", {"callnavi": BENCHMARKS["callnavi"]})
+    monkeypatch.setattr(plugins, "BENCHMARKS", {"callnavi": BENCHMARKS["callnavi"]})
     plugins.discover.cache_clear()
     (exiting / "models.yaml").write_text(MODELS)
     said: list[str] = []
@@ -401,3 +410,81 @@ def test_an_engine_plugin_whose_load_raises_is_named_exit_2(exiting: Path) -> No
     assert r.returncode == 2, r.stdout + r.stderr
     assert "Traceback" not in r.stderr
     assert "engine plugin 'boom' (raises_on_load:Boom) from exits 0.1: RuntimeError: no device for boom" in r.stderr
+
+
+@pytest.mark.parametrize("group", plugins.GROUPS)
+def test_rig_s_own_are_lazy_entries_loaded_and_checked_as_a_plugin_is(group: str) -> None:
+    """rig's own engines and benchmarks are entries of the one registry in a plugin's shape ("module:attribute"),
+    listed first in its table, and each loads through the same `load` and its checks (its group's class, the entry's
+    name); an engine names the backend module it needs and the extra that brings it."""
+    own = plugins.own(group)
+    assert own and list(plugins.table(group))[: len(own)] == list(own)
+    for name, entry in own.items():
+        assert entry.builtin and entry.name == name and entry.group == group and entry.requirement is None
+        assert plugins.installed(group, name) is None  # rig's own: nothing for a bundle to pin
+        module, _, attr = entry.target.partition(":")
+        assert module.startswith(f"{group}.") and attr
+        assert (entry.needs is not None) == (group == plugins.ENGINE_GROUP) == (entry.extra is not None)
+        if entry.needs is None or importlib.util.find_spec(entry.needs) is not None:
+            assert plugins.load(entry).name == name
+
+
+def test_one_of_rig_s_own_that_is_not_its_kind_is_refused_by_the_plugin_checks(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A built-in entry gets the checks a plugin gets: a class that is no benchmark, or one under another name, is a
+    `PluginError` naming the entry (from rig), not a class that fails later."""
+    wrong = plugins.Plugin(plugins.BENCHMARK_GROUP, "wrong", "rig.engines.llamacpp:LlamaCppEngine", "rig", builtin=True)
+    renamed = plugins.Plugin(plugins.BENCHMARK_GROUP, "renamed", BENCHMARKS["callnavi"].target, "rig", builtin=True)
+    monkeypatch.setitem(plugins.BENCHMARKS, "wrong", wrong)
+    monkeypatch.setitem(plugins.BENCHMARKS, "renamed", renamed)
+    with pytest.raises(
+        plugins.PluginError, match=r"benchmark 'wrong' \(rig\.engines\.llamacpp:LlamaCppEngine\) from rig: is"
+    ):
+        get_benchmark_class("wrong")
+    with pytest.raises(plugins.PluginError, match=r"benchmark 'renamed' .* declares name = 'callnavi'"):
+        get_benchmark_class("renamed")
+
+
+def test_registering_an_entry_is_enough_for_every_command(monkeypatch: pytest.MonkeyPatch) -> None:
+    """One table: an entry added to the registry is what models.yaml validation, `engine_class`, the benchmark
+    lookups, `rig doctor`'s engine rows and `rig benchmarks` read, with no second list to edit."""
+    from typer.testing import CliRunner
+
+    from rig.cli import app
+    from rig.doctor import engine_rows
+    from rig.registry import engine_names as registry_engines
+
+    sums = plugins.Plugin(plugins.BENCHMARK_GROUP, "ownsums", f"{__name__}:OwnSums", "rig", builtin=True)
+    eng = plugins.Plugin(plugins.ENGINE_GROUP, "owneng", "rig.engines.ollama:OllamaEngine", "rig", builtin=True)
+    monkeypatch.setitem(plugins.BENCHMARKS, "ownsums", sums)
+    monkeypatch.setitem(
+        plugins.ENGINES, "owneng", plugins.Plugin(**{**eng.__dict__, "needs": "no_such_backend", "extra": "x"})
+    )
+    assert "owneng" in registry_engines() and "owneng" in engine_names()
+    with pytest.raises(
+        plugins.MissingExtra, match=r"engine 'owneng' needs the Python module 'no_such_backend'.*rig\[x\]"
+    ):
+        engine_class("owneng")
+    assert "ownsums" in benchmark_names() and get_benchmark_class("ownsums") is OwnSums
+    rows = {name: (status, detail) for name, status, detail in engine_rows()}
+    assert rows["engine owneng"] == ("warn", "not installed: pip install 'rig[x]'")
+    out = CliRunner().invoke(app, ["benchmarks", "ownsums"])
+    assert out.exit_code == 0 and "## ownsums" in out.output, out.output
+
+
+def test_reading_the_table_imports_no_engine_or_benchmark() -> None:
+    """The registry is metadata: listing every name (and models.yaml's engine check) imports none of the modules
+    its entries point at, nor the bases they are checked against."""
+    code = (
+        "import sys\n"
+        "from rig import plugins\n"
+        "from rig.benchmarks import benchmark_names\n"
+        "from rig.engines import engine_names\n"
+        "from rig.registry import engine_names as accepted\n"
+        "assert engine_names() and benchmark_names() and accepted()\n"
+        "targets = [e.target.partition(':')[0] for g in plugins.GROUPS for e in plugins.table(g).values()]\n"
+        "bases = [b.partition(':')[0] for b in plugins.BASES.values()]\n"
+        "print([m for m in targets + bases if m in sys.modules])\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and r.stdout.strip() == "[]", r.stdout + r.stderr

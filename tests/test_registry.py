@@ -273,13 +273,14 @@ def test_hostile_rig_models_gives_one_line_and_exit_2(
 
 
 def test_a_new_engine_is_one_line_in_the_engine_table(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """models.yaml accepts what rig.engines.ENGINES lists, nothing more: registering an engine there is enough."""
-    import rig.engines
+    """models.yaml accepts what the one registry lists, nothing more: registering an engine there is enough."""
+    from rig import plugins
 
     p = write(tmp_path, GOOD.replace("llamacpp", "toy"))
     with pytest.raises(RegistryError, match="unknown engine 'toy'"):
         load_registry(p)
-    monkeypatch.setitem(rig.engines.ENGINES, "toy", ("tests.toy:ToyEngine", "json", "toy"))
+    toy = plugins.Plugin(plugins.ENGINE_GROUP, "toy", "tests.toy:ToyEngine", "rig", builtin=True, needs="json")
+    monkeypatch.setitem(plugins.ENGINES, "toy", toy)
     assert load_registry(p).get("m").engine == "toy"
 
 
@@ -292,8 +293,8 @@ def test_the_engine_table_and_the_registry_agree() -> None:
     from rig.registry import EXTERNAL, ModelSpec, Weights, engine_names
 
     assert engine_names() == tuple(ENGINES) and EXTERNAL not in ENGINES
-    for name, (target, _module, _extra) in ENGINES.items():
-        module = target.split(":")[0]
+    for name, entry in ENGINES.items():
+        module = entry.target.split(":")[0]
         assert module == f"rig.engines.{name}"
         assert importlib.util.find_spec(module) is not None  # found without importing the backend
         spec = ModelSpec(name="m", base="m", engine=name, weights=Weights(file="w"), quantization="q", context_length=8)

@@ -1,29 +1,21 @@
-"""Benchmark registry: name -> "module:Class", imported only when asked for; and what a report needs from a
-benchmark without its data: recorded options, tables, headline scores, option help.
+"""Benchmarks by name, imported only when asked for, as the one registry (`rig.plugins`) lists them; and what a
+report needs from a benchmark without its data: recorded options, tables, headline scores, option help.
 
-`BENCHMARKS` is rig's own; installed packages add theirs through the `rig.benchmarks` entry point group
-(`rig.plugins`). `benchmark_names` is both, and what every command that takes a benchmark name reads."""
+`BENCHMARKS` is rig's own (the registry's entries); installed packages add theirs through the `rig.benchmarks` entry
+point group. `benchmark_names` is both, and what every command that takes a benchmark name reads."""
 
 from __future__ import annotations
 
-import importlib
 import logging
 from typing import TYPE_CHECKING, Any
 
 from rig import plugins
+from rig.plugins import BENCHMARKS
 
 if TYPE_CHECKING:
     from rig.benchmarks.base import Benchmark, Table
     from rig.records import Episode, EpisodeResult
     from rig.runfolder.config import BenchmarkInfo
-
-BENCHMARKS: dict[str, str] = {
-    "callnavi": "rig.benchmarks.callnavi.benchmark:CallNavi",
-    "evgeoqa": "rig.benchmarks.evgeoqa.benchmark:EVGeoQA",
-    "mobilitybench": "rig.benchmarks.mobilitybench.benchmark:MobilityBench",
-    "routeeval": "rig.benchmarks.routeeval.benchmark:RouteEval",
-    "urbangeo": "rig.benchmarks.urbangeo.benchmark:UrbanGeoEval",
-}
 
 # What a command runs when no benchmark is named and it needs one (compare, load, doctor's data check).
 DEFAULT_BENCHMARK = "callnavi"
@@ -32,28 +24,18 @@ DEFAULT_BENCHMARK = "callnavi"
 log = logging.getLogger(__name__)
 
 
-def benchmark_plugins() -> dict[str, plugins.Plugin]:
-    """Benchmarks of installed packages (entry points of `rig.benchmarks`) whose names are free; metadata only."""
-    return plugins.discover(plugins.BENCHMARK_GROUP, tuple(BENCHMARKS)).plugins
-
-
 def benchmark_names() -> list[str]:
     """Every benchmark a run may name, rig's own and installed plugins', sorted (the order of a run of all)."""
-    return sorted([*BENCHMARKS, *benchmark_plugins()])
+    return sorted(plugins.names(plugins.BENCHMARK_GROUP))
 
 
 def get_benchmark_class(name: str) -> type[Benchmark]:
     """The benchmark's class, imported; a plugin that cannot be used is a `plugins.PluginError` naming its
     distribution, an unknown name a KeyError listing the known ones."""
-    if name in BENCHMARKS:
-        module, cls = BENCHMARKS[name].split(":")
-        return getattr(importlib.import_module(module), cls)
-    found = benchmark_plugins()
-    if name not in found:
+    entry = plugins.table(plugins.BENCHMARK_GROUP).get(name)
+    if entry is None:
         raise KeyError(f"unknown benchmark {name!r}; available: {', '.join(benchmark_names())}")
-    from rig.benchmarks.base import Benchmark
-
-    bench: type[Benchmark] = plugins.load(found[name], Benchmark)
+    bench: type[Benchmark] = plugins.load(entry)
     return bench
 
 
@@ -169,3 +151,24 @@ def with_options_table(readme: str, name: str) -> str:
         head, _, rest = readme.partition(OPTIONS_BEGIN)
         return head + block + rest.partition(OPTIONS_END)[2]
     return readme.rstrip("\n") + "\n\n" + block + "\n"
+
+
+# BENCHMARKS (rig's own entries) is the registry's, re-exported
+__all__ = [
+    "BENCHMARKS",
+    "DEFAULT_BENCHMARK",
+    "OPTIONS_BEGIN",
+    "OPTIONS_END",
+    "benchmark_classes",
+    "benchmark_names",
+    "benchmark_tables",
+    "flag_option",
+    "get_benchmark_class",
+    "headline",
+    "options_markdown",
+    "rebuilt_episodes",
+    "recorded_episodes",
+    "recorded_options",
+    "recorded_prompts",
+    "with_options_table",
+]

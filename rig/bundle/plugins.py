@@ -36,11 +36,12 @@ class PluginDist:
 def plugin_dists(benchmarks: list[str], specs: list[Any]) -> list[PluginDist]:
     """The plugin distributions of the chosen benchmarks and of the chosen models' engines, each once (rig's own
     need none). A plugin whose entry point belongs to no known distribution cannot be pinned: refused."""
-    from rig.benchmarks import benchmark_plugins
-    from rig.engines.table import engine_plugins
+    from rig import plugins
 
-    wanted = [(benchmark_plugins().get(name), f"benchmark {name!r}") for name in benchmarks]
-    wanted += [(engine_plugins().get(s.engine), f"engine {s.engine!r} of model {s.name!r}") for s in specs]
+    wanted = [(plugins.installed(plugins.BENCHMARK_GROUP, name), f"benchmark {name!r}") for name in benchmarks]
+    wanted += [
+        (plugins.installed(plugins.ENGINE_GROUP, s.engine), f"engine {s.engine!r} of model {s.name!r}") for s in specs
+    ]
     out: dict[str, PluginDist] = {}
     for plugin, what in wanted:
         if plugin is None:

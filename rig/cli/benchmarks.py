@@ -21,7 +21,8 @@ def benchmarks_cmd(
 ) -> None:
     """List the benchmarks and their -O options (type, default, meaning), generated from each Options model."""
     import rig
-    from rig.benchmarks import BENCHMARKS, benchmark_names, get_benchmark_class, options_markdown, with_options_table
+    from rig import plugins
+    from rig.benchmarks import benchmark_names, get_benchmark_class, options_markdown, with_options_table
     from rig.plugins import PluginError
 
     names = [name] if name else benchmark_names()
@@ -29,11 +30,12 @@ def benchmarks_cmd(
         if n not in benchmark_names():
             fail(f"unknown benchmark {n!r}; available: {', '.join(benchmark_names())}")
     if write_readmes:
+        own = plugins.own(plugins.BENCHMARK_GROUP)
         from rig.records import write_atomic
 
-        if name is not None and name not in BENCHMARKS:
+        if name is not None and name not in own:
             fail(f"{name}: a plugin's README belongs to its own package, not to this source tree")
-        for n in [n for n in names if n in BENCHMARKS]:
+        for n in [n for n in names if n in own]:
             readme = Path(rig.__file__).resolve().parents[1] / "benchmarks" / n / "README.md"
             if not readme.is_file():
                 fail(f"{readme}: not found (--write-readmes works in a source checkout)")

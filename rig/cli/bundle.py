@@ -52,7 +52,7 @@ def bundle_create(
     ),
 ) -> None:
     """Make a bundle: wheels, weights, models.yaml, benchmark data, map packs, MANIFEST.json, README; print its id."""
-    from rig.benchmarks import BENCHMARKS
+    from rig import plugins
     from rig.bundle import BundleError, CreateOptions, create, parse_data_flags
 
     try:
@@ -66,7 +66,7 @@ def bundle_create(
         requires=requires,
         python=python,
         platform=plat,
-        benchmarks=csv_list(benchmarks_csv) if benchmarks_csv else sorted(BENCHMARKS),
+        benchmarks=csv_list(benchmarks_csv) if benchmarks_csv else sorted(plugins.own(plugins.BENCHMARK_GROUP)),
         models_file=models_file,
         wheels=wheels,
         build=build,

@@ -12,8 +12,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from rig import offline
-from rig.benchmarks import benchmark_names, benchmark_plugins, get_benchmark_class
+from rig import offline, plugins
+from rig.benchmarks import benchmark_names, get_benchmark_class
 from rig.benchmarks.base import Benchmark, DataError, RunContext
 from rig.bundle import BundleError, bundle_id_for
 from rig.engines import MissingExtra, create_engine, engine_class
@@ -143,7 +143,7 @@ def _build(opts: BenchOptions) -> tuple[ModelSpec, str, list[tuple[Benchmark, li
             skipped.append(f"{name}: {e}")
             continue
         except (Exception, SystemExit) as e:  # a plugin's failure, even sys.exit(), is the plugin's, named
-            plugin = benchmark_plugins().get(name)
+            plugin = plugins.installed(plugins.BENCHMARK_GROUP, name)
             if plugin is None or (opts.benchmark and isinstance(e, BenchError)):
                 raise
             failed = e if isinstance(e, PluginError) else PluginError(f"{plugin}: {type(e).__name__}: {e}")

@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from rig import plugins
 from rig.benchmarks.base import RunContext
-from rig.engines import ENGINES, engine_plugins
 from rig.engines.base import Engine, EngineError
 from rig.execution.runner import run_items
 from rig.plugins import PluginError
@@ -200,7 +200,7 @@ def plugin_named(engine: str) -> Iterator[None]:
     """An engine plugin whose construction or load raises (anything but an `EngineError`, its way of saying what
     is wrong; `SystemExit` included) is a `PluginError` naming it and its distribution, not a traceback or a
     silent exit. rig's own engines' errors pass unchanged."""
-    plugin = engine_plugins().get(engine) if engine not in ENGINES else None
+    plugin = plugins.installed(plugins.ENGINE_GROUP, engine)
     try:
         yield
     except EngineError:

@@ -13,6 +13,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
+from rig.benchmarks.base import Benchmark
 from rig.bundle import (
     BundleData,
     BundleError,
@@ -525,8 +526,10 @@ def test_a_parts_model_whose_licence_file_rig_lacks_is_refused(
     assert res.exit_code == 2 and "models.tiny-parts.weights.parts.licenses: 'NO-SUCH-NOTICE'" in text, res.output
 
 
-class _Needy:
+class _Needy(Benchmark):
     """A benchmark that asks for an extra and a map pack (the bundle code names no benchmark)."""
+
+    name = "needy"
 
     @classmethod
     def pip_extras(cls) -> tuple[str, ...]:
@@ -538,12 +541,16 @@ class _Needy:
 
 
 def test_the_extras_a_bundle_installs_are_what_each_benchmark_asks_for(monkeypatch: pytest.MonkeyPatch) -> None:
-    from rig import benchmarks
+    from rig import plugins
     from rig.bundle.make import needed_extras
     from rig.bundle.manifest import CreateOptions
 
-    real = sorted(benchmarks.BENCHMARKS)
-    monkeypatch.setitem(benchmarks.BENCHMARKS, "needy", f"{__name__}:_Needy")
+    real = sorted(plugins.BENCHMARKS)
+    monkeypatch.setitem(
+        plugins.BENCHMARKS,
+        "needy",
+        plugins.Plugin(plugins.BENCHMARK_GROUP, "needy", f"{__name__}:_Needy", "rig", builtin=True),
+    )
 
     def extras(names: list[str], **kw: Any) -> list[str]:
         return needed_extras(CreateOptions(out=Path("b"), models=[], benchmarks=names, **kw))

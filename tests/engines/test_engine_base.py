@@ -31,7 +31,7 @@ MINIMAL: dict[str, dict[str, Any]] = {"openai_compat": {"base_url": "http://127.
 
 
 def engine_cls(name: str) -> type[Engine]:
-    module, cls = ENGINES[name][0].split(":")
+    module, cls = ENGINES[name].target.split(":")
     return getattr(importlib.import_module(module), cls)  # type: ignore[no-any-return]
 
 

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from rig import benchmarks
+from rig import plugins
 from rig.benchmarks.base import DataError
 from rig.benchmarks.callnavi.benchmark import CallNavi
 from rig.execution.bench import BenchError, BenchOptions, _build
@@ -18,10 +18,13 @@ class NoData(CallNavi):
         raise DataError("nodata: map pack not built (run rig maps build)")
 
 
+# registered as rig's own are: a lazy entry in the one registry
+NODATA = plugins.Plugin(plugins.BENCHMARK_GROUP, "nodata", f"{__name__}:NoData", "rig", builtin=True)
+
+
 def test_all_benchmarks_skips_those_without_data(monkeypatch: pytest.MonkeyPatch, embedded_weights: str) -> None:
     # only the embedded-data benchmark and the one without data: the map benchmarks are tested on their own
-    monkeypatch.setattr(benchmarks, "BENCHMARKS", {k: v for k, v in benchmarks.BENCHMARKS.items() if k == "callnavi"})
-    monkeypatch.setitem(benchmarks.BENCHMARKS, "nodata", f"{__name__}:NoData")
+    monkeypatch.setattr(plugins, "BENCHMARKS", {"callnavi": plugins.BENCHMARKS["callnavi"], "nodata": NODATA})
     _spec, _w, chosen, cfg, skipped = _build(BenchOptions(model="gemma3-270m", limit=2))
     assert [b.name for b, _ in chosen] == ["callnavi"] and [b.name for b in cfg.benchmarks] == ["callnavi"]
     assert skipped == ["nodata: nodata: map pack not built (run rig maps build)"]
@@ -32,9 +35,7 @@ def test_all_benchmarks_skips_those_without_data(monkeypatch: pytest.MonkeyPatch
 
 
 def test_options_are_routed_per_benchmark(monkeypatch: pytest.MonkeyPatch, embedded_weights: str) -> None:
-    monkeypatch.setattr(
-        benchmarks, "BENCHMARKS", {"callnavi": benchmarks.BENCHMARKS["callnavi"], "nodata": f"{__name__}:NoData"}
-    )
+    monkeypatch.setattr(plugins, "BENCHMARKS", {"callnavi": plugins.BENCHMARKS["callnavi"], "nodata": NODATA})
     _s, _w, chosen, cfg, _sk = _build(
         BenchOptions(model="gemma3-270m", limit=2, options={"callnavi.task": "routing", "callnavi.format": "yaml"})
     )
