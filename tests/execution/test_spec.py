@@ -178,9 +178,9 @@ def test_every_command_without_seed_records_the_same_seed(tmp_path: Path, monkey
     manifest = RunManifest.read(run)
     assert manifest.run_spec().seed == DEFAULT_SEED and manifest.config.seed == DEFAULT_SEED  # not the model's 5
     assert cell_spec("tiny", bench_options(flags)).seed == DEFAULT_SEED
-    calls, settings = _stood_in_load(tmp_path / "load", monkeypatch, ends={}, levels=(1,))
+    calls, settings = _stood_in_load(tmp_path / "load", monkeypatch, ends={}, levels=(1, 2))  # a load has two levels
     run_load(settings)
-    assert [spec.seed for spec, _ in calls] == [DEFAULT_SEED]
+    assert [spec.seed for spec, _ in calls] == [DEFAULT_SEED, DEFAULT_SEED]
     (tmp_path / "sweep.yaml").write_text("models: [tiny]\nbenchmarks: [callnavi]\nmodels_file: models.yaml\n")
     _, cells = load_sweep(tmp_path / "sweep.yaml")
     assert [c.spec().seed for c in cells] == [DEFAULT_SEED]

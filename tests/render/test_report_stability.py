@@ -11,7 +11,9 @@ Deliberate report changes since then are applied to `report.md` by hand and list
 UrbanGeoEval's Table 4, and names the judge ("self-judged") in UrbanGeoEval's R/Total table titles; says in
 MobilityBench's reference table which similarity the reference uses; and names the scoring mode (paper or reference)
 in CallNavi's Table 4 title and note, and says in that note that results stored before CallNavi scored both modes
-show only their own.
+show only their own. Issue 48 adds after each benchmark's summary its reliability table (pass^k and pass@k: "not
+measured" here, the results carry no repeat seed) and its failure taxonomy (each failed episode's class, with the
+benchmark's own reasons beside it).
 """
 
 import shutil
