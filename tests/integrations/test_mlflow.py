@@ -125,7 +125,13 @@ def test_a_bench_run_reads_back_with_report_values_and_identical_artifacts(bench
     checked = 0
     for b in folder.benchmarks:
         cells = report_cells(report, b.name)
-        tables = {k: v for k, v in cells.items() if not k[0].startswith(("Headline", "Latency", "Energy"))}
+        # the RunSummary's own tables go as their own metrics (headline, latency, energy; pass^k, failures_<class>)
+        summary = ("Headline", "Latency", "Energy", "Reliability over repeats", "Failure taxonomy")
+        tables = {k: v for k, v in cells.items() if not k[0].startswith(summary)}
+        for (title, label, col), text in cells.items():
+            if title.startswith("Failure taxonomy") and col == "Episodes":
+                assert m[f"{b.name}/failures_{label.split('/')[0]}"] == int(text), (b.name, label, text)
+                checked += 1
         for (title, label, col), text in tables.items():
             key = mx.metric_key(b.name, "table", title, *label.split("/"), col)
             assert key in m, (key, sorted(m)[:20])
