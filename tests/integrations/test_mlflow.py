@@ -560,13 +560,21 @@ def test_rig_sweep_mlflow_on_a_local_ray_cluster_logs_a_nested_run_per_cell(
 ) -> None:
     """`rig sweep --ray ADDRESS --mlflow` (two cells, the fake engine in their processes on a loopback Ray
     cluster): a parent run with the leaderboard and one nested run per cell, each with its cell run's numbers."""
-    from rig.sweep.run import run_folder
-    from rig.sweep.spec import load_sweep
+    from rig import plugins
     from tests.sweep.conftest import install_cell_plugins
-    from tests.sweep.test_sweep import MODELS, write
-    from tests.sweep.test_sweep_ray import rig_sweep
 
     install_cell_plugins(monkeypatch)  # the fake engine, which the sweep file's models name
+    try:
+        _sweep_to_mlflow(server, cluster, tmp_path)
+    finally:  # the plugins leave with the monkeypatched path: so must what discovery cached of them
+        plugins.discover.cache_clear()
+
+
+def _sweep_to_mlflow(server: str, cluster: str, tmp_path: Path) -> None:
+    from rig.sweep.run import run_folder
+    from rig.sweep.spec import load_sweep
+    from tests.sweep.test_sweep import MODELS, write
+    from tests.sweep.test_sweep_ray import rig_sweep
 
     (tmp_path / "fake.gguf").write_bytes(b"GGUF")
     (tmp_path / "models.yaml").write_text(MODELS)
