@@ -144,9 +144,11 @@ class _YamlBuilder:
             return self._any(level, lead, self.any_depth)
         if isinstance(sh, Prim):
             scalar = {
-                "string": lambda: prims.yaml_string(g, sh.min_len, sh.max_len)
-                if sh.pattern is None
-                else prims.pattern_string(g, sh.pattern),
+                "string": lambda: (
+                    prims.yaml_string(g, sh.min_len, sh.max_len)
+                    if sh.pattern is None
+                    else prims.pattern_string(g, sh.pattern)
+                ),
                 "number": lambda: prims.yaml_number(g),
                 "integer": lambda: prims.json_integer(g),
                 "boolean": lambda: alt(Lit("true"), Lit("false")),
