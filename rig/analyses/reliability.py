@@ -8,7 +8,7 @@ from typing import Any
 
 from rig.benchmarks.base import Table
 from rig.runfolder.summary import Reliability, RunSummary
-from rig.scoring.reliability import paired_difference, pass_hat_k
+from rig.scoring.reliability import paired_difference, per_episode
 
 CORRECT = "correct"
 
@@ -16,10 +16,6 @@ CORRECT = "correct"
 def _ci(mean: float, low: float, high: float, sign: bool = False) -> str:
     f = "+.3f" if sign else ".3f"
     return f"{mean:{f}} [{low:{f}}, {high:{f}}]"
-
-
-def _per_episode(r: Reliability, k: int) -> dict[str, float]:
-    return {e: pass_hat_k(n, c, k) for e, (n, c) in r.counts.items() if n >= k}
 
 
 def pass_k_compare_table(sums: list[RunSummary], labels: list[str]) -> Table | None:
@@ -58,7 +54,7 @@ def _difference(ref: Reliability, r: Reliability | None, k: int) -> str:
     if r is None or k not in measured:
         return "not measured"
     try:
-        n, mean, low, high = paired_difference(_per_episode(ref, k), _per_episode(r, k))
+        n, mean, low, high = paired_difference(per_episode(ref.counts, k, "pass^k"), per_episode(r.counts, k, "pass^k"))
     except ValueError:
         return "not measured (no common episode)"
     return f"{_ci(mean, low, high, sign=True)} over {n}"
