@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from rig.cli.common import app, fail, parse_options, say
+from rig.cli.common import app, fail, parse_options, say, stops_cleanly
 
 
 @app.command()
@@ -43,7 +43,10 @@ def selftest(
     acceptors, missing = _acceptors()
     opts = SelftestOptions(benchmarks=benchmark, data=data, options=options, limit=limit, modes=mode)
     try:
-        with progress("selftest: benchmark x mode", transient=True) as bar:
+        with (
+            stops_cleanly("nothing was written; run the command again"),
+            progress("selftest: benchmark x mode", transient=True) as bar,
+        ):
             report = run_selftest(opts, acceptors, progress=bar.update)
     finally:
         for a in acceptors:

@@ -60,11 +60,12 @@ class ModeReport(BaseModel):
     shortfalls: list[Shortfall] = Field(default_factory=list)
     unavailable: list[str] = Field(default_factory=list)  # "episode: why" where no gold could be played
     notes: list[str] = Field(default_factory=list)  # what the data says about a gold that was played (file, field)
+    crashed: list[str] = Field(default_factory=list)  # "episode: agent: exception" where run_episode raised
     error: str | None = None  # the mode could not run at all (bad data, a conflict)
 
     @property
     def ok(self) -> bool:
-        return self.error is None and all(m.verdict in ("ok", "cap") for m in self.metrics)
+        return self.error is None and not self.crashed and all(m.verdict in ("ok", "cap") for m in self.metrics)
 
 
 class BenchmarkReport(BaseModel):
@@ -163,7 +164,11 @@ async def _mode(
                     report.played += 1
                     report.notes += [f"{ep.id}: {n}" for n in bench.gold_notes(ep)]
                 engine.play(player)
-                res = await bench.run_episode(ep, engine, ctx, 0)
+                try:
+                    res = await bench.run_episode(ep, engine, ctx, 0)
+                except Exception as e:  # a plugin's episode that crashes is its line (and a failed self-test)
+                    report.crashed.append(f"{ep.id}: {agent}: {type(e).__name__}: {e}")
+                    break
                 why = "; ".join(f"{r.check}: {r.why}" for r in engine.rejections) or None
                 results[agent].append((res, why))
     finally:
@@ -266,7 +271,11 @@ def report_markdown(report: SelftestReport, max_lines: int = 20) -> str:
                 out += [f"- {s.episode} {s.metric}={_num(s.value)} ({s.cause}): {s.why}" for s in rows[:max_lines]]
                 if len(rows) > max_lines:
                     out.append(f"- ... {len(rows) - max_lines} more")
-            for title, lines in (("gold unavailable", m.unavailable), ("data notes", m.notes)):
+            for title, lines in (
+                ("gold unavailable", m.unavailable),
+                ("data notes", m.notes),
+                ("run_episode crashed", m.crashed),
+            ):
                 if lines:
                     out += ["", f"{m.mode.label}: {title} on {len(lines)} episode(s):"]
                     out += [f"- {u}" for u in lines[:max_lines]]

@@ -44,6 +44,30 @@ def test_a_plugin_benchmark_without_gold_is_listed_not_a_crash(monkeypatch: pyte
     assert "## nogold\n\nno gold" in r.output and "## callnavi" in r.output
 
 
+def test_a_plugin_episode_that_crashes_is_named_and_fails_the_selftest(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.syspath_prepend(str(PLUGINS))
+    plugins.discover.cache_clear()
+    try:
+        r = CliRunner().invoke(app, ["selftest", "-b", "crashgold"])
+    finally:
+        plugins.discover.cache_clear()
+    assert r.exit_code == 1, r.output
+    assert "run_episode crashed" in r.output and "e1: gold: RuntimeError: this plugin's scorer broke" in r.output
+    assert r.exception is None or isinstance(r.exception, SystemExit)
+
+
+@pytest.mark.parametrize("how", ["ctrl-c", "sigterm"])
+def test_a_stop_exits_130_without_a_traceback(tmp_path: Path, how: str) -> None:
+    """Ctrl-C (SIGINT to the process group) or SIGTERM after the first mode was judged: exit 130, the hint, no
+    traceback."""
+    from tests.test_interrupt import stopped_midway
+
+    args = ["selftest", "-b", "callnavi", "--mode", "decode=none"]
+    r = stopped_midway(tmp_path, tmp_path / "ready", "rig.execution.selftest:_judge", args, how)
+    assert r.returncode == 130, r.stderr[-2000:]
+    assert "interrupted" in r.stderr and "Traceback" not in r.stderr
+
+
 def _callnavi(tmp_path: Path, ground_truth: dict | None) -> Path:
     (tmp_path / "Questions").mkdir()
     (tmp_path / "APIs").mkdir()
