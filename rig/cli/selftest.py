@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from rig.cli.common import app, fail, parse_options, say, stops_cleanly
+from rig.cli.common import app, fail, parse_options, print_markdown, say, stops_cleanly
 
 
 @app.command()
@@ -54,7 +54,7 @@ def selftest(
             if close is not None:
                 close()
     report.missing_acceptors = missing
-    typer.echo(report_markdown(report), nl=False)
+    print_markdown(report_markdown(report).rstrip("\n"))  # data values and plugin text in it: made printable
     if out is not None:
         write_atomic(out, report.model_dump_json(indent=1))
     if not report.ran:

@@ -68,10 +68,10 @@ def test_a_stop_exits_130_without_a_traceback(tmp_path: Path, how: str) -> None:
     assert "interrupted" in r.stderr and "Traceback" not in r.stderr
 
 
-def _callnavi(tmp_path: Path, ground_truth: dict | None) -> Path:
+def _callnavi(tmp_path: Path, ground_truth: dict | None, qid: str = "q1") -> Path:
     (tmp_path / "Questions").mkdir()
     (tmp_path / "APIs").mkdir()
-    q = {"id": "q1", "question": [{"role": "user", "content": "q"}], "difficulty": "easy"}
+    q = {"id": qid, "question": [{"role": "user", "content": "q"}], "difficulty": "easy"}
     if ground_truth is not None:
         q["ground_truth"] = ground_truth
     (tmp_path / "Questions" / "bank.json").write_text(json.dumps([q]))
@@ -86,6 +86,13 @@ def test_exit_2_only_when_nothing_could_run(tmp_path: Path) -> None:
     assert "gold unavailable" in r.output and "'q1'.ground_truth" in r.output and "Traceback" not in r.output
     r = CliRunner().invoke(app, ["selftest", "-b", "callnavi", "--data", str(tmp_path / "none")])
     assert r.exit_code == 2 and "nothing could run" in r.output
+
+
+def test_text_from_the_data_reaches_the_terminal_printable(tmp_path: Path) -> None:
+    data = _callnavi(tmp_path, None, qid="q\x1b[2J\u202e")  # a broken gold under an id with escapes
+    r = CliRunner().invoke(app, ["selftest", "-b", "callnavi", "--data", str(data), "--mode", "decode=none mode=paper"])
+    assert r.exit_code == 2 and "gold unavailable" in r.output
+    assert "\x1b" not in r.output and "\u202e" not in r.output, r.output
 
 
 def test_exit_1_when_a_metric_falls_short(tmp_path: Path) -> None:
