@@ -86,7 +86,7 @@ def _parts_row(label: str, parts: Parts) -> Row:
 
 def _plugin_rows() -> list[Row]:
     """Engines and benchmarks of installed packages: each imported and checked, each one left out with why."""
-    return plugins.listing(plugins.ENGINE_GROUP) + plugins.listing(plugins.BENCHMARK_GROUP)
+    return [row for group in plugins.GROUPS for row in plugins.listing(group)]
 
 
 def _data_rows(benchmark: str | None, data: Path | None) -> list[Row]:

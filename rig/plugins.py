@@ -1,4 +1,4 @@
-"""The one registry of everything pluggable: engines and benchmarks, rig's own and those of installed packages.
+"""The one registry of everything pluggable: engines, benchmarks and scorers, rig's own and those of installed packages.
 
 rig's own are declared here as lazy "module:attribute" entries, the shape of an entry point, and loaded exactly as a
 plugin is (imported only when a run asks, checked to be the kind's class under its entry's name). A lab's package
@@ -7,17 +7,18 @@ declares its own in its pyproject.toml::
     [project.entry-points."rig.benchmarks"]
     mybench = "mylab.bench:MyBench"
 
-and, once installed beside rig, `rig bench --benchmark mybench` runs it: nothing in rig is edited. Discovery reads
-only the packages' metadata (no plugin is imported until a run asks for it), once per process, and only rig's two
-groups of it: another package's damaged metadata (an entry_points.txt that is not UTF-8, a line without `=`) is
-passed over, never raised, so it cannot stop `rig --help`; a malformed line in rig's groups is a warning naming its
-distribution. A plugin that cannot be used never stops rig's own engines and benchmarks: a name that clashes with a
-built-in (the built-in wins), a name two distributions declare, or a name a run folder or `-O name.key` could not
-carry is left out with a warning naming its distribution; one that fails to import (whatever it raises, `SystemExit`
-included), or is not the class it should be, is a `PluginError` naming it when it is asked for, and skipped with a
-warning in a run of every benchmark; an engine plugin whose construction or `load` raises is a `PluginError` too
-(`rig.execution.turn`). Only the standard library is imported here: engines, benchmarks, models.yaml validation,
-`rig doctor`, bundles and every command read this one table (`table`, `names`, `load`).
+and, once installed beside rig, `rig bench --benchmark mybench` runs it: nothing in rig is edited (a ``rig.scorers``
+entry, a `rig.benchmarks.predictions.Scorer`, makes `rig rescore mybench FILES` read its harness's prediction files).
+Discovery reads only the packages' metadata (no plugin is imported until a run asks for it), once per process, and only
+rig's three groups of it: another package's damaged metadata (an entry_points.txt that is not UTF-8, a line without `=`)
+is passed over, never raised, so it cannot stop `rig --help`; a malformed line in rig's groups is a warning naming its
+distribution. A plugin that cannot be used never stops rig's own entries: a name that clashes with a built-in (the
+built-in wins), a name two distributions declare, or a name a run folder or `-O name.key` could not carry is left out
+with a warning naming its distribution; one that fails to import (whatever it raises, `SystemExit` included), or is not
+the class it should be, is a `PluginError` naming it when it is asked for, and skipped with a warning in a run of every
+benchmark; an engine plugin whose construction or `load` raises is a `PluginError` too (`rig.execution.turn`), and so is
+a scorer plugin that raises (`rig.execution.rescore`). Only the standard library is imported here: engines, benchmarks,
+models.yaml validation, `rig doctor`, bundles and every command read this one table (`table`, `names`, `load`).
 """
 
 from __future__ import annotations
@@ -34,7 +35,8 @@ from typing import Any
 
 ENGINE_GROUP = "rig.engines"
 BENCHMARK_GROUP = "rig.benchmarks"
-GROUPS = (ENGINE_GROUP, BENCHMARK_GROUP)
+SCORER_GROUP = "rig.scorers"  # readers of prediction files made outside rig (`rig rescore`)
+GROUPS = (ENGINE_GROUP, BENCHMARK_GROUP, SCORER_GROUP)
 # A plugin's name becomes part of run ids, folder names and `-O name.key`: letters, digits, _ and -.
 NAME = re.compile(r"[A-Za-z][A-Za-z0-9_-]{0,63}")
 
@@ -42,7 +44,7 @@ log = logging.getLogger(__name__)
 
 
 def _kind(group: str) -> str:
-    return "engine" if group == ENGINE_GROUP else "benchmark"
+    return {ENGINE_GROUP: "engine", BENCHMARK_GROUP: "benchmark", SCORER_GROUP: "scorer"}[group]
 
 
 class PluginError(ImportError):
@@ -99,8 +101,20 @@ BENCHMARKS: dict[str, Plugin] = {
         _own(BENCHMARK_GROUP, "urbangeo", "rig.benchmarks.urbangeo.benchmark:UrbanGeoEval"),
     )
 }
+# rig's own scorers of prediction files, each named after the benchmark whose data and metrics it scores with.
+SCORERS: dict[str, Plugin] = {
+    p.name: p
+    for p in (
+        _own(SCORER_GROUP, "callnavi", "rig.benchmarks.callnavi.rescore:CallNaviScorer"),
+        _own(SCORER_GROUP, "mobilitybench", "rig.benchmarks.mobilitybench.rescore:MobilityBenchScorer"),
+    )
+}
 # The class each group's entries must be (imported only when one is loaded).
-BASES = {ENGINE_GROUP: "rig.engines.base:Engine", BENCHMARK_GROUP: "rig.benchmarks.base:Benchmark"}
+BASES = {
+    ENGINE_GROUP: "rig.engines.base:Engine",
+    BENCHMARK_GROUP: "rig.benchmarks.base:Benchmark",
+    SCORER_GROUP: "rig.benchmarks.predictions:Scorer",
+}
 
 
 @dataclass(frozen=True)
@@ -187,7 +201,7 @@ def discover(group: str, builtin: tuple[str, ...]) -> Found:
 
 def own(group: str) -> dict[str, Plugin]:
     """rig's own entries of ``group`` (read when called, so a test may register one)."""
-    return ENGINES if group == ENGINE_GROUP else BENCHMARKS
+    return {ENGINE_GROUP: ENGINES, BENCHMARK_GROUP: BENCHMARKS, SCORER_GROUP: SCORERS}[group]
 
 
 def table(group: str) -> dict[str, Plugin]:

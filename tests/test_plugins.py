@@ -414,19 +414,24 @@ def test_an_engine_plugin_whose_load_raises_is_named_exit_2(exiting: Path) -> No
 
 @pytest.mark.parametrize("group", plugins.GROUPS)
 def test_rig_s_own_are_lazy_entries_loaded_and_checked_as_a_plugin_is(group: str) -> None:
-    """rig's own engines and benchmarks are entries of the one registry in a plugin's shape ("module:attribute"),
-    listed first in its table, and each loads through the same `load` and its checks (its group's class, the entry's
-    name); an engine names the backend module it needs and the extra that brings it."""
+    """rig's own engines, benchmarks and scorers are entries of the one registry in a plugin's shape
+    ("module:attribute"), listed first in its table, and each loads through the same `load` and its checks (its
+    group's class, the entry's name); an engine names the backend module it needs and the extra that brings it; a
+    scorer lives in its benchmark's folder and scores a benchmark of rig's own."""
     own = plugins.own(group)
     assert own and list(plugins.table(group))[: len(own)] == list(own)
     for name, entry in own.items():
         assert entry.builtin and entry.name == name and entry.group == group and entry.requirement is None
         assert plugins.installed(group, name) is None  # rig's own: nothing for a bundle to pin
         module, _, attr = entry.target.partition(":")
-        assert module.startswith(f"{group}.") and attr
+        folder = "rig.engines" if group == plugins.ENGINE_GROUP else "rig.benchmarks"
+        assert module.startswith(f"{folder}.") and attr
         assert (entry.needs is not None) == (group == plugins.ENGINE_GROUP) == (entry.extra is not None)
         if entry.needs is None or importlib.util.find_spec(entry.needs) is not None:
             assert plugins.load(entry).name == name
+        if group == plugins.SCORER_GROUP:
+            assert module.startswith(f"rig.benchmarks.{plugins.load(entry).benchmark}.")
+            assert plugins.load(entry).benchmark in plugins.BENCHMARKS
 
 
 def test_one_of_rig_s_own_that_is_not_its_kind_is_refused_by_the_plugin_checks(monkeypatch: pytest.MonkeyPatch) -> None:

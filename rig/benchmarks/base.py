@@ -243,20 +243,6 @@ class Benchmark(abc.ABC):
         recorded as a crash in every episode."""
         return None
 
-    # `rig rescore`: the reference harness's prediction files this benchmark reads ("": none), for messages.
-    predictions: ClassVar[str] = ""
-
-    @classmethod
-    def rescore_options(cls, options: dict[str, Any], mode: str) -> dict[str, Any]:
-        """The options a rescore of prediction files in metric ``mode`` runs with (the benchmark's ``mode`` option
-        when it has one); a DataError names the option that cannot be."""
-        return {**options, "mode": mode} if "mode" in cls.Options.model_fields else options
-
-    def read_predictions(self, files: list[Path], mode: str) -> tuple[list[EpisodeResult], set[str]]:
-        """The prediction files (``predictions``) as scored results, both metric modes stored with ``mode``'s
-        keys plain, and the model names they carry; bad input is a DataError naming file, record and field."""
-        raise DataError(f"{self.name}: rig rescore reads no prediction files of this benchmark")
-
     @classmethod
     def default_data(cls) -> Path:
         """The embedded sample that ships with rig."""

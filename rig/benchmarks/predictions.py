@@ -1,13 +1,42 @@
-"""What a benchmark's reader of a reference harness's prediction files (`rig rescore`) shares: its error, the file
-reader and the generation it stores for an answer made outside rig."""
+"""Scorers of predictions made outside rig (`rig rescore`): the `Scorer` class each one is, registered in the one
+registry (`rig.plugins`, group ``rig.scorers``) apart from the benchmark whose data and metrics it scores with, and
+what they share: their error, the file reader and the generation stored for an answer made outside rig.
+
+A scorer reads a reference harness's own per-case files, aligns each prediction with an episode of the benchmark's
+data and scores it with the benchmark's own scoring functions, both metric modes stored as a run stores them. The
+benchmark knows nothing of it: the scorer imports the benchmark, never the other way round."""
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from rig.benchmarks.base import DataError, UnreadableJson, read_json
 from rig.records import Generation
+
+if TYPE_CHECKING:
+    from rig.benchmarks.base import Benchmark
+    from rig.records import EpisodeResult
+
+
+class Scorer(ABC):
+    """Reads one harness's prediction files into scored results of one benchmark."""
+
+    name: ClassVar[str] = ""  # its registry entry's name (rig's own: their benchmark's)
+    benchmark: ClassVar[str] = ""  # the benchmark whose data it aligns with and whose metrics it scores
+    predictions: ClassVar[str] = ""  # the files it reads, for messages
+
+    @classmethod
+    def options(cls, bench: type[Benchmark], options: dict[str, Any], mode: str) -> dict[str, Any]:
+        """The benchmark options a rescore in metric ``mode`` runs with (the benchmark's ``mode`` option when it has
+        one); a DataError names the option that cannot be."""
+        return {**options, "mode": mode} if "mode" in bench.Options.model_fields else options
+
+    @abstractmethod
+    def read(self, bench: Benchmark, files: list[Path], mode: str) -> tuple[list[EpisodeResult], set[str]]:
+        """The files as scored results, both metric modes stored with ``mode``'s keys plain, and the model names
+        they carry; bad input is a `PredictionError` naming file, record and field."""
 
 
 class PredictionError(DataError):

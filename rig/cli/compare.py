@@ -56,6 +56,7 @@ def compare(
     ),
     option: list[str] = spec_option("options", "-O", default=[]),
     seed: int | None = spec_option("seed", help="One seed for every variant, so episodes and sampling match."),
+    temperature: float | None = spec_option("temperature"),
     max_tokens: int | None = spec_option("max_tokens"),
     models_file: Path | None = spec_option("models_file"),
     pass_k: str | None = spec_option("pass_k"),

@@ -12,7 +12,12 @@ from rig.paths import RUNS
 
 @app.command()
 def rescore(
-    benchmark: str = typer.Argument(..., help="A benchmark that reads prediction files (an unknown one lists them)."),
+    scorer: str = typer.Argument(
+        ...,
+        metavar="SCORER",
+        help="A scorer of prediction files: rig's are named after their benchmark (callnavi, mobilitybench); an "
+        "unknown name lists them all, installed plugins' included.",
+    ),
     predictions: list[Path] = typer.Argument(..., help="Prediction files in the reference harness's own format."),
     mode: str = typer.Option("paper", "--mode", help="Metric mode of the main tables: paper or reference."),
     data: Path | None = typer.Option(None, "--data", help="The benchmark data the predictions answer."),
@@ -24,12 +29,12 @@ def rescore(
     from rig.execution.rescore import RescoreError, RescoreOptions, rescorable, rescore
     from rig.progress import progress
 
-    if benchmark not in rescorable():
-        fail(f"rescore: benchmark {benchmark!r} is not supported; choose {' or '.join(rescorable())}")
+    if scorer not in rescorable():
+        fail(f"rescore: no scorer {scorer!r}; choose {' or '.join(rescorable())}")
     if mode not in ("paper", "reference"):
         fail(f"--mode {mode!r}: choose paper or reference")
     opts = RescoreOptions(
-        benchmark=benchmark,
+        scorer=scorer,
         predictions=predictions,
         data=data,
         mode=mode,  # type: ignore[arg-type]

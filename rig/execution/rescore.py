@@ -2,9 +2,10 @@
 metrics in paper and reference mode (``--mode`` picks the main one; both are stored, as a run stores them), into a
 normal run folder (manifest + results.sqlite) that `rig report`, `--html` and `rig export` read like any other.
 
-Which files a benchmark reads, and how, is the benchmark's own (`Benchmark.predictions`, `read_predictions`,
-`rescore_options`; CallNavi's output lists and MobilityBench's ``raw_results.json`` in their packages' `rescore.py`);
-this module turns what they read into the run folder.
+Which files are read, and how, is a scorer's (`rig.benchmarks.predictions.Scorer`, from the one registry's
+``rig.scorers`` group: rig's own read CallNavi's output lists and MobilityBench's ``raw_results.json``, in those
+benchmarks' `rescore.py`; a lab's package adds its own); this module knows no benchmark by name and turns what a
+scorer reads into the run folder. A plugin scorer that cannot be imported or raises is a `RescoreError` naming it.
 """
 
 from __future__ import annotations
@@ -16,9 +17,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, field_validator
 
-from rig.benchmarks import benchmark_classes, get_benchmark_class
+from rig import plugins
+from rig.benchmarks import get_benchmark_class
 from rig.benchmarks.base import DataError
-from rig.benchmarks.predictions import short
+from rig.benchmarks.predictions import Scorer, short
 from rig.paths import RUNS
 from rig.registry import EXTERNAL, ModelSpec, Weights
 from rig.runfolder.config import BenchmarkInfo, RunConfig
@@ -27,8 +29,8 @@ from rig.runfolder.store import Store
 
 
 def rescorable() -> list[str]:
-    """The benchmarks that read a reference harness's prediction files (their ``predictions``)."""
-    return [n for n, cls in benchmark_classes().items() if cls.predictions]
+    """The scorers `rig rescore` may name: rig's own (named after their benchmark), then installed packages'."""
+    return list(plugins.names(plugins.SCORER_GROUP))
 
 
 class RescoreError(Exception):
@@ -36,7 +38,7 @@ class RescoreError(Exception):
 
 
 class RescoreOptions(BaseModel):
-    benchmark: str  # one of rescorable()
+    scorer: str  # one of rescorable()
     predictions: list[Path]
     data: Path | None = None
     mode: Literal["paper", "reference"] = "paper"
@@ -44,12 +46,26 @@ class RescoreOptions(BaseModel):
     out: Path = RUNS
     options: dict[str, Any] = Field(default_factory=dict)  # benchmark options other than mode
 
-    @field_validator("benchmark")
+    @field_validator("scorer")
     @classmethod
     def _rescorable(cls, v: str) -> str:
         if v not in rescorable():
-            raise ValueError(f"benchmark {v!r} reads no prediction files; choose {' or '.join(rescorable())}")
+            raise ValueError(f"no scorer reads prediction files of {v!r}; choose {' or '.join(rescorable())}")
         return v
+
+
+def _scorer(name: str) -> tuple[plugins.Plugin, type[Scorer], type[Any]]:
+    """The scorer's entry, its class and its benchmark's class; a plugin that cannot be used is a RescoreError."""
+    entry = plugins.table(plugins.SCORER_GROUP)[name]
+    try:
+        cls: type[Scorer] = plugins.load(entry)
+        try:
+            bench = get_benchmark_class(cls.benchmark)
+        except KeyError as e:
+            raise plugins.PluginError(f"{entry}: scores benchmark {cls.benchmark!r}, which is not installed") from e
+    except plugins.PluginError as e:
+        raise RescoreError(str(e)) from None
+    return entry, cls, bench
 
 
 def rescore(opts: RescoreOptions, progress: Callable[[int, int], Any] | None = None) -> Path:
@@ -58,13 +74,17 @@ def rescore(opts: RescoreOptions, progress: Callable[[int, int], Any] | None = N
         raise RescoreError("no prediction files given")
     if "mode" in opts.options:
         raise RescoreError("pass the metric mode as --mode, not -O mode=")
-    cls = get_benchmark_class(opts.benchmark)
+    entry, scorer, bench_cls = _scorer(opts.scorer)
     try:
-        options = cls.rescore_options(dict(opts.options), opts.mode)
-        bench = cls(opts.data, options)
-        results, found = bench.read_predictions(opts.predictions, opts.mode)
+        options = scorer.options(bench_cls, dict(opts.options), opts.mode)
+        bench = bench_cls(opts.data, options)
+        results, found = scorer().read(bench, opts.predictions, opts.mode)
     except DataError as e:
         raise RescoreError(str(e)) from None
+    except Exception as e:  # a plugin's bug is its own, named; one of rig's own is rig's, with its traceback
+        if entry.builtin:
+            raise
+        raise RescoreError(f"{entry}: raised {type(e).__name__}: {e}") from e
     if not results:
         raise RescoreError(f"{', '.join(map(str, opts.predictions))}: no predictions")
     if len(found) > 1:  # one run is one model: repeats of two models would be read as one model's instability
@@ -104,7 +124,11 @@ def rescore(opts: RescoreOptions, progress: Callable[[int, int], Any] | None = N
         run_id,
         cfg,
         versions=package_versions(),
-        engine_info={"rescored_from": [str(p) for p in opts.predictions], "mode": opts.mode},
+        engine_info={
+            "rescored_from": [str(p) for p in opts.predictions],
+            "mode": opts.mode,
+            "scorer": f"{entry.name} ({entry.target}) from {entry.dist}",
+        },
     )
     manifest.write(run_dir)
     store = Store(run_dir / "results.sqlite")

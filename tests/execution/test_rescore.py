@@ -7,6 +7,7 @@ from __future__ import annotations
 import csv
 import json
 import re
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -90,7 +91,7 @@ def test_callnavi_rescore_report_html_export(tmp_path: Path, mode: str) -> None:
 def test_callnavi_iterations_count_per_task(tmp_path: Path) -> None:
     files, n, *_ = _callnavi_files(tmp_path)
     second = _write(tmp_path / "maps_3_para_mymodel.json", json.loads(files[1].read_text()))
-    run = rescore(RescoreOptions(benchmark="callnavi", predictions=[*files, second], out=tmp_path / "runs"))
+    run = rescore(RescoreOptions(scorer="callnavi", predictions=[*files, second], out=tmp_path / "runs"))
     results = read_results(run / "results.sqlite")
     repeats = {t: sorted({r.repeat for r in results if r.tags["task"] == t}) for t in ("routing", "params")}
     assert repeats == {"routing": [0], "params": [0, 1]} and len(results) == 3 * n
@@ -107,9 +108,9 @@ def test_callnavi_misaligned_file_is_refused_naming_file_and_field(tmp_path: Pat
     assert not (tmp_path / "runs").exists()  # nothing written for bad input
     short = _write(tmp_path / "maps_2_para_m.json", rows[:3])
     with pytest.raises(RescoreError, match="expected a list of 16 records"):
-        rescore(RescoreOptions(benchmark="callnavi", predictions=[short], out=tmp_path / "runs"))
+        rescore(RescoreOptions(scorer="callnavi", predictions=[short], out=tmp_path / "runs"))
     with pytest.raises(RescoreError, match="not a CallNavi output file name"):
-        rescore(RescoreOptions(benchmark="callnavi", predictions=[_write(tmp_path / "x.json", [])], out=tmp_path))
+        rescore(RescoreOptions(scorer="callnavi", predictions=[_write(tmp_path / "x.json", [])], out=tmp_path))
 
 
 LOC = "116.30,39.98"
@@ -234,7 +235,7 @@ def test_mobilitybench_unknown_case_is_refused(tmp_path: Path) -> None:
     with pytest.raises(RescoreError, match=re.escape("raw_results.json: record 0, field case_id: 'case_9'")):
         rescore(
             RescoreOptions(
-                benchmark="mobilitybench",
+                scorer="mobilitybench",
                 predictions=[raw],
                 data=data,
                 options={"similarity": "jaccard"},
@@ -250,7 +251,7 @@ def test_mobilitybench_without_tool_results_paper_delivery_is_not_measured(tmp_p
     _write(raw, rows)
     run = rescore(
         RescoreOptions(
-            benchmark="mobilitybench",
+            scorer="mobilitybench",
             predictions=[raw],
             data=data,
             options={"similarity": "jaccard"},
@@ -284,7 +285,7 @@ def _rescore_one(tmp: Path, rows: list[dict], mode: str = "paper", similarity: s
     raw = _write(tmp / "raw_results.json", rows)
     run = rescore(
         RescoreOptions(
-            benchmark="mobilitybench",
+            scorer="mobilitybench",
             predictions=[raw],
             data=data,
             mode=mode,  # type: ignore[arg-type]
@@ -507,7 +508,7 @@ def test_report_on_long_replies_uses_the_bounded_stability_score(tmp_path: Path)
         _write(tmp_path / f"maps_{it}_para_m.json", [{"predict": "a" * LEV_MAX_CHARS + "xy"[it] * 200_000} for _ in qs])
         for it in (0, 1)
     ]
-    run = rescore(RescoreOptions(benchmark="callnavi", predictions=files, out=tmp_path / "runs"))
+    run = rescore(RescoreOptions(scorer="callnavi", predictions=files, out=tmp_path / "runs"))
     rep = runner.invoke(app, ["report", str(run)])
     assert rep.exit_code == 0, rep.output
     assert f"| m | params | {len(qs)} | 0.000 | 1.000 |" in rep.output  # election: two different replies, a tie
@@ -547,7 +548,7 @@ def test_reference_rescore_never_loads_minilm(tmp_path: Path, monkeypatch: pytes
     # an intent that is no scenario name or alias: paper-mode ID compares it by similarity
     planner = {"thinking": "查天气", "intent": "问问明天会不会下雨", "steps": [["查询北京明天天气"]]}
     data, raw = _mobility_csv(tmp_path), _write(tmp_path / "raw_results.json", [_weather(planner_output=planner)])
-    opts = RescoreOptions(benchmark="mobilitybench", predictions=[raw], data=data, mode="reference", out=tmp_path / "r")
+    opts = RescoreOptions(scorer="mobilitybench", predictions=[raw], data=data, mode="reference", out=tmp_path / "r")
     weather = next(r for r in read_results(rescore(opts) / "results.sqlite") if r.episode_id == "case_1")
     assert weather.tags["similarity_model"] == weather.tags["reference_similarity_model"] == "char-jaccard"
     assert weather.scores["paper:ID"] is not None
@@ -556,26 +557,59 @@ def test_reference_rescore_never_loads_minilm(tmp_path: Path, monkeypatch: pytes
         rescore(opts.model_copy(update={"options": {"similarity": "minilm"}, "out": tmp_path / "m"}))
 
 
-def test_which_files_a_benchmark_rescores_is_its_own(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """rescore knows no benchmark by name: a benchmark that declares `predictions` and reads them
-    (`read_predictions`) is rescorable through the same command, into a normal run folder."""
-    from rig.benchmarks.predictions import external_generation
+@pytest.fixture
+def scorer_plugins(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """tests/execution/plugins/ installed: three `rig.scorers` entries of one distribution."""
+    from rig import plugins
+
+    monkeypatch.syspath_prepend(str(Path(__file__).parent / "plugins"))
+    plugins.discover.cache_clear()
+    yield
+    plugins.discover.cache_clear()
+
+
+def test_a_plugin_scorer_rescores_a_builtin_benchmark(tmp_path: Path, scorer_plugins: None) -> None:
+    """rescore knows no benchmark by name: a package's `rig.scorers` entry reads its own file format for RouteEval
+    (which rig reads no prediction files of) through the same command, into a normal run folder."""
     from rig.benchmarks.routeeval.benchmark import RouteEval
     from rig.execution.rescore import rescorable
-    from rig.records import EpisodeResult
 
-    assert rescorable() == ["callnavi", "mobilitybench"]
+    assert rescorable()[:2] == ["callnavi", "mobilitybench"] and "routefile" in rescorable()
     refused = runner.invoke(app, ["rescore", "routeeval", str(tmp_path / "p.json"), "--out", str(tmp_path / "r")])
-    assert refused.exit_code == 2 and "choose callnavi or mobilitybench" in refused.output
-
-    def read(self: RouteEval, files: list[Path], mode: str) -> tuple[list[EpisodeResult], set[str]]:
-        ep = self.episodes()[0]
-        res = EpisodeResult(benchmark=self.name, episode_id=ep.id, repeat=0, generations=[external_generation("x")])
-        return [res], {"their-model"}
-
-    monkeypatch.setattr(RouteEval, "predictions", "a test's own file", raising=False)
-    monkeypatch.setattr(RouteEval, "read_predictions", read)
-    res = runner.invoke(app, ["rescore", "routeeval", str(tmp_path / "p.json"), "--out", str(tmp_path / "r")])
+    assert refused.exit_code == 2 and "no scorer 'routeeval'; choose callnavi or mobilitybench or" in refused.output
+    first, second = (e.id for e in RouteEval(None).episodes()[:2])
+    preds = _write(tmp_path / "p.json", {"model": "their-model", "answers": {first: "ok", second: "no"}})
+    res = runner.invoke(app, ["rescore", "routefile", str(preds), "--out", str(tmp_path / "r")])
     assert res.exit_code == 0, res.output
     (run,) = (tmp_path / "r").iterdir()
-    assert "their-model" in run.name and len(read_results(run / "results.sqlite")) == 1
+    stored = {r.episode_id: r.scores["accuracy"] for r in read_results(run / "results.sqlite")}
+    assert "their-model" in run.name and stored == {first: 1.0, second: 0.0}
+    manifest = json.loads((run / "manifest.json").read_text())
+    assert "routefile (tests.execution.scorers:RouteFile) from rig-test-scorers 0.1" in json.dumps(manifest)
+
+
+@pytest.mark.parametrize(
+    ("scorer", "says"),
+    [
+        (
+            "crashscorer",
+            "scorer plugin 'crashscorer' (tests.execution.scorers:Crash) from rig-test-scorers 0.1: "
+            "raised RuntimeError: this plugin's reader broke",
+        ),
+        (
+            "orphan",
+            "scorer plugin 'orphan' (tests.execution.scorers:Orphan) from rig-test-scorers 0.1: scores "
+            "benchmark 'no-such-benchmark', which is not installed",
+        ),
+    ],
+)
+def test_a_plugin_scorer_that_raises_exits_2_naming_it_and_the_builtins_still_run(
+    scorer: str, says: str, tmp_path: Path, scorer_plugins: None
+) -> None:
+    preds = _write(tmp_path / "p.json", {"model": "m", "answers": {}})
+    r = runner.invoke(app, ["rescore", scorer, str(preds), "--out", str(tmp_path / "r")])
+    assert r.exit_code == 2 and says in " ".join(r.output.split()), r.output
+    assert not (tmp_path / "r").exists()  # refused before any run folder
+    files, *_ = _callnavi_files(tmp_path)
+    ok = runner.invoke(app, ["rescore", "callnavi", *map(str, files), "--out", str(tmp_path / "c")])
+    assert ok.exit_code == 0, ok.output

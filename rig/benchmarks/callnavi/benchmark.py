@@ -78,23 +78,9 @@ class CallNavi(Benchmark):
             "judge scripts score, no GPT repair; JSON answers only)",
         )
 
-    predictions = "CallNavi output files (<domain>_<iteration>_para|APIonly_<model>.json)"
-
     @classmethod
     def default_data(cls) -> Path:
         return embedded_data("callnavi/sample", ".", "CallNavi sample")
-
-    def read_predictions(self, files: list[Path], mode: str) -> tuple[list[EpisodeResult], set[str]]:
-        from rig.benchmarks.callnavi.rescore import read_predictions
-
-        return read_predictions(self, files, mode)
-
-    @staticmethod
-    def score_reply(
-        text: str, gt: dict, task: str, fmt: str, main: str
-    ) -> tuple[dict[str, float | None], Any, str | None]:
-        """One reply scored as a run scores it (``score_both``), for readers that hold the benchmark (rescore)."""
-        return score_both(text, gt, task, fmt, main)
 
     def __init__(self, data: Path | None = None, options: Any = None) -> None:
         super().__init__(data, options)

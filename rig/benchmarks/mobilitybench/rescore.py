@@ -10,18 +10,42 @@ import math
 import re
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from rig.benchmarks.predictions import PredictionError, external_generation, load_predictions, short
+from rig.benchmarks.base import Benchmark, DataError
+from rig.benchmarks.mobilitybench.benchmark import MobilityBench
+from rig.benchmarks.predictions import PredictionError, Scorer, external_generation, load_predictions, short
 from rig.records import EpisodeResult, ToolCall
 
-if TYPE_CHECKING:
-    from rig.benchmarks.mobilitybench.benchmark import MobilityBench
+
+class MobilityBenchScorer(Scorer):
+    name = benchmark = "mobilitybench"
+    predictions = "MobilityBench raw_results.json files (one per repeat)"
+
+    @classmethod
+    def options(cls, bench: type[Benchmark], options: dict[str, Any], mode: str) -> dict[str, Any]:
+        options = super().options(bench, options, mode)
+        # raw_results.json is what upstream's Plan-and-Execute harness writes (planner, workers, reporter)
+        if options.setdefault("framework", "plan") != "plan":
+            raise DataError(
+                f"-O framework={options['framework']}: raw_results.json is written by the Plan-and-Execute "
+                "harness; leave framework out (plan)"
+            )
+        if mode == "reference":
+            # The reference's similarity is character Jaccard unless a model directory is named; loading the
+            # packaged MiniLM only for the secondary paper table made a reference rescore about 10x slower. The
+            # paper table names the similarity it used; -O similarity=minilm restores it.
+            options.setdefault("similarity", "jaccard")
+        return options
+
+    def read(self, bench: Benchmark, files: list[Path], mode: str) -> tuple[list[EpisodeResult], set[str]]:
+        """Each raw_results.json as one repeat of scored results (both metric modes stored, ``mode``'s keys plain)
+        and the model names its records carry."""
+        assert isinstance(bench, MobilityBench)
+        return _read(bench, files, mode)
 
 
-def read_predictions(bench: MobilityBench, files: list[Path], mode: str) -> tuple[list[EpisodeResult], set[str]]:
-    """Each raw_results.json as one repeat of scored results (both metric modes stored, ``mode``'s keys plain) and
-    the model names its records carry."""
+def _read(bench: MobilityBench, files: list[Path], mode: str) -> tuple[list[EpisodeResult], set[str]]:
     from rig.benchmarks.mobilitybench import scoring as M
     from rig.benchmarks.mobilitybench.data import Case
 
