@@ -289,6 +289,12 @@ class Benchmark(abc.ABC):
         return None
 
     @classmethod
+    def temperature(cls, options: Any, run: float | None) -> float | None:
+        """The temperature its episodes sample at: the run's, unless the benchmark's options fix their own
+        (MobilityBench's paper temperature). Whether repeats can differ is read from this, never from the run's."""
+        return run
+
+    @classmethod
     def success(cls, result: EpisodeResult) -> bool | None:
         """Whether an episode succeeded, from its headline (None: no headline score, so no trial)."""
         score = cls.headline(result)

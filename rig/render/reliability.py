@@ -32,8 +32,9 @@ def pass_k_table(s: RunSummary) -> Table | None:
     ]
     measured = {p.k for p in r.rows}
     rows += [[f"k = {k}", "–", NM, NM] for k in r.ks if k not in measured]
-    note = f"n = {r.repeats} repeats per episode; success: {r.success}. Unbiased estimators over the n trials of "
-    note += "each episode (pass^k as in tau-bench, pass@k as in HumanEval), 95% bootstrap CI over episodes"
+    sampled = "" if r.temperature is None else f" at temperature {r.temperature:g}"
+    note = f"n = {r.repeats} repeats per episode{sampled}; success: {r.success}. Unbiased estimators over the n "
+    note += "trials of each episode (pass^k as in tau-bench, pass@k as in HumanEval), 95% bootstrap CI over episodes"
     if r.reason:
         note += f". {r.reason[0].upper()}{r.reason[1:]}"
     return Table(

@@ -140,6 +140,8 @@ class Reliability(BaseModel):
     repeats: int  # trials per episode the run was planned with (n)
     ks: list[int]  # the k asked for (--pass-k, else 1, 3, 5 and n up to n)
     success: str  # what counts as a success: the benchmark's rule from its headline
+    # the temperature the repeats sampled at (the benchmark's own where its options fix one); None: older summary
+    temperature: float | None = None
     rows: list[PassK] = Field(default_factory=list)
     reason: str | None = None
     counts: dict[str, tuple[int, int]] = Field(default_factory=dict)  # episode -> (trials, successes)
@@ -280,19 +282,22 @@ def summarize(
         energy=energy_summary(manifest, results, headline),
         efficiency=run_efficiency(manifest, results),
         call_forms=_call_forms(results, benchmark, headline),
-        reliability=reliability(manifest, results, benchmark_of(benchmark)) if benchmark else None,
+        reliability=reliability(manifest, results, benchmark) if benchmark else None,
         failures=failures(results, benchmark_of(benchmark)) if benchmark else None,
     )
 
 
-def reliability(manifest: RunManifest, results: list[EpisodeResult], bench: type[Benchmark]) -> Reliability:
+def reliability(manifest: RunManifest, results: list[EpisodeResult], info: BenchmarkInfo) -> Reliability:
     """pass^k and pass@k of one benchmark's results, or why not: results stored before rig recorded each repeat's
-    seed, or repeats identical by construction (temperature 0) beyond k = 1."""
+    seed, or repeats identical by construction (temperature 0, as the benchmark sampled) beyond k = 1."""
     cfg = manifest.config
+    bench = benchmark_of(info)
+    temperature = bench.temperature(recorded_options(info), cfg.temperature)
     out = Reliability(
         repeats=cfg.repeats,
         ks=pass_ks(manifest.spec.pass_k if manifest.spec else None, cfg.repeats),
         success=bench.success_note,
+        temperature=temperature,
     )
     trials = [(r.episode_id, ok) for r in results if (ok := bench.success(r)) is not None]
     if any(r.seed is None for r in results):
@@ -305,7 +310,7 @@ def reliability(manifest: RunManifest, results: list[EpisodeResult], bench: type
         return out
     out.counts = episode_counts(trials)
     ks = out.ks
-    if cfg.temperature == 0 and cfg.repeats > 1:
+    if temperature == 0 and cfg.repeats > 1:
         ks = [k for k in ks if k == 1]
         out.reason = (
             f"pass^k for k > 1: not measured: at temperature 0 the {cfg.repeats} repeats are identical by construction"

@@ -262,3 +262,28 @@ def test_compare_markdown_on_the_terminal_carries_no_escape(tmp_path: Path) -> N
     assert r.exit_code == 0, r.output
     assert "# rig compare" in r.stdout and not any(c in r.stdout for c in "\x1b\x07\u202e")
     assert HOSTILE.split("\x1b")[0] in r.stdout
+
+
+def test_temperature_reaches_every_variant_s_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """pass^k needs repeats sampled above temperature 0: `--temperature` is one of compare's run settings, handed to
+    each variant's run spec as `rig bench --temperature` would be."""
+    import rig.analyses.compare_run as compare_run
+    from rig.analyses.compare import cell_spec
+
+    handed: list[Any] = []
+
+    def stood_in(variants: list[Any], bo: Any, **_: Any) -> tuple[Path, list[Path]]:
+        handed.extend(cell_spec(v, bo) for v in variants)
+        raise typer.Exit(0)
+
+    monkeypatch.setattr(compare_run, "run_compare", stood_in)
+    r = CliRunner().invoke(
+        app, ["compare", "gemma3-270m", "qwen2.5-coder-0.5b", "--temperature", "0.7", "-k", "3", "--out", str(tmp_path)]
+    )
+    assert r.exit_code == 0, r.output
+    assert [(s.model, s.temperature, s.repeats) for s in handed] == [
+        ("gemma3-270m", 0.7, 3),
+        ("qwen2.5-coder-0.5b", 0.7, 3),
+    ]
+    bad = CliRunner().invoke(app, ["compare", "gemma3-270m", "--temperature", "-1", "--out", str(tmp_path)])
+    assert bad.exit_code == 2 and "temperature" in bad.output and not handed[2:]

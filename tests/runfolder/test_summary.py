@@ -243,6 +243,34 @@ def test_at_temperature_0_repeats_are_identical_by_construction(tmp_path: Path) 
     assert r.reason is not None and "identical by construction" in r.reason
 
 
+@pytest.mark.parametrize(("run_t", "option_t", "measured"), [(0.0, 0.1, [1, 3]), (0.7, 0.0, [1])])
+def test_pass_k_reads_the_temperature_the_benchmark_sampled_at(
+    run_t: float, option_t: float, measured: list[int]
+) -> None:
+    """MobilityBench samples every call at its own temperature option (the paper's 0.1), whatever the run's: repeats
+    of a run at temperature 0 do differ, so pass^3 is measured; with the option at 0 they cannot, whatever the run's
+    temperature, so it is not. The table says the temperature the repeats sampled at."""
+    from rig.render.reliability import pass_k_table
+    from rig.runfolder.config import BenchmarkInfo
+    from rig.runfolder.summary import reliability
+
+    m = manifest()
+    m.config = m.config.model_copy(update={"repeats": 3, "temperature": run_t})
+    info = BenchmarkInfo(
+        name="mobilitybench", version="1", data_path="x", data_hash="h", options={"temperature": option_t}, episodes=2
+    )
+    results = [
+        EpisodeResult(benchmark="mobilitybench", episode_id=e, repeat=k, seed=k, scores={"FPR": float(k != 1)})
+        for e in ("a", "b")
+        for k in range(3)
+    ]
+    r = reliability(m, results, info)
+    assert [p.k for p in r.rows] == measured and r.temperature == option_t
+    assert (r.reason is not None and "identical by construction" in r.reason) == (measured == [1])
+    t = pass_k_table(summarize(m, results, info))
+    assert t is not None and t.note is not None and f"n = 3 repeats per episode at temperature {option_t:g};" in t.note
+
+
 def _check_one_class_each(run: Path) -> int:
     """Every result that is not a success has exactly one primary class of the taxonomy, and no reason is unmapped;
     returns how many failures there were."""

