@@ -223,7 +223,7 @@ def load_yaml(text: str, *, max_chars: int = MAX_YAML_CHARS, max_nodes: int = MA
 
     loader = None
     try:
-        loader = _loader()(text)  # the reader checks characters already here
+        loader = _loader()(_escape_quoted(text))  # the reader checks characters already here
         value = loader.get_single_data()
     except (yaml.YAMLError, RecursionError, ValueError, OverflowError, TypeError) as e:
         return None, "invalid YAML: " + " ".join(str(e).split())[:300]
@@ -235,6 +235,20 @@ def load_yaml(text: str, *, max_chars: int = MAX_YAML_CHARS, max_nodes: int = MA
 
 
 _QUOTED = re.compile(r'"(?:[^"\\]|\\.)*+"|\'(?:[^\']|\'\')*+\'')
+# Characters PyYAML refuses (C1 controls, non-characters) or reads as a line break and folds (NEL, U+2028/9, and a
+# BOM it drops) where JSON keeps them: inside a double-quoted scalar they are escaped before loading, so a YAML reply
+# keeps the string a JSON reply would (rig's YAML grammars admit them there, as its JSON grammars do).
+_YAML_UNSAFE = re.compile("[\x80-\x9f\u2028\u2029\ufeff\ufffe\uffff]")
+
+
+def _escape_quoted(text: str) -> str:
+    if not _YAML_UNSAFE.search(text):
+        return text
+    return _QUOTED.sub(
+        lambda m: _YAML_UNSAFE.sub(lambda c: f"\\u{ord(c[0]):04x}", m[0]) if m[0][0] == '"' else m[0], text
+    )
+
+
 _BRACKET = re.compile(r"[\[\]{}]")
 
 

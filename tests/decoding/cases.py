@@ -228,7 +228,10 @@ YAML_CASES = [
     Case("person", 'name: "a"\nmode: "fast"\nscore: 1e5\n', False, "exponent without dot (loads as str)"),
     Case("person", 'name: "a"\nmode: "fast"\nage: 1.0\n', False, "float for integer"),
     Case("person", 'name: "a"\nmode: "fast"', False, "missing final newline"),
-    Case("person", 'name: "a\u2028b"\nmode: "fast"\n', False, "raw U+2028 (PyYAML folds it)"),
+    # raw inside quotes: rig's loader escapes what PyYAML would fold or refuse, so the value is a JSON reply's
+    Case("person", 'name: "a\u2028b"\nmode: "fast"\n', True, "raw U+2028 inside quotes (kept by rig's loader)"),
+    Case("person", 'name: "a\x85\x80b"\nmode: "fast"\n', True, "raw NEL and C1 control inside quotes (kept)"),
+    Case("person", 'name: "a\x7fb"\nmode: "fast"\n', False, "raw DEL (PyYAML refuses it)"),
     Case("person", 'name: "\\ud83d\\ude00"\nmode: "fast"\n', False, "surrogate escapes (PyYAML keeps them unpaired)"),
     Case("person", 'name: "a"\nmode: "fast"\n# done\n', False, "comment"),
     Case("person", 'name: "a"\ntags: [ ]\nmode: "fast"\n', False, "flow array with blank"),
