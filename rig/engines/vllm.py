@@ -10,12 +10,14 @@ tests/engines/test_vllm_api.py runs these calls through vLLM's own classes on a 
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import sys
 import time
 import uuid
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
+from rig.decoding import to_lark
 from rig.engines.base import (
     FIRST_SAMPLING,
     Capabilities,
@@ -29,6 +31,15 @@ from rig.engines.base import (
 )
 from rig.records import ChatRequest, Generation, Timings
 from rig.registry import ModelSpec
+
+# vLLM's structured-output backend for rig's grammars, chosen by measurement (benchmarks/results/constrained_cost.md,
+# scripts/bench_constrained_cost.py): llguidance masks a token of every grammar rig sends in well under 1 ms, inside
+# bounded strings too, and enforces their bounds; xgrammar (vLLM's own default) scans the whole vocabulary at each
+# token inside a counted repetition (40-280 ms on two CPU cores), and outlines builds its index for the whole
+# vocabulary ahead (over 10 s for most of rig's JSON schemas) and takes no grammar, so no YAML.
+DEFAULT_CONSTRAINT_BACKEND = "guidance"
+ConstraintBackend = Literal["guidance", "xgrammar", "outlines"]
+BACKEND_MODULES = {"guidance": "llguidance", "xgrammar": "xgrammar", "outlines": "outlines_core"}
 
 
 class VllmArgs(EngineArgs):
@@ -47,6 +58,12 @@ class VllmArgs(EngineArgs):
     # KV block size in tokens: the prefix cache reuses whole blocks only (vLLM's CPU default is 128; smaller blocks
     # let a multi-turn agent reuse more of its own conversation).
     block_size: int | None = None
+    # Read by rig: vLLM's structured-output backend (its ``structured_outputs_config.backend``) for rig's grammars;
+    # unset: DEFAULT_CONSTRAINT_BACKEND.
+    constraint_backend: ConstraintBackend | None = None
+
+    def vllm_kwargs(self) -> dict[str, Any]:
+        return self.model_dump(exclude_unset=True, exclude={"constraint_backend"})
 
 
 # The chat template already wrote BOS; tokenizing the rendered chat as a completion would add special tokens, so
@@ -62,15 +79,30 @@ class VllmEngine(Engine):
 
     def __init__(self, spec: ModelSpec, weights: str, *, gpu: int | None = None) -> None:
         super().__init__(spec, weights, gpu=gpu)
+        self.constraint_backend: str = self.args.constraint_backend or DEFAULT_CONSTRAINT_BACKEND
+        module = BACKEND_MODULES[self.constraint_backend]
+        if importlib.util.find_spec(module) is None:  # looked up, not imported: before the model loads
+            raise EngineError(
+                f"models.yaml entry {spec.name!r}: engine_args.constraint_backend {self.constraint_backend}: vLLM's "
+                f"{self.constraint_backend} backend needs the Python module {module!r}, which is not installed"
+                + ("" if self.args.constraint_backend else " (the default; name another backend to use it)")
+            )
+        if self.constraint_backend == "outlines" and spec.thinking == "strip":
+            raise EngineError(
+                f"models.yaml entry {spec.name!r}: engine_args.constraint_backend outlines takes no grammar, so it "
+                "cannot admit a think block before the answer (thinking: strip); use guidance"
+            )
         self.engine: Any = None  # vllm AsyncLLM once loaded
         self.tokenizer: Any = None
         self._parser: Any = None  # vLLM's tool parser for spec.tool_format
 
     @property
     def capabilities(self) -> Capabilities:
+        # outlines takes JSON schemas and regexes only: no GBNF, so no YAML and no raw grammar
+        kinds = ("json_schema", "regex", "choice") if self.constraint_backend == "outlines" else None
         return Capabilities(
             native_tools=True,
-            grammar_kinds=("json_schema", "grammar", "regex", "choice"),
+            grammar_kinds=kinds or ("json_schema", "grammar", "regex", "choice"),
             continuous_batching=True,
             max_concurrency=self.args.max_num_seqs or 64,
         )
@@ -87,6 +119,7 @@ class VllmEngine(Engine):
             if "vllm" in sys.modules:
                 raise EngineError("vLLM was imported before --gpu could select the device")
             os.environ.update(env)
+        from vllm.config import StructuredOutputsConfig
         from vllm.engine.arg_utils import AsyncEngineArgs
         from vllm.v1.engine.async_llm import AsyncLLM
 
@@ -95,7 +128,8 @@ class VllmEngine(Engine):
             max_model_len=self.spec.context_length,
             seed=self.spec.sampling.seed,
             disable_log_stats=False,
-            **self.args.model_dump(exclude_unset=True),
+            structured_outputs_config=StructuredOutputsConfig(backend=self.constraint_backend),
+            **self.args.vllm_kwargs(),
         )
         try:
             self.engine = AsyncLLM.from_engine_args(args)
@@ -121,6 +155,10 @@ class VllmEngine(Engine):
                 so = StructuredOutputsParams(regex=c.pattern)
             elif c.kind == "choice":
                 so = StructuredOutputsParams(choice=c.choices)
+            elif self.constraint_backend == "outlines":  # JSON schemas only (capabilities): its own regex of it
+                so = StructuredOutputsParams(json=c.schema_)
+            elif self.constraint_backend == "guidance":  # rig's Lark, as its outlines backend sends llguidance
+                so = StructuredOutputsParams(grammar=to_lark(c))
             else:  # json_schema, yaml_schema: rig's grammar, so vLLM constrains to the same language as
                 # llama.cpp (xgrammar's own schema converter allows unbounded whitespace and digit runs)
                 so = StructuredOutputsParams(grammar=self.gbnf(c))
@@ -200,6 +238,9 @@ class VllmEngine(Engine):
         if self.engine is not None:
             self.engine.shutdown()
             self.engine = None
+
+    def describe(self) -> dict[str, Any]:
+        return {"constraint_backend": self.constraint_backend}
 
     def versions(self) -> dict[str, str]:
         import vllm

@@ -32,6 +32,7 @@ from rig.render.report import (
     ci_table,
     efficiency_table,
     fmt,
+    grammar_backend,
     report_markdown,
     telemetry_table,
 )
@@ -212,7 +213,7 @@ def _manifest_html(folder: RunFolder) -> str:
     manifest_rows = [
         ("Run", man.run_id),
         ("Model", f"{spec.name} ({spec.engine}, {spec.quantization})"),
-        ("Decode / tool mode", f"{cfg.decode} / {cfg.tool_mode}"),
+        ("Decode / tool mode", f"{cfg.decode}{grammar_backend(man)} / {cfg.tool_mode}"),
         (
             "Sampling",
             f"not recorded (predictions re-scored by rig rescore), repeats {cfg.repeats}"

@@ -189,6 +189,13 @@ def _placement(man: RunManifest) -> list[str]:
     return [f"- GPU memory and energy read on {gpu.watched()}, which may not be the model's device: {gpu.placement}"]
 
 
+def grammar_backend(man: RunManifest) -> str:
+    """Which engine machinery enforced the grammar, where the engine chose one (vLLM's structured-output backend,
+    llama.cpp's native sampler or outlines), for a constrained run only."""
+    backend = (man.engine_info or {}).get("constraint_backend")
+    return f" (grammar backend: {backend})" if backend and man.config.decode != "none" else ""
+
+
 def report_markdown(run_dir: Path) -> str:
     folder = RunFolder(run_dir)
     man = folder.manifest
@@ -201,8 +208,8 @@ def report_markdown(run_dir: Path) -> str:
         (
             f"- Predictions made outside rig, re-scored by `rig rescore`; sampling not recorded; repeats {cfg.repeats}"
             if spec.engine == "external"
-            else f"- Decode: {cfg.decode}; tool mode: {cfg.tool_mode}; temperature {cfg.temperature}; "
-            f"seed {cfg.seed}; repeats {cfg.repeats}"
+            else f"- Decode: {cfg.decode}{grammar_backend(man)}; tool mode: {cfg.tool_mode}; "
+            f"temperature {cfg.temperature}; seed {cfg.seed}; repeats {cfg.repeats}"
         ),
         f"- Host: {man.host.cpu} ({man.host.cpu_count} CPUs); GPU: "
         f"{(man.gpu_memory.device_name if man.gpu_memory and man.gpu_memory.available else 'none')}",

@@ -20,11 +20,15 @@ from vllm.engine.arg_utils import AsyncEngineArgs
 from vllm.outputs import CompletionOutput, RequestOutput
 from vllm.sampling_params import RequestOutputKind, SamplingParams
 from vllm.v1.metrics.stats import RequestStateStats
+from vllm.v1.structured_output.backend_guidance import serialize_guidance_grammar, validate_guidance_grammar
+from vllm.v1.structured_output.backend_outlines import validate_structured_output_request_outlines
 from vllm.v1.structured_output.backend_xgrammar import validate_xgrammar_grammar
+from vllm.v1.structured_output.request import get_structured_output_key
 from vllm.v1.structured_output.utils import grammar_is_likely_lark
 
 from rig.decoding.constraint import Constraint
-from rig.engines.vllm import NO_SPECIAL_TOKENS, VllmEngine
+from rig.engines.base import EngineError
+from rig.engines.vllm import DEFAULT_CONSTRAINT_BACKEND, NO_SPECIAL_TOKENS, VllmEngine
 from rig.records import ChatRequest, Generation, Message, Sampling, ToolSpec
 from rig.registry import ModelSpec, Weights
 
@@ -41,7 +45,9 @@ TOOL = ToolSpec(
 )
 
 
-def _engine(**spec: Any) -> VllmEngine:
+def _engine(backend: str | None = None, **spec: Any) -> VllmEngine:
+    if backend is not None:
+        spec["engine_args"] = {"constraint_backend": backend}
     s = ModelSpec(
         name="v",
         base="v",
@@ -63,33 +69,104 @@ def _request(constraint: Constraint | None = None, **kw: Any) -> ChatRequest:
     )
 
 
-@pytest.mark.parametrize(
-    ("constraint", "sample"),
-    [
-        (Constraint(kind="json_schema", schema_=SCHEMA), '{"city": "Espoo \\/ Helsinki", "n": 3}'),
-        (Constraint(kind="yaml_schema", schema_=SCHEMA), 'city: "Espoo"\nn: 3\n'),
-        (Constraint(kind="grammar", grammar='root ::= "a" [0-9]+'), "a42"),
-        (Constraint(kind="regex", pattern=r"[A-Z]{2}-\d{3}"), "FI-123"),
-        (Constraint(kind="choice", choices=["A", "B", "C"]), "B"),
-    ],
-    ids=["json", "yaml", "grammar", "regex", "choice"],
-)
-def test_sampling_params_pass_vllm_validation(constraint: Constraint, sample: str) -> None:
-    params = _engine()._sampling(_request(constraint))
+CASES = [
+    (Constraint(kind="json_schema", schema_=SCHEMA), '{"city": "Espoo \\/ Helsinki", "n": 3}'),
+    (Constraint(kind="yaml_schema", schema_=SCHEMA), 'city: "Espoo"\nn: 3\n'),
+    (Constraint(kind="grammar", grammar='root ::= "a" [0-9]+'), "a42"),
+    (Constraint(kind="regex", pattern=r"[A-Z]{2}-\d{3}"), "FI-123"),
+    (Constraint(kind="choice", choices=["A", "B", "C"]), "B"),
+]
+
+
+def _guidance_accepts(params: SamplingParams, text: str) -> bool:
+    """What vLLM's guidance backend compiles for the request (its own serializer), stepped byte by byte."""
+    from rig.decoding.accept import GuidanceAcceptor
+
+    acc = GuidanceAcceptor()
+    m = acc.llg.LLMatcher(acc.tok, serialize_guidance_grammar(*get_structured_output_key(params.structured_outputs)))
+    return bool(m.consume_tokens(list(text.encode())) and not m.is_error() and m.is_accepting())
+
+
+def _xgrammar_accepts(params: SamplingParams, text: str) -> bool:
+    from tests.decoding.conftest import XGrammarMatcher
+
+    return bool(XGrammarMatcher().accepts(params.structured_outputs.grammar, text))
+
+
+@pytest.mark.parametrize(("constraint", "sample"), CASES, ids=["json", "yaml", "grammar", "regex", "choice"])
+@pytest.mark.parametrize("backend", ["guidance", "xgrammar"])
+def test_sampling_params_pass_the_backends_vllm_validation(constraint: Constraint, sample: str, backend: str) -> None:
+    """Each request passes the admission check of the backend the engine runs (vLLM's own validation) and what that
+    backend compiles accepts a right answer and refuses a wrong one."""
+    params = _engine(backend)._sampling(_request(constraint))
     assert isinstance(params, SamplingParams)
     assert params.max_tokens == 77 and params.seed == 5 and params.temperature == 0.0  # vLLM's default is 16
     assert params.output_kind == RequestOutputKind.FINAL_ONLY and params.skip_special_tokens is False
     so = params.structured_outputs
     assert so is not None
-    if constraint.kind in ("json_schema", "yaml_schema"):
-        assert so.grammar and not grammar_is_likely_lark(so.grammar)  # read as EBNF, not Lark
-    validate_xgrammar_grammar(params)  # what vLLM's default "auto" backend checks at admission; raises if refused
-    grammar = so.grammar if so.grammar else None
-    if grammar is not None:  # and what it compiles, with the same xgrammar release
-        from tests.decoding.conftest import XGrammarMatcher
+    if backend == "guidance":
+        validate_guidance_grammar(params)
+        if constraint.kind in ("json_schema", "yaml_schema"):
+            assert so.grammar and grammar_is_likely_lark(so.grammar)  # rig's own Lark, not a conversion of GBNF
+        assert _guidance_accepts(params, sample) and not _guidance_accepts(params, sample + "}")
+    else:
+        validate_xgrammar_grammar(params)  # raises if refused
+        if constraint.kind in ("json_schema", "yaml_schema"):
+            assert so.grammar and not grammar_is_likely_lark(so.grammar)  # read as EBNF, not Lark
+        if so.grammar:  # and what it compiles, with the same xgrammar release
+            assert _xgrammar_accepts(params, sample) and not _xgrammar_accepts(params, sample + "}")
 
-        m = XGrammarMatcher()
-        assert m.accepts(grammar, sample) and not m.accepts(grammar, sample + "}")
+
+@pytest.mark.parametrize(("constraint", "sample"), [CASES[0], *CASES[3:]], ids=["json", "regex", "choice"])
+def test_the_outlines_backend_gets_schemas_and_regexes(constraint: Constraint, sample: str) -> None:
+    engine = _engine("outlines")
+    assert engine.capabilities.grammar_kinds == ("json_schema", "regex", "choice")  # no grammar, so no YAML
+    params = engine._sampling(_request(constraint))
+    validate_structured_output_request_outlines(params)
+    if constraint.kind == "json_schema":
+        assert params.structured_outputs.json == SCHEMA
+
+
+def test_the_default_backend_is_the_measured_one_and_is_recorded() -> None:
+    engine = _engine()
+    assert DEFAULT_CONSTRAINT_BACKEND == "guidance" and engine.describe() == {"constraint_backend": "guidance"}
+    assert _engine("xgrammar").describe() == {"constraint_backend": "xgrammar"}
+
+
+@pytest.mark.parametrize("bound", [24, 120, 1200])
+def test_the_chosen_backend_enforces_a_string_bound(bound: int) -> None:
+    """rig bounds JSON and YAML strings by the schema's maxLength: through what vLLM's guidance backend compiles, a
+    string of ``bound`` characters is accepted and one more refused, in both formats."""
+    schema = {
+        "type": "object",
+        "properties": {"name": {"type": "string", "maxLength": bound}},
+        "required": ["name"],
+        "additionalProperties": False,
+    }
+    engine = _engine()
+    for kind, write in (
+        ("json_schema", lambda v: json.dumps({"name": v})),
+        ("yaml_schema", lambda v: f'name: "{v}"\n'),
+    ):
+        params = engine._sampling(_request(Constraint(kind=kind, schema_=schema)))
+        validate_guidance_grammar(params)
+        assert _guidance_accepts(params, write("é" * bound)), (kind, bound)
+        assert not _guidance_accepts(params, write("é" * (bound + 1))), (kind, bound)
+
+
+def test_a_backend_whose_package_is_missing_is_refused_naming_the_entry_and_field(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "xgrammar" else real(name, *a))
+    with pytest.raises(EngineError, match=r"entry 'v': engine_args.constraint_backend xgrammar: .*'xgrammar'"):
+        _engine("xgrammar")
+    with pytest.raises(EngineError, match=r"engine_args.constraint_backend 'lm-format-enforcer' is not one of"):
+        _engine("lm-format-enforcer")
+    with pytest.raises(EngineError, match="outlines takes no grammar"):
+        _engine("outlines", thinking="strip")
 
 
 def test_unconstrained_request_has_no_structured_outputs() -> None:
@@ -99,8 +176,8 @@ def test_unconstrained_request_has_no_structured_outputs() -> None:
 
 def test_engine_args_are_vllm_fields() -> None:
     fields = {f.name for f in dataclasses.fields(AsyncEngineArgs)}
-    passed_by_load = {"model", "max_model_len", "seed", "disable_log_stats"}
-    ours = set(VllmEngine.Args.model_fields)
+    passed_by_load = {"model", "max_model_len", "seed", "disable_log_stats", "structured_outputs_config"}
+    ours = set(VllmEngine.Args.model_fields) - {"constraint_backend"}  # rig's own: structured_outputs_config
     assert ours | passed_by_load <= fields, sorted((ours | passed_by_load) - fields)
 
 
@@ -193,7 +270,7 @@ def test_hermes_tool_calls_through_vllms_parser(text: str, status: str, calls: l
 def test_thinking_strip_lets_the_model_think_before_the_constraint(constraint: Constraint) -> None:
     from tests.decoding.conftest import XGrammarMatcher
 
-    params = _engine(thinking="strip")._sampling(_request(constraint))
+    params = _engine("xgrammar", thinking="strip")._sampling(_request(constraint))
     validate_xgrammar_grammar(params)
     answer = '{"city": "Oulu"}' if constraint.kind == "json_schema" else "B"
     m = XGrammarMatcher()

@@ -75,7 +75,7 @@ def _vllm_scorer(spec: Any, weights: str, n_ctx: int, s: DivergenceSettings, who
     from rig.engines.vllm import VllmArgs
 
     try:
-        args = VllmArgs.model_validate(spec.engine_args or {}).model_dump(exclude_unset=True)
+        args = VllmArgs.model_validate(spec.engine_args or {}).vllm_kwargs()
     except ValidationError as e:
         raise DivergenceError(f"{who} {spec.name!r}: models.yaml engine_args.{_first_error(e)}") from None
     from rig.engines.vllm_logits import VllmScorer
