@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import statistics
+import time
 from pathlib import Path
 
 from rig.benchmarks.callnavi.benchmark import CallNavi
@@ -32,7 +34,7 @@ def _ratio_cell(ratios: list[float]) -> str:
 
 async def main_async(a: argparse.Namespace) -> list[str]:
     reg = load_registry()
-    spec = reg.get("gemma3-270m")
+    spec = reg.get(a.model)
     if a.threads:
         spec = spec.model_copy(update={"engine_args": {**spec.engine_args, "n_threads": a.threads}})
     eng = create_engine(spec, resolve_weights(spec, reg.path))
@@ -83,16 +85,19 @@ async def main_async(a: argparse.Namespace) -> list[str]:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--data", type=Path, required=True)
+    ap.add_argument("--model", default="gemma3-270m", help="a llama.cpp model of models.yaml")
     ap.add_argument("--limit", type=int, default=20)
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--max-tokens", type=int, default=384)
     ap.add_argument("--threads", type=int, default=0, help="llama.cpp decode threads (0: the engine's default)")
     ap.add_argument("--out", type=Path, default=Path("benchmarks/results/constrained_overhead.md"))
     a = ap.parse_args()
+    load0 = os.getloadavg()[0]
     rows = asyncio.run(main_async(a))
+    load1 = os.getloadavg()[0]
     text = "\n".join(
         [
-            "# Constrained vs unconstrained decoding (llama.cpp, embedded gemma3-270m, CPU)",
+            f"# Constrained vs unconstrained decoding (llama.cpp, {a.model}, CPU)",
             "",
             "Written by `scripts/bench_constrained.py`. "
             f"{a.limit} CallNavi questions (params task, seeded sample), {a.runs} interleaved passes, max_tokens "
@@ -101,7 +106,8 @@ def main() -> None:
             "*lazy*: the engine's default grammar check (the best token first, then the 64 best, the full "
             "vocabulary only when none is allowed); *full*: the vocabulary masked at every step, as "
             "llama-cpp-python's own grammar path does. "
-            "Host: shared, noisy CPU; compare ratios, not absolute times.",
+            f"Load average {load0:.2f} before, {load1:.2f} after ({time.strftime('%Y-%m-%d')}); compare ratios, not "
+            "absolute times.",
             "",
             "| format | unconstrained ms/token | lazy ms/token | full ms/token | lazy ratio, median (per pass) | "
             "full ratio, median (per pass) | unconstrained parse+validate | lazy parse+validate | "
