@@ -35,8 +35,8 @@ from rig.registry import ModelSpec
 # vLLM's structured-output backend for rig's grammars, chosen by measurement (benchmarks/results/constrained_cost.md,
 # scripts/bench_constrained_cost.py): llguidance masks a token of every grammar rig sends in well under 1 ms, inside
 # bounded strings too, and enforces their bounds; xgrammar (vLLM's own default) scans the whole vocabulary at each
-# token inside a counted repetition (40-280 ms on two CPU cores), and outlines builds its index for the whole
-# vocabulary ahead (over 10 s for most of rig's JSON schemas) and takes no grammar, so no YAML.
+# token inside a counted repetition (41-460 ms on two CPU cores), and outlines builds its index for the whole
+# vocabulary ahead (over 20 s for most of rig's JSON schemas) and takes no grammar, so no YAML.
 DEFAULT_CONSTRAINT_BACKEND = "guidance"
 ConstraintBackend = Literal["guidance", "xgrammar", "outlines"]
 BACKEND_MODULES = {"guidance": "llguidance", "xgrammar": "xgrammar", "outlines": "outlines_core"}
