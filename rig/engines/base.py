@@ -94,6 +94,18 @@ class Engine(abc.ABC):
         self.meter: EnergyMeter | None = None  # set by the run: reads the energy counter around each call
 
     @classmethod
+    def check(cls, spec: ModelSpec) -> None:
+        """Everything about a models.yaml entry this engine refuses without loading anything (its sampling fields,
+        its engine_args): an EngineError naming entry and field, before a run folder is made."""
+        cls.check_sampling(spec)
+        cls.check_args(validate_engine_args(cls.Args, spec, cls.name), spec)
+
+    @classmethod
+    def check_args(cls, args: Any, spec: ModelSpec) -> None:
+        """An engine's own checks of its validated ``engine_args`` (vLLM: the grammar backend's package)."""
+        return None
+
+    @classmethod
     def check_sampling(cls, spec: ModelSpec) -> None:
         """An EngineError naming the models.yaml entry and the field when the entry's sampling sets a field this
         engine's backend does not take (before a run starts, so it is never silently left out)."""
@@ -253,7 +265,9 @@ def _arg_error(model: type[EngineArgs], err: Any) -> str:
         return str(err.get("ctx", {}).get("error", err["msg"]))
     key = str(err["loc"][0])
     if err["type"] == "literal_error":
-        choices = get_args(model.model_fields[key].annotation)
+        annotation = model.model_fields[key].annotation
+        literal = next((a for a in get_args(annotation) if get_args(a)), annotation)  # Literal[...] | None
+        choices = get_args(literal)
         return f"engine_args.{key} {err['input']!r} is not one of {', '.join(map(str, choices))}"
     if err["type"] == "value_error":  # a field validator's own words
         return f"engine_args.{key}: {err['ctx']['error']}"

@@ -79,22 +79,27 @@ class VllmEngine(Engine):
 
     def __init__(self, spec: ModelSpec, weights: str, *, gpu: int | None = None) -> None:
         super().__init__(spec, weights, gpu=gpu)
+        self.check_args(self.args, spec)
         self.constraint_backend: str = self.args.constraint_backend or DEFAULT_CONSTRAINT_BACKEND
-        module = BACKEND_MODULES[self.constraint_backend]
+        self.engine: Any = None  # vllm AsyncLLM once loaded
+        self.tokenizer: Any = None
+        self._parser: Any = None  # vLLM's tool parser for spec.tool_format
+
+    @classmethod
+    def check_args(cls, args: Any, spec: ModelSpec) -> None:
+        backend = args.constraint_backend or DEFAULT_CONSTRAINT_BACKEND
+        module = BACKEND_MODULES[backend]
         if importlib.util.find_spec(module) is None:  # looked up, not imported: before the model loads
             raise EngineError(
-                f"models.yaml entry {spec.name!r}: engine_args.constraint_backend {self.constraint_backend}: vLLM's "
-                f"{self.constraint_backend} backend needs the Python module {module!r}, which is not installed"
-                + ("" if self.args.constraint_backend else " (the default; name another backend to use it)")
+                f"models.yaml entry {spec.name!r}: engine_args.constraint_backend {backend}: vLLM's {backend} "
+                f"backend needs the Python module {module!r}, which is not installed"
+                + ("" if args.constraint_backend else " (the default; name another backend to use it)")
             )
-        if self.constraint_backend == "outlines" and spec.thinking == "strip":
+        if backend == "outlines" and spec.thinking == "strip":
             raise EngineError(
                 f"models.yaml entry {spec.name!r}: engine_args.constraint_backend outlines takes no grammar, so it "
                 "cannot admit a think block before the answer (thinking: strip); use guidance"
             )
-        self.engine: Any = None  # vllm AsyncLLM once loaded
-        self.tokenizer: Any = None
-        self._parser: Any = None  # vLLM's tool parser for spec.tool_format
 
     @property
     def capabilities(self) -> Capabilities:

@@ -118,10 +118,10 @@ def _build(opts: BenchOptions) -> tuple[ModelSpec, str, list[tuple[Benchmark, li
     }
     if upd:
         spec = spec.model_copy(update={"sampling": spec.sampling.model_copy(update=upd)})
-    # A sampling field the engine cannot take is refused before anything runs, naming entry and field (a missing
-    # backend is named when the engine is made, as before).
+    # A sampling field or engine argument the engine cannot take is refused before anything runs, naming entry and
+    # field (a missing backend is named when the engine is made, as before).
     with contextlib.suppress(MissingExtra):
-        engine_class(spec.engine).check_sampling(spec)
+        engine_class(spec.engine).check(spec)
     weights = resolve_weights(spec, reg.path)
     names = [opts.benchmark] if opts.benchmark else benchmark_names()
     if opts.data is not None and len(names) > 1:

@@ -325,3 +325,32 @@ def test_openai_compat_bodies_reach_vllm_serve_as_constraints(
     assert params.max_tokens == 32 and params.seed == 1
     assert getattr(params.structured_outputs, field), params.structured_outputs
     validate_xgrammar_grammar(params)
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (
+            "{constraint_backend: lm-format-enforcer}",
+            "engine_args.constraint_backend 'lm-format-enforcer' is not one of guidance, xgrammar, outlines",
+        ),
+        (
+            "{constraint_backend: outlines}\n    thinking: strip",
+            "engine_args.constraint_backend outlines takes no grammar",
+        ),
+    ],
+)
+def test_rig_bench_refuses_a_backend_entry_before_anything_runs(args: str, says: str, tmp_path: Any) -> None:
+    """As a user meets it: exit 2 naming the entry and the field, no model loaded and no run folder made."""
+    from typer.testing import CliRunner
+
+    from rig.cli import app
+
+    (tmp_path / "models.yaml").write_text(
+        "models:\n  g:\n    engine: vllm\n    quantization: bf16\n    context_length: 2048\n"
+        f"    weights: {{dir: {tmp_path}}}\n    engine_args: {args}\n"
+    )
+    argv = ["bench", "-m", "g", "-b", "callnavi", "--limit", "1", "--models", str(tmp_path / "models.yaml")]
+    r = CliRunner().invoke(app, [*argv, "--out", str(tmp_path / "runs")])
+    assert r.exit_code == 2 and "models.yaml entry 'g'" in r.output and says in " ".join(r.output.split()), r.output
+    assert not (tmp_path / "runs").exists()
