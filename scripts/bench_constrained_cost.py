@@ -89,6 +89,16 @@ def gold_constraints() -> list[tuple[str, Any, str]]:
         else:
             what += f" {(c.pattern or '')[:24]!r}"
         out.append((f"{label}: {what}", c, text))
+    # ``thinking: strip``: the same tool-call grammars behind one optional think block, as GBNF (what the engines
+    # send; llguidance converts it), walked through a think block and then the gold reply
+    from rig.decoding.constraint import Constraint
+    from rig.engines.thinking import allow_thinking_gbnf
+
+    think = "<think>The user wants a running loop from the library; check the distance first.</think>\n"
+    for label, c, text in list(out):
+        if label.startswith("routeeval none/"):
+            g = Constraint(kind="grammar", grammar=allow_thinking_gbnf(to_gbnf(c)))
+            out.append((f"{label} + thinking strip", g, think + text))
     return sorted(out, key=lambda x: x[0])
 
 
@@ -411,12 +421,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--outlines-limit", type=float, default=60.0, help="seconds an outlines-core compile may take")
     ap.add_argument("--models", default="gemma3-270m,qwen2.5-coder-0.5b")
     ap.add_argument("--only", default="", help="comma-separated backends: llamacpp,guidance,xgrammar,outlines")
+    ap.add_argument("--match", default="", help="only the grammars whose label contains this")
     ap.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "constrained_cost.md")
     args = ap.parse_args(argv)
     only = set(filter(None, args.only.split(",")))
     load0 = os.getloadavg()
     print("collecting rig's grammars from the gold replies (rig selftest) ...", file=sys.stderr)
-    grammars = gold_constraints()
+    grammars = [g for g in gold_constraints() if args.match in g[0]]
     probe = probe_constraint()
     lines = []
     bounds = []
