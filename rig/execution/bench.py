@@ -359,7 +359,6 @@ def _run(
         + ", ".join(f"{b.name} ({len(e)} episodes)" for b, e in chosen)
         + f" x {opts.repeats} repeats"
     )
-    # create_engine and Store are looked up here, at run time, where tests put their fakes.
     turn = Turn(opts, spec, weights, manifest, run_dir, Store(run_dir / "results.sqlite"), create_engine, say, progress)
     energy = turn.start_telemetry()
     items = plan(chosen, opts.repeats, order=opts.order, seed=spec.sampling.seed)
