@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The quantization decision read through pass^k and the failure taxonomy (benchmarks/results/reliability.md):
 # Qwen2.5-Coder 1.5B at Q4_K_M (installed), q4_0 and q3_k_s, temperature 0.7, five seeded repeats per episode, on
-# RouteEval's 12 prompts, upstream CallNavi (two domains, 50 questions) and MobilityBench (agentic,
+# RouteEval's 12 prompts, upstream CallNavi (two domains, 50 questions,
+# routing task) and MobilityBench (agentic,
 # JSON-constrained, 10 episodes). Long (hours on two CPU cores): not part of the tests.
 #
 #   scripts/reliability.sh WORKDIR CALLNAVI_DATA
@@ -20,6 +21,8 @@ done
 variants=(qwen2.5-coder-1.5b qwen2.5-coder-1.5b-q4_0 qwen2.5-coder-1.5b-q3_k_s)
 common=(--models quant.yaml --temperature 0.7 --repeats 5 --seed 0 --pass-k 1,3,5 --out runs)
 rig compare "${variants[@]}" -b routeeval "${common[@]}"
-rig compare "${variants[@]}" -b callnavi --data "$callnavi" -O domains=gov,hr --limit 50 "${common[@]}"
+# CallNavi's routing task: its parameter task scores AST 0.00 for every variant at temperature 0
+# (quant_decision.md), and would double the hours for a pass^k of 0 throughout; add -O task=params to run it.
+rig compare "${variants[@]}" -b callnavi --data "$callnavi" -O domains=gov,hr -O task=routing --limit 50 "${common[@]}"
 # MobilityBench samples at its own temperature option (the paper's 0.1) whatever the run's: set it too
 rig compare "${variants[@]}" -b mobilitybench --decode json --limit 10 -O temperature=0.7 "${common[@]}"
