@@ -1,8 +1,7 @@
 #!/usr/bin/env bash
 # The quantization decision read through pass^k and the failure taxonomy (benchmarks/results/reliability.md):
 # Qwen2.5-Coder 1.5B at Q4_K_M (installed), q4_0 and q3_k_s, temperature 0.7, five seeded repeats per episode, on
-# RouteEval's 12 prompts, upstream CallNavi (two domains, 50 questions,
-# routing task) and MobilityBench (agentic,
+# RouteEval's 12 prompts, upstream CallNavi (two domains, 50 questions, routing task) and MobilityBench (agentic,
 # JSON-constrained, 10 episodes). Long (hours on two CPU cores): not part of the tests.
 #
 #   scripts/reliability.sh WORKDIR CALLNAVI_DATA
