@@ -89,9 +89,7 @@ def compare(
 ) -> None:
     """Run the same episodes on each variant (a model under a decode and tool mode) in its own process and compare
     them, paired: `rig compare a b`, `rig compare gemma3-270m --decode none,json`."""
-    from rig.analyses.compare import compare_folder
     from rig.analyses.compare_run import DivergenceAsk
-    from rig.execution.bench import BenchError
 
     mlflow_ready(mlflow, allow_host)
     sink = (mlflow, experiment, allow_host)
@@ -104,16 +102,26 @@ def compare(
     if runs_:
         if models_:
             fail("give either VARIANT... to run or --run folders to compare, not both")
-        try:
-            cdir = compare_folder(out_dir, runs_)
-        except BenchError as e:
-            fail(str(e))
-        _finish(cdir, runs_, ask, sink, fresh=True)
+        _compare_runs(out_dir, runs_, ask, sink)
         return
     if not models_:
         fail("name the variants to compare (VARIANT...), or existing run folders with --run")
     cdir, runs = _run_variants(ctx, models_, option, out_dir, ask)
     _finish(cdir, runs, ask, sink)
+
+
+def _compare_runs(
+    out_dir: Path, runs: list[Path], ask: DivergenceAsk | None, sink: tuple[str | None, str, list[str]]
+) -> None:
+    """``--run``: a comparison of existing run folders, nothing run."""
+    from rig.analyses.compare import compare_folder
+    from rig.execution.bench import BenchError
+
+    try:
+        cdir = compare_folder(out_dir, runs)
+    except BenchError as e:
+        fail(str(e))
+    _finish(cdir, runs, ask, sink, fresh=True)
 
 
 def _resume(ctx: typer.Context, resume: str, out_dir: Path, sink: tuple[str | None, str, list[str]]) -> None:
