@@ -129,9 +129,9 @@ class LlamaCppEngine(Engine):
         "repeat_penalty": "repeat_penalty",
     }
 
-    def __init__(self, spec: ModelSpec, weights: str, *, gpu: int | None = None) -> None:
-        super().__init__(spec, weights, gpu=gpu)
-        if self.args.constraint_backend == "outlines":
+    @classmethod
+    def check_args(cls, args: Any, spec: ModelSpec) -> None:
+        if args.constraint_backend == "outlines":
             from rig.decoding.outlines_backend import OutlinesUnavailable, require_outlines
 
             try:
@@ -140,6 +140,10 @@ class LlamaCppEngine(Engine):
                 raise EngineError(
                     f"models.yaml entry {spec.name!r}: engine_args.constraint_backend outlines: {e}"
                 ) from None
+
+    def __init__(self, spec: ModelSpec, weights: str, *, gpu: int | None = None) -> None:
+        super().__init__(spec, weights, gpu=gpu)
+        self.check_args(self.args, spec)
         self._outlines: Any = None  # OutlinesConstraints, built at load
         self.served = {"native": 0, "outlines": 0}  # constrained requests per backend
         self.llm: Any = None  # llama_cpp.Llama once loaded
