@@ -3,9 +3,6 @@
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Iterator
-from http.server import ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -15,17 +12,7 @@ from rig.benchmarks.base import Benchmark
 from rig.execution.bench import BenchOptions, run_bench, temperature_warnings
 from rig.records import Episode
 from rig.runfolder.folder import RunFolder
-from tests.engines.test_openai_compat import Stub, _handler
-from tests.execution.test_turn import MODELS
-
-
-@pytest.fixture
-def served() -> Iterator[str]:
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler(Stub()))
-    threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
-    yield f"http://127.0.0.1:{httpd.server_address[1]}"
-    httpd.shutdown()
-    httpd.server_close()
+from tests.execution.conftest import ATTACHED_MODELS
 
 
 def _chosen(name: str, **options: str) -> list[tuple[Benchmark, list[Episode]]]:
@@ -45,9 +32,9 @@ def test_only_a_benchmark_with_its_own_temperature_is_warned_about() -> None:
 
 
 def test_a_run_says_the_flag_did_not_reach_mobilitybench(
-    served: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    attached: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    (tmp_path / "models.yaml").write_text(MODELS.format(url=served))
+    (tmp_path / "models.yaml").write_text(ATTACHED_MODELS.format(url=attached))
     monkeypatch.setenv("RIG_CACHE", str(tmp_path / "cache"))
     said: list[str] = []
     opts = BenchOptions(

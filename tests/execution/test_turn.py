@@ -3,9 +3,6 @@ there (an attached server): the readings may then be another device's."""
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Iterator
-from http.server import ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -17,16 +14,7 @@ from rig.render.html import html_report
 from rig.render.report import report_markdown
 from rig.runfolder.manifest import RunManifest
 from rig.telemetry.gpu import GpuMemorySummary, GpuSampler
-from tests.engines.test_openai_compat import Stub, _handler
-
-MODELS = """models:
-  attached:
-    engine: openai_compat
-    weights: {{served: stub-model}}
-    quantization: bf16
-    context_length: 4096
-    engine_args: {{base_url: "{url}"}}
-"""
+from tests.execution.conftest import ATTACHED_MODELS
 
 
 class WatchedGpu(GpuSampler):
@@ -41,20 +29,10 @@ class WatchedGpu(GpuSampler):
         return 1 << 20
 
 
-@pytest.fixture
-def attached() -> Iterator[str]:
-    """An OpenAI-compatible server rig did not start (the engine tests' stub), on loopback: its URL."""
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler(Stub()))
-    threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
-    yield f"http://127.0.0.1:{httpd.server_address[1]}"
-    httpd.shutdown()
-    httpd.server_close()
-
-
 def test_an_attached_server_run_names_the_device_it_watched(
     attached: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    (tmp_path / "models.yaml").write_text(MODELS.format(url=attached))
+    (tmp_path / "models.yaml").write_text(ATTACHED_MODELS.format(url=attached))
     monkeypatch.setenv("RIG_CACHE", str(tmp_path / "cache"))
     monkeypatch.setattr(turn, "GpuSampler", WatchedGpu)
     said: list[str] = []
