@@ -90,6 +90,8 @@ class Engine(abc.ABC):
         self.gpu = gpu
         self.args = validate_engine_args(self.Args, spec, self.name)
         self.check_sampling(spec)
+        # again here, not only in `check`: the divergence pass and `rig load` make engines without rig bench's check
+        self.check_args(self.args, spec)
         self.counters: dict[str, int] = {"tool_calls_from_text": 0}
         self.meter: EnergyMeter | None = None  # set by the run: reads the energy counter around each call
 

@@ -143,7 +143,6 @@ class LlamaCppEngine(Engine):
 
     def __init__(self, spec: ModelSpec, weights: str, *, gpu: int | None = None) -> None:
         super().__init__(spec, weights, gpu=gpu)
-        self.check_args(self.args, spec)
         self._outlines: Any = None  # OutlinesConstraints, built at load
         self.served = {"native": 0, "outlines": 0}  # constrained requests per backend
         self.llm: Any = None  # llama_cpp.Llama once loaded

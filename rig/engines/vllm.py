@@ -79,7 +79,6 @@ class VllmEngine(Engine):
 
     def __init__(self, spec: ModelSpec, weights: str, *, gpu: int | None = None) -> None:
         super().__init__(spec, weights, gpu=gpu)
-        self.check_args(self.args, spec)
         self.constraint_backend: str = self.args.constraint_backend or DEFAULT_CONSTRAINT_BACKEND
         self.engine: Any = None  # vllm AsyncLLM once loaded
         self.tokenizer: Any = None
